@@ -1,0 +1,57 @@
+// ftx: one binary, many subcommands (see cmd/subcommand.h). Errors from lib/ and formats/ arrive
+// as ftx::Error and are printed here, once, as one line.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <new>
+
+#include "cmd/subcommand.h"
+#include "formats/error.h"
+
+namespace ftx::cmd {
+std::vector<SubcommandInfo>& registry() {
+  static std::vector<SubcommandInfo> r;
+  return r;
+}
+}  // namespace ftx::cmd
+
+int main(int argc, char** argv) {
+  CLI::App app{"ftx: convert and serve GPT-family models the FasterTransformer way", "ftx"};
+  app.set_version_flag("--version", std::string("ftx ") + FTX_VERSION);
+  app.require_subcommand(1);
+  auto& subs = ftx::cmd::registry();
+  std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::map<CLI::App*, ftx::cmd::Action> actions;
+  try {
+    for (auto& s : subs) {
+      CLI::App* sub = app.add_subcommand(s.name, s.description);
+      actions[sub] = s.setup(sub);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ftx: internal error while declaring flags: %s\n", e.what());
+    return 70;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& kv : actions)
+      if (kv.first->parsed()) return kv.second();
+    return 2;
+  } catch (const ftx::UsageError& e) {
+    std::fprintf(stderr, "ftx: error: %s\n", e.what());
+    return 2;
+  } catch (const ftx::Error& e) {
+    std::fprintf(stderr, "ftx: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ftx: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ftx: error: %s\n", e.what());
+    return 1;
+  }
+}

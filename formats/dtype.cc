@@ -1,0 +1,155 @@
+#include "formats/dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "formats/error.h"
+
+namespace ftx {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: case DType::kComplex64: return 8;
+    case DType::kComplex128: return 16;
+    case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
+    case DType::kInt8: case DType::kUInt8: case DType::kBool:
+    case DType::kFloat8E4M3: case DType::kFloat8E5M2: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat64: return "float64";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt64: return "int64";
+    case DType::kInt32: return "int32";
+    case DType::kInt16: return "int16";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kBool: return "bool";
+    case DType::kUInt16: return "uint16";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
+    case DType::kFloat8E4M3: return "float8_e4m3fn";
+    case DType::kFloat8E5M2: return "float8_e5m2";
+    case DType::kComplex64: return "complex64";
+    case DType::kComplex128: return "complex128";
+  }
+  return "?";
+}
+
+DType dtype_from_name(const std::string& n) {
+  if (n == "float32" || n == "fp32" || n == "float") return DType::kFloat32;
+  if (n == "float16" || n == "fp16" || n == "half") return DType::kFloat16;
+  if (n == "bfloat16" || n == "bf16") return DType::kBFloat16;
+  if (n == "float64" || n == "fp64" || n == "double") return DType::kFloat64;
+  if (n == "int64") return DType::kInt64;
+  if (n == "int32") return DType::kInt32;
+  if (n == "int16") return DType::kInt16;
+  if (n == "int8") return DType::kInt8;
+  if (n == "uint8") return DType::kUInt8;
+  if (n == "bool") return DType::kBool;
+  throw Error("unknown data type '" + n + "'");
+}
+
+bool dtype_is_float(DType t) {
+  switch (t) {
+    case DType::kFloat64: case DType::kFloat32: case DType::kFloat16: case DType::kBFloat16:
+    case DType::kFloat8E4M3: case DType::kFloat8E5M2: return true;
+    default: return false;
+  }
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400) == 0) { mant <<= 1; --exp; }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (absx < 0x38800000u) {  // subnormal half or zero: round via float arithmetic
+    float a;
+    std::memcpy(&a, &absx, 4);
+    // 2^-24 is the half subnormal quantum; adding 0.5f shifts the value so that the float's own
+    // round-to-nearest-even lands the quantum count in the low mantissa bits.
+    float shifted = a + 0.5f;
+    uint32_t s;
+    std::memcpy(&s, &shifted, 4);
+    return static_cast<uint16_t>(sign | (s - 0x3f000000u));
+  }
+  uint32_t mant_odd = (absx >> 13) & 1u;
+  absx += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return static_cast<uint16_t>(sign | (absx >> 13));
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+static float fp8_to_float(uint8_t v, int exp_bits, int bias, bool e4m3) {
+  int mant_bits = 7 - exp_bits;
+  int sign = v >> 7, exp = (v >> mant_bits) & ((1 << exp_bits) - 1), mant = v & ((1 << mant_bits) - 1);
+  if (e4m3 && exp == 0xf && mant == 0x7) return NAN;
+  if (!e4m3 && exp == 0x1f) return mant ? NAN : (sign ? -INFINITY : INFINITY);
+  float r = exp == 0 ? std::ldexp(static_cast<float>(mant), 1 - bias - mant_bits)
+                     : std::ldexp(1.0f + static_cast<float>(mant) / (1 << mant_bits), exp - bias);
+  return sign ? -r : r;
+}
+
+double load_as_double(DType t, const void* p) {
+  switch (t) {
+    case DType::kFloat64: case DType::kComplex128: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::kFloat32: case DType::kComplex64: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::kFloat16: { uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
+    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kInt16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+    case DType::kInt8: return *static_cast<const int8_t*>(p);
+    case DType::kUInt8: return *static_cast<const uint8_t*>(p);
+    case DType::kBool: return *static_cast<const uint8_t*>(p) ? 1.0 : 0.0;
+    case DType::kUInt16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case DType::kUInt32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kUInt64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::kFloat8E4M3: return fp8_to_float(*static_cast<const uint8_t*>(p), 4, 7, true);
+    case DType::kFloat8E5M2: return fp8_to_float(*static_cast<const uint8_t*>(p), 5, 15, false);
+  }
+  return 0;
+}
+
+}  // namespace ftx

@@ -1,0 +1,72 @@
+#pragma once
+// ModelConfig: one struct for every architecture ftx runs. A model is configuration over shared
+// blocks (position scheme, norm placement, parallel residual, attention kind, activation), not a
+// class per architecture. Read from and written to config.ini in both FT's key style ([gpt]/[gptj]/
+// [gptneox] head_num, size_per_head, ...) and TensorRT-LLM's (n_embd, n_head, ...), plus ftx's own
+// keys so that ftx never has to guess.
+#include <cstdint>
+#include <string>
+
+#include "formats/dtype.h"
+#include "formats/ft_dir.h"
+
+namespace ftx {
+
+enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCode };
+enum class PositionEmbedding { kLearned, kRotary, kAlibi, kSinusoidal, kNone };
+enum class RotaryStyle { kInterleaved /* GPT-J: pairs (2i,2i+1) */, kHalfSplit /* NeoX: (i, i+r/2) */ };
+enum class NormPlacement { kPre, kPost };
+enum class Activation { kGelu /* exact erf */, kGeluTanh /* gelu_new, gelu_fast */, kRelu, kSilu, kSwiGlu, kGeGlu };
+enum class AttentionKind { kMultiHead, kMultiQuery };
+
+const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
+Architecture architecture_from_name(const std::string& s);  // Error listing the supported names
+const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh" for ftx
+Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
+
+struct ModelConfig {
+  Architecture arch = Architecture::kGpt;
+  std::string model_name = "gpt";
+  int64_t head_num = 0;
+  int64_t size_per_head = 0;
+  int64_t kv_head_num = 0;          // 1 for multi-query; == head_num for multi-head
+  int64_t inter_size = 0;
+  int64_t num_layer = 0;
+  int64_t vocab_size = 0;
+  int64_t max_pos_seq_len = 0;      // 0 when the model has no position table
+  int64_t start_id = 0;
+  int64_t end_id = 0;
+  double layernorm_eps = 1e-5;
+
+  PositionEmbedding position = PositionEmbedding::kLearned;
+  int64_t position_offset = 0;      // OPT/XGLM: table row = position + offset (FT files already drop it)
+  RotaryStyle rotary_style = RotaryStyle::kHalfSplit;
+  int64_t rotary_dim = 0;           // rotary dims per head (0 when no rotary)
+  double rotary_base = 10000.0;
+  NormPlacement norm = NormPlacement::kPre;
+  bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
+  bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
+  Activation activation = Activation::kGelu;
+  AttentionKind attention = AttentionKind::kMultiHead;
+  bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
+  bool has_pre_decoder_layernorm = false;   // BLOOM word_embeddings_layernorm
+  bool has_post_decoder_layernorm = true;   // final layernorm
+  bool tied_embeddings = true;      // no model.lm_head.weight.bin: logits use wte
+  bool has_lm_head_bias = false;    // GPT-J
+  double embedding_scale = 1.0;     // XGLM sqrt(d) when not folded into wte
+
+  int64_t tensor_para_size = 1;     // the TP size the folder was written for
+  DType weight_data_type = DType::kFloat32;
+
+  int64_t hidden() const { return head_num * size_per_head; }
+
+  // Parses `<dir>/config.ini`. Requires the keys FT's readers require; Errors name the missing key.
+  static ModelConfig from_ini(const IniFile& ini);
+  // Writes FT keys (for the section FT's runtime reads for this architecture), TensorRT-LLM keys,
+  // and ftx keys (architecture, activation, position embedding, rotary, eps, tied embeddings).
+  IniFile to_ini() const;
+  // Checks invariants (positive sizes, head_num % tp == 0, inter_size % tp == 0, ...).
+  void validate(int64_t tp, const std::string& origin) const;
+};
+
+}  // namespace ftx
