@@ -1,0 +1,109 @@
+#pragma once
+// The op seam: every numeric step of the decoding engine is one call on a Backend. The CPU backend
+// (lib/cpu/) is the reference; a CUDA backend (kernels/) implements the same interface, so the
+// engine (lib/engine/) never branches on the device.
+//
+// Conventions shared by every implementation:
+//  * Large tensors (activations, weights, KV cache) are `float*` in the backend's memory, fp32,
+//    row-major. Weights are stored [in, out] as in FT files (so y = x · W).
+//  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
+//    pointers; a device backend copies it in (it is a few hundred bytes per step).
+//  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
+//    lives at slot t. Rows advance independently (no lock-step padding gap).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/model/model_config.h"
+
+namespace ftx::ops {
+
+// Where the token embeddings' position term comes from.
+enum class PositionTable { kNone, kLearned /* wpe[pos + offset] */, kSinusoidal /* fairseq/XGLM */ };
+
+struct AttentionShape {
+  int64_t q_heads = 0;      // query heads on this rank
+  int64_t kv_heads = 0;     // key/value heads on this rank (q_heads for MHA, 1 for MQA)
+  int64_t head_dim = 0;
+  int64_t max_seq = 0;      // KV cache capacity per row
+  float scale = 1.0f;       // applied to Q·K (1/sqrt(head_dim))
+  const float* alibi_slopes = nullptr;  // host, [q_heads] for this rank's heads; nullptr: no ALiBi
+
+  // One token's fused QKV row: [Q (q_heads·d) | K (kv_heads·d) | V (kv_heads·d)].
+  int64_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }
+  int64_t cache_row_elems() const { return kv_heads * max_seq * head_dim; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory (counts are in floats) ----
+  virtual float* alloc(size_t n) = 0;
+  virtual void release(float* p) = 0;
+  virtual void upload(float* dst, const float* host_src, size_t n) = 0;
+  virtual void download(float* host_dst, const float* src, size_t n) = 0;
+  virtual void copy(float* dst, const float* src, size_t n) = 0;
+  virtual void fill(float* dst, float value, size_t n) = 0;
+
+  // ---- linear algebra ----
+  // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
+  virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+                    float* C, float beta) = 0;
+
+  // ---- elementwise / normalisation ----
+  // out[r] = (x[r] - mean) / sqrt(var + eps) · gamma + beta   (biased variance, as torch).
+  virtual void layer_norm(float* out, const float* x, const float* gamma, const float* beta,
+                          int64_t rows, int64_t H, float eps) = 0;
+  // x += y + bias (y and bias may be null); then, when gamma is set, norm_out = LN(x).
+  // The fused residual step between sub-blocks.
+  virtual void add_residual_layer_norm(float* x, const float* y, const float* bias,
+                                       const float* gamma, const float* beta, float* norm_out,
+                                       int64_t rows, int64_t H, float eps) = 0;
+  // x[rows,N] += bias[N].
+  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t N) = 0;
+  // x = act(x + bias); gated (gate != null, SwiGLU/GeGLU): x = act(x + bias) · (gate + gate_bias).
+  // Biases may be null.
+  virtual void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+                               int64_t rows, int64_t N, Activation act) = 0;
+
+  // ---- embeddings and positions ----
+  // out[r] = wte[ids[r]]·scale + position term for positions[r]; wpe row = position + offset.
+  virtual void embedding(float* out, const float* wte, const float* wpe, PositionTable table,
+                         int64_t position_offset, const int32_t* ids, const int32_t* positions,
+                         int64_t rows, int64_t H, float scale) = 0;
+  // Rotates the first rot_dim dims of each of the first `heads` heads of every row of qkv
+  // (row stride `stride` floats): Q heads and K heads, which lie first in the fused layout.
+  // Angle for pair i: positions[r] / base^(2i/rot_dim).
+  virtual void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
+                      int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
+                      double base) = 0;
+
+  // ---- attention ----
+  // Prefill. qkv: [B, S, qkv_width] (right-padded, row b valid for t < lengths[b]). Writes K,V of
+  // the valid tokens to cache row cache_rows[b] slots [0, lengths[b]) and out[b,t] = causal
+  // softmax attention over those slots (padded query positions get zeros).
+  virtual void context_attention(float* out, const float* qkv, int64_t B, int64_t S,
+                                 const int32_t* lengths, const int32_t* cache_rows, float* k_cache,
+                                 float* v_cache, const AttentionShape& shape) = 0;
+  // One decode step for n rows: token r is written at slot past[r] of cache row cache_rows[r] and
+  // attends to slots [0, past[r]].
+  virtual void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+                                const int32_t* past, float* k_cache, float* v_cache,
+                                const AttentionShape& shape) = 0;
+  // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering).
+  virtual void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+                                 int64_t row_elems) = 0;
+};
+
+// ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
+// h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).
+std::vector<float> alibi_slopes(int64_t num_heads);
+
+// The backend for `device` ("cpu"; "cuda" only when built in, else Error).
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads);
+
+}  // namespace ftx::ops
