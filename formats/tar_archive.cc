@@ -159,27 +159,25 @@ class GzipSource : public TarSource {
       if (z_.avail_in == 0) feed();
       z_.next_out = buf_.data();
       z_.avail_out = static_cast<uInt>(buf_.size());
-      const uint64_t consumed_before = bytes_.nbytes - avail_in_ - z_.avail_in;
       int rc = inflate(&z_, Z_NO_FLUSH);
       at_ = 0;
       have_ = buf_.size() - z_.avail_out;
       if (rc == Z_STREAM_END) {
         // A gzip file may hold several members back to back; trailing zero padding is ignored.
-        if (z_.avail_in == 0) feed();
+        if (z_.avail_in < 2) feed();
         if (z_.avail_in >= 2 && z_.next_in[0] == 0x1f && z_.next_in[1] == 0x8b) {
           inflateReset(&z_);
         } else {
           ended_ = true;
         }
-      } else if (rc == Z_BUF_ERROR || (rc == Z_OK && z_.avail_in == 0 && avail_in_ == 0 && have_ == 0)) {
-        const uint64_t consumed = bytes_.nbytes - avail_in_ - z_.avail_in;
-        if (z_.avail_in == 0 && avail_in_ == 0 && consumed == consumed_before && have_ == 0)
-          throw Error(path_, "truncated gzip stream (all " + std::to_string(bytes_.nbytes) +
-                                 " compressed bytes read, " + std::to_string(pos_ + (have_ - at_)) +
-                                 " bytes inflated, no end-of-stream marker)");
+      } else if (rc == Z_BUF_ERROR && z_.avail_in == 0 && avail_in_ == 0) {
+        // No progress possible and no input left: the file stops inside the stream.
+        throw Error(path_, "truncated gzip stream (all " + std::to_string(bytes_.nbytes) +
+                               " compressed bytes read after " + std::to_string(pos_) +
+                               " uncompressed bytes, no end-of-stream marker)");
       } else if (rc != Z_OK) {
-        throw Error(path_, std::string("corrupt gzip stream: ") + (z_.msg ? z_.msg : "inflate error " +
-                                                                   std::to_string(rc)) +
+        throw Error(path_, std::string("corrupt gzip stream: ") +
+                               (z_.msg ? std::string(z_.msg) : "inflate error " + std::to_string(rc)) +
                                " (after " + std::to_string(pos_) + " uncompressed bytes)");
       }
     }
@@ -266,6 +264,8 @@ class TarIndexer {
       const uint64_t at = src_.position();
       size_t got = src_.read(h, kBlock);
       if (got == 0) break;  // end of data without the zero blocks: accepted, as tar readers do
+      if (got < kBlock && at == 0)
+        throw Error(ar_.path_, "not a tar archive (" + std::to_string(got) + " bytes, less than one 512-byte header)");
       if (got < kBlock)
         throw Error(ar_.path_, "truncated tar header at offset " + std::to_string(at) + " (" +
                                    std::to_string(got) + " of 512 bytes)");

@@ -1,6 +1,7 @@
 #include "formats/value.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace ftx {
 
@@ -52,7 +53,17 @@ std::string Value::repr(size_t max_len) const {
     case Kind::kNone: s = "None"; break;
     case Kind::kBool: s = b ? "True" : "False"; break;
     case Kind::kInt: s = std::to_string(i); break;
-    case Kind::kFloat: { char buf[40]; std::snprintf(buf, sizeof buf, "%.17g", f); s = buf; break; }
+    case Kind::kFloat: {
+      // Python's repr: shortest round-trip digits, and a ".0" on integral values.
+      char buf[40];
+      for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, f);
+        if (std::strtod(buf, nullptr) == f) break;
+      }
+      s = buf;
+      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+      break;
+    }
     case Kind::kString: s = quote(str); break;
     case Kind::kBytes: s = "b" + quote(str); break;
     case Kind::kDType: s = "torch." + str; break;

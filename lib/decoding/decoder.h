@@ -15,6 +15,12 @@ namespace ftx {
 struct SamplingConfig {
   int64_t top_k = 0;                    // 0 and top_p 0: greedy
   double top_p = 0.0;
+  // Factual nucleus (top-p layer only, i.e. top_k 0): after each draw p <- max(p * decay, min),
+  // back to top_p when the drawn id is top_p_reset_id. decay or min outside (0, 1] fall back to
+  // FT's 1.0 / 0.5.
+  double top_p_decay = 1.0;
+  double top_p_min = 1e-6;
+  int32_t top_p_reset_id = -1;
   double temperature = 1.0;
   double repetition_penalty = 1.0;      // exclusive with presence_penalty (both set: Error)
   double presence_penalty = 0.0;

@@ -1,0 +1,47 @@
+#pragma once
+// Flags shared by `ftx convert-megatron`, `convert-nemo` and `convert-hf` (FT/TensorRT-LLM names).
+#include <string>
+
+#include "cmd/subcommand.h"
+#include "formats/error.h"
+#include "lib/convert/conversion.h"
+
+namespace ftx::cmd {
+
+struct ConvertFlags {
+  ConvertOptions opt;
+  std::string dtype = "fp32";
+};
+
+inline void add_convert_flags(CLI::App* sub, ConvertFlags& f) {
+  sub->add_option("-i,--in-file", f.opt.in_path, "input checkpoint (file or folder)")->required();
+  sub->add_option("-o,--saved-dir,--out-dir", f.opt.out_dir, "output folder; files go to OUT/<N>-gpu/")->required();
+  sub->add_option("-g,--infer-gpu-num,--tensor-parallelism", f.opt.tp, "inference tensor parallel size")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("-t,--weight-data-type,--storage-type", f.dtype, "fp32, fp16 or bf16 (or float32/float16/bfloat16)")
+      ->capture_default_str();
+  sub->add_option("-p,--processes", f.opt.processes, "worker threads")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--vocab-path", f.opt.vocab_path, "vocab.json to copy (and to read <|endoftext|> from)");
+  sub->add_option("--merges-path", f.opt.merges_path, "merges.txt to copy");
+  sub->add_flag("--force", f.opt.force, "replace an existing OUT/<N>-gpu/ folder");
+  sub->add_flag("-q,--quiet", f.opt.quiet, "no progress on stderr");
+}
+
+// Checks the flags and runs plan -> write. Returns the exit code.
+template <typename Planner>
+int run_convert(ConvertFlags& f, Planner plan_fn) {
+  DType dt;
+  try {
+    dt = dtype_from_name(f.dtype);
+  } catch (const Error&) {
+    throw UsageError("--weight-data-type '" + f.dtype + "' is not one of fp32, fp16, bf16");
+  }
+  if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+    throw UsageError("--weight-data-type '" + f.dtype + "' is not one of fp32, fp16, bf16");
+  f.opt.dtype = dt;
+  ConversionPlan plan = plan_fn(f.opt);
+  write_conversion(plan, f.opt);
+  return 0;
+}
+
+}  // namespace ftx::cmd

@@ -1,0 +1,81 @@
+// ftx tokenize: JSON lines of text to token ids and back, with a model's tokenizer.
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "cmd/subcommand.h"
+#include "formats/error.h"
+#include "lib/tokenizer/jsonl_tokenize.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace {
+
+struct TokenizeOptions {
+  std::string tokenizer_dir, input, output;
+  bool decode = false, quiet = false;
+};
+
+int run_tokenize(const TokenizeOptions& o) {
+  auto tokenizer = ftx::load_tokenizer(o.tokenizer_dir);
+
+  std::ifstream in_file;
+  std::istream* in = &std::cin;
+  std::string input_name = "<stdin>";
+  if (!o.input.empty() && o.input != "-") {
+    in_file.open(o.input, std::ios::binary);
+    if (!in_file) throw ftx::Error(o.input, "cannot open input");
+    in = &in_file;
+    input_name = o.input;
+  }
+
+  // A file is written under a temporary name and renamed when complete, so a failed run leaves
+  // no half-written output behind.
+  const bool to_file = !o.output.empty() && o.output != "-";
+  const std::string tmp = o.output + ".tmp";
+  std::ofstream out_file;
+  if (to_file) {
+    out_file.open(tmp, std::ios::binary | std::ios::trunc);
+    if (!out_file) throw ftx::Error(o.output, "cannot create output");
+  }
+  std::ostream& out = to_file ? static_cast<std::ostream&>(out_file) : std::cout;
+  std::ios::sync_with_stdio(false);
+
+  ftx::JsonlTokenizeStats stats;
+  try {
+    auto direction = o.decode ? ftx::JsonlDirection::kDecode : ftx::JsonlDirection::kEncode;
+    stats = ftx::tokenize_jsonl(*tokenizer, direction, *in, input_name, out);
+    out.flush();
+    if (!out) throw ftx::Error(to_file ? o.output : "<stdout>", "write failed");
+    if (to_file) {
+      out_file.close();
+      if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
+        throw ftx::Error(o.output, std::string("cannot rename ") + tmp + ": " + std::strerror(errno));
+    }
+  } catch (...) {
+    if (to_file) std::remove(tmp.c_str());
+    throw;
+  }
+  if (!o.quiet)
+    std::fprintf(stderr, "ftx tokenize: %llu lines, %llu tokens (%s, %s)\n",
+                 static_cast<unsigned long long>(stats.lines), static_cast<unsigned long long>(stats.tokens),
+                 tokenizer->kind().c_str(), tokenizer->source().c_str());
+  return 0;
+}
+
+ftx::cmd::Action setup_tokenize(CLI::App* sub) {
+  auto o = std::make_shared<TokenizeOptions>();
+  sub->add_option("--tokenizer", o->tokenizer_dir,
+                  "Model folder with vocab.json + merges.txt (GPT-2 BPE) or tokenizer.model (SentencePiece)")
+      ->required();
+  sub->add_flag("--decode", o->decode, "Read {\"ids\": [...]} lines and write {\"text\": ...} lines");
+  sub->add_option("--input", o->input, "JSON-lines input file (default: standard input)");
+  sub->add_option("--output", o->output, "JSON-lines output file (default: standard output)");
+  sub->add_flag("--quiet", o->quiet, "Do not print the summary line on standard error");
+  return [o] { return run_tokenize(*o); };
+}
+
+}  // namespace
+
+FTX_SUBCOMMAND("tokenize", "Encode JSON-lines text to token ids, or decode ids to text", setup_tokenize);

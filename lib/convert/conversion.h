@@ -1,0 +1,59 @@
+#pragma once
+// A conversion = a ModelConfig + one TensorJob per output tensor + the side files. Source adapters
+// (Megatron, NeMo, HF) build a ConversionPlan; write_conversion is the one writer for all of them.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "formats/tensor.h"
+#include "lib/convert/tensor_job.h"
+#include "lib/model/model_config.h"
+
+namespace ftx {
+
+struct ConversionPlan {
+  ModelConfig cfg;
+  std::vector<TensorJob> jobs;
+  // Converter-specific keys FT's converter writes in the config section (§2.2), after to_ini()'s.
+  std::vector<std::pair<std::string, std::string>> extra_ini;
+  std::vector<std::pair<std::string, std::string>> text_files;  // output name -> content (args.txt)
+  std::vector<std::pair<std::string, Storage>> copy_files;      // output name -> bytes (tokenizer)
+  std::string source_format;                                    // "megatron", "nemo", "hf"
+  std::string source_path;
+};
+
+struct ConvertOptions {
+  std::string in_path;
+  std::string out_dir;             // OUT; files go to OUT/<tp>-gpu/
+  int64_t tp = 1;                  // inference tensor parallel size
+  DType dtype = DType::kFloat32;   // fp32, fp16 or bf16
+  int processes = 4;
+  std::string vocab_path, merges_path;
+  bool force = false;
+  bool quiet = false;
+  // Megatron, for checkpoints without `args` (v0).
+  int64_t head_num = 0;
+  int64_t trained_tp = 0;
+  // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder).
+  std::string model;
+};
+
+// Writes OUT/<tp>-gpu/ atomically: every tensor file, config.ini, manifest.json and side files.
+// Checks the plan against ft_weight_files(cfg, tp) first: a missing or unexpected tensor, or a
+// shape that disagrees with the config, is an Error and no output folder appears.
+void write_conversion(ConversionPlan& plan, const ConvertOptions& opt);
+
+// Source adapters.
+ConversionPlan plan_megatron(const ConvertOptions& opt);
+ConversionPlan plan_nemo(const ConvertOptions& opt);
+ConversionPlan plan_hf(const ConvertOptions& opt);
+
+// Helpers shared by adapters.
+std::string read_text_file(const std::string& path);   // Error when missing
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+// id of "<|endoftext|>" in a GPT-2 vocab.json, or -1.
+int64_t endoftext_id(const std::string& vocab_json_text);
+
+}  // namespace ftx

@@ -1,0 +1,186 @@
+// HuggingFace source adapter: config.json + pytorch_model.bin / *.safetensors (sharded or not).
+// model_type gpt2 (Conv1D weights, [in, out]) and gpt_bigcode (StarCoder: nn.Linear, multi-query),
+// plus the SantaCoder variant (q_attn + kv_attn Conv1D, multi-query). Spec §3.6, §4.
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "formats/hf_index.h"
+#include "formats/safetensors.h"
+#include "formats/torch_checkpoint.h"
+#include "lib/convert/conversion.h"
+#include "lib/convert/layout_table.h"
+
+namespace ftx {
+
+namespace {
+
+using json = nlohmann::json;
+
+const char* kSupported = "gpt2, gpt_bigcode (aliases: santacoder, starcoder)";
+
+int64_t int_key(const json& j, const std::string& k, const std::string& origin) {
+  auto it = j.find(k);
+  if (it == j.end() || !it->is_number_integer()) throw Error(origin, "missing integer key '" + k + "'");
+  return it->get<int64_t>();
+}
+int64_t int_or(const json& j, const std::string& k, int64_t d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_number_integer()) ? it->get<int64_t>() : d;
+}
+double num_or(const json& j, const std::string& k, double d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_number()) ? it->get<double>() : d;
+}
+bool bool_or(const json& j, const std::string& k, bool d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : d;
+}
+std::string str_or(const json& j, const std::string& k, const std::string& d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
+}
+
+std::vector<NamedTensor> load_weights(const std::string& folder) {
+  HfWeightFiles wf = find_hf_weight_files(folder);
+  std::vector<NamedTensor> all;
+  if (wf.format == "safetensors") {
+    if (!wf.index_path.empty()) return read_safetensors_sharded(wf.index_path);
+    for (auto& f : wf.files) {
+      auto t = read_safetensors(f);
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    return all;
+  }
+  for (auto& f : wf.files) {
+    std::vector<NamedTensor> t;
+    std::vector<NamedValue> others;
+    flatten_value(load_torch_checkpoint(f), "", t, others);
+    for (auto& nt : t) nt.tensor.storage.origin = f;
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
+}
+
+std::string strip_prefix(const std::string& n) {
+  for (const char* p : {"transformer.", "model.transformer."})
+    if (n.rfind(p, 0) == 0) return n.substr(std::string(p).size());
+  return n;
+}
+
+}  // namespace
+
+ConversionPlan plan_hf(const ConvertOptions& opt) {
+  std::string folder = opt.in_path;
+  if (!is_directory(folder)) {
+    auto slash = folder.find_last_of('/');
+    folder = slash == std::string::npos ? "." : folder.substr(0, slash);
+  }
+  const std::string cfg_path = folder + "/config.json";
+  json j;
+  try {
+    j = json::parse(read_text_file(cfg_path));
+  } catch (const json::exception& e) {
+    throw Error(cfg_path, std::string("bad JSON: ") + e.what());
+  }
+  std::string model_type = opt.model.empty() ? str_or(j, "model_type", "") : opt.model;
+  if (model_type == "starcoder" || model_type == "santacoder") model_type = "gpt_bigcode";
+  if (model_type != "gpt2" && model_type != "gpt_bigcode")
+    throw Error(cfg_path, "unsupported model_type '" + model_type + "' (supported: " + kSupported + ")");
+
+  std::vector<NamedTensor> tensors = load_weights(folder);
+  std::map<std::string, TensorView> by_name;
+  for (auto& t : tensors) by_name[strip_prefix(t.name)] = t.tensor;
+  const bool santacoder = by_name.count("h.0.attn.q_attn.weight") > 0;
+
+  ConversionPlan plan;
+  plan.source_format = "hf";
+  plan.source_path = opt.in_path;
+  ModelConfig& c = plan.cfg;
+  c.arch = model_type == "gpt2" && !santacoder ? Architecture::kGpt : Architecture::kGptBigCode;
+  c.model_name = str_or(j, "_name_or_path", "gpt");
+  if (c.model_name.empty()) c.model_name = "gpt";
+  const int64_t H = int_key(j, "n_embd", cfg_path);
+  c.head_num = int_key(j, "n_head", cfg_path);
+  FTX_CHECK(c.head_num > 0 && H % c.head_num == 0, cfg_path,
+            "n_embd " + std::to_string(H) + " is not a multiple of n_head " + std::to_string(c.head_num));
+  c.size_per_head = H / c.head_num;
+  // FT's huggingface_gpt_convert.py writes 4*n_embd and ignores n_inner; ftx uses n_inner (§7).
+  c.inter_size = int_or(j, "n_inner", 4 * H);
+  c.num_layer = int_key(j, "n_layer", cfg_path);
+  c.vocab_size = int_key(j, "vocab_size", cfg_path);
+  c.max_pos_seq_len = int_key(j, "n_positions", cfg_path);
+  c.start_id = int_or(j, "bos_token_id", 50256);
+  c.end_id = int_or(j, "eos_token_id", 50256);
+  // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5 (§7.3).
+  c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
+  c.activation = activation_from_name(str_or(j, "activation_function", "gelu_new"));
+  const bool mqa = santacoder || (model_type == "gpt_bigcode" && bool_or(j, "multi_query", true));
+  c.attention = mqa ? AttentionKind::kMultiQuery : AttentionKind::kMultiHead;
+  c.kv_head_num = mqa ? 1 : c.head_num;
+  c.tied_embeddings = bool_or(j, "tie_word_embeddings", true);
+
+  // A SantaCoder layer's q_attn and kv_attn become one QKV tensor: two pieces on the last axis.
+  const ArchLayout& layout = (model_type == "gpt_bigcode" && !santacoder) ? hf_gpt_bigcode_layout() : hf_gpt2_layout();
+  JobContext ctx;
+  ctx.heads_per_shard = c.head_num;
+  ctx.head_dim = c.size_per_head;
+  ctx.hidden = H;
+  ctx.qkv = QkvOrder::kQkvMajor;  // c_attn columns are already [Q | K | V]
+  ctx.multi_query = mqa;
+  for (auto& t : tensors) {
+    std::string name = strip_prefix(t.name);
+    if (name == "lm_head.weight" && c.tied_embeddings) continue;  // the same table as wte
+    std::vector<TensorView> shards{t.tensor};
+    const auto q = name.find("attn.q_attn.");
+    if (q != std::string::npos) {
+      const std::string kv = name.substr(0, q) + "attn.kv_attn." + name.substr(q + 12);
+      auto it = by_name.find(kv);
+      FTX_CHECK(it != by_name.end(), folder, "tensor '" + name + "' has no matching '" + kv + "'");
+      shards.push_back(it->second);
+      name = name.substr(0, q) + "attn.c_attn." + name.substr(q + 12);
+    } else if (name.find("attn.kv_attn.") != std::string::npos) {
+      continue;  // consumed with its q_attn
+    }
+    auto m = match_layout(layout, name, folder);
+    if (!m) continue;
+    add_layout_jobs(*m, shards, t.tensor.storage.origin + ":" + t.name, ctx, plan.jobs);
+  }
+  if (!c.tied_embeddings)
+    FTX_CHECK(by_name.count("lm_head.weight"), folder, "tie_word_embeddings is false but there is no lm_head.weight");
+
+  // FT huggingface_gpt_convert.py writes these keys; TL adds the HF config's own (§2.2).
+  for (auto& kv : j.items()) {
+    if (kv.key().empty() || kv.key()[0] == '_') continue;
+    const json& v = kv.value();
+    std::string s;
+    if (v.is_string()) s = v.get<std::string>();
+    else if (v.is_boolean()) s = v.get<bool>() ? "True" : "False";
+    else if (v.is_null()) s = "None";
+    else if (v.is_number_integer()) s = std::to_string(v.get<int64_t>());
+    else continue;  // floats are written by to_ini in ftx's spelling; lists/dicts are skipped
+    if (s.find('%') != std::string::npos || s.find('\n') != std::string::npos) continue;
+    static const char* kOwn[] = {"n_embd", "n_head", "n_layer", "n_positions", "vocab_size", "activation_function",
+                                 "multi_query", "model_type"};
+    bool own = false;
+    for (auto* o : kOwn) own = own || kv.key() == o;
+    if (!own) plan.extra_ini.emplace_back(kv.key(), s);
+  }
+  plan.extra_ini.emplace_back("model_type", model_type);
+  for (const char* tok : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"}) {
+    std::string p = folder + "/" + tok;
+    if (path_exists(p)) {
+      auto mf = MappedFile::open(p);
+      Storage s;
+      s.data = mf->data();
+      s.nbytes = mf->size();
+      s.keep_alive = mf;
+      s.origin = p;
+      plan.copy_files.emplace_back(tok, s);
+    }
+  }
+  return plan;
+}
+
+}  // namespace ftx

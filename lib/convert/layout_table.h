@@ -1,0 +1,64 @@
+#pragma once
+// Per-architecture layout tables: source tensor name -> FT name, role (how it is split), transpose.
+// Adapters first normalise their source names (strip `transformer.`/`model.language_model.`,
+// renumber pipeline layers to global indices), then look them up here. Adding an architecture is a
+// new table (and its tests), not a new converter.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/convert/tensor_job.h"
+
+namespace ftx {
+
+enum class Role {
+  kReplicated,    // same on every training rank (rank 0 is read) and every inference rank
+  kVocab,         // vocab-parallel in training (concatenate shards on axis 0), replicated in FT
+  kColumn,        // column-parallel: merge and split on the last axis (after transpose)
+  kColumnGated,   // kColumn; for gated activations the source holds [up | gate] per shard
+  kRow,           // row-parallel: merge and split on axis 0 (after transpose)
+  kQkv,           // fused QKV: kColumn in 3 segments, reordered to FT's [Q | K | V] per rank
+};
+
+struct LayoutRule {
+  std::string pattern;  // ECMAScript regex over the normalised source name, anchored
+  std::string ft_name;  // std::regex_replace format ($1 ...)
+  Role role;
+  bool transpose;       // 2-D tensors stored [out, in] (nn.Linear, Megatron)
+};
+
+struct ArchLayout {
+  std::string name;
+  std::vector<LayoutRule> rules;
+  std::vector<std::string> skip;  // regexes of tensors that are not weights (buffers, caches)
+};
+
+// Megatron-LM GPT and NeMo GPT (names after `language_model.`/`encoder.`|`transformer.` are removed).
+const ArchLayout& megatron_gpt_layout();
+// HF GPT-2 (Conv1D, [in, out]) and GPTBigCode (nn.Linear, [out, in]); names without `transformer.`.
+const ArchLayout& hf_gpt2_layout();
+const ArchLayout& hf_gpt_bigcode_layout();
+
+struct RuleMatch {
+  std::string ft_name;
+  const LayoutRule* rule;
+};
+// nullopt when the name matches a skip pattern; Error(origin, "unexpected tensor ...") when no rule matches.
+std::optional<RuleMatch> match_layout(const ArchLayout& layout, const std::string& name, const std::string& origin);
+
+// What the job builder needs to know about the model and the source.
+struct JobContext {
+  int64_t heads_per_shard = 0;  // attention heads in one training shard
+  int64_t head_dim = 0;
+  int64_t hidden = 0;
+  QkvOrder qkv = QkvOrder::kQkvMajor;
+  bool gated = false;           // swiglu/geglu: split dense_h_to_4h into up and gate
+  bool layernorm1p = false;     // NeMo: weights stored as w - 1
+  bool multi_query = false;     // QKV columns [H | d | d], K and V replicated on every rank
+};
+
+// Appends the job(s) for one source tensor (two for a gated dense_h_to_4h).
+void add_layout_jobs(const RuleMatch& m, std::vector<TensorView> shards, const std::string& source,
+                     const JobContext& ctx, std::vector<TensorJob>& out);
+
+}  // namespace ftx

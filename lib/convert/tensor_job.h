@@ -1,0 +1,66 @@
+#pragma once
+// One output tensor of a conversion: which source shards it is built from and how (transpose, QKV
+// reorder, swiglu half, layernorm1p), how the training TP shards merge into the full tensor, and
+// how the full tensor is split over the inference TP ranks (spec ft-format.md §3.1, §3.6, §3.7).
+// Every converter reduces to a list of these; run_tensor_job is the only place that moves numbers.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "formats/tensor.h"
+
+namespace ftx {
+
+// Order of the QKV output features inside ONE training shard (n_l heads of size d). FT wants
+// [3, n_l, d] (all Q, then K, then V). Megatron v0 and HF GPT-2 already are; Megatron v1 is
+// [n_l, d, 3]; Megatron v2/v3 and NeMo are [n_l, 3, d] (ML fix_query_key_value_ordering).
+enum class QkvOrder { kNone, kQkvMajor, kHeadDimQkv, kHeadQkv };
+
+// How the output is split over inference ranks.
+enum class OutSplit {
+  kReplicated,  // one file, no rank suffix
+  kRow,         // axis 0
+  kColumn,      // last axis, per segment (see TensorJob::segments)
+};
+
+struct TensorJob {
+  std::string name;                // FT name without rank and ".bin"
+  std::string source;              // human-readable source name for errors ("mp_rank_01:...")
+  std::vector<TensorView> shards;  // training TP shards, in rank order (1 when not sharded)
+  // How shards combine into the full tensor: -1 = take shards[0] only (replicated in training),
+  // 0 = concatenate on axis 0, 1 = concatenate on the last axis (segment by segment, see below).
+  int merge_axis = -1;
+  bool transpose = false;          // 2-D [out, in] -> [in, out] (nn.Linear / Megatron layout)
+  int take_half = -1;              // 0/1: keep the first/second half of the last axis (NeMo swiglu)
+  QkvOrder qkv = QkvOrder::kNone;  // reorder of the last axis, per shard (needs qkv_heads, head_dim)
+  int64_t qkv_heads = 0;           // heads per training shard
+  int64_t head_dim = 0;
+  float add = 0.f;                 // added to every element (NeMo layernorm1p weights)
+  // Last-axis segments of each shard (after the steps above). Merging concatenates segment k of
+  // every shard; the column split cuts every `split` segment into tp parts and copies the others
+  // whole onto every rank (multi-query K and V, §3.4). Empty = one split segment.
+  // For QKV: 3 equal split segments. For MQA [Q | K | V]: {H split, d whole, d whole}.
+  int segments = 0;                       // number of equal segments per shard (0 = use seg_sizes)
+  std::vector<int64_t> seg_sizes;         // explicit full-tensor sizes (Tt = 1 only)
+  std::vector<bool> seg_split;            // per segment; empty = all split
+  OutSplit split = OutSplit::kReplicated;
+};
+
+// The bytes of one output file.
+struct JobOutput {
+  int64_t rank;                 // -1 for replicated
+  std::vector<int64_t> shape;   // after split
+  std::vector<uint8_t> bytes;   // little-endian, in the output dtype
+};
+
+// Runs a job: reads the shards (any dtype, any strides), applies the transforms in float32, merges,
+// splits over `tp` ranks and casts to `out` (fp32, fp16 or bf16; round to nearest even, as numpy's
+// astype and torch's .to()). Calls `emit` once per output file. Throws Error naming job.name and
+// job.source when shard shapes disagree or a split does not divide.
+void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(JobOutput&&)>& emit);
+
+// Exposed for tests: the full (merged, unsplit) float32 tensor of a job and its shape.
+std::vector<float> assemble_full_tensor(const TensorJob& job, std::vector<int64_t>& shape);
+
+}  // namespace ftx

@@ -1,0 +1,196 @@
+// The one writer: runs TensorJobs on a pool of worker threads, checks every output against the
+// file list config.ini implies, writes OUT/<tp>-gpu/ through OutputDir (a temporary folder renamed
+// into place only when everything, config.ini and manifest.json included, is written).
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "lib/convert/conversion.h"
+#include "lib/model/ft_weight_layout.h"
+#include "lib/util/progress.h"
+
+namespace ftx {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int64_t endoftext_id(const std::string& text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    auto it = j.find("<|endoftext|>");
+    if (it != j.end() && it->is_number_integer()) return it->get<int64_t>();
+  } catch (const nlohmann::json::exception&) {
+  }
+  return -1;
+}
+
+namespace {
+
+void make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error(cur, std::string("cannot create folder: ") + std::strerror(errno));
+  }
+}
+
+const char* section_of(const ModelConfig& c) {
+  return c.arch == Architecture::kGptJ ? "gptj" : c.arch == Architecture::kGptNeoX ? "gptneox" : "gpt";
+}
+
+}  // namespace
+
+void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
+  ModelConfig& cfg = plan.cfg;
+  cfg.tensor_para_size = opt.tp;
+  cfg.weight_data_type = opt.dtype;
+  FTX_CHECK(opt.dtype == DType::kFloat32 || opt.dtype == DType::kFloat16 || opt.dtype == DType::kBFloat16,
+            "", std::string("unsupported weight data type ") + dtype_name(opt.dtype) + " (use fp32, fp16 or bf16)");
+
+  // The files config.ini implies; every job's output must be one of them with exactly this shape.
+  cfg.validate(opt.tp, plan.source_path);
+  const std::vector<FtWeightFile> expected = ft_weight_files(cfg, opt.tp);
+  std::map<std::string, const FtWeightFile*> by_file;
+  std::set<std::string> expected_names, produced_names;
+  for (auto& f : expected) {
+    by_file[f.file_name()] = &f;
+    expected_names.insert(f.name);
+  }
+  for (auto& j : plan.jobs) {
+    FTX_CHECK(expected_names.count(j.name), plan.source_path,
+              "tensor '" + j.name + "' (from " + j.source + ") does not belong in a model with this configuration");
+    FTX_CHECK(produced_names.insert(j.name).second, plan.source_path, "tensor '" + j.name + "' given twice");
+  }
+  for (auto& f : expected)
+    FTX_CHECK(f.optional || produced_names.count(f.name), plan.source_path,
+              "no source tensor for '" + f.name + "' (the weights do not match the configuration)");
+
+  make_dirs(opt.out_dir);
+  OutputDir out(opt.out_dir + "/" + std::to_string(opt.tp) + "-gpu", opt.force);
+
+  uint64_t total_bytes = 0;
+  for (auto& j : plan.jobs)
+    for (auto& s : j.shards) total_bytes += s.nbytes();
+  Progress progress("convert", plan.jobs.size(), total_bytes, opt.quiet);
+
+  struct Written {
+    std::string tensor;
+    int64_t rank;
+    std::vector<int64_t> shape;
+    uint64_t nbytes;
+    uint32_t crc;
+  };
+  std::map<std::string, Written> manifest;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+
+  auto worker = [&] {
+    for (;;) {
+      if (failed) return;
+      size_t i = next++;
+      if (i >= plan.jobs.size()) return;
+      const TensorJob& job = plan.jobs[i];
+      try {
+        uint64_t in_bytes = 0;
+        for (auto& s : job.shards) in_bytes += s.nbytes();
+        run_tensor_job(job, opt.tp, opt.dtype, [&](JobOutput&& o) {
+          FtWeightFile probe{job.name, o.rank, o.shape, false};
+          const std::string fname = probe.file_name();
+          auto it = by_file.find(fname);
+          FTX_CHECK(it != by_file.end(), job.source, "produces unexpected file " + fname);
+          FTX_CHECK(it->second->shape == o.shape, job.source,
+                    fname + " would have shape " + shape_to_string(o.shape) + " but the configuration implies " +
+                        shape_to_string(it->second->shape) + " (config/weights mismatch)");
+          write_file(out.file(fname), o.bytes.data(), o.bytes.size());
+          uint32_t crc = static_cast<uint32_t>(crc32(0L, o.bytes.data(), static_cast<uInt>(0)));
+          for (size_t off = 0; off < o.bytes.size(); off += (1u << 30)) {
+            size_t n = std::min<size_t>(1u << 30, o.bytes.size() - off);
+            crc = static_cast<uint32_t>(crc32(crc, o.bytes.data() + off, static_cast<uInt>(n)));
+          }
+          std::lock_guard<std::mutex> lock(mu);
+          manifest[fname] = Written{job.name, o.rank, o.shape, o.bytes.size(), crc};
+        });
+        // The source pages are not needed again: keep the resident set to the jobs in flight.
+        for (auto& s : job.shards) s.release_pages();
+        std::lock_guard<std::mutex> lock(mu);
+        progress.advance(1, in_bytes);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed.exchange(true)) error = std::current_exception();
+        return;
+      }
+    }
+  };
+  const int n_threads = std::max(1, std::min<int>(opt.processes, static_cast<int>(plan.jobs.size())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n_threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+
+  // config.ini: ftx's full set, then the converter-specific FT keys.
+  IniFile ini = cfg.to_ini();
+  for (auto& kv : plan.extra_ini) ini.set(section_of(cfg), kv.first, kv.second);
+  ini.write(out.file("config.ini"));
+
+  for (auto& tf : plan.text_files) write_file(out.file(tf.first), tf.second.data(), tf.second.size());
+  for (auto& cf : plan.copy_files) write_file(out.file(cf.first), cf.second.data, cf.second.nbytes);
+
+  nlohmann::json files = nlohmann::json::array();
+  for (auto& kv : manifest) {
+    files.push_back({{"file", kv.first},
+                     {"tensor", kv.second.tensor},
+                     {"rank", kv.second.rank},
+                     {"dtype", dtype_name(opt.dtype)},
+                     {"shape", kv.second.shape},
+                     {"bytes", kv.second.nbytes},
+                     {"crc32", kv.second.crc}});
+  }
+  nlohmann::json m = {{"format", "ftx-ft-manifest-1"},
+                      {"source_format", plan.source_format},
+                      {"source", plan.source_path},
+                      {"tensor_para_size", opt.tp},
+                      {"weight_data_type", dtype_name(opt.dtype)},
+                      {"files", files}};
+  const std::string text = m.dump(1) + "\n";
+  write_file(out.file("manifest.json"), text.data(), text.size());
+  out.commit();
+  progress.finish();
+}
+
+}  // namespace ftx

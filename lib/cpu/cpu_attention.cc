@@ -1,0 +1,107 @@
+// CPU attention: prefill (causal, padded batch) and one-token decode over the KV cache. Both write
+// K and V into the cache first and then read them back from it, so the two paths share one inner
+// loop (attend_one) and produce the same numbers for the same history.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "lib/cpu/cpu_backend.h"
+
+namespace ftx::cpu {
+
+namespace {
+
+// out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head.
+void attend_one(float* out, const float* q, const float* k, const float* v, int64_t n, int64_t d,
+                float scale, float slope, int64_t q_pos, std::vector<float>& scores) {
+  scores.resize(static_cast<size_t>(n));
+  float mx = -INFINITY;
+  for (int64_t s = 0; s < n; ++s) {
+    const float* ks = k + s * d;
+    float dot = 0.0f;
+    for (int64_t i = 0; i < d; ++i) dot += q[i] * ks[i];
+    dot = dot * scale + slope * static_cast<float>(s - q_pos);
+    scores[s] = dot;
+    mx = std::max(mx, dot);
+  }
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n; ++s) {
+    scores[s] = std::exp(scores[s] - mx);
+    sum += scores[s];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
+  for (int64_t s = 0; s < n; ++s) {
+    const float w = scores[s] * inv;
+    const float* vs = v + s * d;
+    for (int64_t i = 0; i < d; ++i) out[i] += w * vs[i];
+  }
+}
+
+// Stores token's K and V (from its fused qkv row) at `slot` of cache row `row`.
+void store_kv(const float* qkv_row, int64_t row, int64_t slot, float* k_cache, float* v_cache,
+              const ops::AttentionShape& sh) {
+  const int64_t d = sh.head_dim;
+  const float* k = qkv_row + sh.q_heads * d;
+  const float* v = k + sh.kv_heads * d;
+  for (int64_t h = 0; h < sh.kv_heads; ++h) {
+    const int64_t off = row * sh.cache_row_elems() + (h * sh.max_seq + slot) * d;
+    std::memcpy(k_cache + off, k + h * d, d * sizeof(float));
+    std::memcpy(v_cache + off, v + h * d, d * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
+                                   const int32_t* lengths, const int32_t* cache_rows, float* k_cache,
+                                   float* v_cache, const ops::AttentionShape& sh) {
+  const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
+  const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t)
+      store_kv(qkv + (b * S + t) * width, cache_rows[b], t, k_cache, v_cache, sh);
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+#pragma omp for collapse(3) schedule(dynamic, 4)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < sh.q_heads; ++h)
+        for (int64_t t = 0; t < S; ++t) {
+          float* o = out + (b * S + t) * out_width + h * d;
+          if (t >= lengths[b]) {
+            std::fill(o, o + d, 0.0f);
+            continue;
+          }
+          const int64_t kv = h / group;
+          const int64_t base = cache_rows[b] * sh.cache_row_elems() + kv * sh.max_seq * d;
+          const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
+          attend_one(o, qkv + (b * S + t) * width + h * d, k_cache + base, v_cache + base, t + 1, d,
+                     sh.scale, slope, t, scores);
+        }
+  }
+}
+
+void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+                                  const int32_t* past, float* k_cache, float* v_cache,
+                                  const ops::AttentionShape& sh) {
+  const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
+  const int64_t group = sh.q_heads / sh.kv_heads;
+  for (int64_t r = 0; r < n; ++r) store_kv(qkv + r * width, cache_rows[r], past[r], k_cache, v_cache, sh);
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < sh.q_heads; ++h) {
+        const int64_t kv = h / group;
+        const int64_t base = cache_rows[r] * sh.cache_row_elems() + kv * sh.max_seq * d;
+        const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
+        attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k_cache + base,
+                   v_cache + base, past[r] + 1, d, sh.scale, slope, past[r], scores);
+      }
+  }
+}
+
+}  // namespace ftx::cpu

@@ -1,0 +1,212 @@
+// CPU backend: memory, GEMM, normalisation, activations, embeddings, rotary. Attention lives in
+// cpu_attention.cc.
+#include "lib/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "formats/error.h"
+
+namespace ftx::cpu {
+
+namespace {
+
+int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+// Rows are independent: parallelise over them only when there is enough work to pay for it.
+inline bool worth_parallel(int64_t elems) { return elems >= 16384; }
+
+inline float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+inline float gelu_tanh(float x) {
+  const float k = 0.79788456080286536f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// Activation applied to the first projection (for gated kinds: the non-gate half).
+inline float activate(Activation act, float x) {
+  switch (act) {
+    case Activation::kGelu:
+    case Activation::kGeGlu: return gelu_exact(x);
+    case Activation::kGeluTanh: return gelu_tanh(x);
+    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
+    case Activation::kSilu:
+    case Activation::kSwiGlu: return silu(x);
+  }
+  return x;
+}
+
+void normalize_row(float* out, const float* x, const float* gamma, const float* beta, int64_t H,
+                   float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < H; ++i) sum += x[i];
+  const float mean = static_cast<float>(sum / H);
+  double var = 0.0;
+  for (int64_t i = 0; i < H; ++i) {
+    const float d = x[i] - mean;
+    var += static_cast<double>(d) * d;
+  }
+  const float inv = static_cast<float>(1.0 / std::sqrt(var / H + eps));
+  for (int64_t i = 0; i < H; ++i) out[i] = (x[i] - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0f);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(resolve_threads(threads)) {
+  omp_set_num_threads(threads_);
+  openblas_set_num_threads(threads_);
+}
+
+float* CpuBackend::alloc(size_t n) {
+  // 64-byte alignment for AVX-512 loads; round the size up as aligned_alloc requires.
+  size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+  if (bytes == 0) bytes = 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+void CpuBackend::release(float* p) { std::free(p); }
+void CpuBackend::upload(float* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void CpuBackend::download(float* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void CpuBackend::copy(float* dst, const float* src, size_t n) { std::memmove(dst, src, n * sizeof(float)); }
+void CpuBackend::fill(float* dst, float value, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = value;
+}
+
+void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+                      float* C, float beta) {
+  if (M == 1) {
+    // One row: a matrix-vector product, bound by reading B once.
+    if (trans_b)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, K, A, 1, beta, C, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, B, N, A, 1, beta, C, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, K,
+              B, trans_b ? K : N, beta, C, N);
+}
+
+void CpuBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta,
+                            int64_t rows, int64_t H, float eps) {
+#pragma omp parallel for if (worth_parallel(rows * H))
+  for (int64_t r = 0; r < rows; ++r) normalize_row(out + r * H, x + r * H, gamma, beta, H, eps);
+}
+
+void CpuBackend::add_residual_layer_norm(float* x, const float* y, const float* bias,
+                                         const float* gamma, const float* beta, float* norm_out,
+                                         int64_t rows, int64_t H, float eps) {
+#pragma omp parallel for if (worth_parallel(rows * H))
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * H;
+    if (y) {
+      const float* yr = y + r * H;
+      if (bias)
+        for (int64_t i = 0; i < H; ++i) xr[i] += yr[i] + bias[i];
+      else
+        for (int64_t i = 0; i < H; ++i) xr[i] += yr[i];
+    } else if (bias) {
+      for (int64_t i = 0; i < H; ++i) xr[i] += bias[i];
+    }
+    if (gamma) normalize_row(norm_out + r * H, xr, gamma, beta, H, eps);
+  }
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
+  if (!bias) return;
+#pragma omp parallel for if (worth_parallel(rows * N))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < N; ++i) x[r * N + i] += bias[i];
+}
+
+void CpuBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+                                 int64_t rows, int64_t N, Activation act) {
+#pragma omp parallel for if (worth_parallel(rows * N))
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * N;
+    const float* gr = gate ? gate + r * N : nullptr;
+    for (int64_t i = 0; i < N; ++i) {
+      float v = activate(act, xr[i] + (bias ? bias[i] : 0.0f));
+      if (gr) v *= gr[i] + (gate_bias ? gate_bias[i] : 0.0f);
+      xr[i] = v;
+    }
+  }
+}
+
+void CpuBackend::embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+                           int64_t position_offset, const int32_t* ids, const int32_t* positions,
+                           int64_t rows, int64_t H, float scale) {
+#pragma omp parallel for if (worth_parallel(rows * H))
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * H;
+    const float* e = wte + static_cast<int64_t>(ids[r]) * H;
+    for (int64_t i = 0; i < H; ++i) o[i] = e[i] * scale;
+    const int64_t pos = positions[r] + position_offset;
+    if (table == ops::PositionTable::kLearned) {
+      const float* p = wpe + pos * H;
+      for (int64_t i = 0; i < H; ++i) o[i] += p[i];
+    } else if (table == ops::PositionTable::kSinusoidal) {
+      // fairseq SinusoidalPositionalEmbedding: [sin(pos·f_i) for i < H/2 | cos(pos·f_i)], f_i =
+      // exp(-i·ln(10000)/(H/2 - 1)); an odd last column stays zero.
+      const int64_t half = H / 2;
+      const double step = std::log(10000.0) / static_cast<double>(half > 1 ? half - 1 : 1);
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(pos) * std::exp(-static_cast<double>(i) * step);
+        o[i] += static_cast<float>(std::sin(a));
+        o[half + i] += static_cast<float>(std::cos(a));
+      }
+    }
+  }
+}
+
+void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
+                        int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
+                        double base) {
+  if (rot_dim <= 0) return;
+  const int64_t pairs = rot_dim / 2;
+#pragma omp parallel for if (worth_parallel(rows * heads * head_dim))
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double inv_freq = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rot_dim));
+      const double angle = static_cast<double>(positions[r]) * inv_freq;
+      const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = qkv + r * stride + h * head_dim;
+        // GPT-J rotates adjacent pairs (2i, 2i+1); NeoX rotates (i, i + rot_dim/2).
+        const int64_t a = style == RotaryStyle::kInterleaved ? 2 * i : i;
+        const int64_t b = style == RotaryStyle::kInterleaved ? 2 * i + 1 : i + pairs;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x1 * c + x0 * s;
+      }
+    }
+  }
+}
+
+void CpuBackend::gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+                                   int64_t row_elems) {
+  // Copy the sources out first: a beam's parent may itself be overwritten in the same step.
+  std::vector<float> tmp(static_cast<size_t>(n * row_elems));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(tmp.data() + i * row_elems, cache + static_cast<int64_t>(src[i]) * row_elems,
+                row_elems * sizeof(float));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(cache + static_cast<int64_t>(dst[i]) * row_elems, tmp.data() + i * row_elems,
+                row_elems * sizeof(float));
+}
+
+}  // namespace ftx::cpu

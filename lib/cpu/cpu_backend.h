@@ -1,0 +1,53 @@
+#pragma once
+// The CPU implementation of the op seam: OpenBLAS for GEMMs (sgemv at one row, which is the
+// memory-bound batch-1 decode case), OpenMP for everything else. fp32 throughout.
+#include "lib/ops/backend.h"
+
+namespace ftx::cpu {
+
+class CpuBackend : public ops::Backend {
+ public:
+  // threads <= 0: OMP_NUM_THREADS when set, else all cores. Sets both OpenMP and OpenBLAS.
+  explicit CpuBackend(int threads);
+  std::string name() const override { return "cpu"; }
+  int threads() const { return threads_; }
+
+  float* alloc(size_t n) override;
+  void release(float* p) override;
+  void upload(float* dst, const float* host_src, size_t n) override;
+  void download(float* host_dst, const float* src, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+  void fill(float* dst, float value, size_t n) override;
+
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+            float beta) override;
+
+  void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
+                  int64_t H, float eps) override;
+  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
+                               const float* beta, float* norm_out, int64_t rows, int64_t H,
+                               float eps) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override;
+  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+                       int64_t rows, int64_t N, Activation act) override;
+
+  void embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+                 int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
+                 int64_t H, float scale) override;
+  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+              int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
+
+  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+                         const int32_t* cache_rows, float* k_cache, float* v_cache,
+                         const ops::AttentionShape& shape) override;
+  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+                        const int32_t* past, float* k_cache, float* v_cache,
+                        const ops::AttentionShape& shape) override;
+  void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+                         int64_t row_elems) override;
+
+ private:
+  int threads_;
+};
+
+}  // namespace ftx::cpu

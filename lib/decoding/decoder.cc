@@ -1,0 +1,296 @@
+#include "lib/decoding/decoder.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "formats/error.h"
+#include "lib/decoding/beam_search.h"
+#include "lib/decoding/logit_processing.h"
+#include "lib/decoding/request_rng.h"
+#include "lib/decoding/sampling.h"
+
+namespace ftx {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEndId: return "end_id";
+    case FinishReason::kStopWords: return "stop_words";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+namespace {
+
+using decoding::RequestRng;
+using decoding::SamplingMode;
+
+struct Row {
+  std::vector<int32_t> history;  // prompt + generated, following beam parents
+  int64_t generated = 0;         // tokens generated (end_id included), never counting forced fill
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  double cum_log_prob = 0.0;
+  std::vector<float> output_log_probs;
+  double score = 0.0;  // beam search: length-penalised cum of the last selection
+  double top_p = 0.0;  // top-p layer: current nucleus (factual-nucleus decay)
+};
+
+struct RequestState {
+  DecodeRequest request;
+  SamplingMode mode;
+  RequestRng rng;
+  int64_t prompt_len;
+  int32_t fill_token;  // what a finished row emits: end_id when it is a real id, else 0
+  double top_p_decay;
+  double top_p_min;
+};
+
+std::string where(size_t b) { return "request " + std::to_string(b); }
+
+void validate(const DecodeRequest& r, size_t b, int64_t vocab, int64_t beam_width) {
+  const SamplingConfig& s = r.sampling;
+  auto fail = [&](const std::string& msg) { throw Error(where(b) + ": " + msg); };
+  if (r.input_ids.empty()) fail("empty input_ids");
+  for (int32_t id : r.input_ids) {
+    if (id < 0 || id >= vocab) fail("input id " + std::to_string(id) + " outside vocab [0, " + std::to_string(vocab) + ")");
+  }
+  if (r.max_new_tokens < 0) fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is negative");
+  if (s.beam_width != beam_width)
+    fail("beam_width " + std::to_string(s.beam_width) + " differs from the batch's " + std::to_string(beam_width));
+  if (s.repetition_penalty != 1.0 && s.presence_penalty != 0.0)
+    fail("repetition_penalty " + std::to_string(s.repetition_penalty) + " and presence_penalty " +
+         std::to_string(s.presence_penalty) + " both set; use one");
+  if (!(s.repetition_penalty > 0.0)) fail("repetition_penalty " + std::to_string(s.repetition_penalty) + " must be > 0");
+  if (!std::isfinite(s.presence_penalty)) fail("presence_penalty is not finite");
+  if (!(s.temperature >= 0.0) || !std::isfinite(s.temperature))
+    fail("temperature " + std::to_string(s.temperature) + " must be >= 0");
+  if (s.top_k < 0) fail("top_k " + std::to_string(s.top_k) + " is negative");
+  if (std::isnan(s.top_p)) fail("top_p is NaN");
+  if (s.min_length < 0) fail("min_length " + std::to_string(s.min_length) + " is negative");
+  if (s.end_id >= vocab) fail("end_id " + std::to_string(s.end_id) + " outside vocab [0, " + std::to_string(vocab) + ")");
+  if (!std::isfinite(s.len_penalty)) fail("len_penalty is not finite");
+  if (!std::isfinite(s.beam_search_diversity_rate)) fail("beam_search_diversity_rate is not finite");
+}
+
+}  // namespace
+
+struct Decoder::Impl {
+  int64_t vocab = 0;
+  int64_t beam_width = 1;
+  std::vector<RequestState> requests;
+  std::vector<Row> rows;
+  StepOutput out;
+  decoding::SamplingWorkspace ws;
+  std::vector<uint8_t> seen;  // repetition-penalty scratch, all zero between uses
+
+  void append(Row& row, const RequestState& rs, int32_t token, double log_prob, double output_log_prob) {
+    row.history.push_back(token);
+    ++row.generated;
+    row.cum_log_prob += log_prob;
+    if (rs.request.sampling.return_log_probs) row.output_log_probs.push_back(static_cast<float>(output_log_prob));
+  }
+
+  // Stop criteria after a token was appended: end_id, then stop words, then the length limit.
+  void check_finished(Row& row, const RequestState& rs) {
+    const SamplingConfig& s = rs.request.sampling;
+    if (s.end_id >= 0 && row.history.back() == s.end_id) {
+      row.finished = true;
+      row.reason = FinishReason::kEndId;
+      return;
+    }
+    for (const auto& word : s.stop_words) {
+      if (!word.empty() && decoding::ends_with_prefix(row.history, word, word.size())) {
+        row.finished = true;
+        row.reason = FinishReason::kStopWords;
+        return;
+      }
+    }
+    if (row.generated >= rs.request.max_new_tokens) {
+      row.finished = true;
+      row.reason = FinishReason::kLength;
+    }
+  }
+
+  void sampling_step(size_t b, float* logits) {
+    RequestState& rs = requests[b];
+    const int64_t r = static_cast<int64_t>(b);
+    Row& row = rows[r];
+    out.parents[r] = static_cast<int32_t>(r);
+    if (row.finished) {
+      out.tokens[r] = rs.fill_token;
+      out.finished[r] = true;
+      return;
+    }
+    float* l = logits + r * vocab;
+    const SamplingConfig& s = rs.request.sampling;
+    decoding::process_logits(l, vocab, s, row.history, row.generated, seen);
+    const bool top_p_layer = rs.mode.kind == SamplingMode::kTopP;
+    const double p = top_p_layer ? row.top_p : rs.mode.top_p;
+    const decoding::SampledToken t = decoding::sample(l, vocab, rs.mode, p, rs.rng.uniform(), ws);
+    append(row, rs, t.token, t.log_prob, t.output_log_prob);
+    if (top_p_layer) {
+      row.top_p = t.token == s.top_p_reset_id ? rs.mode.top_p : std::max(row.top_p * rs.top_p_decay, rs.top_p_min);
+    }
+    check_finished(row, rs);
+    out.tokens[r] = t.token;
+    out.finished[r] = row.finished;
+  }
+
+  void beam_step(size_t b, float* logits) {
+    RequestState& rs = requests[b];
+    const SamplingConfig& s = rs.request.sampling;
+    const int64_t K = beam_width;
+    const int64_t r0 = static_cast<int64_t>(b) * K;
+    bool all_done = true;
+    std::vector<decoding::BeamState> states(K);
+    for (int64_t k = 0; k < K; ++k) {
+      Row& row = rows[r0 + k];
+      all_done = all_done && row.finished;
+      if (!row.finished) decoding::process_logits(logits + (r0 + k) * vocab, vocab, s, row.history, row.generated, seen);
+      // FT's penalty length: sequence_length is prompt - 1 + generated and gains 1 for a live beam's
+      // candidate, so a live beam scores len = prompt + generated-before-the-candidate and a finished
+      // beam keeps the len it was chosen with. Uses this request's own prompt length, not the
+      // batch's padded width, so the result does not depend on the batch.
+      states[k] = {row.cum_log_prob, rs.prompt_len + row.generated - (row.finished ? 1 : 0), row.finished};
+    }
+    if (all_done) {
+      for (int64_t k = 0; k < K; ++k) {
+        out.tokens[r0 + k] = rs.fill_token;
+        out.parents[r0 + k] = static_cast<int32_t>(r0 + k);
+        out.finished[r0 + k] = true;
+      }
+      return;
+    }
+    const std::vector<decoding::BeamCandidate> chosen = decoding::select_beams(
+        logits + r0 * vocab, vocab, states, s.len_penalty, s.beam_search_diversity_rate, rs.fill_token, ws);
+    std::vector<Row> old(rows.begin() + r0, rows.begin() + r0 + K);
+    for (int64_t k = 0; k < K; ++k) {
+      const decoding::BeamCandidate& c = chosen[k];
+      Row row = old[c.parent];
+      if (!row.finished) {
+        append(row, rs, c.token, c.step_log_prob, c.step_log_prob);
+        row.cum_log_prob = c.cum_log_prob;  // same sum, taken from the selection to stay bit-equal
+        check_finished(row, rs);
+      }
+      row.score = c.score;
+      out.tokens[r0 + k] = c.token;
+      out.parents[r0 + k] = static_cast<int32_t>(r0 + c.parent);
+      out.finished[r0 + k] = row.finished;
+      rows[r0 + k] = std::move(row);
+    }
+  }
+
+  // Index of request b's best row: the highest length-penalised score, first on ties.
+  int64_t best_row(size_t b) const {
+    const int64_t r0 = static_cast<int64_t>(b) * beam_width;
+    int64_t best = r0;
+    for (int64_t k = 1; k < beam_width; ++k) {
+      if (rows[r0 + k].score > rows[best].score) best = r0 + k;
+    }
+    return best;
+  }
+};
+
+Decoder::Decoder(std::vector<DecodeRequest> requests, int64_t vocab_size) : impl_(new Impl) {
+  try {
+    if (requests.empty()) throw Error("decoder: no requests");
+    if (vocab_size <= 0 || vocab_size > INT32_MAX) throw Error("decoder: vocab_size " + std::to_string(vocab_size) + " out of range");
+    impl_->vocab = vocab_size;
+    impl_->beam_width = requests[0].sampling.beam_width;
+    if (impl_->beam_width < 1) throw Error(where(0) + ": beam_width " + std::to_string(impl_->beam_width) + " must be >= 1");
+    for (size_t b = 0; b < requests.size(); ++b) validate(requests[b], b, vocab_size, impl_->beam_width);
+    impl_->requests.reserve(requests.size());
+    for (auto& req : requests) {
+      const SamplingConfig& s = req.sampling;
+      const SamplingMode mode = decoding::resolve_sampling_mode(s.top_k, s.top_p, vocab_size);
+      const int32_t fill = s.end_id >= 0 ? s.end_id : 0;
+      // FT's computeToppDecay falls back to 1.0 / 0.5 for values outside (0, 1].
+      const double decay = (s.top_p_decay > 0.0 && s.top_p_decay <= 1.0) ? s.top_p_decay : 1.0;
+      const double min = (s.top_p_min > 0.0 && s.top_p_min <= 1.0) ? s.top_p_min : 0.5;
+      const int64_t prompt_len = static_cast<int64_t>(req.input_ids.size());
+      impl_->requests.push_back({std::move(req), mode, RequestRng(s.seed), prompt_len, fill, decay, min});
+    }
+    for (const RequestState& rs : impl_->requests) {
+      for (int64_t k = 0; k < impl_->beam_width; ++k) {
+        Row row;
+        row.history = rs.request.input_ids;
+        row.top_p = rs.mode.top_p;
+        // FT initialises cum_log_probs to 0 for beam 0 and -MAX for the others, so the first step
+        // expands beam 0 only (all beams share the prompt).
+        row.cum_log_prob = k == 0 ? 0.0 : -FLT_MAX;
+        row.score = row.cum_log_prob;
+        if (rs.request.max_new_tokens == 0) {
+          row.finished = true;
+          row.reason = FinishReason::kLength;
+        }
+        impl_->rows.push_back(std::move(row));
+      }
+    }
+    impl_->seen.assign(vocab_size, 0);
+    const size_t n = impl_->rows.size();
+    impl_->out.tokens.assign(n, 0);
+    impl_->out.parents.resize(n);
+    std::iota(impl_->out.parents.begin(), impl_->out.parents.end(), 0);
+    impl_->out.finished.assign(n, false);
+  } catch (...) {
+    delete impl_;
+    throw;
+  }
+}
+
+Decoder::~Decoder() { delete impl_; }
+
+int64_t Decoder::batch_size() const { return static_cast<int64_t>(impl_->requests.size()); }
+int64_t Decoder::beam_width() const { return impl_->beam_width; }
+
+const StepOutput& Decoder::step(float* logits) {
+  for (size_t b = 0; b < impl_->requests.size(); ++b) {
+    if (impl_->beam_width == 1) {
+      impl_->sampling_step(b, logits);
+    } else {
+      impl_->beam_step(b, logits);
+    }
+  }
+  return impl_->out;
+}
+
+bool Decoder::all_finished() const {
+  return std::all_of(impl_->rows.begin(), impl_->rows.end(), [](const Row& r) { return r.finished; });
+}
+
+std::vector<int32_t> Decoder::current_best(int64_t b) const {
+  if (b < 0 || b >= batch_size()) throw Error("decoder: request index " + std::to_string(b) + " out of range");
+  const Row& row = impl_->rows[impl_->best_row(b)];
+  const int64_t prompt_len = impl_->requests[b].prompt_len;
+  return std::vector<int32_t>(row.history.begin() + prompt_len, row.history.end());
+}
+
+std::vector<RequestResult> Decoder::results() const {
+  std::vector<RequestResult> results(impl_->requests.size());
+  const int64_t K = impl_->beam_width;
+  for (size_t b = 0; b < impl_->requests.size(); ++b) {
+    const RequestState& rs = impl_->requests[b];
+    const int64_t r0 = static_cast<int64_t>(b) * K;
+    std::vector<int64_t> order(K);
+    std::iota(order.begin(), order.end(), r0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return impl_->rows[x].score > impl_->rows[y].score; });
+    for (int64_t r : order) {
+      const Row& row = impl_->rows[r];
+      BeamResult beam;
+      beam.output_ids.assign(row.history.begin() + rs.prompt_len, row.history.end());
+      beam.cum_log_prob = row.cum_log_prob;
+      beam.output_log_probs = row.output_log_probs;
+      beam.finish_reason = row.finished ? row.reason : FinishReason::kNone;
+      results[b].beams.push_back(std::move(beam));
+    }
+  }
+  return results;
+}
+
+}  // namespace ftx

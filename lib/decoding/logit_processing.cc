@@ -1,0 +1,81 @@
+#include "lib/decoding/logit_processing.h"
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+namespace ftx::decoding {
+
+bool ends_with_prefix(const std::vector<int32_t>& history, const std::vector<int32_t>& word, size_t n) {
+  if (n > word.size() || n > history.size()) return false;
+  const size_t base = history.size() - n;
+  for (size_t i = 0; i < n; ++i) {
+    if (history[base + i] != word[i]) return false;
+  }
+  return true;
+}
+
+void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                   const TokenWords& bad_words) {
+  for (const auto& word : bad_words) {
+    if (word.empty()) continue;
+    const int32_t banned = word.back();
+    // FT's kernel: `0 < banned_token && banned_token < vocab_size_padded`.
+    if (banned <= 0 || banned >= vocab) continue;
+    if (word.size() == 1 || ends_with_prefix(history, word, word.size() - 1)) {
+      logits[banned] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+void apply_temperature(float* logits, int64_t vocab, double temperature) {
+  if (temperature == 1.0) return;
+  // FT multiplies by the float inverse rather than dividing each logit.
+  const float inverse = 1.0f / (static_cast<float>(temperature) + 1e-6f);
+  for (int64_t i = 0; i < vocab; ++i) logits[i] *= inverse;
+}
+
+void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                              double repetition_penalty, double presence_penalty,
+                              std::vector<uint8_t>& seen) {
+  const bool repetition = repetition_penalty != 1.0;
+  const bool presence = presence_penalty != 0.0;
+  if (!repetition && !presence) return;
+  const float rp = static_cast<float>(repetition_penalty);
+  const float pp = static_cast<float>(presence_penalty);
+  for (int32_t id : history) {
+    if (id < 0 || id >= vocab || seen[id]) continue;
+    seen[id] = 1;
+    float& l = logits[id];
+    if (repetition) l = l < 0.0f ? l * rp : l / rp;
+    if (presence) l = l - pp;
+  }
+  for (int32_t id : history) {
+    if (id >= 0 && id < vocab) seen[id] = 0;
+  }
+}
+
+void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t generated,
+                      int64_t min_length) {
+  if (generated < min_length && end_id >= 0 && end_id < vocab) logits[end_id] = -FLT_MAX;
+}
+
+void process_logits(float* logits, int64_t vocab, const SamplingConfig& config,
+                    const std::vector<int32_t>& history, int64_t generated,
+                    std::vector<uint8_t>& seen) {
+  // NaN would break the strict ordering the selection below relies on.
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (std::isnan(logits[i])) logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  ban_bad_words(logits, vocab, history, config.bad_words);
+  apply_temperature(logits, vocab, config.temperature);
+  // FT applies penalties only from step > 1, i.e. once the sequence holds 2+ tokens; judged per
+  // row here (FT uses the batch's padded width) so a request behaves the same in any batch.
+  if (history.size() > 1) {
+    apply_repetition_penalty(logits, vocab, history, config.repetition_penalty,
+                             config.presence_penalty, seen);
+  }
+  apply_min_length(logits, vocab, config.end_id, generated, config.min_length);
+}
+
+}  // namespace ftx::decoding

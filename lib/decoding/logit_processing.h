@@ -1,0 +1,43 @@
+#pragma once
+// The per-row logit pipeline that runs before sampling or beam search (FT DynamicDecodeLayer order,
+// spec ft-runtime §2.3 steps 2-5): bad-words ban, temperature, repetition/presence penalty,
+// min_length. Each stage is a free function so tests can check its exact effect.
+#include <cstdint>
+#include <vector>
+
+#include "lib/decoding/decoder.h"
+
+namespace ftx::decoding {
+
+using TokenWords = std::vector<std::vector<int32_t>>;
+
+// True when `history` ends with the first `n` tokens of `word` (n <= word.size()).
+bool ends_with_prefix(const std::vector<int32_t>& history, const std::vector<int32_t>& word, size_t n);
+
+// Bad words (§2.6): a one-token word is always banned; an n-token word bans its last token only when
+// the row's history (prompt + generated, already following beam parents) ends with its first n-1
+// tokens. Banned logits become -inf. Id 0 and ids outside [0, vocab) are never banned (FT kernel).
+void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                   const TokenWords& bad_words);
+
+// Temperature (§2.3 step 3): l * (1 / (T + 1e-6)), skipped when T == 1.
+void apply_temperature(float* logits, int64_t vocab, double temperature);
+
+// Repetition (l < 0 ? l * p : l / p) or presence (l - p) penalty over the distinct ids of `history`
+// (prompt + generated; counts ignored). `seen` is scratch of at least `vocab` bytes, all zero on
+// entry and on return. Default values (1.0 / 0.0) are no-ops.
+void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                              double repetition_penalty, double presence_penalty,
+                              std::vector<uint8_t>& seen);
+
+// min_length (§2.3 step 5): end_id's logit becomes -FLT_MAX while generated < min_length.
+void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t generated,
+                      int64_t min_length);
+
+// The whole pre-sampling pipeline for one row, in FT's order. `history` is prompt + generated for
+// this row, `generated` how many of those tokens were generated. NaN logits are treated as -inf.
+void process_logits(float* logits, int64_t vocab, const SamplingConfig& config,
+                    const std::vector<int32_t>& history, int64_t generated,
+                    std::vector<uint8_t>& seen);
+
+}  // namespace ftx::decoding

@@ -1,0 +1,172 @@
+#include "lib/decoding/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace ftx::decoding {
+
+namespace {
+
+constexpr int64_t kMaxTopK = 1024;  // FT's limit on runtime_top_k
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr int64_t kHeapTopKLimit = 256;  // up to here a heap pass beats iota + nth_element
+
+// Strict total order: larger logit first, lower id on ties (deterministic partial sorts).
+struct Descending {
+  const float* logits;
+  bool operator()(int32_t a, int32_t b) const {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  }
+};
+
+int32_t argmax(const float* logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+SamplingMode resolve_sampling_mode(int64_t top_k, double top_p, int64_t vocab) {
+  SamplingMode mode;
+  const int64_t k = std::min({std::max<int64_t>(top_k, 0), kMaxTopK, vocab});
+  const double p = std::isnan(top_p) ? 0.0 : std::clamp(top_p, 0.0, 1.0);
+  if (k == 0 && p == 0.0) {
+    mode.kind = SamplingMode::kTopK;  // greedy
+    mode.top_k = 1;
+    mode.top_p = 1.0;
+  } else if (k > 0) {
+    mode.kind = SamplingMode::kTopK;
+    mode.top_k = k;
+    mode.top_p = p == 0.0 ? 1.0 : p;
+  } else {
+    mode.kind = SamplingMode::kTopP;
+    mode.top_k = 0;
+    mode.top_p = p;
+  }
+  return mode;
+}
+
+double log_sum_exp(const float* logits, int64_t vocab) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, logits[i]);
+  if (max == -std::numeric_limits<float>::infinity()) return kNegInf;
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+  return max + std::log(sum);
+}
+
+void top_k_ids(const float* logits, int64_t vocab, int64_t k, SamplingWorkspace& ws) {
+  k = std::clamp<int64_t>(k, 1, vocab);
+  ws.order.resize(vocab);
+  if (k == 1) {
+    ws.order[0] = argmax(logits, vocab);
+    return;
+  }
+  const Descending desc{logits};
+  if (k <= kHeapTopKLimit && k < vocab) {
+    // One pass with a k-element heap whose top is the worst kept id: almost every logit of a large
+    // vocab is rejected by a single comparison with that top. Ids arrive in increasing order, so a
+    // later equal logit never displaces an earlier one (the same tie rule as `desc`).
+    auto heap_begin = ws.order.begin();
+    std::iota(heap_begin, heap_begin + k, 0);
+    std::make_heap(heap_begin, heap_begin + k, desc);
+    for (int64_t i = k; i < vocab; ++i) {
+      if (logits[i] > logits[*heap_begin]) {
+        std::pop_heap(heap_begin, heap_begin + k, desc);
+        *(heap_begin + (k - 1)) = static_cast<int32_t>(i);
+        std::push_heap(heap_begin, heap_begin + k, desc);
+      }
+    }
+    std::sort(heap_begin, heap_begin + k, desc);
+    return;
+  }
+  std::iota(ws.order.begin(), ws.order.end(), 0);
+  if (k < vocab) std::nth_element(ws.order.begin(), ws.order.begin() + (k - 1), ws.order.end(), desc);
+  std::sort(ws.order.begin(), ws.order.begin() + k, desc);
+}
+
+SampledToken sample_top_k(const float* logits, int64_t vocab, int64_t k, double p, double u,
+                          SamplingWorkspace& ws) {
+  k = std::clamp<int64_t>(k, 1, vocab);
+  top_k_ids(logits, vocab, k, ws);
+  const int32_t* ids = ws.order.data();
+  const double max = logits[ids[0]];
+  SampledToken out;
+  if (max == kNegInf) {  // every token banned: nothing meaningful to draw
+    out.token = ids[0];
+    out.log_prob = out.output_log_prob = kNegInf;
+    return out;
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) sum += std::exp(logits[ids[i]] - max);
+  double r = u * p * sum;
+  int64_t chosen = k - 1;
+  for (int64_t i = 0; i < k; ++i) {
+    r -= std::exp(logits[ids[i]] - max);
+    if (r <= 0.0) {
+      chosen = i;
+      break;
+    }
+  }
+  out.token = ids[chosen];
+  const double l = logits[out.token];
+  out.log_prob = l - log_sum_exp(logits, vocab);
+  out.output_log_prob = (l - max) - std::log(sum);
+  return out;
+}
+
+SampledToken sample_top_p(const float* logits, int64_t vocab, double p, double u, SamplingWorkspace& ws) {
+  const double lse = log_sum_exp(logits, vocab);
+  SampledToken out;
+  if (lse == kNegInf) {
+    out.token = 0;
+    out.log_prob = out.output_log_prob = kNegInf;
+    return out;
+  }
+  ws.order.resize(vocab);
+  std::iota(ws.order.begin(), ws.order.end(), 0);
+  const Descending desc{logits};
+  const double r = u * p;
+  double cum = 0.0;
+  int64_t sorted = 0;
+  int64_t chunk = 256;
+  int32_t last_positive = ws.order[0];
+  bool found = false;
+  // Sort the vocab in growing chunks: each round moves the next-largest `chunk` ids to the front of
+  // the unsorted tail (nth_element) and sorts just those, until the prefix sum reaches r.
+  while (sorted < vocab && !found) {
+    const int64_t end = std::min(vocab, sorted + chunk);
+    auto first = ws.order.begin() + sorted;
+    if (end < vocab) std::nth_element(first, ws.order.begin() + (end - 1), ws.order.end(), desc);
+    std::sort(first, ws.order.begin() + end, desc);
+    for (int64_t i = sorted; i < end; ++i) {
+      const int32_t id = ws.order[i];
+      const double prob = std::exp(logits[id] - lse);
+      if (prob > 0.0) last_positive = id;
+      cum += prob;
+      if (cum >= r) {
+        out.token = id;
+        found = true;
+        break;
+      }
+    }
+    sorted = end;
+    chunk *= 2;
+  }
+  if (!found) out.token = last_positive;  // rounding left the total just short of r
+  out.log_prob = out.output_log_prob = logits[out.token] - lse;
+  return out;
+}
+
+SampledToken sample(const float* logits, int64_t vocab, const SamplingMode& mode, double top_p,
+                    double u, SamplingWorkspace& ws) {
+  if (mode.kind == SamplingMode::kTopP) return sample_top_p(logits, vocab, top_p, u, ws);
+  return sample_top_k(logits, vocab, mode.top_k, top_p, u, ws);
+}
+
+}  // namespace ftx::decoding

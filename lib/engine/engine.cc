@@ -1,0 +1,260 @@
+// The model forward (one TP rank). See engine.h for the contract and ft-runtime.md §3 for the math.
+//
+// Tensor parallelism (ft-format.md §1, §3): QKV and FFN-in are column-parallel (this rank's heads /
+// inter columns), attention.dense and FFN-out are row-parallel, so each rank holds a partial sum
+// that one all-reduce completes. Row-parallel biases are replicated and added once, after the
+// all-reduce, except GPT-NeoX whose converters store them divided by TP for adding before it.
+#include "lib/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "formats/error.h"
+#include "lib/model/ft_weight_layout.h"
+
+namespace ftx {
+
+Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm)
+    : w_(weights), cfg_(weights.config()), be_(backend), comm_(comm) {
+  const int64_t tp = weights.tp();
+  H_ = cfg_.hidden();
+  local_inter_ = cfg_.inter_size / tp;
+  qkv_cols_ = ft_qkv_columns_per_rank(cfg_, tp);
+  shape_.q_heads = cfg_.head_num / tp;
+  shape_.kv_heads = cfg_.attention == AttentionKind::kMultiQuery ? 1 : shape_.q_heads;
+  shape_.head_dim = cfg_.size_per_head;
+  shape_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.size_per_head)));
+  if (cfg_.position == PositionEmbedding::kAlibi) {
+    const auto all = ops::alibi_slopes(cfg_.head_num);
+    alibi_.assign(all.begin() + weights.rank() * shape_.q_heads,
+                  all.begin() + (weights.rank() + 1) * shape_.q_heads);
+    shape_.alibi_slopes = alibi_.data();
+  }
+  bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX;
+}
+
+Engine::~Engine() { free_buffers(); }
+
+void Engine::free_buffers() {
+  for (float* p : k_cache_) be_.release(p);
+  for (float* p : v_cache_) be_.release(p);
+  k_cache_.clear();
+  v_cache_.clear();
+  for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
+    if (*p) be_.release(*p);
+    *p = nullptr;
+  }
+}
+
+void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) {
+  if (rows <= rows_ && max_seq <= max_seq_ && max_prefill_tokens <= max_tokens_) return;
+  free_buffers();
+  rows_ = std::max(rows, rows_);
+  max_seq_ = std::max(max_seq, max_seq_);
+  max_tokens_ = std::max({max_prefill_tokens, rows_, max_tokens_});
+  shape_.max_seq = max_seq_;
+  length_.assign(static_cast<size_t>(rows_), 0);
+  const size_t cache = static_cast<size_t>(rows_ * shape_.cache_row_elems());
+  for (int64_t l = 0; l < cfg_.num_layer; ++l) {
+    k_cache_.push_back(be_.alloc(cache));
+    v_cache_.push_back(be_.alloc(cache));
+  }
+  const size_t T = static_cast<size_t>(max_tokens_);
+  x_ = be_.alloc(T * H_);
+  ln_ = be_.alloc(T * H_);
+  a_ = be_.alloc(T * H_);
+  f_ = be_.alloc(T * H_);
+  qkv_ = be_.alloc(T * qkv_cols_);
+  attn_ = be_.alloc(T * shape_.q_heads * shape_.head_dim);
+  inter_ = be_.alloc(T * local_inter_);
+  gate_ = be_.alloc(T * local_inter_);
+  last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
+  if (comm_.rank() == 0) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
+}
+
+void Engine::ffn(const LayerWeights& lw, const float* in, float* out, int64_t n) {
+  be_.gemm(n, local_inter_, H_, in, lw.fc_w, false, inter_, 0.0f);
+  if (lw.gate_w) be_.gemm(n, local_inter_, H_, in, lw.gate_w, false, gate_, 0.0f);
+  be_.bias_activation(inter_, lw.fc_b, lw.gate_w ? gate_ : nullptr, lw.gate_b, n, local_inter_,
+                      cfg_.activation);
+  be_.gemm(n, H_, local_inter_, inter_, lw.proj_w, false, out, 0.0f);
+}
+
+template <typename Attend>
+void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend) {
+  const bool pre = cfg_.norm == NormPlacement::kPre;
+  const float eps = static_cast<float>(cfg_.layernorm_eps);
+  const int64_t L = cfg_.num_layer;
+  const int64_t local_h = shape_.q_heads * shape_.head_dim;
+  const int64_t rot_heads = shape_.q_heads + shape_.kv_heads;
+  const bool rotary = cfg_.position == PositionEmbedding::kRotary && cfg_.rotary_dim > 0;
+  // Completes a row-parallel partial sum; returns the bias still to be added after it.
+  auto reduce = [&](float* partial, const float* bias) -> const float* {
+    if (bias_before_reduce_ && bias) be_.add_bias(partial, bias, n, H_);
+    comm_.all_reduce_sum(partial, static_cast<size_t>(n * H_));
+    return bias_before_reduce_ ? nullptr : bias;
+  };
+
+  if (pre && L > 0)
+    be_.layer_norm(ln_, x_, w_.layers[0].ln1_gamma, w_.layers[0].ln1_beta, n, H_, eps);
+  for (int64_t l = 0; l < L; ++l) {
+    const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+    const LayerWeights* next = l + 1 < L ? &w_.layers[static_cast<size_t>(l + 1)] : nullptr;
+    const float* in = pre ? ln_ : x_;  // ln_ holds LN1(x) here for pre-LN models
+
+    be_.gemm(n, qkv_cols_, H_, in, lw.qkv_w, false, qkv_, 0.0f);
+    be_.add_bias(qkv_, lw.qkv_b, n, qkv_cols_);
+    if (rotary)
+      be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
+                 cfg_.rotary_style, cfg_.rotary_base);
+    attend(l);
+    be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
+
+    if (cfg_.parallel_residual) {
+      // y = x + attn(LN1 x) + ffn(LN x): GPT-J shares LN1, NeoX uses LN2. One all-reduce for both.
+      const float* ffn_in = ln_;
+      if (!cfg_.shared_input_norm) {
+        be_.layer_norm(f_, x_, lw.ln2_gamma, lw.ln2_beta, n, H_, eps);
+        ffn_in = f_;
+      }
+      ffn(lw, ffn_in, f_, n);
+      be_.add_residual_layer_norm(a_, f_, nullptr, nullptr, nullptr, nullptr, n, H_, eps);  // a += f
+      const float* bias = nullptr;
+      if (bias_before_reduce_) {
+        be_.add_bias(a_, lw.dense_b, n, H_);
+        be_.add_bias(a_, lw.proj_b, n, H_);
+        comm_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+      } else {
+        comm_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+        if (lw.dense_b && lw.proj_b) be_.add_bias(x_, lw.dense_b, n, H_);
+        bias = lw.proj_b ? lw.proj_b : lw.dense_b;
+      }
+      be_.add_residual_layer_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr,
+                                  next ? next->ln1_beta : nullptr, ln_, n, H_, eps);
+    } else if (pre) {
+      const float* b = reduce(a_, lw.dense_b);
+      be_.add_residual_layer_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n, H_, eps);
+      ffn(lw, ln_, f_, n);
+      b = reduce(f_, lw.proj_b);
+      be_.add_residual_layer_norm(x_, f_, b, next ? next->ln1_gamma : nullptr,
+                                  next ? next->ln1_beta : nullptr, ln_, n, H_, eps);
+    } else {
+      // Post-LN (OPT-post): x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
+      const float* b = reduce(a_, lw.dense_b);
+      be_.add_residual_layer_norm(x_, a_, b, lw.ln1_gamma, lw.ln1_beta, x_, n, H_, eps);
+      ffn(lw, x_, f_, n);
+      b = reduce(f_, lw.proj_b);
+      be_.add_residual_layer_norm(x_, f_, b, lw.ln2_gamma, lw.ln2_beta, x_, n, H_, eps);
+    }
+  }
+}
+
+void Engine::logits_of(float* hidden, int64_t n, float* logits) {
+  if (comm_.rank() != 0) return;
+  if (w_.final_ln_gamma)
+    be_.layer_norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n, H_,
+                   static_cast<float>(cfg_.layernorm_eps));
+  const int64_t V = cfg_.vocab_size;
+  be_.gemm(n, V, H_, hidden, w_.lm_head_w, true, logits_, 0.0f);
+  be_.add_bias(logits_, w_.lm_head_b, n, V);
+  if (logits) be_.download(logits, logits_, static_cast<size_t>(n * V));
+}
+
+namespace {
+
+ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int64_t* offset) {
+  *offset = 0;  // FT position tables already start at the first real position
+  if (w.wpe) return ops::PositionTable::kLearned;
+  if (cfg.position == PositionEmbedding::kSinusoidal) {
+    *offset = cfg.position_offset;
+    return ops::PositionTable::kSinusoidal;
+  }
+  return ops::PositionTable::kNone;
+}
+
+}  // namespace
+
+void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
+                     float* logits, std::vector<float>* context_embeddings) {
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "prefill: one cache row per prompt");
+  int64_t S = 0;
+  for (const auto& p : prompts) S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
+  const int64_t n = B * S;
+  FTX_CHECK(n <= max_tokens_ && B <= rows_, "",
+            "prefill of " + std::to_string(n) + " tokens exceeds the reserved workspace");
+  std::vector<int32_t> ids(static_cast<size_t>(n), 0), positions(static_cast<size_t>(n), 0), lengths(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[b];
+    FTX_CHECK(!p.empty(), "", "prefill: empty prompt");
+    FTX_CHECK(static_cast<int64_t>(p.size()) <= max_seq_, "", "prompt longer than the KV cache");
+    FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "prefill: cache row out of range");
+    lengths[b] = static_cast<int32_t>(p.size());
+    for (int64_t t = 0; t < S; ++t) {
+      // Right padding: pads repeat id 0 at position t and are masked out of attention.
+      ids[b * S + t] = t < lengths[b] ? p[t] : 0;
+      positions[b * S + t] = static_cast<int32_t>(t);
+    }
+  }
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids.data(), positions.data(), n, H_,
+                static_cast<float>(cfg_.embedding_scale));
+  if (w_.pre_ln_gamma)
+    be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
+  run_layers(n, positions, [&](int64_t l) {
+    be_.context_attention(attn_, qkv_, B, S, lengths.data(), cache_rows.data(), k_cache_[l], v_cache_[l], shape_);
+  });
+  if (context_embeddings) {
+    std::vector<float> host(static_cast<size_t>(n * H_));
+    be_.download(host.data(), x_, host.size());
+    context_embeddings->assign(static_cast<size_t>(B * H_), 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lengths[b]; ++t)
+        for (int64_t i = 0; i < H_; ++i) (*context_embeddings)[b * H_ + i] += host[(b * S + t) * H_ + i];
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
+    length_[cache_rows[b]] = lengths[b];
+  }
+  logits_of(last_, B, logits);
+}
+
+void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return;
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t row = cache_rows[i];
+    FTX_CHECK(row >= 0 && row < rows_, "", "decode: cache row out of range");
+    FTX_CHECK(length_[row] < max_seq_, "",
+              "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
+    positions[i] = static_cast<int32_t>(length_[row]);
+  }
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  be_.embedding(x_, w_.wte, w_.wpe, table, offset, tokens.data(), positions.data(), n, H_,
+                static_cast<float>(cfg_.embedding_scale));
+  if (w_.pre_ln_gamma)
+    be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
+  run_layers(n, positions, [&](int64_t l) {
+    be_.decode_attention(attn_, qkv_, n, cache_rows.data(), positions.data(), k_cache_[l], v_cache_[l], shape_);
+  });
+  for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
+  logits_of(x_, n, logits);
+}
+
+void Engine::copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src) {
+  const int64_t n = static_cast<int64_t>(dst.size());
+  if (n == 0) return;
+  for (int64_t l = 0; l < cfg_.num_layer; ++l) {
+    be_.gather_cache_rows(k_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
+    be_.gather_cache_rows(v_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
+  }
+  std::vector<int64_t> len(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) len[i] = length_[src[i]];
+  for (int64_t i = 0; i < n; ++i) length_[dst[i]] = len[i];
+}
+
+}  // namespace ftx

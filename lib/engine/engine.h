@@ -1,0 +1,74 @@
+#pragma once
+// Engine: the model forward for one TP rank on one backend: prefill of a right-padded batch, then
+// one-token decode steps over a KV cache allocated once. One code path for every architecture;
+// ModelConfig selects the blocks (positions, norm placement, parallel residual, MQA, activation).
+//
+// Cache rows: the KV cache has `rows` rows (batch · beam). prefill() fills the rows it is given;
+// copy_rows()/reorder() move histories between rows (beam fan-out and beam reordering); decode()
+// appends one token to each row it is given. Each row keeps its own length, so rows of different
+// prompt lengths never leave gaps in the cache.
+//
+// Logits are computed only on rank 0 (the rank that decodes); the other ranks skip the lm_head GEMM.
+#include <cstdint>
+#include <vector>
+
+#include "lib/dist/communicator.h"
+#include "lib/engine/model_weights.h"
+#include "lib/ops/backend.h"
+
+namespace ftx {
+
+class Engine {
+ public:
+  Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Allocates the KV cache for `rows` rows of `max_seq` tokens and the workspaces for prefills of
+  // up to `max_prefill_tokens` (batch · padded width) tokens. Call before prefill/decode; calling
+  // again with larger numbers reallocates (and forgets all rows).
+  void reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens);
+  int64_t rows() const { return rows_; }
+  int64_t max_seq() const { return max_seq_; }
+  int64_t vocab_size() const { return cfg_.vocab_size; }
+  int64_t row_length(int64_t row) const { return length_[static_cast<size_t>(row)]; }
+
+  // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`.
+  // logits (rank 0; may be null elsewhere): [prompts, V] host, of each prompt's last token.
+  // context_embeddings (optional): [prompts, H] host, sum over the prompt's tokens of the last
+  // layer's output (before the final layernorm; padded positions excluded).
+  void prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
+               float* logits, std::vector<float>* context_embeddings = nullptr);
+  // Appends tokens[i] to cache row cache_rows[i] (at position row_length) and returns the next
+  // logits [n, V] (rank 0).
+  void decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits);
+  // Row dst[i] takes row src[i]'s history (all reads before writes).
+  void copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src);
+
+ private:
+  // The decoder stack over `n` tokens already embedded in x_; `attend` runs the attention of
+  // layer l into attn_ from qkv_.
+  template <typename Attend>
+  void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
+  void ffn(const LayerWeights& lw, const float* in, float* out, int64_t n);
+  void logits_of(float* hidden, int64_t n, float* logits);
+  void free_buffers();
+
+  const ModelWeights& w_;
+  const ModelConfig& cfg_;
+  ops::Backend& be_;
+  dist::Communicator& comm_;
+  ops::AttentionShape shape_;
+  std::vector<float> alibi_;  // this rank's heads
+  int64_t H_, local_inter_, qkv_cols_;
+  bool bias_before_reduce_;  // GPT-NeoX files hold row-parallel biases already divided by TP
+
+  int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
+  std::vector<int64_t> length_;
+  std::vector<float*> k_cache_, v_cache_;  // per layer
+  float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,
+        *f_ = nullptr, *inter_ = nullptr, *gate_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
+};
+
+}  // namespace ftx

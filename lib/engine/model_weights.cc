@@ -1,0 +1,260 @@
+// Loads one TP rank's FT weight files. The list of files and their shapes comes from
+// ft_weight_files() (lib/model), the same list the converters write, so loader and writers agree.
+#include "lib/engine/model_weights.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "formats/mapped_file.h"
+#include "formats/tensor.h"
+#include "lib/model/ft_weight_layout.h"
+
+namespace ftx {
+
+namespace {
+
+std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+// Size of a regular file, or -1 when it does not exist.
+int64_t file_size(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  if (!S_ISREG(st.st_mode)) return -2;
+  return static_cast<int64_t>(st.st_size);
+}
+
+const char* ft_dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat16: return "fp16";
+    case DType::kBFloat16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+std::string describe(const FtWeightFile& f, DType t) {
+  return std::string(ft_dtype_name(t)) + " " + shape_to_string(f.shape);
+}
+
+// config.ini's tensor_para_size against the number of ranks running.
+void check_tp(const std::string& dir, const ModelConfig& cfg, int tp) {
+  if (cfg.tensor_para_size == tp) return;
+  throw Error(dir, "model folder was converted for tensor parallel size " +
+                       std::to_string(cfg.tensor_para_size) + "; run with `mpirun -np " +
+                       std::to_string(cfg.tensor_para_size) + "` or convert again with -g " +
+                       std::to_string(tp) + " (this run has " + std::to_string(tp) + " rank" +
+                       (tp == 1 ? "" : "s") + ")");
+}
+
+// manifest.json, when a converter wrote one: every file it names must have the size it says.
+// Accepted shapes: {"files": [{"name"|"file"|"path": ..., "bytes"|"size"|"nbytes": n}, ...]} or
+// {"files": {"<file>": {"bytes": n} | n}}.
+void check_manifest(const std::string& dir) {
+  const std::string path = join(dir, "manifest.json");
+  if (file_size(path) < 0) return;
+  nlohmann::json j;
+  try {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("files")) return;
+  auto check_one = [&](const std::string& name, int64_t bytes) {
+    if (name.empty() || bytes < 0) return;
+    if (name.find('/') != std::string::npos || name == "..")
+      throw Error(path, "file name '" + name + "' is not a plain file name");
+    const int64_t found = file_size(join(dir, name));
+    if (found < 0) throw Error(join(dir, name), "listed in manifest.json but missing");
+    if (found != bytes)
+      throw Error(join(dir, name), std::to_string(found) + " bytes, manifest.json says " + std::to_string(bytes));
+  };
+  auto bytes_of = [](const nlohmann::json& e) -> int64_t {
+    if (e.is_number_integer()) return e.get<int64_t>();
+    if (!e.is_object()) return -1;
+    for (const char* k : {"bytes", "size", "nbytes"})
+      if (e.contains(k) && e[k].is_number_integer()) return e[k].get<int64_t>();
+    return -1;
+  };
+  const auto& files = j["files"];
+  if (files.is_array()) {
+    for (const auto& e : files) {
+      if (!e.is_object()) continue;
+      std::string name;
+      for (const char* k : {"name", "file", "path"})
+        if (e.contains(k) && e[k].is_string()) { name = e[k].get<std::string>(); break; }
+      check_one(name, bytes_of(e));
+    }
+  } else if (files.is_object()) {
+    for (auto it = files.begin(); it != files.end(); ++it) check_one(it.key(), bytes_of(it.value()));
+  }
+}
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const char* p) {
+  const size_t n = std::strlen(p);
+  return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
+}
+
+}  // namespace
+
+void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, int tp) {
+  check_tp(dir, cfg, tp);
+  const auto files = ft_weight_files(cfg, tp);
+  const size_t el = dtype_size(cfg.weight_data_type);
+  std::set<std::string> expected;
+  for (const auto& f : files) {
+    expected.insert(f.file_name());
+    const std::string path = join(dir, f.file_name());
+    const int64_t want = f.numel() * static_cast<int64_t>(el);
+    const int64_t found = file_size(path);
+    if (found == -1) {
+      if (f.optional) continue;
+      throw Error(path, "missing weight file (expected " + std::to_string(want) + " bytes, " +
+                            describe(f, cfg.weight_data_type) + ")");
+    }
+    if (found == -2) throw Error(path, "not a regular file");
+    if (found != want)
+      throw Error(path, std::to_string(found) + " bytes, expected " + std::to_string(want) + " (" +
+                            describe(f, cfg.weight_data_type) + ")");
+  }
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::string extra;
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && extra.empty()) extra = n;
+    }
+    ::closedir(d);
+    if (!extra.empty())
+      throw Error(join(dir, extra), "unexpected weight file: config.ini describes no such tensor "
+                                    "(architecture " + std::string(architecture_name(cfg.arch)) +
+                                    ", tensor parallel size " + std::to_string(tp) + ")");
+  }
+  check_manifest(dir);
+}
+
+ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }
+
+ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
+  if (this == &o) return *this;
+  for (float* p : owned_) backend_->release(p);
+  wte = o.wte; wpe = o.wpe; lm_head_w = o.lm_head_w; lm_head_b = o.lm_head_b;
+  pre_ln_gamma = o.pre_ln_gamma; pre_ln_beta = o.pre_ln_beta;
+  final_ln_gamma = o.final_ln_gamma; final_ln_beta = o.final_ln_beta;
+  layers = std::move(o.layers);
+  config_ = o.config_;
+  rank_ = o.rank_; tp_ = o.tp_;
+  backend_ = o.backend_;
+  owned_ = std::move(o.owned_);
+  bytes_ = o.bytes_;
+  o.owned_.clear();
+  o.bytes_ = 0;
+  return *this;
+}
+
+ModelWeights::~ModelWeights() {
+  for (float* p : owned_) backend_->release(p);
+}
+
+ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::Backend& backend) {
+  const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
+  check_files(dir, cfg, tp);
+
+  ModelWeights w;
+  w.config_ = cfg;
+  w.rank_ = rank;
+  w.tp_ = tp;
+  w.backend_ = &backend;
+  w.layers.resize(static_cast<size_t>(cfg.num_layer));
+
+  // Where each FT name lands. Layer names are "model.layers.<L>.<suffix>".
+  auto slot_for = [&](const std::string& name) -> const float** {
+    static const std::map<std::string, const float* ModelWeights::*> top = {
+        {"model.wte", &ModelWeights::wte},
+        {"model.wpe", &ModelWeights::wpe},
+        {"model.lm_head.weight", &ModelWeights::lm_head_w},
+        {"model.lm_head.bias", &ModelWeights::lm_head_b},
+        {"model.pre_decoder_layernorm.weight", &ModelWeights::pre_ln_gamma},
+        {"model.pre_decoder_layernorm.bias", &ModelWeights::pre_ln_beta},
+        {"model.final_layernorm.weight", &ModelWeights::final_ln_gamma},
+        {"model.final_layernorm.bias", &ModelWeights::final_ln_beta},
+    };
+    static const std::map<std::string, const float* LayerWeights::*> per_layer = {
+        {"input_layernorm.weight", &LayerWeights::ln1_gamma},
+        {"input_layernorm.bias", &LayerWeights::ln1_beta},
+        {"attention.query_key_value.weight", &LayerWeights::qkv_w},
+        {"attention.query_key_value.bias", &LayerWeights::qkv_b},
+        {"attention.dense.weight", &LayerWeights::dense_w},
+        {"attention.dense.bias", &LayerWeights::dense_b},
+        {"post_attention_layernorm.weight", &LayerWeights::ln2_gamma},
+        {"post_attention_layernorm.bias", &LayerWeights::ln2_beta},
+        {"mlp.dense_h_to_4h.weight", &LayerWeights::fc_w},
+        {"mlp.dense_h_to_4h.bias", &LayerWeights::fc_b},
+        {"mlp.dense_h_to_4h.gate.weight", &LayerWeights::gate_w},
+        {"mlp.dense_h_to_4h.gate.bias", &LayerWeights::gate_b},
+        {"mlp.dense_4h_to_h.weight", &LayerWeights::proj_w},
+        {"mlp.dense_4h_to_h.bias", &LayerWeights::proj_b},
+        // GPT-NeoX parallel residual: attention and MLP output biases summed into one file.
+        {"mlp.attention.bias.sum", &LayerWeights::proj_b},
+    };
+    if (auto it = top.find(name); it != top.end()) return &(w.*(it->second));
+    if (starts_with(name, "model.layers.")) {
+      const size_t dot = name.find('.', 13);
+      if (dot != std::string::npos) {
+        const int64_t L = std::stoll(name.substr(13, dot - 13));
+        if (auto it = per_layer.find(name.substr(dot + 1)); it != per_layer.end() && L >= 0 &&
+                                                          L < cfg.num_layer)
+          return &(w.layers[static_cast<size_t>(L)].*(it->second));
+      }
+    }
+    throw Error(join(dir, name), "the engine has no use for this tensor");
+  };
+
+  std::vector<float> host;
+  for (const auto& f : ft_weight_files(cfg, tp)) {
+    if (f.rank >= 0 && f.rank != rank) continue;
+    const std::string path = join(dir, f.file_name());
+    if (f.optional && file_size(path) < 0) continue;
+    const float** slot = slot_for(f.name);
+    auto file = MappedFile::open(path);
+    const size_t n = static_cast<size_t>(f.numel());
+    const uint8_t* src = file->slice(0, n * dtype_size(cfg.weight_data_type), f.file_name());
+    float* dst = backend.alloc(n);
+    w.owned_.push_back(dst);
+    w.bytes_ += n * sizeof(float);
+    switch (cfg.weight_data_type) {
+      case DType::kFloat32:
+        backend.upload(dst, reinterpret_cast<const float*>(src), n);
+        break;
+      case DType::kFloat16:
+      case DType::kBFloat16: {
+        host.resize(n);
+        const bool half = cfg.weight_data_type == DType::kFloat16;
+#pragma omp parallel for if (n > 65536)
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t v;
+          std::memcpy(&v, src + 2 * i, 2);
+          host[i] = half ? half_to_float(v) : bf16_to_float(v);
+        }
+        backend.upload(dst, host.data(), n);
+        break;
+      }
+      default:
+        throw Error(path, std::string("weight_data_type ") + dtype_name(cfg.weight_data_type) +
+                              " is not supported by the engine (fp32, fp16, bf16)");
+    }
+    file->release(0, file->size());
+    *slot = dst;
+  }
+  if (!w.lm_head_w) w.lm_head_w = w.wte;  // tied embeddings (decided by the file's presence)
+  return w;
+}
+
+}  // namespace ftx

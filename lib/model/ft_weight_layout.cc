@@ -1,0 +1,102 @@
+#include "lib/model/ft_weight_layout.h"
+
+namespace ftx {
+
+bool ft_is_gated(const ModelConfig& cfg) {
+  return cfg.activation == Activation::kSwiGlu || cfg.activation == Activation::kGeGlu;
+}
+
+int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp) {
+  const int64_t H = cfg.hidden();
+  if (cfg.attention == AttentionKind::kMultiQuery) return H / tp + 2 * cfg.size_per_head;
+  return 3 * H / tp;
+}
+
+namespace {
+
+struct Lister {
+  std::vector<FtWeightFile>& out;
+  int64_t tp;
+  void repl(const std::string& name, std::vector<int64_t> shape, bool optional = false) {
+    out.push_back({name, -1, std::move(shape), optional});
+  }
+  void split(const std::string& name, const std::vector<int64_t>& shape) {
+    for (int64_t r = 0; r < tp; ++r) out.push_back({name, r, shape, false});
+  }
+};
+
+}  // namespace
+
+std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
+  cfg.validate(tp, "config");
+  std::vector<FtWeightFile> files;
+  Lister l{files, tp};
+  const int64_t H = cfg.hidden(), V = cfg.vocab_size, I = cfg.inter_size;
+  const int64_t qkv = ft_qkv_columns_per_rank(cfg, tp);
+  const bool gptj = cfg.arch == Architecture::kGptJ, neox = cfg.arch == Architecture::kGptNeoX;
+
+  if (gptj || neox) {
+    l.repl("model.wte", {V, H});
+    l.repl("model.final_layernorm.weight", {H});
+    l.repl("model.final_layernorm.bias", {H});
+    l.repl("model.lm_head.weight", {V, H});
+    if (gptj) l.repl("model.lm_head.bias", {V});
+  } else {
+    if (cfg.position == PositionEmbedding::kLearned || cfg.position == PositionEmbedding::kSinusoidal)
+      l.repl("model.wpe", {cfg.max_pos_seq_len, H});
+    l.repl("model.wte", {V, H});
+    l.repl("model.lm_head.weight", {V, H}, /*optional=*/cfg.tied_embeddings);
+    if (cfg.has_pre_decoder_layernorm) {
+      l.repl("model.pre_decoder_layernorm.weight", {H});
+      l.repl("model.pre_decoder_layernorm.bias", {H});
+    }
+    if (cfg.has_post_decoder_layernorm) {
+      l.repl("model.final_layernorm.weight", {H});
+      l.repl("model.final_layernorm.bias", {H});
+    }
+  }
+
+  for (int64_t L = 0; L < cfg.num_layer; ++L) {
+    const std::string p = "model.layers." + std::to_string(L) + ".";
+    l.repl(p + "input_layernorm.weight", {H});
+    l.repl(p + "input_layernorm.bias", {H});
+    l.split(p + "attention.query_key_value.weight", {H, qkv});
+    if (gptj) {
+      l.split(p + "attention.dense.weight", {H / tp, H});
+      l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
+      l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
+      l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
+      l.repl(p + "mlp.dense_4h_to_h.bias", {H});
+      continue;
+    }
+    if (neox) {
+      l.split(p + "attention.query_key_value.bias", {qkv});
+      l.split(p + "attention.dense.weight", {H / tp, H});
+      if (!cfg.parallel_residual) l.repl(p + "attention.dense.bias", {H});
+      l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
+      l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
+      l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
+      if (cfg.parallel_residual) l.repl(p + "mlp.attention.bias.sum", {H});
+      else l.repl(p + "mlp.dense_4h_to_h.bias", {H});
+      l.repl(p + "post_attention_layernorm.weight", {H});
+      l.repl(p + "post_attention_layernorm.bias", {H});
+      continue;
+    }
+    if (cfg.has_bias) l.split(p + "attention.query_key_value.bias", {qkv});
+    l.split(p + "attention.dense.weight", {H / tp, H});
+    if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
+    l.repl(p + "post_attention_layernorm.weight", {H});
+    l.repl(p + "post_attention_layernorm.bias", {H});
+    l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
+    if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
+    if (ft_is_gated(cfg)) {
+      l.split(p + "mlp.dense_h_to_4h.gate.weight", {H, I / tp});
+      if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.gate.bias", {I / tp});
+    }
+    l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
+    if (cfg.has_bias) l.repl(p + "mlp.dense_4h_to_h.bias", {H});
+  }
+  return files;
+}
+
+}  // namespace ftx

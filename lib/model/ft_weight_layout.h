@@ -1,0 +1,42 @@
+#pragma once
+// Every file of an FT model folder (`OUT/N-gpu/`) for a ModelConfig and an inference TP size, with
+// the shape each file holds (spec ft-format.md §3). The converters write exactly this list and the
+// engine checks and loads exactly this list, so the two cannot drift apart.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/model/model_config.h"
+
+namespace ftx {
+
+struct FtWeightFile {
+  std::string name;             // e.g. "model.layers.3.attention.query_key_value.weight"
+  int64_t rank = -1;            // TP rank of this file; -1 = replicated, written once without suffix
+  std::vector<int64_t> shape;   // of this file (2-D GEMM weights as [in, out])
+  bool optional = false;        // may be absent (GPT family lm_head when embeddings are tied)
+  // name + (rank >= 0 ? "." + rank : "") + ".bin"
+  std::string file_name() const { return name + (rank >= 0 ? "." + std::to_string(rank) : "") + ".bin"; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// Files in a deterministic order: top-level tensors, then layer 0, 1, ...; split tensors once per
+// rank (rank 0 .. tp-1). Calls cfg.validate(tp, "config") first, so bad TP sizes are an Error.
+//  * GPT family (gpt, bloom, opt, xglm, gpt_bigcode), §3.1: wpe when the position table is stored,
+//    wte, optional lm_head (required when !tied_embeddings), pre/post decoder layernorms, per layer
+//    input/post-attention layernorms, fused QKV [H, 3H/T] (multi-query §3.4: [H, H/T + 2d]),
+//    attention.dense, mlp (+ `mlp.dense_h_to_4h.gate.*` for gated activations), biases when has_bias.
+//  * GPT-J §3.2 and GPT-NeoX §3.3.
+std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp);
+
+// QKV output columns held by one rank: 3H/T, or H/T + 2d for multi-query.
+int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp);
+
+// True for SwiGLU/GeGLU: the FFN has a second (gate) h_to_4h projection.
+bool ft_is_gated(const ModelConfig& cfg);
+
+}  // namespace ftx

@@ -1,0 +1,435 @@
+// ModelConfig <-> config.ini.
+//
+// Three key sets share one section ([gpt], [gptj] or [gptneox]; spec ft-format.md §2, §7.2):
+//  * FT/Triton keys, as FT's readers want them: model_name, head_num, size_per_head, inter_size,
+//    num_layer, vocab_size, start_id, end_id, max_pos_seq_len, weight_data_type, tensor_para_size,
+//    layernorm_eps, layernorm_type, activation_type, has_positional_encoding,
+//    has_pre_decoder_layernorm, has_post_decoder_layernorm, use_attention_linear_bias,
+//    rotary_embedding ([gptj]/[gptneox]), use_gptj_residual ([gptneox], 0/1).
+//  * TensorRT-LLM keys (weight.py parse_ft_config): n_embd, n_head, n_layer, n_positions, vocab_size,
+//    activation_function, layer_norm_epsilon, do_layer_norm_before, bias, intermediate_size,
+//    storage_dtype, multi_query_mode, rotary_pct, rotary_base.
+//  * ftx's own keys, so that ftx never guesses what FT leaves implicit:
+//      architecture            gpt | gptj | gptneox | bloom | opt | xglm | gpt_bigcode
+//      activation              exact ftx activation: Gelu (erf), gelu_tanh, Relu, Silu, SiGLU, GeGLU
+//                              (FT's activation_type cannot tell erf-GELU from tanh-GELU)
+//      position_embedding_type learned | rope | alibi | sinusoidal | none
+//      position_offset         OPT/XGLM table offset (FT files already drop the offset rows)
+//      rotary_dim, rotary_style (interleaved | half_split), rotary_base
+//      parallel_residual, shared_input_norm   (0/1)
+//      kv_head_num             1 for multi-query attention
+//      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
+//      embedding_scale         XGLM sqrt(H) when not folded into wte
+// Defaults for absent keys follow FT's readers: layernorm_eps 1e-6 (FT's default, not the models'),
+// activation Gelu, pre layernorm, positional encoding on, post-decoder layernorm on, TP 1, fp32.
+#include "lib/model/model_config.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "formats/error.h"
+
+namespace ftx {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Shortest text that reads back as the same double (configparser-style, no '%').
+std::string fmt_double(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string b01(bool b) { return b ? "1" : "0"; }
+std::string bTF(bool b) { return b ? "True" : "False"; }
+
+const char* position_name(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::kLearned: return "learned";
+    case PositionEmbedding::kRotary: return "rope";
+    case PositionEmbedding::kAlibi: return "alibi";
+    case PositionEmbedding::kSinusoidal: return "sinusoidal";
+    case PositionEmbedding::kNone: return "none";
+  }
+  return "learned";
+}
+
+PositionEmbedding position_from_name(const std::string& s, const std::string& origin) {
+  std::string l = lower(s);
+  if (l == "learned" || l == "learned_absolute") return PositionEmbedding::kLearned;
+  if (l == "rope" || l == "rotary") return PositionEmbedding::kRotary;
+  if (l == "alibi") return PositionEmbedding::kAlibi;
+  if (l == "sinusoidal") return PositionEmbedding::kSinusoidal;
+  if (l == "none") return PositionEmbedding::kNone;
+  throw Error(origin, "unknown position_embedding_type '" + s +
+                          "' (supported: learned, rope, alibi, sinusoidal, none)");
+}
+
+// FT's activation_type spelling (activation_types.h). FT has one GELU, the tanh approximation.
+const char* ft_activation_type(Activation a) {
+  switch (a) {
+    case Activation::kGelu: case Activation::kGeluTanh: return "Gelu";
+    case Activation::kRelu: return "Relu";
+    case Activation::kSilu: return "Silu";
+    case Activation::kSwiGlu: return "SiGLU";
+    case Activation::kGeGlu: return "GeGLU";
+  }
+  return "Gelu";
+}
+
+// HF/TensorRT-LLM activation_function spelling.
+const char* hf_activation(Activation a) {
+  switch (a) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_new";
+    case Activation::kRelu: return "relu";
+    case Activation::kSilu: return "silu";
+    case Activation::kSwiGlu: return "swiglu";
+    case Activation::kGeGlu: return "geglu";
+  }
+  return "gelu";
+}
+
+const char* ft_dtype(DType t) {
+  switch (t) {
+    case DType::kFloat16: return "fp16";
+    case DType::kBFloat16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+const char* section_for(Architecture a) {
+  switch (a) {
+    case Architecture::kGptJ: return "gptj";
+    case Architecture::kGptNeoX: return "gptneox";
+    default: return "gpt";
+  }
+}
+
+// Section-aware reader over one IniFile section.
+struct Reader {
+  const IniFile& ini;
+  std::string sec;
+  bool has(const std::string& k) const { return ini.has(sec, k); }
+  std::string get(const std::string& k) const { return ini.get(sec, k); }
+  std::string get_or(const std::string& k, const std::string& d) const { return ini.get_or(sec, k, d); }
+  int64_t i(const std::string& k) const { return ini.get_int(sec, k); }
+  int64_t i_or(const std::string& k, int64_t d) const { return ini.get_int_or(sec, k, d); }
+  double d_or(const std::string& k, double d) const { return ini.get_double_or(sec, k, d); }
+  bool b_or(const std::string& k, bool d) const { return ini.get_bool_or(sec, k, d); }
+};
+
+}  // namespace
+
+const char* architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::kGpt: return "gpt";
+    case Architecture::kGptJ: return "gptj";
+    case Architecture::kGptNeoX: return "gptneox";
+    case Architecture::kBloom: return "bloom";
+    case Architecture::kOpt: return "opt";
+    case Architecture::kXglm: return "xglm";
+    case Architecture::kGptBigCode: return "gpt_bigcode";
+  }
+  return "gpt";
+}
+
+Architecture architecture_from_name(const std::string& s) {
+  std::string l = lower(s);
+  if (l == "gpt" || l == "gpt2") return Architecture::kGpt;
+  if (l == "gptj" || l == "gpt-j") return Architecture::kGptJ;
+  if (l == "gptneox" || l == "gpt_neox" || l == "gpt-neox") return Architecture::kGptNeoX;
+  if (l == "bloom") return Architecture::kBloom;
+  if (l == "opt") return Architecture::kOpt;
+  if (l == "xglm") return Architecture::kXglm;
+  if (l == "gpt_bigcode" || l == "gptbigcode") return Architecture::kGptBigCode;
+  throw Error("unknown architecture '" + s + "' (supported: gpt, gptj, gptneox, bloom, opt, xglm, gpt_bigcode)");
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kGelu: return "Gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kRelu: return "Relu";
+    case Activation::kSilu: return "Silu";
+    case Activation::kSwiGlu: return "SiGLU";
+    case Activation::kGeGlu: return "GeGLU";
+  }
+  return "Gelu";
+}
+
+// HF/NeMo "gelu" is the exact erf GELU; gelu_new/gelu_fast/gelu_pytorch_tanh/gelu_tanh the tanh one.
+Activation activation_from_name(const std::string& s) {
+  std::string l = lower(s);
+  if (l == "gelu" || l == "gelu_exact") return Activation::kGelu;
+  if (l == "gelu_new" || l == "gelu_fast" || l == "gelu_tanh" || l == "gelu_pytorch_tanh" ||
+      l == "fast-gelu" || l == "approx-gelu")
+    return Activation::kGeluTanh;
+  if (l == "relu") return Activation::kRelu;
+  if (l == "silu" || l == "swish") return Activation::kSilu;
+  if (l == "swiglu" || l == "siglu" || l == "gated-silu" || l == "fast-swiglu") return Activation::kSwiGlu;
+  if (l == "geglu" || l == "gated-gelu" || l == "fast-geglu") return Activation::kGeGlu;
+  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu)");
+}
+
+ModelConfig ModelConfig::from_ini(const IniFile& ini) {
+  const std::string origin = ini.path();
+  std::string sec;
+  for (const char* s : {"gpt", "gptj", "gptneox"})
+    if (ini.has_section(s)) { sec = s; break; }
+  if (sec.empty()) throw Error(origin, "no [gpt], [gptj] or [gptneox] section");
+  Reader r{ini, sec};
+  ModelConfig c;
+
+  // Architecture: ftx key, else the section and FT's model_variant/ALiBi hints.
+  if (r.has("architecture")) {
+    try {
+      c.arch = architecture_from_name(r.get("architecture"));
+    } catch (const Error& e) {
+      throw Error(origin, e.what());
+    }
+  } else if (sec == "gptj") {
+    c.arch = Architecture::kGptJ;
+  } else if (sec == "gptneox") {
+    c.arch = Architecture::kGptNeoX;
+  } else {
+    std::string variant = lower(r.get_or("model_variant", ""));
+    if (variant.rfind("bloom", 0) == 0) c.arch = Architecture::kBloom;
+    else if (variant.rfind("opt", 0) == 0) c.arch = Architecture::kOpt;
+    else if (r.b_or("use_attention_linear_bias", false)) c.arch = Architecture::kBloom;
+    else c.arch = Architecture::kGpt;
+  }
+
+  // Architecture-shaped defaults, overridden by explicit keys below.
+  if (c.arch == Architecture::kGptJ) {
+    c.position = PositionEmbedding::kRotary;
+    c.rotary_style = RotaryStyle::kInterleaved;
+    c.parallel_residual = true;
+    c.shared_input_norm = true;
+    c.tied_embeddings = false;
+    c.has_lm_head_bias = true;
+    c.activation = Activation::kGeluTanh;
+  } else if (c.arch == Architecture::kGptNeoX) {
+    c.position = PositionEmbedding::kRotary;
+    c.rotary_style = RotaryStyle::kHalfSplit;
+    c.tied_embeddings = false;
+  } else if (c.arch == Architecture::kBloom) {
+    c.position = PositionEmbedding::kAlibi;
+    c.has_pre_decoder_layernorm = true;
+  }
+
+  const bool tl_dialect = !r.has("head_num") && r.has("n_head");
+  if (!tl_dialect) {
+    c.model_name = r.get("model_name");
+    c.head_num = r.i("head_num");
+    c.size_per_head = r.i("size_per_head");
+    c.inter_size = r.i("inter_size");
+    c.num_layer = r.i("num_layer");
+    c.vocab_size = r.i("vocab_size");
+    c.start_id = r.i("start_id");
+    c.end_id = r.i("end_id");
+  } else {
+    // A TensorRT-LLM-only folder (hf_gpt_convert.py / nemo_ckpt_convert.py): HF-style names.
+    c.model_name = r.get_or("model_name", r.get_or("model", "gpt"));
+    const int64_t n_embd = r.i("n_embd");
+    c.head_num = r.i("n_head");
+    FTX_CHECK(c.head_num > 0 && n_embd % c.head_num == 0, origin,
+              "n_embd " + std::to_string(n_embd) + " is not a multiple of n_head " + std::to_string(c.head_num));
+    c.size_per_head = n_embd / c.head_num;
+    c.inter_size = r.i_or("intermediate_size", 0);
+    if (c.inter_size == 0 && r.get_or("n_inner", "None") != "None") c.inter_size = r.i("n_inner");
+    if (c.inter_size == 0) c.inter_size = 4 * n_embd;
+    c.num_layer = r.i("n_layer");
+    c.vocab_size = r.i("vocab_size");
+    c.max_pos_seq_len = r.i("n_positions");
+    c.start_id = r.i_or("bos_token_id", 50256);
+    c.end_id = r.i_or("eos_token_id", 50256);
+    c.layernorm_eps = r.d_or("layer_norm_epsilon", 1e-5);
+    c.activation = activation_from_name(r.get("activation_function"));
+    c.norm = r.b_or("do_layer_norm_before", true) ? NormPlacement::kPre : NormPlacement::kPost;
+    c.has_bias = r.b_or("bias", true);
+    if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
+    double pct = r.d_or("rotary_pct", 0.0);
+    if (pct > 0) {
+      c.position = PositionEmbedding::kRotary;
+      c.rotary_dim = static_cast<int64_t>(c.size_per_head * pct);
+      c.max_pos_seq_len = 0;
+    }
+    c.rotary_base = r.d_or("rotary_base", 10000.0);
+    c.weight_data_type = dtype_from_name(r.get_or("storage_dtype", "float32"));
+  }
+
+  // FT optional keys (defaults as FT's readers).
+  if (!tl_dialect) {
+    c.layernorm_eps = r.has("layernorm_eps") ? r.d_or("layernorm_eps", 1e-6) : r.d_or("layer_norm_epsilon", 1e-6);
+    std::string lt = lower(r.get_or("layernorm_type", "pre_layernorm"));
+    if (lt == "pre_layernorm") c.norm = NormPlacement::kPre;
+    else if (lt == "post_layernorm") c.norm = NormPlacement::kPost;
+    else throw Error(origin, "layernorm_type '" + lt + "' is neither pre_layernorm nor post_layernorm");
+    if (r.has("activation_type")) {
+      // FT computes its "Gelu" with the tanh approximation, so an FT-only folder means gelu_tanh.
+      Activation a = activation_from_name(r.get("activation_type"));
+      c.activation = (a == Activation::kGelu) ? Activation::kGeluTanh : a;
+    } else if (c.arch != Architecture::kGptJ) {
+      c.activation = Activation::kGeluTanh;
+    }
+    if (c.arch == Architecture::kGpt || c.arch == Architecture::kBloom || c.arch == Architecture::kOpt ||
+        c.arch == Architecture::kXglm || c.arch == Architecture::kGptBigCode) {
+      bool has_pos = r.b_or("has_positional_encoding", c.position == PositionEmbedding::kLearned);
+      if (!has_pos && c.position == PositionEmbedding::kLearned) c.position = PositionEmbedding::kNone;
+      if (has_pos) c.max_pos_seq_len = r.i("max_pos_seq_len");
+      if (r.b_or("use_attention_linear_bias", false)) c.position = PositionEmbedding::kAlibi;
+    } else {
+      c.max_pos_seq_len = r.i_or("max_pos_seq_len", 0);
+      c.rotary_dim = r.i("rotary_embedding");
+    }
+    if (c.arch == Architecture::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
+    c.has_pre_decoder_layernorm = r.b_or("has_pre_decoder_layernorm", c.has_pre_decoder_layernorm);
+    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", true);
+    c.weight_data_type = DType::kFloat32;
+    std::string wdt = lower(r.get_or("weight_data_type", "fp32"));
+    if (wdt.find("fp16") != std::string::npos) c.weight_data_type = DType::kFloat16;
+    else if (wdt.find("bf16") != std::string::npos) c.weight_data_type = DType::kBFloat16;
+    if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
+    if (r.has("bias")) c.has_bias = r.b_or("bias", true);
+  }
+  c.tensor_para_size = r.i_or("tensor_para_size", 1);
+
+  // ftx keys: explicit facts win over everything above.
+  if (r.has("activation")) c.activation = activation_from_name(r.get("activation"));
+  if (r.has("position_embedding_type"))
+    c.position = position_from_name(r.get("position_embedding_type"), origin);
+  c.position_offset = r.i_or("position_offset", c.position_offset);
+  c.rotary_dim = r.i_or("rotary_dim", c.rotary_dim);
+  if (r.has("rotary_style")) {
+    std::string s = lower(r.get("rotary_style"));
+    if (s == "interleaved" || s == "gptj") c.rotary_style = RotaryStyle::kInterleaved;
+    else if (s == "half_split" || s == "neox") c.rotary_style = RotaryStyle::kHalfSplit;
+    else throw Error(origin, "rotary_style '" + s + "' is neither interleaved nor half_split");
+  }
+  c.rotary_base = r.d_or("rotary_base", c.rotary_base);
+  c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
+  c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
+  c.has_bias = r.b_or("has_bias", c.has_bias);
+  c.tied_embeddings = r.b_or("tied_embeddings", c.tied_embeddings);
+  c.has_lm_head_bias = r.b_or("has_lm_head_bias", c.has_lm_head_bias);
+  c.embedding_scale = r.d_or("embedding_scale", c.embedding_scale);
+  c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
+  if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
+  if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
+    c.kv_head_num = 1;
+  if (c.position != PositionEmbedding::kLearned && c.position != PositionEmbedding::kSinusoidal &&
+      c.arch != Architecture::kGptJ && c.arch != Architecture::kGptNeoX && !r.has("max_pos_seq_len"))
+    c.max_pos_seq_len = 0;
+  return c;
+}
+
+IniFile ModelConfig::to_ini() const {
+  IniFile ini;
+  const std::string s = section_for(arch);
+  const int64_t H = hidden();
+  const bool has_pos = position == PositionEmbedding::kLearned || position == PositionEmbedding::kSinusoidal;
+
+  // FT / Triton keys.
+  ini.set(s, "model_name", model_name);
+  ini.set(s, "head_num", std::to_string(head_num));
+  ini.set(s, "size_per_head", std::to_string(size_per_head));
+  ini.set(s, "inter_size", std::to_string(inter_size));
+  ini.set(s, "num_layer", std::to_string(num_layer));
+  if (max_pos_seq_len > 0) ini.set(s, "max_pos_seq_len", std::to_string(max_pos_seq_len));
+  ini.set(s, "vocab_size", std::to_string(vocab_size));
+  ini.set(s, "start_id", std::to_string(start_id));
+  ini.set(s, "end_id", std::to_string(end_id));
+  ini.set(s, "weight_data_type", ft_dtype(weight_data_type));
+  ini.set(s, "tensor_para_size", std::to_string(tensor_para_size));
+  // Always written: FT falls back to 1e-6 when it is absent (spec §7.3).
+  ini.set(s, "layernorm_eps", fmt_double(layernorm_eps));
+  if (arch == Architecture::kGptJ || arch == Architecture::kGptNeoX) {
+    ini.set(s, "rotary_embedding", std::to_string(rotary_dim));
+    if (arch == Architecture::kGptNeoX) ini.set(s, "use_gptj_residual", b01(parallel_residual));
+  } else {
+    ini.set(s, "layernorm_type", norm == NormPlacement::kPre ? "pre_layernorm" : "post_layernorm");
+    ini.set(s, "activation_type", ft_activation_type(activation));
+    ini.set(s, "has_positional_encoding", bTF(has_pos));
+    ini.set(s, "has_pre_decoder_layernorm", bTF(has_pre_decoder_layernorm));
+    ini.set(s, "has_post_decoder_layernorm", bTF(has_post_decoder_layernorm));
+    ini.set(s, "use_attention_linear_bias", bTF(position == PositionEmbedding::kAlibi));
+  }
+
+  // TensorRT-LLM keys (weight.py parse_ft_config).
+  ini.set(s, "n_embd", std::to_string(H));
+  ini.set(s, "n_head", std::to_string(head_num));
+  ini.set(s, "n_layer", std::to_string(num_layer));
+  ini.set(s, "n_positions", std::to_string(max_pos_seq_len));
+  ini.set(s, "activation_function", hf_activation(activation));
+  ini.set(s, "layer_norm_epsilon", fmt_double(layernorm_eps));
+  ini.set(s, "do_layer_norm_before", bTF(norm == NormPlacement::kPre));
+  ini.set(s, "bias", bTF(has_bias));
+  ini.set(s, "intermediate_size", std::to_string(inter_size));
+  ini.set(s, "storage_dtype", dtype_name(weight_data_type));
+  ini.set(s, "multi_query_mode", bTF(attention == AttentionKind::kMultiQuery));
+  if (position == PositionEmbedding::kRotary) {
+    ini.set(s, "rotary_pct", fmt_double(size_per_head ? double(rotary_dim) / double(size_per_head) : 0.0));
+    ini.set(s, "rotary_base", fmt_double(rotary_base));
+  } else {
+    ini.set(s, "rotary_pct", "0.0");
+  }
+
+  // ftx keys.
+  ini.set(s, "architecture", architecture_name(arch));
+  ini.set(s, "activation", activation_name(activation));
+  ini.set(s, "position_embedding_type", position_name(position));
+  if (position_offset) ini.set(s, "position_offset", std::to_string(position_offset));
+  if (position == PositionEmbedding::kRotary) {
+    ini.set(s, "rotary_dim", std::to_string(rotary_dim));
+    ini.set(s, "rotary_style", rotary_style == RotaryStyle::kInterleaved ? "interleaved" : "half_split");
+  }
+  ini.set(s, "parallel_residual", b01(parallel_residual));
+  ini.set(s, "shared_input_norm", b01(shared_input_norm));
+  ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
+  ini.set(s, "has_bias", b01(has_bias));
+  ini.set(s, "tied_embeddings", b01(tied_embeddings));
+  ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
+  if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
+  return ini;
+}
+
+void ModelConfig::validate(int64_t tp, const std::string& origin) const {
+  auto positive = [&](const char* key, int64_t v) {
+    FTX_CHECK(v > 0, origin, std::string(key) + " must be positive, got " + std::to_string(v));
+  };
+  positive("head_num", head_num);
+  positive("size_per_head", size_per_head);
+  positive("inter_size", inter_size);
+  positive("num_layer", num_layer);
+  positive("vocab_size", vocab_size);
+  positive("tensor parallel size", tp);
+  FTX_CHECK(head_num % tp == 0, origin,
+            "head_num " + std::to_string(head_num) + " is not divisible by tensor parallel size " + std::to_string(tp));
+  FTX_CHECK(inter_size % tp == 0, origin,
+            "inter_size " + std::to_string(inter_size) + " is not divisible by tensor parallel size " +
+                std::to_string(tp));
+  const int64_t kv = kv_head_num > 0 ? kv_head_num : head_num;
+  FTX_CHECK(kv == 1 || kv == head_num, origin,
+            "kv_head_num " + std::to_string(kv) + " must be 1 (multi-query) or head_num " + std::to_string(head_num));
+  if (position == PositionEmbedding::kLearned || position == PositionEmbedding::kSinusoidal)
+    positive("max_pos_seq_len", max_pos_seq_len);
+  if (position == PositionEmbedding::kRotary) {
+    FTX_CHECK(rotary_dim > 0 && rotary_dim <= size_per_head && rotary_dim % 2 == 0, origin,
+              "rotary_dim " + std::to_string(rotary_dim) + " must be even and in (0, size_per_head " +
+                  std::to_string(size_per_head) + "]");
+  }
+  FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
+            "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));
+}
+
+}  // namespace ftx

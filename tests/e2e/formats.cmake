@@ -1,0 +1,22 @@
+# Format-reader fixtures (npy, safetensors, .nemo tar/tar.gz), written by numpy/torch/tarfile.
+#
+# The unit tests that use them (npy_test, safetensors_test, tar_archive_test) are discovered by
+# gtest_discover_tests in tests/CMakeLists.txt, so their ctest names exist only at ctest time. The
+# discovery writes each list into a variable <target>_TESTS inside an include file; the include
+# file registered below runs after those and marks every discovered test FIXTURES_REQUIRED.
+# A test binary run by hand generates the fixtures itself (tests/unit/format_fixtures.h).
+add_test(NAME formats_fixtures
+         COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/make_format_fixtures.py
+                 ${FTX_FIXTURES}/formats)
+set_tests_properties(formats_fixtures PROPERTIES FIXTURES_SETUP ftx_formats_fixtures
+                     ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+
+set(_ftx_formats_require ${CMAKE_CURRENT_BINARY_DIR}/formats_require_fixtures.cmake)
+file(WRITE ${_ftx_formats_require} [=[
+foreach(_t npy_test safetensors_test tar_archive_test)
+  if(${_t}_TESTS)
+    set_tests_properties(${${_t}_TESTS} PROPERTIES FIXTURES_REQUIRED ftx_formats_fixtures)
+  endif()
+endforeach()
+]=])
+set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_ftx_formats_require})

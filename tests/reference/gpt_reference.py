@@ -1,0 +1,143 @@
+"""Float64 reference forward for the GPT-family models ftx's engine runs.
+
+Written from the models' definitions (GPT-2, Megatron GPT, GPT-J, GPT-NeoX, BLOOM, OPT, NeMo
+GPT-Next, SantaCoder/StarCoder), not from ftx's code: a full causal forward over the whole sequence
+with no KV cache, on logical (unsplit) weights in their natural orientation:
+
+  wte [V,H], wpe [P,H] or None, lm_head [V,H] or None (tied), lm_head_bias [V] or None,
+  pre_ln / final_ln: (gamma, beta) or None,
+  layers[i]: ln1, ln2 (gamma, beta) or None; wq [H, nh*d], wk/wv [H, kvh*d], bq/bk/bv or None,
+             wo [H,H], bo; w1 [H,I], b1; wg [H,I], bg (gated FFN) or None; w2 [I,H], b2.
+
+cfg keys: heads, kv_heads, head_dim, eps, norm ('pre'|'post'), parallel_residual, shared_input_norm,
+activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'), position ('learned'|'rope'|'alibi'|
+'none'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _ln(x, p, eps):
+    g, b = p
+    return F.layer_norm(x, (x.shape[-1],), g, b, eps)
+
+
+def _act(name, x):
+    if name in ("gelu", "geglu"):
+        return F.gelu(x)  # exact erf GELU
+    if name == "gelu_tanh":
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if name == "relu":
+        return torch.relu(x)
+    if name in ("silu", "swiglu"):
+        return x * torch.sigmoid(x)
+    raise ValueError(name)
+
+
+def alibi_slopes(n):
+    """BLOOM's slopes: geometric sequence for the largest power of two <= n, then every other
+    slope of the sequence for twice that power (HF build_alibi_tensor)."""
+    def pow2_slopes(m):
+        start = 2.0 ** (-(2.0 ** -(math.log2(m) - 3)))
+        return [start * start ** i for i in range(m)]
+    p = 2 ** int(math.floor(math.log2(n)))
+    slopes = pow2_slopes(p)
+    if p < n:
+        slopes += pow2_slopes(2 * p)[0::2][: n - p]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def _rotary(x, pos, rot, style, base):
+    """x [S, heads, d]; rotates the first `rot` dims of each head by pos * base^(-2i/rot)."""
+    inv = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+    ang = pos.to(torch.float64)[:, None] * inv[None, :]          # [S, rot/2]
+    cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+    xr, rest = x[..., :rot], x[..., rot:]
+    if style == "half_split":   # GPT-NeoX: (i, i + rot/2)
+        a, b = xr[..., : rot // 2], xr[..., rot // 2:]
+        out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    else:                       # GPT-J: (2i, 2i+1)
+        a, b = xr[..., 0::2], xr[..., 1::2]
+        out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+    return torch.cat([out, rest], dim=-1)
+
+
+def _lin(x, w, b):
+    y = x @ w
+    return y + b if b is not None else y
+
+
+def forward(cfg, W, ids):
+    """Logits [S, V] (float64) of every position of `ids`."""
+    ids = torch.tensor(ids, dtype=torch.long)
+    S = ids.shape[0]
+    nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    eps = cfg["eps"]
+    pos = torch.arange(S)
+    x = W["wte"][ids] * cfg.get("embedding_scale", 1.0)
+    if cfg["position"] == "learned":
+        x = x + W["wpe"][pos]
+    if W.get("pre_ln") is not None:
+        x = _ln(x, W["pre_ln"], eps)
+    causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
+    rel = (pos[None, :] - pos[:, None]).to(torch.float64)        # k_pos - q_pos
+    slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
+
+    def attention(h, L):
+        q = _lin(h, L["wq"], L["bq"]).view(S, nh, d)
+        k = _lin(h, L["wk"], L["bk"]).view(S, kvh, d)
+        v = _lin(h, L["wv"], L["bv"]).view(S, kvh, d)
+        if cfg["position"] == "rope":
+            q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
+            k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
+        k = k.repeat_interleave(nh // kvh, dim=1)
+        v = v.repeat_interleave(nh // kvh, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(d)
+        if slopes is not None:
+            scores = scores + slopes[:, None, None] * rel[None]
+        scores = scores.masked_fill(~causal[None], float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        o = torch.einsum("hqk,khd->qhd", p, v).reshape(S, nh * d)
+        return _lin(o, L["wo"], L["bo"])
+
+    def ffn(h, L):
+        a = _act(cfg["activation"], _lin(h, L["w1"], L["b1"]))
+        if L.get("wg") is not None:
+            a = a * _lin(h, L["wg"], L["bg"])
+        return _lin(a, L["w2"], L["b2"])
+
+    for L in W["layers"]:
+        if cfg["norm"] == "post":
+            x = _ln(x + attention(x, L), L["ln1"], eps)
+            x = _ln(x + ffn(x, L), L["ln2"], eps)
+        elif cfg["parallel_residual"]:
+            h1 = _ln(x, L["ln1"], eps)
+            h2 = h1 if cfg["shared_input_norm"] else _ln(x, L["ln2"], eps)
+            x = x + attention(h1, L) + ffn(h2, L)
+        else:
+            x = x + attention(_ln(x, L["ln1"], eps), L)
+            x = x + ffn(_ln(x, L["ln2"], eps), L)
+    if W.get("final_ln") is not None:
+        x = _ln(x, W["final_ln"], eps)
+    head = W["lm_head"] if W.get("lm_head") is not None else W["wte"]
+    logits = x @ head.T
+    if W.get("lm_head_bias") is not None:
+        logits = logits + W["lm_head_bias"]
+    return logits
+
+
+def greedy(cfg, W, ids, new_tokens, end_id):
+    """Greedy continuation: (tokens, logits of each step [n, V]); stops after end_id."""
+    seq = list(ids)
+    toks, steps = [], []
+    for _ in range(new_tokens):
+        logits = forward(cfg, W, seq)[-1]
+        steps.append(logits)
+        t = int(torch.argmax(logits))
+        toks.append(t)
+        seq.append(t)
+        if t == end_id:
+            break
+    return toks, steps

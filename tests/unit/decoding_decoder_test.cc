@@ -1,0 +1,174 @@
+// Decoder stop criteria, forcing and results (spec ft-runtime §2.2, §2.3, §2.6).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "formats/error.h"
+#include "unit/decoding_test_helpers.h"
+
+namespace ftx {
+namespace {
+
+using testing::make_request;
+using testing::run_decoder;
+
+// Logits that make `want(step)` the argmax by a wide margin, with end_id next best.
+testing::LogitsFn scripted(std::function<int32_t(int64_t)> want, int32_t runner_up, int64_t vocab) {
+  return [=](int64_t step, int64_t, const std::vector<int32_t>&, float* l) {
+    std::fill(l, l + vocab, 0.0f);
+    l[runner_up] = 5.0f;
+    l[want(step)] = 10.0f;
+  };
+}
+
+TEST(DecodingDecoder, EndIdFinishesWithReasonEndIdAndIsKept) {
+  SamplingConfig s;
+  s.end_id = 2;
+  const int64_t vocab = 6;
+  auto fn = scripted([](int64_t step) { return step < 3 ? 4 : 2; }, 1, vocab);
+  const auto run = run_decoder({make_request({5}, 10, s)}, vocab, fn);
+  const BeamResult& r = run.results[0].beams[0];
+  EXPECT_EQ(r.output_ids, (std::vector<int32_t>{4, 4, 4, 2}));
+  EXPECT_EQ(r.finish_reason, FinishReason::kEndId);
+  EXPECT_STREQ(finish_reason_name(r.finish_reason), "end_id");
+  EXPECT_EQ(run.steps_taken, 4);
+  EXPECT_TRUE(run.steps.back().finished[0]);
+}
+
+TEST(DecodingDecoder, MaxNewTokensFinishesWithReasonLength) {
+  const int64_t vocab = 6;
+  const auto run = run_decoder({make_request({5}, 3)}, vocab, scripted([](int64_t) { return 1; }, 0, vocab));
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{1, 1, 1}));
+  EXPECT_EQ(run.results[0].beams[0].finish_reason, FinishReason::kLength);
+  EXPECT_STREQ(finish_reason_name(FinishReason::kLength), "length");
+}
+
+TEST(DecodingDecoder, ZeroMaxNewTokensIsFinishedFromTheStart) {
+  Decoder d({make_request({1}, 0)}, 4);
+  EXPECT_TRUE(d.all_finished());
+  EXPECT_TRUE(d.results()[0].beams[0].output_ids.empty());
+}
+
+TEST(DecodingDecoder, MinLengthBlocksEndIdExactlyUntilTheCount) {
+  SamplingConfig s;
+  s.end_id = 2;
+  s.min_length = 3;
+  const int64_t vocab = 6;
+  // end_id is always the argmax; the runner-up (4) must be taken while fewer than 3 were generated.
+  const auto run = run_decoder({make_request({5}, 10, s)}, vocab, scripted([](int64_t) { return 2; }, 4, vocab));
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{4, 4, 4, 2}));
+  EXPECT_EQ(run.results[0].beams[0].finish_reason, FinishReason::kEndId);
+}
+
+TEST(DecodingDecoder, StopWordFinishesWithReasonStopWordsAndKeepsTokens) {
+  SamplingConfig s;
+  s.end_id = 0;
+  s.stop_words = {{9, 9, 9}, {3, 4}};
+  const int64_t vocab = 10;
+  const std::vector<int32_t> script = {1, 3, 5, 3, 4, 6, 6};
+  auto fn = scripted([&](int64_t step) { return script[step]; }, 8, vocab);
+  const auto run = run_decoder({make_request({7}, 10, s)}, vocab, fn);
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{1, 3, 5, 3, 4}));
+  EXPECT_EQ(run.results[0].beams[0].finish_reason, FinishReason::kStopWords);
+  EXPECT_STREQ(finish_reason_name(FinishReason::kStopWords), "stop_words");
+}
+
+TEST(DecodingDecoder, StopWordMayStartInThePrompt) {
+  SamplingConfig s;
+  s.stop_words = {{7, 1}};
+  const int64_t vocab = 10;
+  const auto run = run_decoder({make_request({7}, 10, s)}, vocab, scripted([](int64_t) { return 1; }, 8, vocab));
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{1}));
+  EXPECT_EQ(run.results[0].beams[0].finish_reason, FinishReason::kStopWords);
+}
+
+TEST(DecodingDecoder, FinishedRowsAreForcedToEndIdWhileOthersContinue) {
+  SamplingConfig s;
+  s.end_id = 3;
+  const int64_t vocab = 6;
+  auto fn = [&](int64_t step, int64_t row, const std::vector<int32_t>&, float* l) {
+    std::fill(l, l + vocab, 0.0f);
+    l[row == 0 && step == 0 ? 3 : 5] = 10.0f;  // row 0 ends at once; row 1 never does
+  };
+  const auto run = run_decoder({make_request({1}, 4, s), make_request({1, 2}, 4, s)}, vocab, fn);
+  ASSERT_EQ(run.steps_taken, 4);
+  for (const StepOutput& out : run.steps) {
+    EXPECT_EQ(out.tokens[0], 3);
+    EXPECT_TRUE(out.finished[0]);
+    EXPECT_EQ(out.parents[0], 0);
+    EXPECT_EQ(out.parents[1], 1);
+  }
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{3}));  // nothing after end_id
+  EXPECT_EQ(run.results[1].beams[0].output_ids, (std::vector<int32_t>{5, 5, 5, 5}));
+  EXPECT_EQ(run.results[1].beams[0].finish_reason, FinishReason::kLength);
+}
+
+TEST(DecodingDecoder, MultiTokenBadWordBansOnlyAfterGeneratedPrefix) {
+  SamplingConfig s;
+  s.bad_words = {{4, 5}, {2}};
+  const int64_t vocab = 8;
+  // Preferences: 2 (always banned), then 5; 5's ban applies right after a 4.
+  const std::vector<int32_t> script = {4, 5, 5, 4, 5};
+  auto fn = [&](int64_t step, int64_t, const std::vector<int32_t>&, float* l) {
+    std::fill(l, l + vocab, 0.0f);
+    l[1] = 1.0f;  // fallback
+    l[2] = 20.0f;
+    l[script[step]] = 10.0f;
+  };
+  const auto run = run_decoder({make_request({6}, 5, s)}, vocab, fn);
+  // step 1 wants 5 after 4: banned -> 1; step 2 wants 5 after 1: allowed.
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{4, 1, 5, 4, 1}));
+}
+
+TEST(DecodingDecoder, RepetitionPenaltyChangesChoiceThroughDecoder) {
+  SamplingConfig s;
+  s.repetition_penalty = 4.0;
+  const int64_t vocab = 5;
+  auto fn = [&](int64_t, int64_t, const std::vector<int32_t>&, float* l) {
+    const float v[] = {0.0f, 3.0f, 2.0f, 1.0f, -1.0f};
+    std::copy(v, v + vocab, l);
+  };
+  // 1 is in the prompt: 3/4 = 0.75 < 2 -> 2; then 2 is penalised too: 0.5 -> 3 (1.0); then 0.
+  const auto run = run_decoder({make_request({0, 1}, 4, s)}, vocab, fn);
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{2, 3, 1, 1}));
+}
+
+TEST(DecodingDecoder, CurrentBestStreamsGeneratedTokens) {
+  const int64_t vocab = 6;
+  Decoder d({make_request({1, 2}, 3)}, vocab);
+  std::vector<float> l(vocab, 0.0f);
+  l[4] = 1.0f;
+  d.step(l.data());
+  EXPECT_EQ(d.current_best(0), (std::vector<int32_t>{4}));
+  std::fill(l.begin(), l.end(), 0.0f);
+  l[3] = 1.0f;
+  d.step(l.data());
+  EXPECT_EQ(d.current_best(0), (std::vector<int32_t>{4, 3}));
+  EXPECT_THROW(d.current_best(1), Error);
+}
+
+TEST(DecodingDecoder, InvalidRequestsAreErrors) {
+  EXPECT_THROW(Decoder({}, 4), Error);
+  EXPECT_THROW(Decoder({make_request({}, 3)}, 4), Error);
+  EXPECT_THROW(Decoder({make_request({9}, 3)}, 4), Error);  // prompt id outside vocab
+  EXPECT_THROW(Decoder({make_request({1}, -1)}, 4), Error);
+  SamplingConfig s;
+  s.end_id = 4;
+  EXPECT_THROW(Decoder({make_request({1}, 3, s)}, 4), Error);
+  SamplingConfig beam2;
+  beam2.beam_width = 2;
+  EXPECT_THROW(Decoder({make_request({1}, 3), make_request({1}, 3, beam2)}, 4), Error);
+  SamplingConfig t;
+  t.temperature = -1.0;
+  EXPECT_THROW(Decoder({make_request({1}, 3, t)}, 4), Error);
+  SamplingConfig k;
+  k.top_k = -2;
+  EXPECT_THROW(Decoder({make_request({1}, 3, k)}, 4), Error);
+  SamplingConfig rp;
+  rp.repetition_penalty = 0.0;
+  EXPECT_THROW(Decoder({make_request({1}, 3, rp)}, 4), Error);
+}
+
+}  // namespace
+}  // namespace ftx

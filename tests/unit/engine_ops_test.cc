@@ -1,0 +1,76 @@
+// Op-level checks of the CPU backend that the end-to-end reference tests cannot pin down alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lib/cpu/cpu_backend.h"
+#include "lib/ops/backend.h"
+
+namespace ftx {
+namespace {
+
+// ft-runtime.md §3.1: 8 heads: 2^-1 .. 2^-8; 6 heads: n2 = 4 -> 2^-2, 2^-4, 2^-6, 2^-8, then the odd
+// powers of 2^-1: 2^-1, 2^-3.
+TEST(AlibiSlopes, PowerOfTwoAndOther) {
+  auto s8 = ops::alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(s8[h], std::pow(2.0f, -(h + 1.0f)));
+  auto s6 = ops::alibi_slopes(6);
+  const float want6[] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+  for (int h = 0; h < 6; ++h) EXPECT_FLOAT_EQ(s6[h], want6[h]);
+}
+
+TEST(CpuOps, RotaryStylesRotateTheirPairs) {
+  cpu::CpuBackend be(1);
+  // One row, one head of 4 dims, rot_dim 4, position 1, base 1 (so every pair turns by 1 radian).
+  const float c = std::cos(1.0f), s = std::sin(1.0f);
+  int32_t pos = 1;
+  float x[4] = {1, 2, 3, 4};
+  be.rotary(x, 1, 4, &pos, 1, 4, 4, RotaryStyle::kInterleaved, 1.0);  // pairs (0,1), (2,3)
+  EXPECT_NEAR(x[0], 1 * c - 2 * s, 1e-6);
+  EXPECT_NEAR(x[1], 2 * c + 1 * s, 1e-6);
+  EXPECT_NEAR(x[2], 3 * c - 4 * s, 1e-6);
+  float y[4] = {1, 2, 3, 4};
+  be.rotary(y, 1, 4, &pos, 1, 4, 4, RotaryStyle::kHalfSplit, 1.0);  // pairs (0,2), (1,3)
+  EXPECT_NEAR(y[0], 1 * c - 3 * s, 1e-6);
+  EXPECT_NEAR(y[2], 3 * c + 1 * s, 1e-6);
+  EXPECT_NEAR(y[1], 2 * c - 4 * s, 1e-6);
+}
+
+TEST(CpuOps, GemmSingleRowMatchesMultiRow) {
+  cpu::CpuBackend be(2);
+  const int K = 5, N = 3;
+  float A[2 * K], B[K * N], C1[N], C2[2 * N];
+  for (int i = 0; i < 2 * K; ++i) A[i] = 0.1f * i - 0.3f;
+  for (int i = 0; i < K * N; ++i) B[i] = 0.05f * i + 0.1f;
+  for (bool tb : {false, true}) {
+    be.gemm(1, N, K, A, B, tb, C1, 0.0f);
+    be.gemm(2, N, K, A, B, tb, C2, 0.0f);
+    for (int j = 0; j < N; ++j) {
+      double want = 0;
+      for (int k = 0; k < K; ++k) want += A[k] * (tb ? B[j * K + k] : B[k * N + j]);
+      EXPECT_NEAR(C1[j], want, 1e-5);
+      EXPECT_NEAR(C2[j], want, 1e-5);
+    }
+  }
+}
+
+TEST(CpuOps, GatedActivations) {
+  cpu::CpuBackend be(1);
+  float x[2] = {1.0f, -2.0f};
+  const float gate[2] = {3.0f, 0.5f};
+  be.bias_activation(x, nullptr, gate, nullptr, 1, 2, Activation::kSwiGlu);
+  EXPECT_NEAR(x[0], 1.0f / (1.0f + std::exp(-1.0f)) * 3.0f, 1e-6);
+  EXPECT_NEAR(x[1], -2.0f / (1.0f + std::exp(2.0f)) * 0.5f, 1e-6);
+}
+
+TEST(Backend, CudaIsAClearError) {
+  try {
+    ops::make_backend("cuda", 1);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the CUDA backend is not built in this version"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ftx

@@ -1,0 +1,78 @@
+// The CPU engine against the float64 PyTorch reference (tests/reference/gpt_reference.py) on the
+// tiny fixture models of scripts/fixtures/make_engine_models.py: GPT-2 (fp16 files), Megatron
+// (bf16), GPT-Next (RoPE half-split 50%, SwiGLU, no bias, untied), SantaCoder (MQA), GPT-J
+// (interleaved RoPE, parallel residual, lm_head bias), BLOOM (ALiBi, 6 heads, pre-decoder LN),
+// OPT post-LN (ReLU).
+#include <gtest/gtest.h>
+
+#include "engine_test_util.h"
+
+namespace ftx {
+namespace {
+
+class EngineReference : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string dir() { return test::engine_fixtures() + "/" + GetParam(); }
+};
+
+// Prompt logits and every greedy step's logits within 1e-4 (test::logits_close), and the argmax of
+// each step equal to the reference's greedy token.
+TEST_P(EngineReference, LogitsAndGreedyMatchReference) {
+  const auto e = test::load_expected(dir());
+  dist::SingleRank comm;
+  const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm);
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+    EXPECT_TRUE(test::logits_close(o.steps[b][0].data(), e.prompt_logits[b].data(), e.vocab, 1e-4))
+        << "prompt " << b;
+    for (size_t s = 0; s < o.steps[b].size(); ++s) {
+      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+          << "prompt " << b << " step " << s;
+      const auto& l = o.steps[b][s];
+      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
+    }
+  }
+}
+
+// A right-padded batch gives each prompt the logits it gets alone (1e-5), including after decode
+// steps (rows of different lengths advance independently).
+TEST_P(EngineReference, PaddedBatchEqualsOneByOne) {
+  const auto e = test::load_expected(dir());
+  dist::SingleRank comm;
+  const auto batched = test::run_greedy_paths(dir() + "/1-gpu", e, comm);
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    test::Expected one = e;
+    one.prompts = {e.prompts[b]};
+    one.greedy = {e.greedy[b]};
+    const auto alone = test::run_greedy_paths(dir() + "/1-gpu", one, comm);
+    ASSERT_EQ(alone.steps[0].size(), batched.steps[b].size());
+    for (size_t s = 0; s < alone.steps[0].size(); ++s)
+      EXPECT_TRUE(test::logits_close(batched.steps[b][s].data(), alone.steps[0][s].data(), e.vocab, 1e-5))
+          << "prompt " << b << " step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineReference, ::testing::ValuesIn(test::engine_model_names()),
+                         [](const auto& info) { return info.param; });
+
+// copy_rows gives a row another row's history: both then decode the same logits (beam fan-out;
+// 1e-6: rows of one GEMM may round differently).
+TEST(EngineRows, CopiedRowDecodesLikeItsSource) {
+  const std::string dir = test::engine_fixtures() + "/gpt2";
+  const auto e = test::load_expected(dir);
+  cpu::CpuBackend be(2);
+  dist::SingleRank comm;
+  auto w = ModelWeights::load(dir + "/1-gpu", 0, 1, be);
+  Engine eng(w, be, comm);
+  eng.reserve(3, 32, 16);
+  std::vector<float> logits(3 * e.vocab);
+  eng.prefill({e.prompts[2]}, {0}, logits.data());
+  eng.copy_rows({1, 2}, {0, 0});
+  EXPECT_EQ(eng.row_length(2), static_cast<int64_t>(e.prompts[2].size()));
+  eng.decode({7, 7, 7}, {0, 1, 2}, logits.data());
+  for (int r = 1; r < 3; ++r)
+    EXPECT_TRUE(test::logits_close(logits.data() + r * e.vocab, logits.data(), e.vocab, 1e-6));
+}
+
+}  // namespace
+}  // namespace ftx

@@ -1,0 +1,129 @@
+#pragma once
+// Shared by the engine tests: the fixture models of scripts/fixtures/make_engine_models.py (made
+// on first use, atomically, so any test can run first), their float64 reference outputs, and the
+// logit tolerance.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/cpu/cpu_backend.h"
+#include "lib/dist/communicator.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/model_weights.h"
+
+namespace ftx::test {
+
+inline const std::vector<std::string>& engine_model_names() {
+  static const std::vector<std::string> names = {"gpt2", "megatron", "gptnext", "santacoder",
+                                                 "gptj", "bloom", "opt_post"};
+  return names;
+}
+
+inline std::string env_or(const char* name, const std::string& def) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : def;
+}
+
+// The checkout this header lives in (…/tests/unit/engine_test_util.h), when FTX_SOURCE_DIR is unset.
+inline std::string source_dir_from_here() {
+  std::string f = __FILE__;
+  const size_t p = f.rfind("/tests/unit/");
+  return p == std::string::npos ? std::string(".") : f.substr(0, p);
+}
+
+// $FTX_FIXTURES/engine, generated when missing.
+inline std::string engine_fixtures() {
+  const std::string dir = env_or("FTX_FIXTURES", "/tmp/ftx-fixtures") + "/engine";
+  if (!std::ifstream(dir + "/DONE")) {
+    const std::string cmd = env_or("FTX_TORCH_PYTHON", "/usr/bin/python3") + " " +
+                            env_or("FTX_SOURCE_DIR", source_dir_from_here()) +
+                            "/scripts/fixtures/make_engine_models.py " + dir + " > /dev/null";
+    if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "fixture script failed: " << cmd;
+  }
+  return dir;
+}
+
+struct Expected {
+  int32_t end_id = 0;
+  int64_t vocab = 0;
+  std::vector<std::vector<int32_t>> prompts, greedy;
+  std::vector<std::vector<double>> prompt_logits;              // [prompt][V]
+  std::vector<std::vector<std::vector<double>>> greedy_logits; // [prompt][step][V]
+};
+
+inline Expected load_expected(const std::string& model_dir) {
+  std::ifstream in(model_dir + "/expected.json");
+  auto j = nlohmann::json::parse(in);
+  Expected e;
+  e.end_id = j["end_id"].get<int32_t>();
+  e.vocab = j["vocab_size"].get<int64_t>();
+  e.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
+  e.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
+  e.prompt_logits = j["prompt_logits"].get<std::vector<std::vector<double>>>();
+  e.greedy_logits = j["greedy_logits"].get<std::vector<std::vector<std::vector<double>>>>();
+  return e;
+}
+
+// Tolerance used by every logit comparison: for each logit i of a row,
+//   |got_i - want_i| <= rel · max(1, max_j |want_j|)
+// i.e. relative to the row's largest logit magnitude (absolute for logits of order one).
+template <typename A, typename B>
+::testing::AssertionResult logits_close(const A* got, const B* want, int64_t n, double rel) {
+  double scale = 1.0;
+  for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+    if (!(d <= rel * scale))
+      return ::testing::AssertionFailure() << "logit " << i << ": got " << got[i] << ", want " << want[i]
+                                           << " (|diff| " << d << " > " << rel << " * " << scale << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// What the engine computes along the reference's greedy paths (rank 0; empty on other ranks):
+// step 0 = each prompt's last-position logits (one padded batch), step s = logits after feeding
+// the reference's greedy token s-1 (lock-step decode of the rows whose path is that long).
+struct Observed {
+  std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
+};
+
+inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm) {
+  cpu::CpuBackend be(2);
+  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
+  Engine eng(w, be, comm);
+  const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
+  int64_t longest = 0, steps = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    longest = std::max<int64_t>(longest, e.prompts[b].size());
+    steps = std::max<int64_t>(steps, e.greedy[b].size());
+  }
+  eng.reserve(B, longest + steps, B * longest);
+  std::vector<int32_t> rows;
+  for (int64_t b = 0; b < B; ++b) rows.push_back(static_cast<int32_t>(b));
+  std::vector<float> logits(static_cast<size_t>(B * V));
+  Observed o;
+  o.steps.resize(static_cast<size_t>(B));
+  eng.prefill(e.prompts, rows, logits.data());
+  for (int64_t b = 0; b < B; ++b) o.steps[b].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+  for (int64_t s = 1; s < steps; ++s) {
+    std::vector<int32_t> feed, active;
+    for (int64_t b = 0; b < B; ++b)
+      if (static_cast<int64_t>(e.greedy[b].size()) > s) {
+        feed.push_back(e.greedy[b][s - 1]);
+        active.push_back(static_cast<int32_t>(b));
+      }
+    eng.decode(feed, active, logits.data());
+    for (size_t i = 0; i < active.size(); ++i)
+      o.steps[active[i]].emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+  }
+  return o;
+}
+
+}  // namespace ftx::test

@@ -1,0 +1,38 @@
+// Tensor parallelism: run under `mpirun -np 2` (tests/e2e/engine.cmake). Every rank loads its
+// shard of each fixture's 2-gpu folder; rank 0 checks the logits along the reference's greedy
+// paths against the reference (1e-4) and against the 1-gpu folder run in the same process (1e-5).
+// Without an MPI launcher (plain gtest discovery) the test skips.
+#include <gtest/gtest.h>
+
+#include "engine_test_util.h"
+
+namespace ftx {
+namespace {
+
+TEST(EngineTensorParallel, TwoRanksMatchOneAndReference) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  const std::string root = test::engine_fixtures();
+  comm->barrier();
+  for (const auto& name : test::engine_model_names()) {
+    SCOPED_TRACE(name);
+    const auto e = test::load_expected(root + "/" + name);
+    const auto tp2 = test::run_greedy_paths(root + "/" + name + "/2-gpu", e, *comm);
+    if (comm->rank() != 0) continue;
+    dist::SingleRank single;
+    const auto tp1 = test::run_greedy_paths(root + "/" + name + "/1-gpu", e, single);
+    for (size_t b = 0; b < e.prompts.size(); ++b) {
+      ASSERT_EQ(tp2.steps[b].size(), tp1.steps[b].size());
+      for (size_t s = 0; s < tp2.steps[b].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(tp2.steps[b][s].data(), tp1.steps[b][s].data(), e.vocab, 1e-5))
+            << "prompt " << b << " step " << s;
+        EXPECT_TRUE(test::logits_close(tp2.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+            << "prompt " << b << " step " << s;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ftx

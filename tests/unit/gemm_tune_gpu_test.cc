@@ -1,0 +1,139 @@
+// `ftx gemm-tune` end to end. GemmTuneGpu needs a GPU and runs only through the ctest entry
+// `gemm_tune_gpu` (label gpu, tests/e2e/gemm.cmake), which sets FTX_GEMM_GPU_TEST=1; it is skipped
+// cleanly without a device. GemmTuneCli checks the no-GPU behaviour and runs where there is none.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "lib/gemm/gemm_config_file.h"
+#include "lib/gemm/gemm_shapes.h"
+
+#ifdef FTX_HAVE_CUDA
+#include "kernels/gemm_tune/gemm_tuner.h"
+#endif
+
+using namespace ftx::gemm;
+
+namespace {
+
+int device_count() {
+#ifdef FTX_HAVE_CUDA
+  return ftx::cuda::cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+struct Run {
+  int rc = -1;
+  std::string err;
+};
+
+// Runs `ftx <args>` with stderr captured.
+Run run_ftx(const std::string& args, const std::string& dir) {
+  const char* bin = std::getenv("FTX_BIN");
+  Run r;
+  if (!bin) return r;
+  std::string err_path = dir + "/stderr.txt";
+  int status = std::system((std::string("'") + bin + "' " + args + " 2>'" + err_path + "'").c_str());
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/ftx_gemm_tune_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+const char* kTinyArgs =
+    "gemm-tune --head-num 4 --size-per-head 32 --inter-size 512 --vocab-size 1000 --num-layer 2 "
+    "--batch-size 2 --beam-width 1 --max-input-len 8 --repeats 3";
+
+}  // namespace
+
+TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
+  if (!std::getenv("FTX_GEMM_GPU_TEST")) GTEST_SKIP() << "run through ctest -L gpu (FTX_GEMM_GPU_TEST=1)";
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
+  for (const char* dtype : {"fp16", "fp32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    std::string dir = temp_dir();
+    std::string out = dir + "/gemm_config.in";
+    Run r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " -o '" + out + "'", dir);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("[22/22]"), std::string::npos) << "progress on stderr: " << r.err;
+    GemmConfigFile f = read_gemm_config(out);
+    ASSERT_EQ(f.rows.size(), 22u);
+    EXPECT_TRUE(f.header.has_ftx_metadata);
+    EXPECT_EQ(f.header.dtype, dtype);
+#ifdef FTX_HAVE_CUDA
+    ftx::cuda::CudaDeviceInfo dev = ftx::cuda::current_cuda_device();
+    DeviceIdentity id;
+    id.gpu_name = dev.name;
+    id.cc_major = dev.cc_major;
+    id.cc_minor = dev.cc_minor;
+    EXPECT_EQ(gemm_file_rejection_reason(f.header, id, gemm_dtype_from_name(dtype)), "");
+#endif
+    GemmModelDims d;
+    d.head_num = 4;
+    d.size_per_head = 32;
+    d.inter_size = 512;
+    d.vocab_size = 1000;
+    GemmWorkload w;
+    w.batch_size = 2;
+    w.max_input_len = 8;
+    auto shapes = gpt_gemm_shapes_all_batches(d, w);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const GemmAlgoRow& row = f.rows[i];
+      EXPECT_EQ(row.m, shapes[i].m);
+      EXPECT_EQ(row.n, shapes[i].n);
+      EXPECT_EQ(row.k, shapes[i].k);
+      EXPECT_EQ(row.batch_count, shapes[i].batch_count);
+      EXPECT_GT(row.exec_time_ms, 0.0f);
+      EXPECT_LT(row.exec_time_ms, 100.0f);
+      bool lt_allowed = std::string(dtype) != "fp32" && shapes[i].id != 1 && shapes[i].id != 2 && shapes[i].id != 10;
+      if (!lt_allowed) EXPECT_FALSE(row.is_cublaslt()) << "GEMM " << shapes[i].id;
+      if (row.is_cublaslt()) EXPECT_LE(row.workspace_size, 32 << 20);
+    }
+    // --quiet: nothing on stderr.
+    r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " --quiet -o '" + out + "'", dir);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
+}
+
+TEST(GemmTuneCli, FailsClearlyWithoutAGpu) {
+  if (device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
+  std::string dir = temp_dir();
+  Run r = run_ftx(std::string(kTinyArgs) + " --data-type fp16 -o '" + dir + "/gemm_config.in'", dir);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_TRUE(r.err.find("ftx: error: no CUDA device found (cudaGetDeviceCount") != std::string::npos ||
+              r.err.find("ftx: error: ftx was built without CUDA; gemm-tune needs an NVIDIA GPU") != std::string::npos)
+      << r.err;
+  EXPECT_NE(access((dir + "/gemm_config.in").c_str(), F_OK), 0) << "no file may be written";
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(GemmTuneCli, RejectsBadFlagsBeforeLookingForAGpu) {
+  if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
+  std::string dir = temp_dir();
+  // Sizes missing.
+  Run r = run_ftx("gemm-tune --batch-size 1 --beam-width 1 --max-input-len 8 --data-type fp16", dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--head-num"), std::string::npos) << r.err;
+  // Unknown data type.
+  r = run_ftx(std::string(kTinyArgs) + " --data-type int4", dir);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("int4"), std::string::npos) << r.err;
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
