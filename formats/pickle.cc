@@ -25,7 +25,11 @@ constexpr size_t kMaxStack = size_t{1} << 20;   // Python's pickler batches in 1
 constexpr size_t kMaxMarks = size_t{1} << 16;
 constexpr size_t kMaxMemo = size_t{1} << 24;
 constexpr size_t kMaxDepth = 1000;              // nesting of containers (Python's own recursion limit)
-constexpr uint64_t kMaxExpanded = uint64_t{1} << 26;  // nodes of the tree with shared subtrees expanded
+// Shared subtrees (memo references) may expand the tree a listing walks to at most this many
+// nodes beyond 16 times the nodes actually stored: real checkpoints share little, while a few
+// hundred hostile bytes can otherwise describe 2**40 nodes.
+constexpr uint64_t kExpansionBase = uint64_t{1} << 20;
+constexpr uint64_t kExpansionFactor = 16;
 constexpr size_t kMaxDims = 64;
 
 // What calling an allowed global does. Globals not listed here but allowed by a prefix rule
@@ -918,6 +922,9 @@ class Unpickler {
     index.reserve(containers_.size());
     for (const auto& c : containers_) index.emplace(c.get(), static_cast<uint32_t>(index.size()));
     const size_t n = index.size();
+    uint64_t stored = n;
+    for (const auto& c : containers_) stored += c->items.size() + 2 * c->dict.size();
+    const uint64_t kMaxExpanded = kExpansionBase + kExpansionFactor * stored;
     std::vector<Value*> node(n);
     for (const auto& c : containers_) node[index[c.get()]] = c.get();
     std::vector<uint8_t> state(n, 0);  // 0 unvisited, 1 on the DFS path, 2 done
@@ -972,7 +979,7 @@ class Unpickler {
         if (state[c] == 2) {
           f.height = std::max(f.height, height[c]);
           f.expanded = std::min(f.expanded + expanded[c], kMaxExpanded + 1);
-          if (f.expanded > kMaxExpanded) too_large();
+          if (f.expanded > kMaxExpanded) too_large(kMaxExpanded);
           continue;
         }
         if (path.size() >= kMaxDepth)
@@ -980,11 +987,11 @@ class Unpickler {
         state[c] = 1;
         path.push_back({c, 0, 0, 1});
       }
-      if (expanded[s] > kMaxExpanded) too_large();
+      if (expanded[s] > kMaxExpanded) too_large(kMaxExpanded);
     }
   }
-  [[noreturn]] void too_large() const {
-    throw Error(origin_, "corrupt pickle: shared references expand to more than " + std::to_string(kMaxExpanded) + " objects");
+  [[noreturn]] void too_large(uint64_t limit) const {
+    throw Error(origin_, "corrupt pickle: shared references expand to more than " + std::to_string(limit) + " objects");
   }
 
   // Drops every edge between registered containers so that no reference cycle outlives the
