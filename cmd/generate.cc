@@ -106,8 +106,28 @@ int run_generate(const GenerateFlags& f) {
   std::vector<ftx::DecodeRequest> requests;
   for (auto& p : prompts) requests.push_back({std::move(p), f.max_new_tokens, s});
 
-  // Model and engine.
-  auto weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+  // Model and engine. A rank that fails must not leave the others waiting in a collective: every
+  // rank learns whether all loaded (and whether rank 0 could create the output) before going on.
+  ftx::ModelWeights weights;
+  std::string load_error;
+  try {
+    weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+  } catch (const ftx::Error& e) {
+    load_error = e.what();
+  }
+  const std::string tmp = f.output + ".tmp";
+  std::ofstream out;
+  if (leader && load_error.empty()) {
+    out.open(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) load_error = f.output + ": cannot create output: " + std::strerror(errno);
+  }
+  if (!comm->all_true(load_error.empty())) {
+    if (leader && out.is_open()) {
+      out.close();
+      std::remove(tmp.c_str());
+    }
+    throw ftx::Error(load_error.empty() ? "another rank failed to load the model (see its error)" : load_error);
+  }
   ftx::Engine engine(weights, *backend, *comm);
   ftx::GenerateOptions go;
   go.batch_size = f.batch_size;
@@ -115,12 +135,6 @@ int run_generate(const GenerateFlags& f) {
   go.context_embeddings = f.context_embeddings;
   ftx::Generator generator(engine, *comm, go);
 
-  const std::string tmp = f.output + ".tmp";
-  std::ofstream out;
-  if (leader) {
-    out.open(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ftx::Error(f.output, std::string("cannot create output: ") + std::strerror(errno));
-  }
   ftx::StreamCallback on_token;
   if (f.stream && leader)
     on_token = [&](const ftx::StreamEvent& ev) {

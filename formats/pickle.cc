@@ -37,7 +37,7 @@ constexpr size_t kMaxDims = 64;
 enum class Call {
   kOpaque, kOrderedDict, kDict, kSet, kList, kTuple, kBytes, kReconstructor, kCodecsEncode,
   kRebuildTensor, kRebuildTensorV2, kRebuildTensorV3, kRebuildParameter, kRebuildFromTypeV2,
-  kTorchSize, kNamespace, kNumpyReconstruct, kNumpyDtype, kNumpyScalar,
+  kTorchSize, kNamespace, kNumpyReconstruct, kNumpyDtype, kNumpyScalar, kGetattr,
 };
 
 const std::unordered_map<std::string, Call>& allowed_calls() {
@@ -57,6 +57,8 @@ const std::unordered_map<std::string, Call>& allowed_calls() {
       {"builtins.bool", Call::kOpaque},
       {"builtins.complex", Call::kOpaque},
       {"copyreg._reconstructor", Call::kReconstructor},
+      // Python >= 3.11 pickles enum members as getattr(EnumClass, 'name'); interpreted, never run.
+      {"builtins.getattr", Call::kGetattr},
       {"_codecs.encode", Call::kCodecsEncode},
       {"torch._utils._rebuild_tensor", Call::kRebuildTensor},
       {"torch._utils._rebuild_tensor_v2", Call::kRebuildTensorV2},
@@ -790,6 +792,14 @@ class Unpickler {
         return new_object("numpy.ndarray");
       case Call::kNumpyDtype:  // keeps its arguments ('f8', False, True) so scalars can be decoded
         return new_object("numpy.dtype", args->items);
+      case Call::kGetattr: {
+        // Only a member of an opaque class (an enum value): the result is another opaque object,
+        // so it can never name a function this unpickler interprets.
+        if (n == 2 && arg(args, 0)->kind == Value::Kind::kObject && arg(args, 1)->kind == Value::Kind::kString &&
+            allowed_calls().count(arg(args, 0)->str) == 0)
+          return new_object(arg(args, 0)->str, {arg(args, 1)});
+        throw Error(origin_, "refusing getattr(" + printable(args->repr(120)) + ") (not in the allow-list)");
+      }
       case Call::kOpaque:
         break;
     }
@@ -915,7 +925,7 @@ class Unpickler {
   // ---- the final graph check ------------------------------------------------------------------
   // Python pickles may reference a container from inside itself; Value trees must not (they are
   // shared_ptr trees walked recursively). Back references become an opaque `<...>` object, and a
-  // tree nested deeper than kMaxDepth, or expanding past kMaxExpanded nodes through shared
+  // tree nested deeper than kMaxDepth, or expanding past max_expanded nodes through shared
   // subtrees, is refused. Iterative: no recursion on hostile depth.
   void check_graph() {
     std::unordered_map<const Value*, uint32_t> index;
@@ -924,7 +934,7 @@ class Unpickler {
     const size_t n = index.size();
     uint64_t stored = n;
     for (const auto& c : containers_) stored += c->items.size() + 2 * c->dict.size();
-    const uint64_t kMaxExpanded = kExpansionBase + kExpansionFactor * stored;
+    const uint64_t max_expanded = kExpansionBase + kExpansionFactor * stored;
     std::vector<Value*> node(n);
     for (const auto& c : containers_) node[index[c.get()]] = c.get();
     std::vector<uint8_t> state(n, 0);  // 0 unvisited, 1 on the DFS path, 2 done
@@ -955,14 +965,14 @@ class Unpickler {
           if (!path.empty()) {
             Frame& p = path.back();
             p.height = std::max(p.height, height[id]);
-            p.expanded = std::min(p.expanded + expanded[id], kMaxExpanded + 1);
+            p.expanded = std::min(p.expanded + expanded[id], max_expanded + 1);
           }
           continue;
         }
         ++f.next;
         auto it = (*slot) ? index.find(slot->get()) : index.end();
         if (it == index.end()) {
-          f.expanded = std::min(f.expanded + 1, kMaxExpanded + 1);
+          f.expanded = std::min(f.expanded + 1, max_expanded + 1);
           continue;
         }
         const uint32_t c = it->second;
@@ -978,8 +988,8 @@ class Unpickler {
         }
         if (state[c] == 2) {
           f.height = std::max(f.height, height[c]);
-          f.expanded = std::min(f.expanded + expanded[c], kMaxExpanded + 1);
-          if (f.expanded > kMaxExpanded) too_large(kMaxExpanded);
+          f.expanded = std::min(f.expanded + expanded[c], max_expanded + 1);
+          if (f.expanded > max_expanded) too_large(max_expanded);
           continue;
         }
         if (path.size() >= kMaxDepth)
@@ -987,7 +997,7 @@ class Unpickler {
         state[c] = 1;
         path.push_back({c, 0, 0, 1});
       }
-      if (expanded[s] > kMaxExpanded) too_large(kMaxExpanded);
+      if (expanded[s] > max_expanded) too_large(max_expanded);
     }
   }
   [[noreturn]] void too_large(uint64_t limit) const {

@@ -162,6 +162,14 @@ ValuePtr load_zip(const Storage& bytes) {
     throw Error(origin, "no '" + top + "/data.pkl' in the zip: not a torch.save checkpoint "
                         "(TorchScript archives are not supported)");
   const Storage pickle_bytes = member_bytes(*pkl);
+  // Each storage's local header must be read to find its data, one scattered page each: ask the
+  // kernel for all of them at once, so that a cold multi-GB file costs one round of I/O, not one per tensor.
+  if (bytes.file) {
+    const std::string data_prefix = top + "/data/";
+    for (const ZipEntry& e : zip.entries())
+      if (e.name.compare(0, data_prefix.size(), data_prefix) == 0)
+        bytes.file->will_need(bytes.file_offset + e.local_header_offset, 30 + e.name.size() + 128);
+  }
 
   PersistentLoader loader = [&](const ValuePtr& pid) -> ValuePtr {
     StorageRef r = parse_storage_pid(pid, pickle_bytes.origin, 5);

@@ -183,7 +183,7 @@ struct GemmTuner::Impl {
   cudaEvent_t start = nullptr, stop = nullptr;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
-  DeviceBuffer a, b, c, workspace;
+  DeviceBuffer buf_a, buf_b, buf_c, workspace;  // operands W, X and output C
   uint32_t seed = 1;
   const float alpha = 1.0f, beta = 0.0f;
 
@@ -220,21 +220,23 @@ struct GemmTuner::Impl {
     const size_t es = type_size(dtype);
     const size_t na = static_cast<size_t>(g.stride_a) * g.batch, nb = static_cast<size_t>(g.stride_b) * g.batch;
     const size_t nc = static_cast<size_t>(g.stride_c) * g.batch;
-    a.reserve(na * es);
-    b.reserve(nb * es);
-    c.reserve(nc * (p.fp32_output ? 4 : es));
-    fill_random(a.ptr, na, dtype, false, seed++, stream);
-    fill_random(b.ptr, nb, dtype, false, seed++, stream);
+    buf_a.reserve(na * es);
+    buf_b.reserve(nb * es);
+    buf_c.reserve(nc * (p.fp32_output ? 4 : es));
+    fill_random(buf_a.ptr, na, dtype, false, seed++, stream);
+    fill_random(buf_b.ptr, nb, dtype, false, seed++, stream);
     FTX_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
   cublasStatus_t run_classic(const Geometry& g, int algo) {
     if (p_strided)
-      return cublasGemmStridedBatchedEx(blas, g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, a.ptr, g.a_type, g.lda,
-                                        g.stride_a, b.ptr, g.b_type, g.ldb, g.stride_b, &beta, c.ptr, g.c_type, g.ldc,
-                                        g.stride_c, g.batch, CUBLAS_COMPUTE_32F, static_cast<cublasGemmAlgo_t>(algo));
-    return cublasGemmEx(blas, g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, a.ptr, g.a_type, g.lda, b.ptr, g.b_type,
-                        g.ldb, &beta, c.ptr, g.c_type, g.ldc, CUBLAS_COMPUTE_32F, static_cast<cublasGemmAlgo_t>(algo));
+      return cublasGemmStridedBatchedEx(blas, g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, buf_a.ptr, g.a_type,
+                                        g.lda, g.stride_a, buf_b.ptr, g.b_type, g.ldb, g.stride_b, &beta, buf_c.ptr,
+                                        g.c_type, g.ldc, g.stride_c, g.batch, CUBLAS_COMPUTE_32F,
+                                        static_cast<cublasGemmAlgo_t>(algo));
+    return cublasGemmEx(blas, g.op_a, CUBLAS_OP_N, g.m, g.n, g.k, &alpha, buf_a.ptr, g.a_type, g.lda, buf_b.ptr,
+                        g.b_type, g.ldb, &beta, buf_c.ptr, g.c_type, g.ldc, CUBLAS_COMPUTE_32F,
+                        static_cast<cublasGemmAlgo_t>(algo));
   }
   bool p_strided = false;
 
@@ -290,7 +292,7 @@ struct GemmTuner::Impl {
   }
 
   // Every combination the algos' capabilities allow that passes AlgoCheck, up to max_enumerated
-  // (shared evenly between algo ids so one id with a huge space cannot crowd out the rest).
+  // and at most max_checks AlgoCheck calls.
   std::vector<LtConfig> enumerate_candidates(const LtDescs& d, const Geometry& g) {
     int ids[128];
     int n_ids = 0;
@@ -299,7 +301,9 @@ struct GemmTuner::Impl {
       return {};
     std::vector<LtConfig> out;
     if (n_ids <= 0) return out;
+    // Both budgets are shared evenly between algo ids so one id with a huge space cannot crowd out the rest.
     const int per_id = std::max(50, opt.max_enumerated / n_ids);
+    const int checks_per_id = std::max(1000, opt.max_checks / n_ids);
     static const int kSplits[] = {2, 3, 4, 5, 6, 8, 12, 16, 32};
     for (int i = 0; i < n_ids && static_cast<int>(out.size()) < opt.max_enumerated; ++i) {
       cublasLtMatmulAlgo_t algo;
@@ -317,13 +321,14 @@ struct GemmTuner::Impl {
         for (int s : kSplits)
           for (uint32_t bit = 1; bit <= CUBLASLT_REDUCTION_SCHEME_MASK; bit <<= 1)
             if (red_mask & bit) split_red.push_back({s, bit});
-      int kept = 0;
+      int kept = 0, checks = 0;
       for (uint32_t tile : tiles)
         for (uint32_t st : stages)
           for (int32_t custom = 0; custom <= custom_max; ++custom)
             for (uint32_t sw = 0; sw <= swizzle_max; ++sw)
               for (auto [splitk, red] : split_red) {
-                if (kept >= per_id || static_cast<int>(out.size()) >= opt.max_enumerated) goto next_id;
+                if (kept >= per_id || checks++ >= checks_per_id || static_cast<int>(out.size()) >= opt.max_enumerated)
+                  goto next_id;
                 LtConfig c;
                 c.algo_id = ids[i];
                 c.tile = tile;
@@ -344,8 +349,8 @@ struct GemmTuner::Impl {
   }
 
   cublasStatus_t run_lt(const LtDescs& d, const cublasLtMatmulAlgo_t& algo, size_t ws) {
-    return cublasLtMatmul(lt, d.op, &alpha, a.ptr, d.a, b.ptr, d.b, &beta, c.ptr, d.c, c.ptr, d.c, &algo,
-                          ws ? workspace.ptr : nullptr, ws, stream);
+    return cublasLtMatmul(lt, d.op, &alpha, buf_a.ptr, d.a, buf_b.ptr, d.b, &beta, buf_c.ptr, d.c, buf_c.ptr, d.c,
+                          &algo, ws ? workspace.ptr : nullptr, ws, stream);
   }
 };
 

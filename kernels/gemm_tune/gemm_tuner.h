@@ -57,6 +57,7 @@ struct TuneOptions {
   int repeats = 9;
   int iters_per_repeat = 10;
   int max_enumerated = 5000;   // AlgoCheck-valid combinations kept from the enumeration
+  int max_checks = 200000;     // cublasLtMatmulAlgoCheck calls per GEMM (bounds the CPU time of the enumeration)
   int max_heuristic = 50;      // cublasLtMatmulAlgoGetHeuristic results requested
   int max_enumerated_timed = 50;
 };

@@ -161,8 +161,9 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
     else if (v.is_number_integer()) s = std::to_string(v.get<int64_t>());
     else continue;  // floats are written by to_ini in ftx's spelling; lists/dicts are skipped
     if (s.find('%') != std::string::npos || s.find('\n') != std::string::npos) continue;
-    static const char* kOwn[] = {"n_embd", "n_head", "n_layer", "n_positions", "vocab_size", "activation_function",
-                                 "multi_query", "model_type"};
+    // activation_function is kept in the source's spelling (e.g. gelu_pytorch_tanh), as TL writes it.
+    static const char* kOwn[] = {"n_embd", "n_head", "n_layer", "n_positions", "vocab_size", "multi_query",
+                                 "model_type"};
     bool own = false;
     for (auto* o : kOwn) own = own || kv.key() == o;
     if (!own) plan.extra_ini.emplace_back(kv.key(), s);

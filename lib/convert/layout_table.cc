@@ -131,6 +131,7 @@ void add_layout_jobs(const RuleMatch& m, std::vector<TensorView> shards, const s
         // [Q (H) | K (d) | V (d)]: only Q is split; SantaCoder's q_attn + kv_attn arrive as two
         // "shards" concatenated on the last axis.
         j.seg_sizes = {ctx.hidden, ctx.head_dim, ctx.head_dim};
+        j.ragged_last = true;
         j.seg_split = {true, false, false};
       } else {
         j.segments = 3;

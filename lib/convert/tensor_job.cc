@@ -129,10 +129,9 @@ Full assemble(const TensorJob& job) {
     const auto& a = parts[0].shape;
     const auto& b = parts[k].shape;
     bool ok = a.size() == b.size();
-    // Axis-0 merges and segmented merges need identical shards; plain last-axis merges only
-    // identical leading axes (SantaCoder q_attn + kv_attn).
+    // Training shards must agree; ragged pieces (SantaCoder q_attn + kv_attn) only on leading axes.
     for (size_t i = 0; ok && i < a.size(); ++i)
-      if (a[i] != b[i] && !(job.merge_axis == 1 && job.segments == 0 && i + 1 == a.size())) ok = false;
+      if (a[i] != b[i] && !(job.ragged_last && job.merge_axis == 1 && job.segments == 0 && i + 1 == a.size())) ok = false;
     FTX_CHECK(ok, where(job), "training shards disagree: shard 0 has shape " + shape_to_string(a) + ", shard " +
                                   std::to_string(k) + " has " + shape_to_string(b));
   }

@@ -31,6 +31,9 @@ struct TensorJob {
   // How shards combine into the full tensor: -1 = take shards[0] only (replicated in training),
   // 0 = concatenate on axis 0, 1 = concatenate on the last axis (segment by segment, see below).
   int merge_axis = -1;
+  // With merge_axis 1: the pieces may differ in their last axis (SantaCoder q_attn + kv_attn);
+  // otherwise every training shard must have the same shape.
+  bool ragged_last = false;
   bool transpose = false;          // 2-D [out, in] -> [in, out] (nn.Linear / Megatron layout)
   int take_half = -1;              // 0/1: keep the first/second half of the last axis (NeMo swiglu)
   QkvOrder qkv = QkvOrder::kNone;  // reorder of the last axis, per shard (needs qkv_heads, head_dim)

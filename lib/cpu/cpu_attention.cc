@@ -88,8 +88,12 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
                                   const ops::AttentionShape& sh) {
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
-  for (int64_t r = 0; r < n; ++r) store_kv(qkv + r * width, cache_rows[r], past[r], k_cache, v_cache, sh);
-#pragma omp parallel
+  int64_t work = 0;  // multiply-adds; a fork-join costs more than a small step's attention
+  for (int64_t r = 0; r < n; ++r) {
+    store_kv(qkv + r * width, cache_rows[r], past[r], k_cache, v_cache, sh);
+    work += 2 * (past[r] + 1) * d * sh.q_heads;
+  }
+#pragma omp parallel if (work > (int64_t(1) << 17))
   {
     std::vector<float> scores;
 #pragma omp for collapse(2) schedule(static)

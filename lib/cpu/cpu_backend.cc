@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -68,7 +69,7 @@ void normalize_row(float* out, const float* x, const float* gamma, const float* 
 
 CpuBackend::CpuBackend(int threads) : threads_(resolve_threads(threads)) {
   omp_set_num_threads(threads_);
-  openblas_set_num_threads(threads_);
+  openblas_set_num_threads(1);  // parallelism comes from gemm()'s column blocks (one pool)
 }
 
 float* CpuBackend::alloc(size_t n) {
@@ -87,18 +88,41 @@ void CpuBackend::fill(float* dst, float value, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = value;
 }
 
-void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
-                      float* C, float beta) {
+namespace {
+
+// One block of output columns [n0, n0 + nn) of C = A·B (+beta C), on the calling thread.
+void gemm_block(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+                float beta, int64_t n0, int64_t nn) {
   if (M == 1) {
     // One row: a matrix-vector product, bound by reading B once.
     if (trans_b)
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, K, A, 1, beta, C, 1);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, nn, K, 1.0f, B + n0 * K, K, A, 1, beta, C + n0, 1);
     else
-      cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, B, N, A, 1, beta, C, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, K, nn, 1.0f, B + n0, N, A, 1, beta, C + n0, 1);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, K,
-              B, trans_b ? K : N, beta, C, N);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, nn, K, 1.0f, A, K,
+              trans_b ? B + n0 * K : B + n0, trans_b ? K : N, beta, C + n0, N);
+}
+
+}  // namespace
+
+void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+                      float* C, float beta) {
+  // OpenBLAS runs single-threaded inside our OpenMP threads, each on its own block of output
+  // columns: one thread pool for every op (two pools spinning against each other cost more than
+  // they give on a loaded machine), and each thread streams its own slice of the weights.
+  const int64_t blocks = std::min<int64_t>(threads_, (N + 63) / 64);
+  if (blocks <= 1 || M * N * K < (int64_t(1) << 16)) {
+    gemm_block(M, N, K, A, B, trans_b, C, beta, 0, N);
+    return;
+  }
+  const int64_t chunk = ((N + blocks - 1) / blocks + 15) / 16 * 16;
+#pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static, 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t n0 = b * chunk, nn = std::min(chunk, N - n0);
+    if (nn > 0) gemm_block(M, N, K, A, B, trans_b, C, beta, n0, nn);
+  }
 }
 
 void CpuBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta,

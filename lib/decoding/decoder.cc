@@ -6,6 +6,10 @@
 #include <numeric>
 #include <string>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "formats/error.h"
 #include "lib/decoding/beam_search.h"
 #include "lib/decoding/logit_processing.h"
@@ -85,14 +89,20 @@ struct Decoder::Impl {
   std::vector<RequestState> requests;
   std::vector<Row> rows;
   StepOutput out;
-  decoding::SamplingWorkspace ws;
-  std::vector<uint8_t> seen;  // repetition-penalty scratch, all zero between uses
+  std::vector<uint8_t> finished_now;  // per row; std::vector<bool> cannot take concurrent writes
+  // Per-thread scratch: requests are decoded in parallel, each wholly by one thread.
+  struct Scratch {
+    decoding::SamplingWorkspace ws;
+    std::vector<uint8_t> seen;  // repetition-penalty marks, all zero between uses
+  };
+  std::vector<Scratch> scratch;
 
   void append(Row& row, const RequestState& rs, int32_t token, double log_prob, double output_log_prob) {
     row.history.push_back(token);
     ++row.generated;
+    if (!rs.request.sampling.return_log_probs) return;  // beam_step sets the beam's cum itself
     row.cum_log_prob += log_prob;
-    if (rs.request.sampling.return_log_probs) row.output_log_probs.push_back(static_cast<float>(output_log_prob));
+    row.output_log_probs.push_back(static_cast<float>(output_log_prob));
   }
 
   // Stop criteria after a token was appended: end_id, then stop words, then the length limit.
@@ -116,32 +126,32 @@ struct Decoder::Impl {
     }
   }
 
-  void sampling_step(size_t b, float* logits) {
+  void sampling_step(size_t b, float* logits, Scratch& sc) {
     RequestState& rs = requests[b];
     const int64_t r = static_cast<int64_t>(b);
     Row& row = rows[r];
     out.parents[r] = static_cast<int32_t>(r);
     if (row.finished) {
       out.tokens[r] = rs.fill_token;
-      out.finished[r] = true;
+      finished_now[r] = 1;
       return;
     }
     float* l = logits + r * vocab;
     const SamplingConfig& s = rs.request.sampling;
-    decoding::process_logits(l, vocab, s, row.history, row.generated, seen);
+    decoding::process_logits(l, vocab, s, row.history, row.generated, sc.seen);
     const bool top_p_layer = rs.mode.kind == SamplingMode::kTopP;
     const double p = top_p_layer ? row.top_p : rs.mode.top_p;
-    const decoding::SampledToken t = decoding::sample(l, vocab, rs.mode, p, rs.rng.uniform(), ws);
+    const decoding::SampledToken t = decoding::sample(l, vocab, rs.mode, p, rs.rng.uniform(), sc.ws, s.return_log_probs);
     append(row, rs, t.token, t.log_prob, t.output_log_prob);
     if (top_p_layer) {
       row.top_p = t.token == s.top_p_reset_id ? rs.mode.top_p : std::max(row.top_p * rs.top_p_decay, rs.top_p_min);
     }
     check_finished(row, rs);
     out.tokens[r] = t.token;
-    out.finished[r] = row.finished;
+    finished_now[r] = row.finished;
   }
 
-  void beam_step(size_t b, float* logits) {
+  void beam_step(size_t b, float* logits, Scratch& sc) {
     RequestState& rs = requests[b];
     const SamplingConfig& s = rs.request.sampling;
     const int64_t K = beam_width;
@@ -151,7 +161,7 @@ struct Decoder::Impl {
     for (int64_t k = 0; k < K; ++k) {
       Row& row = rows[r0 + k];
       all_done = all_done && row.finished;
-      if (!row.finished) decoding::process_logits(logits + (r0 + k) * vocab, vocab, s, row.history, row.generated, seen);
+      if (!row.finished) decoding::process_logits(logits + (r0 + k) * vocab, vocab, s, row.history, row.generated, sc.seen);
       // FT's penalty length: sequence_length is prompt - 1 + generated and gains 1 for a live beam's
       // candidate, so a live beam scores len = prompt + generated-before-the-candidate and a finished
       // beam keeps the len it was chosen with. Uses this request's own prompt length, not the
@@ -162,12 +172,12 @@ struct Decoder::Impl {
       for (int64_t k = 0; k < K; ++k) {
         out.tokens[r0 + k] = rs.fill_token;
         out.parents[r0 + k] = static_cast<int32_t>(r0 + k);
-        out.finished[r0 + k] = true;
+        finished_now[r0 + k] = 1;
       }
       return;
     }
     const std::vector<decoding::BeamCandidate> chosen = decoding::select_beams(
-        logits + r0 * vocab, vocab, states, s.len_penalty, s.beam_search_diversity_rate, rs.fill_token, ws);
+        logits + r0 * vocab, vocab, states, s.len_penalty, s.beam_search_diversity_rate, rs.fill_token, sc.ws);
     std::vector<Row> old(rows.begin() + r0, rows.begin() + r0 + K);
     for (int64_t k = 0; k < K; ++k) {
       const decoding::BeamCandidate& c = chosen[k];
@@ -180,7 +190,7 @@ struct Decoder::Impl {
       row.score = c.score;
       out.tokens[r0 + k] = c.token;
       out.parents[r0 + k] = static_cast<int32_t>(r0 + c.parent);
-      out.finished[r0 + k] = row.finished;
+      finished_now[r0 + k] = row.finished;
       rows[r0 + k] = std::move(row);
     }
   }
@@ -231,8 +241,8 @@ Decoder::Decoder(std::vector<DecodeRequest> requests, int64_t vocab_size) : impl
         impl_->rows.push_back(std::move(row));
       }
     }
-    impl_->seen.assign(vocab_size, 0);
     const size_t n = impl_->rows.size();
+    impl_->finished_now.assign(n, 0);
     impl_->out.tokens.assign(n, 0);
     impl_->out.parents.resize(n);
     std::iota(impl_->out.parents.begin(), impl_->out.parents.end(), 0);
@@ -249,14 +259,34 @@ int64_t Decoder::batch_size() const { return static_cast<int64_t>(impl_->request
 int64_t Decoder::beam_width() const { return impl_->beam_width; }
 
 const StepOutput& Decoder::step(float* logits) {
-  for (size_t b = 0; b < impl_->requests.size(); ++b) {
-    if (impl_->beam_width == 1) {
-      impl_->sampling_step(b, logits);
+  Impl& im = *impl_;
+  const int64_t batch = batch_size();
+  int threads = 1;
+#ifdef _OPENMP
+  // Threads only pay off when there is real work per step (large vocab or many rows).
+  if (im.rows.size() * static_cast<size_t>(im.vocab) >= (size_t{1} << 16)) {
+    threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), batch));
+  }
+#endif
+  if (static_cast<int>(im.scratch.size()) < threads) {
+    im.scratch.resize(threads);
+    for (auto& sc : im.scratch) sc.seen.resize(im.vocab, 0);
+  }
+  // Requests are independent (own rows, own RNG), so the result does not depend on the threads.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t b = 0; b < batch; ++b) {
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    if (im.beam_width == 1) {
+      im.sampling_step(static_cast<size_t>(b), logits, im.scratch[t]);
     } else {
-      impl_->beam_step(b, logits);
+      im.beam_step(static_cast<size_t>(b), logits, im.scratch[t]);
     }
   }
-  return impl_->out;
+  for (size_t r = 0; r < im.finished_now.size(); ++r) im.out.finished[r] = im.finished_now[r] != 0;
+  return im.out;
 }
 
 bool Decoder::all_finished() const {

@@ -32,7 +32,7 @@ struct SamplingConfig {
   int32_t end_id = -1;
   std::vector<std::vector<int32_t>> stop_words;  // each word: a token sequence
   std::vector<std::vector<int32_t>> bad_words;
-  bool return_log_probs = false;        // output_log_probs and cum_log_prob
+  bool return_log_probs = false;        // output_log_probs, and cum_log_prob when sampling
 };
 
 struct DecodeRequest {
@@ -46,7 +46,7 @@ const char* finish_reason_name(FinishReason r);  // "length", "end_id", "stop_wo
 
 struct BeamResult {
   std::vector<int32_t> output_ids;      // new tokens only (end_id included when produced)
-  double cum_log_prob = 0.0;
+  double cum_log_prob = 0.0;            // sampling: only with return_log_probs (else 0); beams: always
   std::vector<float> output_log_probs;  // one per new token, when requested
   FinishReason finish_reason = FinishReason::kNone;
 };

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t kMaxTopK = 1024;  // FT's limit on runtime_top_k
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr int64_t kHeapTopKLimit = 256;  // up to here a heap pass beats iota + nth_element
+constexpr int64_t kHeapTopKLimit = 1024;  // up to here a heap pass beats iota + nth_element
 
 // Strict total order: larger logit first, lower id on ties (deterministic partial sorts).
 struct Descending {
@@ -23,10 +23,31 @@ struct Descending {
 
 int32_t argmax(const float* logits, int64_t vocab) {
   int64_t best = 0;
+  float max = logits[0];
   for (int64_t i = 1; i < vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
+    if (logits[i] > max) {
+      max = logits[i];
+      best = i;
+    }
   }
   return static_cast<int32_t>(best);
+}
+
+float max_logit(const float* logits, int64_t vocab) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, logits[i]);
+  return max;
+}
+
+// Top-p buckets: tokens are grouped by max - logit in steps of 1/kBucketScale; the last bucket
+// holds everything at least kBucketRange below the max (mass < e^-40 each).
+constexpr int kBuckets = 4096;
+constexpr float kBucketRange = 40.0f;
+constexpr float kBucketScale = kBuckets / kBucketRange;
+
+int bucket_of(float max, float logit) {
+  const float d = (max - logit) * kBucketScale;
+  return d < static_cast<float>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;
 }
 
 }  // namespace
@@ -52,11 +73,12 @@ SamplingMode resolve_sampling_mode(int64_t top_k, double top_p, int64_t vocab) {
 }
 
 double log_sum_exp(const float* logits, int64_t vocab) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, logits[i]);
+  const float max = max_logit(logits, vocab);
   if (max == -std::numeric_limits<float>::infinity()) return kNegInf;
+  // Float exp (several times cheaper than double over a 256k vocab; relative error ~1e-7 per
+  // term), summed in double.
   double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] - max);
   return max + std::log(sum);
 }
 
@@ -91,7 +113,7 @@ void top_k_ids(const float* logits, int64_t vocab, int64_t k, SamplingWorkspace&
 }
 
 SampledToken sample_top_k(const float* logits, int64_t vocab, int64_t k, double p, double u,
-                          SamplingWorkspace& ws) {
+                          SamplingWorkspace& ws, bool full_log_prob) {
   k = std::clamp<int64_t>(k, 1, vocab);
   top_k_ids(logits, vocab, k, ws);
   const int32_t* ids = ws.order.data();
@@ -115,58 +137,64 @@ SampledToken sample_top_k(const float* logits, int64_t vocab, int64_t k, double 
   }
   out.token = ids[chosen];
   const double l = logits[out.token];
-  out.log_prob = l - log_sum_exp(logits, vocab);
+  out.log_prob = full_log_prob ? l - log_sum_exp(logits, vocab) : 0.0;
   out.output_log_prob = (l - max) - std::log(sum);
   return out;
 }
 
 SampledToken sample_top_p(const float* logits, int64_t vocab, double p, double u, SamplingWorkspace& ws) {
-  const double lse = log_sum_exp(logits, vocab);
   SampledToken out;
-  if (lse == kNegInf) {
+  const float max = max_logit(logits, vocab);
+  if (max == -std::numeric_limits<float>::infinity()) {
     out.token = 0;
     out.log_prob = out.output_log_prob = kNegInf;
     return out;
   }
-  ws.order.resize(vocab);
-  std::iota(ws.order.begin(), ws.order.end(), 0);
+  // Pass 1: unnormalised mass exp(l - max) per bucket of descending logit; their sum is the
+  // softmax denominator.
+  std::vector<double>& mass = ws.bucket_mass;
+  mass.assign(kBuckets, 0.0);
+  for (int64_t i = 0; i < vocab; ++i) mass[bucket_of(max, logits[i])] += std::exp(logits[i] - max);
+  double total = 0.0;
+  for (double m : mass) total += m;
+  const double lse = max + std::log(total);
+  // The walk over the fully sorted vocab stops at the first token whose inclusive prefix sum
+  // reaches r = u * p (in probability; r * total unnormalised). Whole buckets above the one where
+  // the prefix crosses r only contribute their sum, so only the crossing bucket is sorted.
+  const double target = u * p * total;
+  double before = 0.0;
+  int first = 0;
+  while (first < kBuckets - 1 && before + mass[first] < target) before += mass[first++];
   const Descending desc{logits};
-  const double r = u * p;
-  double cum = 0.0;
-  int64_t sorted = 0;
-  int64_t chunk = 256;
-  int32_t last_positive = ws.order[0];
-  bool found = false;
-  // Sort the vocab in growing chunks: each round moves the next-largest `chunk` ids to the front of
-  // the unsorted tail (nth_element) and sorts just those, until the prefix sum reaches r.
-  while (sorted < vocab && !found) {
-    const int64_t end = std::min(vocab, sorted + chunk);
-    auto first = ws.order.begin() + sorted;
-    if (end < vocab) std::nth_element(first, ws.order.begin() + (end - 1), ws.order.end(), desc);
-    std::sort(first, ws.order.begin() + end, desc);
-    for (int64_t i = sorted; i < end; ++i) {
-      const int32_t id = ws.order[i];
-      const double prob = std::exp(logits[id] - lse);
-      if (prob > 0.0) last_positive = id;
-      cum += prob;
-      if (cum >= r) {
+  int32_t last_positive = -1;
+  for (int b = first; b < kBuckets; ++b) {
+    if (mass[b] == 0.0 && b != first) continue;
+    ws.order.clear();
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (bucket_of(max, logits[i]) == b) ws.order.push_back(static_cast<int32_t>(i));
+    }
+    std::sort(ws.order.begin(), ws.order.end(), desc);
+    for (int32_t id : ws.order) {
+      const double w = std::exp(logits[id] - max);
+      if (w > 0.0) last_positive = id;
+      before += w;
+      if (before >= target) {
         out.token = id;
-        found = true;
-        break;
+        out.log_prob = out.output_log_prob = logits[id] - lse;
+        return out;
       }
     }
-    sorted = end;
-    chunk *= 2;
   }
-  if (!found) out.token = last_positive;  // rounding left the total just short of r
+  // Rounding left the total just short of r: the last token with any mass.
+  out.token = last_positive >= 0 ? last_positive : argmax(logits, vocab);
   out.log_prob = out.output_log_prob = logits[out.token] - lse;
   return out;
 }
 
 SampledToken sample(const float* logits, int64_t vocab, const SamplingMode& mode, double top_p,
-                    double u, SamplingWorkspace& ws) {
+                    double u, SamplingWorkspace& ws, bool full_log_prob) {
   if (mode.kind == SamplingMode::kTopP) return sample_top_p(logits, vocab, top_p, u, ws);
-  return sample_top_k(logits, vocab, mode.top_k, top_p, u, ws);
+  return sample_top_k(logits, vocab, mode.top_k, top_p, u, ws, full_log_prob);
 }
 
 }  // namespace ftx::decoding

@@ -27,6 +27,7 @@ struct SampledToken {
 // Scratch reused across rows and steps so a step allocates nothing.
 struct SamplingWorkspace {
   std::vector<int32_t> order;
+  std::vector<double> bucket_mass;  // top-p
 };
 
 // log(sum(exp(logits))) in double; -inf when every logit is -inf.
@@ -37,14 +38,17 @@ void top_k_ids(const float* logits, int64_t vocab, int64_t k, SamplingWorkspace&
 
 // Top-k draw: w_i = exp(l_i - l_max) over the k best; r = u * p * sum(w); subtract w_i best first
 // and take the first with r <= 0 (else the k-th). u in (0, 1].
+// full_log_prob false skips the full-vocab softmax (log_prob is then 0): FT computes log probs only
+// when they are requested.
 SampledToken sample_top_k(const float* logits, int64_t vocab, int64_t k, double p, double u,
-                          SamplingWorkspace& ws);
+                          SamplingWorkspace& ws, bool full_log_prob = true);
 
 // Top-p draw: softmax, descending order, r = u * p, the first token whose inclusive prefix sum
-// reaches r. Only as much of the vocab is sorted as the walk needs.
+// reaches r. Tokens are bucketed by logit in one pass and only the bucket where the prefix sum
+// crosses r is sorted.
 SampledToken sample_top_p(const float* logits, int64_t vocab, double p, double u, SamplingWorkspace& ws);
 
 SampledToken sample(const float* logits, int64_t vocab, const SamplingMode& mode, double top_p,
-                    double u, SamplingWorkspace& ws);
+                    double u, SamplingWorkspace& ws, bool full_log_prob = true);
 
 }  // namespace ftx::decoding

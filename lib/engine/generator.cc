@@ -59,8 +59,19 @@ void Generator::run_batch(const std::vector<DecodeRequest>& batch, int64_t first
   engine_.reserve(rows, max_seq, B * longest);
 
   const bool leader = comm_.rank() == 0;
+  // The Decoder validates the requests on rank 0; the other ranks must hear of a rejection rather
+  // than wait for it in the first all-reduce.
   std::unique_ptr<Decoder> decoder;
-  if (leader) decoder = std::make_unique<Decoder>(batch, V);
+  std::string rejected;
+  if (leader) {
+    try {
+      decoder = std::make_unique<Decoder>(batch, V);
+    } catch (const Error& e) {
+      rejected = e.what();
+    }
+  }
+  if (!comm_.all_true(rejected.empty()))
+    throw Error(rejected.empty() ? "rank 0 rejected the requests" : rejected);
 
   // Prefill one row per request (its first beam), then give every beam a copy of its history.
   std::vector<std::vector<int32_t>> prompts;

@@ -144,8 +144,11 @@ void parse_ftx_metadata(const std::string& text, GemmFileHeader* h, const std::s
     } else if (key == "cublaslt") {
       if (!parse_int(value, &h->device.cublaslt_version)) fail("bad cublaslt version '" + value + "'");
     } else if (key == "dtype") {
-      gemm_dtype_from_name(value);  // Error on an unknown name
-      h->dtype = value;
+      try {
+        h->dtype = gemm_dtype_name(gemm_dtype_from_name(value));
+      } catch (const Error&) {
+        fail("unknown dtype '" + value + "'");
+      }
       have_dtype = true;
     } else if (key == "int8_mode") {
       int m = 0;

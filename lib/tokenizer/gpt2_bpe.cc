@@ -16,8 +16,9 @@ namespace {
 // Ids above this are refused: no real vocabulary is near it, and it bounds what a file can make
 // us allocate.
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
-// encoder.py's cache grows without bound; ours is cleared when it holds this many pieces.
-constexpr size_t kMaxCachedPieces = 1 << 18;
+// encoder.py's cache grows without bound; ours (PieceCache) is emptied when half full, and keeps
+// no long pieces: they are rare, and would make its size in bytes unbounded.
+constexpr size_t kMaxCachedPieceBytes = 64;
 
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
 // are moved to U+0100 and up in byte order, so every byte has a visible, non-space character.
@@ -37,32 +38,42 @@ std::string read_whole_file(const std::string& path) {
   return std::string(reinterpret_cast<const char*>(file->data()), file->size());
 }
 
+// bytes_to_unicode() inverted: code point -> byte, -1 for code points outside the alphabet (all
+// of which are below 512).
+using ByteDecoder = std::array<int16_t, 512>;
+ByteDecoder unicode_to_bytes(const std::array<char32_t, 256>& byte_map) {
+  ByteDecoder decoder;
+  decoder.fill(-1);
+  for (int b = 0; b < 256; ++b) decoder[byte_map[b]] = static_cast<int16_t>(b);
+  return decoder;
+}
+
 // The bytes a vocabulary spelling stands for; nullopt when it uses a character outside the
 // bytes_to_unicode alphabet (then decode falls back to the spelling's own UTF-8).
-std::optional<std::string> spelling_to_bytes(const std::string& spelling,
-                                             const std::unordered_map<char32_t, uint8_t>& decoder) {
+std::optional<std::string> spelling_to_bytes(const std::string& spelling, const ByteDecoder& decoder) {
   std::string out;
   const auto* p = reinterpret_cast<const unsigned char*>(spelling.data());
   for (size_t pos = 0; pos < spelling.size();) {
     char32_t c;
     pos += utf8::decode(p + pos, spelling.size() - pos, &c);
-    auto it = decoder.find(c);
-    if (it == decoder.end()) return std::nullopt;
-    out.push_back(static_cast<char>(it->second));
+    if (c >= decoder.size() || decoder[c] < 0) return std::nullopt;
+    out.push_back(static_cast<char>(decoder[c]));
   }
   return out;
 }
+
+// A token spelling quoted for a one-line message (control characters escaped).
+std::string quote_for_message(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
 
 Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_json_path, const std::string& merges_txt_path)
     : vocab_path_(vocab_json_path), merges_path_(merges_txt_path) {
-  load_vocab();
-  load_merges();
-  token_to_id_.clear();
+  std::unordered_map<std::string, int32_t> token_to_id = load_vocab();
+  load_merges(token_to_id);
 }
 
-void Gpt2BpeTokenizer::load_vocab() {
+std::unordered_map<std::string, int32_t> Gpt2BpeTokenizer::load_vocab() {
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(read_whole_file(vocab_path_));
@@ -75,44 +86,45 @@ void Gpt2BpeTokenizer::load_vocab() {
   int64_t max_id = -1;
   for (auto& [spelling, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocab)
-      throw Error(vocab_path_, "token \"" + spelling + "\" has id " + id.dump() + ", expected an integer in [0, " +
+      throw Error(vocab_path_, "token " + quote_for_message(spelling) + " has id " + id.dump() + ", expected an integer in [0, " +
                                    std::to_string(kMaxVocab) + ")");
     max_id = std::max(max_id, id.get<int64_t>());
   }
   tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
   token_bytes_.assign(tokens_.size(), std::string());
   has_token_.assign(tokens_.size(), false);
-  token_to_id_.reserve(vocab.size());
+  std::unordered_map<std::string, int32_t> token_to_id;
+  token_to_id.reserve(vocab.size());
 
   const auto byte_map = bytes_to_unicode();
-  std::unordered_map<char32_t, uint8_t> byte_decoder;
-  for (int b = 0; b < 256; ++b) byte_decoder[byte_map[b]] = static_cast<uint8_t>(b);
+  const ByteDecoder byte_decoder = unicode_to_bytes(byte_map);
 
   for (auto& [spelling, id_json] : vocab.items()) {
     auto id = static_cast<int32_t>(id_json.get<int64_t>());
     if (has_token_[id])
-      throw Error(vocab_path_, "id " + std::to_string(id) + " is given to both \"" + tokens_[id] + "\" and \"" +
-                                   spelling + "\"");
+      throw Error(vocab_path_, "id " + std::to_string(id) + " is given to both " + quote_for_message(tokens_[id]) + " and " +
+                                   quote_for_message(spelling));
     has_token_[id] = true;
     tokens_[id] = spelling;
     token_bytes_[id] = spelling_to_bytes(spelling, byte_decoder).value_or(spelling);
-    token_to_id_.emplace(spelling, id);
+    token_to_id.emplace(spelling, id);
   }
 
   for (int b = 0; b < 256; ++b) {
     std::string spelling;
     utf8::append(spelling, byte_map[b]);
-    auto it = token_to_id_.find(spelling);
-    if (it == token_to_id_.end())
-      throw Error(vocab_path_, "has no token for byte " + std::to_string(b) + " (\"" + spelling +
-                                   "\"), so it is not a GPT-2 byte-level vocabulary");
+    auto it = token_to_id.find(spelling);
+    if (it == token_to_id.end())
+      throw Error(vocab_path_, "has no token for byte " + std::to_string(b) + " (" + quote_for_message(spelling) +
+                                   "), so it is not a GPT-2 byte-level vocabulary");
     byte_ids_[b] = it->second;
   }
-  auto eot = token_to_id_.find("<|endoftext|>");
-  if (eot != token_to_id_.end()) end_of_text_ = eot->second;
+  auto eot = token_to_id.find("<|endoftext|>");
+  if (eot != token_to_id.end()) end_of_text_ = eot->second;
+  return token_to_id;
 }
 
-void Gpt2BpeTokenizer::load_merges() {
+void Gpt2BpeTokenizer::load_merges(const std::unordered_map<std::string, int32_t>& token_to_id) {
   const std::string text = read_whole_file(merges_path_);
   merges_.reserve(64 * 1024);
   int32_t rank = 0;
@@ -129,16 +141,16 @@ void Gpt2BpeTokenizer::load_merges() {
     size_t space = line.find(' ');
     if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
-      throw Error(merges_path_, "line " + std::to_string(line_no) + ": expected two tokens separated by one space, found \"" +
-                                    std::string(line) + "\"");
+      throw Error(merges_path_, "line " + std::to_string(line_no) + ": expected two tokens separated by one space, found " +
+                                    quote_for_message(std::string(line)));
     std::string left(line.substr(0, space)), right(line.substr(space + 1));
-    auto merged = token_to_id_.find(left + right);
-    if (merged == token_to_id_.end())
-      throw Error(merges_path_, "line " + std::to_string(line_no) + ": merge \"" + std::string(line) + "\" makes \"" +
-                                    left + right + "\", which is not in " + vocab_path_);
-    auto l = token_to_id_.find(left), r = token_to_id_.find(right);
+    auto merged = token_to_id.find(left + right);
+    if (merged == token_to_id.end())
+      throw Error(merges_path_, "line " + std::to_string(line_no) + ": merge " + quote_for_message(std::string(line)) + " makes " +
+                                    quote_for_message(left + right) + ", which is not in " + vocab_path_);
+    auto l = token_to_id.find(left), r = token_to_id.find(right);
     // A merge of a part that is not a token can never apply (every symbol BPE forms is a token).
-    if (l != token_to_id_.end() && r != token_to_id_.end())
+    if (l != token_to_id.end() && r != token_to_id.end())
       merges_[pair_key(l->second, r->second)] = Merge{rank, merged->second};  // later duplicates win, as in encoder.py's dict
     ++rank;
   }
@@ -197,29 +209,38 @@ void Gpt2BpeTokenizer::bpe(std::vector<int32_t>* symbols) const {
   ids.erase(std::remove(ids.begin(), ids.end(), kGone), ids.end());
 }
 
-std::vector<int32_t> Gpt2BpeTokenizer::encode_piece(std::string_view piece) const {
-  {
+void Gpt2BpeTokenizer::append_piece(std::string_view piece, std::vector<int32_t>* out) const {
+  if (piece.size() == 1) {  // a lone byte is its own token; no need to look further
+    out->push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  const bool cacheable = piece.size() <= kMaxCachedPieceBytes;
+  if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(std::string(piece));
-    if (it != cache_.end()) return it->second;
+    if (cache_.lookup(piece, out)) return;
   }
   std::vector<int32_t> ids(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
   bpe(&ids);
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() >= kMaxCachedPieces) cache_.clear();
-  cache_.emplace(std::string(piece), ids);
+  out->insert(out->end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    cache_.insert(piece, ids);
+  }
+}
+
+std::vector<int32_t> Gpt2BpeTokenizer::encode_piece(std::string_view piece) const {
+  std::vector<int32_t> ids;
+  append_piece(piece, &ids);
   return ids;
 }
 
 std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view utf8) const {
   std::vector<int32_t> out;
+  out.reserve(utf8.size() / 3 + 4);  // English runs at about 4 bytes per token
   std::vector<std::string_view> pieces;
   Gpt2PreTokenizer::split(utf8, &pieces);
-  for (std::string_view piece : pieces) {
-    std::vector<int32_t> ids = encode_piece(piece);
-    out.insert(out.end(), ids.begin(), ids.end());
-  }
+  for (std::string_view piece : pieces) append_piece(piece, &out);
   return out;
 }
 

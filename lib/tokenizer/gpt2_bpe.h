@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lib/tokenizer/piece_cache.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace ftx {
@@ -39,23 +40,24 @@ class Gpt2BpeTokenizer : public Tokenizer {
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
-  void load_vocab();
-  void load_merges();
+  // load_vocab returns spelling -> id, which load_merges needs and nothing needs afterwards.
+  std::unordered_map<std::string, int32_t> load_vocab();
+  void load_merges(const std::unordered_map<std::string, int32_t>& token_to_id);
   void bpe(std::vector<int32_t>* symbols) const;
+  void append_piece(std::string_view piece, std::vector<int32_t>* out) const;
   void check_id(int32_t id) const;
 
   std::string vocab_path_, merges_path_;
   std::vector<std::string> tokens_;       // id -> spelling in vocab.json ("" for unused ids)
   std::vector<std::string> token_bytes_;  // id -> the bytes it stands for
   std::vector<bool> has_token_;
-  std::unordered_map<std::string, int32_t> token_to_id_;  // only while loading
   int32_t byte_ids_[256];                                 // byte -> id of its one-byte token
   std::unordered_map<uint64_t, Merge> merges_;            // (left id, right id) -> rank, result
   std::optional<int32_t> end_of_text_;
 
-  // encoder.py's cache of piece -> ids (bounded here: cleared when it grows past a limit).
+  // encoder.py's cache of piece -> ids, bounded here.
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable PieceCache cache_;
 };
 
 }  // namespace ftx

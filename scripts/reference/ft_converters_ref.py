@@ -316,7 +316,7 @@ def convert_hf(a):
     dt = a.weight_data_type
     for name, val in sd.items():
         n = name[len("transformer."):] if name.startswith("transformer.") else name
-        if n.endswith("attn.bias") and ".c_attn." not in n and ".c_proj." not in n or n.endswith("attn.masked_bias"):
+        if re.fullmatch(r"h\.\d+\.attn\.(bias|masked_bias)", n):  # causal-mask buffers, not weights
             continue
         if ".kv_attn." in n:
             continue

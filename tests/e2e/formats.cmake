@@ -11,12 +11,17 @@ add_test(NAME formats_fixtures
 set_tests_properties(formats_fixtures PROPERTIES FIXTURES_SETUP ftx_formats_fixtures
                      ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
 
+#
+# The same include file also sets the three variables these tests read. (gtest_discover_tests
+# splits a list-valued `PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}"` at its semicolons, so only the
+# first entry, FTX_BIN, reaches the discovered tests.)
 set(_ftx_formats_require ${CMAKE_CURRENT_BINARY_DIR}/formats_require_fixtures.cmake)
-file(WRITE ${_ftx_formats_require} [=[
+file(WRITE ${_ftx_formats_require} "
 foreach(_t npy_test safetensors_test tar_archive_test)
-  if(${_t}_TESTS)
-    set_tests_properties(${${_t}_TESTS} PROPERTIES FIXTURES_REQUIRED ftx_formats_fixtures)
+  if(\${_t}_TESTS)
+    set_tests_properties(\${\${_t}_TESTS} PROPERTIES FIXTURES_REQUIRED ftx_formats_fixtures
+      ENVIRONMENT \"FTX_FIXTURES=${FTX_FIXTURES};FTX_SOURCE_DIR=${CMAKE_SOURCE_DIR};FTX_TORCH_PYTHON=${FTX_TORCH_PYTHON}\")
   endif()
 endforeach()
-]=])
+")
 set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_ftx_formats_require})

@@ -1,7 +1,7 @@
 // Beam search against an independent float64 PyTorch reference (tests/reference/
 // beam_search_reference.py, written from FT's definition): random logits sequences, several
 // widths, length penalties and diversity rates. Tokens and parents must match exactly, log probs
-// within 1e-6. Skipped when FTX_SOURCE_DIR / FTX_TORCH_PYTHON are not set (outside ctest).
+// within 1e-6. Paths: FTX_SOURCE_DIR / FTX_TORCH_PYTHON, else the build's (tests/e2e/decoding.cmake).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +20,20 @@ namespace ftx {
 namespace {
 
 using nlohmann::json;
+
+// Build-time defaults from tests/e2e/decoding.cmake; the environment overrides them.
+#ifdef FTX_DECODING_SOURCE_DIR
+constexpr const char* kSourceDir = FTX_DECODING_SOURCE_DIR;
+constexpr const char* kTorchPython = FTX_DECODING_TORCH_PYTHON;
+#else
+constexpr const char* kSourceDir = nullptr;
+constexpr const char* kTorchPython = nullptr;
+#endif
+
+const char* env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
 
 struct Case {
   int64_t vocab, beam_width, prompt_len, max_new_tokens;
@@ -57,9 +71,9 @@ json to_json(const Case& c) {
 }
 
 TEST(DecodingBeamReference, MatchesTorchFloat64Reference) {
-  const char* src = std::getenv("FTX_SOURCE_DIR");
-  const char* python = std::getenv("FTX_TORCH_PYTHON");
-  if (!src || !python) GTEST_SKIP() << "FTX_SOURCE_DIR / FTX_TORCH_PYTHON not set (run through ctest)";
+  const char* src = env_or("FTX_SOURCE_DIR", kSourceDir);
+  const char* python = env_or("FTX_TORCH_PYTHON", kTorchPython);
+  if (!src || !python) GTEST_SKIP() << "FTX_SOURCE_DIR / FTX_TORCH_PYTHON not set";
 
   std::vector<Case> cases;
   uint64_t seed = 100;

@@ -245,6 +245,25 @@ TEST(DecodingSampling, SeededSamplingIsReproducibleAndIndependentOfBatch) {
   EXPECT_NE(run_decoder({other}, vocab, fn).results[0].beams[0].output_ids, tokens);
 }
 
+TEST(DecodingSampling, LargeVocabBatchRunsInParallelWithTheSameResult) {
+  // rows * vocab above the threading threshold: requests are decoded on several threads.
+  const int64_t vocab = 70000;
+  auto fn = [&](int64_t, int64_t, const std::vector<int32_t>& h, float* l) { hashed_logits(31, h, l, vocab, 2.0); };
+  SamplingConfig a;
+  a.top_p = 0.95;
+  a.seed = 77;
+  SamplingConfig b = a;
+  b.top_k = 40;
+  b.top_p = 0.0;
+  b.seed = 78;
+  const DecodeRequest ra = make_request({1, 2, 3}, 6, a);
+  const DecodeRequest rb = make_request({4}, 6, b);
+  const auto batched = run_decoder({rb, ra, rb, ra}, vocab, fn);
+  EXPECT_EQ(batched.results[1].beams[0].output_ids, run_decoder({ra}, vocab, fn).results[0].beams[0].output_ids);
+  EXPECT_EQ(batched.results[2].beams[0].output_ids, run_decoder({rb}, vocab, fn).results[0].beams[0].output_ids);
+  EXPECT_EQ(batched.results[3].beams[0].output_ids, batched.results[1].beams[0].output_ids);
+}
+
 TEST(DecodingSampling, TopPLogProbsArePlainLogSoftmax) {
   const int64_t vocab = 30;
   SamplingConfig s;
@@ -316,6 +335,18 @@ TEST(DecodingSampling, GreedyCumLogProbIsLogSoftmaxOfArgmax) {
     EXPECT_EQ(r.output_log_probs[t], 0.0f);  // FT: greedy is top-1, renormalised within the one
   }
   EXPECT_NEAR(r.cum_log_prob, cum, 1e-6);
+}
+
+TEST(DecodingSampling, LogProbsOnlyWhenRequested) {
+  const int64_t vocab = 16;
+  auto fn = [&](int64_t, int64_t, const std::vector<int32_t>& h, float* l) { hashed_logits(2, h, l, vocab); };
+  for (double top_p : {0.0, 0.8}) {
+    SamplingConfig s;
+    s.top_p = top_p;
+    const auto run = run_decoder({make_request({0}, 4, s)}, vocab, fn);
+    EXPECT_TRUE(run.results[0].beams[0].output_log_probs.empty());
+    EXPECT_EQ(run.results[0].beams[0].cum_log_prob, 0.0);
+  }
 }
 
 TEST(DecodingSampling, TopPDecayShrinksNucleusAndResets) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -39,7 +40,8 @@ inline std::string format_fixtures_dir() {
     const char* py = std::getenv("FTX_TORCH_PYTHON");
     const std::string cmd = std::string(py && *py ? py : "/usr/bin/python3") + " '" + src +
                             "/scripts/fixtures/make_format_fixtures.py' '" + dir + "'";
-    if (std::system(cmd.c_str()) != 0) dir.size();  // failure shows up as a missing .done below
+    // A failing script leaves no .done; the tests then skip with the reason below.
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "fixture script failed: %s\n", cmd.c_str());
   }
   if (fd >= 0) ::close(fd);
   return file_exists(dir + "/.done") ? dir : "";

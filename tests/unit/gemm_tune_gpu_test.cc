@@ -28,15 +28,15 @@ int device_count() {
 #endif
 }
 
-struct Run {
+struct FtxRun {
   int rc = -1;
   std::string err;
 };
 
 // Runs `ftx <args>` with stderr captured.
-Run run_ftx(const std::string& args, const std::string& dir) {
+FtxRun run_ftx(const std::string& args, const std::string& dir) {
   const char* bin = std::getenv("FTX_BIN");
-  Run r;
+  FtxRun r;
   if (!bin) return r;
   std::string err_path = dir + "/stderr.txt";
   int status = std::system((std::string("'") + bin + "' " + args + " 2>'" + err_path + "'").c_str());
@@ -67,7 +67,7 @@ TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
     SCOPED_TRACE(dtype);
     std::string dir = temp_dir();
     std::string out = dir + "/gemm_config.in";
-    Run r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " -o '" + out + "'", dir);
+    FtxRun r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " -o '" + out + "'", dir);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("[22/22]"), std::string::npos) << "progress on stderr: " << r.err;
     GemmConfigFile f = read_gemm_config(out);
@@ -100,8 +100,12 @@ TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
       EXPECT_GT(row.exec_time_ms, 0.0f);
       EXPECT_LT(row.exec_time_ms, 100.0f);
       bool lt_allowed = std::string(dtype) != "fp32" && shapes[i].id != 1 && shapes[i].id != 2 && shapes[i].id != 10;
-      if (!lt_allowed) EXPECT_FALSE(row.is_cublaslt()) << "GEMM " << shapes[i].id;
-      if (row.is_cublaslt()) EXPECT_LE(row.workspace_size, 32 << 20);
+      if (!lt_allowed) {
+        EXPECT_FALSE(row.is_cublaslt()) << "GEMM " << shapes[i].id;
+      }
+      if (row.is_cublaslt()) {
+        EXPECT_LE(row.workspace_size, 32 << 20);
+      }
     }
     // --quiet: nothing on stderr.
     r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " --quiet -o '" + out + "'", dir);
@@ -115,7 +119,7 @@ TEST(GemmTuneCli, FailsClearlyWithoutAGpu) {
   if (device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
   if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
   std::string dir = temp_dir();
-  Run r = run_ftx(std::string(kTinyArgs) + " --data-type fp16 -o '" + dir + "/gemm_config.in'", dir);
+  FtxRun r = run_ftx(std::string(kTinyArgs) + " --data-type fp16 -o '" + dir + "/gemm_config.in'", dir);
   EXPECT_NE(r.rc, 0);
   EXPECT_TRUE(r.err.find("ftx: error: no CUDA device found (cudaGetDeviceCount") != std::string::npos ||
               r.err.find("ftx: error: ftx was built without CUDA; gemm-tune needs an NVIDIA GPU") != std::string::npos)
@@ -128,7 +132,7 @@ TEST(GemmTuneCli, RejectsBadFlagsBeforeLookingForAGpu) {
   if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
   std::string dir = temp_dir();
   // Sizes missing.
-  Run r = run_ftx("gemm-tune --batch-size 1 --beam-width 1 --max-input-len 8 --data-type fp16", dir);
+  FtxRun r = run_ftx("gemm-tune --batch-size 1 --beam-width 1 --max-input-len 8 --data-type fp16", dir);
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("--head-num"), std::string::npos) << r.err;
   // Unknown data type.

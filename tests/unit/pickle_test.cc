@@ -100,7 +100,7 @@ TEST(Pickle, StringsAndBytes) {
 }
 
 TEST(Pickle, Containers) {
-  EXPECT_EQ(U("](K\x01K\x02e."s)->repr(), "[1, 2]");           // APPENDS
+  EXPECT_EQ(U("](K\x01K\x02" "e."s)->repr(), "[1, 2]");           // APPENDS
   EXPECT_EQ(U("]K\x05" "a."s)->repr(), "[5]");                  // APPEND
   EXPECT_EQ(U("(K\x01K\x02l."s)->repr(), "[1, 2]");            // LIST
   EXPECT_EQ(U(")."s)->repr(), "()");                            // EMPTY_TUPLE
@@ -172,6 +172,12 @@ TEST(Pickle, AllowedGlobals) {
   EXPECT_EQ(e->kind, Value::Kind::kObject);
   EXPECT_EQ(e->str, "megatron.model.enums.AttnMaskType");
   EXPECT_EQ(e->repr(), "<megatron.model.enums.AttnMaskType>");
+  // Python >= 3.11 enum members: getattr(cls, 'name'), interpreted for opaque classes only.
+  ValuePtr g = U("cbuiltins\ngetattr\ncmegatron.model.enums\nAttnMaskType\nU\x06" "causal\x86R."s);
+  EXPECT_EQ(g->str, "megatron.model.enums.AttnMaskType");
+  EXPECT_EQ(g->items.at(0)->str, "causal");
+  EXPECT_NE(error_of("cbuiltins\ngetattr\nccollections\nOrderedDict\nU\x08" "fromkeys\x86R."s).find("refusing getattr"),
+            std::string::npos);
   // numpy scalars decode; arrays and dtypes stay opaque (rng state).
   ValuePtr s = U("cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nU\x02" "f8\x89\x88\x87RC\x08\x00\x00\x00\x00\x00\x00\xf8?\x86R."s);
   EXPECT_EQ(s->kind, Value::Kind::kFloat);
@@ -191,7 +197,7 @@ TEST(Pickle, RefusesGlobalsOutsideTheAllowList) {
             "test.pkl: refusing to load global 'os.system' (not in the allow-list)");
   for (const std::string& g : {"posix\nsystem"s, "builtins\neval"s, "__builtin__\nexec"s, "subprocess\nPopen"s,
                                "collections\nCounter"s, "__main__\nFoo"s, "torch\nload"s,
-                               "torch.storage\n_load_from_bytes"s, "numpy\nload"s, "builtins\ngetattr"s,
+                               "torch.storage\n_load_from_bytes"s, "numpy\nload"s, "builtins\nsetattr"s,
                                "nt\nsystem"s}) {
     std::string dotted = g;
     dotted[dotted.find('\n')] = '.';

@@ -1,0 +1,62 @@
+#pragma once
+// LAMBADA evaluation (ft-runtime.md §5) of a model on one engine, both protocols at once:
+//  * last-token accuracy (Triton backend's evaluate_lambada.py, §5.1): the whole text is
+//    tokenized, the label is its last token, the context all tokens before it;
+//  * whole-word accuracy (FT's lambada_task_example.py, §5.2): the label is " " + the last
+//    whitespace-separated word, the context the text before it, stripped; correct when greedy
+//    decoding reproduces every label token.
+// Plus the label's log-likelihood given the context (teacher forcing), for perplexity.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/dist/communicator.h"
+#include "lib/engine/engine.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace ftx {
+
+// Reads JSONL lines {"text": ...}; at most max_examples (0: all). Errors name the file and line:
+// malformed JSON, a line without a string "text", an empty file.
+std::vector<std::string> read_lambada_jsonl(const std::string& path, int64_t max_examples);
+
+// Python's str.split()/strip() notion of white space (str.isspace), which FT's script relies on.
+bool python_isspace(char32_t c);
+
+struct LambadaExample {
+  std::vector<int32_t> full_ids;      // whole text (last-token protocol)
+  std::vector<int32_t> context_ids;   // text before the last word, stripped (word protocol)
+  std::vector<int32_t> word_ids;      // " " + last word
+};
+// Splits and tokenizes one text. Throws Error when the text has no word or tokenizes to < 2 ids.
+LambadaExample prepare_lambada_example(const std::string& text, const Tokenizer& tok);
+
+struct LambadaResult {
+  int64_t index = 0;
+  int32_t last_token_target = 0, last_token_predicted = 0;
+  bool last_token_correct = false;
+  std::vector<int32_t> word_target_ids, word_predicted_ids;
+  bool word_correct = false;
+  double word_logprob = 0;            // sum over the word's tokens of log p(token | prefix)
+};
+
+struct LambadaSummary {
+  int64_t examples = 0, last_token_correct = 0, word_correct = 0, word_tokens = 0;
+  double word_logprob_sum = 0;        // over all examples
+  double seconds = 0;
+  double last_token_accuracy() const;  // percent
+  double word_accuracy() const;        // percent
+  double mean_word_logprob() const;    // per example
+  double word_token_perplexity() const;  // exp(-logprob_sum / word_tokens)
+};
+
+// Evaluates every example in batches of `batch_size` rows on `engine` (all ranks call it with the
+// same arguments; rank 0 decides the greedy tokens and broadcasts them). Results are complete on
+// rank 0. on_result is called on rank 0 in example order; progress(i, n) after each batch.
+LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
+                                const std::vector<LambadaExample>& examples, int64_t batch_size,
+                                const std::function<void(const LambadaResult&)>& on_result,
+                                const std::function<void(int64_t done, int64_t total)>& progress);
+
+}  // namespace ftx

@@ -1,0 +1,162 @@
+// ModelConfig <-> config.ini and ft_weight_files (the file list the converters write and the engine
+// loads), plus TensorJob's QKV reorder and MQA split on hand-made tensors.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "formats/error.h"
+#include "lib/convert/tensor_job.h"
+#include "lib/model/ft_weight_layout.h"
+#include "lib/model/model_config.h"
+
+namespace ftx {
+namespace {
+
+ModelConfig small() {
+  ModelConfig c;
+  c.head_num = 4;
+  c.size_per_head = 8;
+  c.kv_head_num = 4;
+  c.inter_size = 128;
+  c.num_layer = 2;
+  c.vocab_size = 100;
+  c.max_pos_seq_len = 16;
+  c.start_id = c.end_id = 99;
+  c.layernorm_eps = 1e-5;
+  c.activation = Activation::kGelu;
+  return c;
+}
+
+TEST(ModelConfig, IniRoundTripKeepsEveryField) {
+  ModelConfig c = small();
+  c.arch = Architecture::kGptBigCode;
+  c.attention = AttentionKind::kMultiQuery;
+  c.kv_head_num = 1;
+  c.tied_embeddings = false;
+  c.weight_data_type = DType::kBFloat16;
+  c.tensor_para_size = 2;
+  IniFile ini = IniFile::parse(c.to_ini().to_string(), "mem");
+  ModelConfig d = ModelConfig::from_ini(ini);
+  EXPECT_EQ(d.arch, c.arch);
+  EXPECT_EQ(d.head_num, 4);
+  EXPECT_EQ(d.kv_head_num, 1);
+  EXPECT_EQ(d.attention, AttentionKind::kMultiQuery);
+  EXPECT_EQ(d.activation, Activation::kGelu);  // ftx key keeps erf-GELU apart from FT's Gelu
+  EXPECT_DOUBLE_EQ(d.layernorm_eps, 1e-5);
+  EXPECT_FALSE(d.tied_embeddings);
+  EXPECT_EQ(d.weight_data_type, DType::kBFloat16);
+  EXPECT_EQ(d.tensor_para_size, 2);
+  EXPECT_EQ(ini.get("gpt", "n_embd"), "32");
+  EXPECT_EQ(ini.get("gpt", "storage_dtype"), "bfloat16");
+  EXPECT_EQ(ini.get("gpt", "weight_data_type"), "bf16");
+}
+
+TEST(ModelConfig, FtOnlyIniUsesFtDefaults) {
+  IniFile ini = IniFile::parse(
+      "[gpt]\nmodel_name=gpt\nhead_num=4\nsize_per_head=8\ninter_size=128\nnum_layer=2\nvocab_size=100\n"
+      "start_id=1\nend_id=2\nmax_pos_seq_len=16\nweight_data_type=fp16\n",
+      "cfg.ini");
+  ModelConfig c = ModelConfig::from_ini(ini);
+  EXPECT_DOUBLE_EQ(c.layernorm_eps, 1e-6);
+  EXPECT_EQ(c.activation, Activation::kGeluTanh);  // FT's Gelu is the tanh approximation
+  EXPECT_EQ(c.weight_data_type, DType::kFloat16);
+  EXPECT_EQ(c.tensor_para_size, 1);
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(ModelConfig, MissingKeyNamesKeyAndFile) {
+  IniFile ini = IniFile::parse("[gpt]\nmodel_name=gpt\nhead_num=4\n", "x/config.ini");
+  try {
+    ModelConfig::from_ini(ini);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size_per_head"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FtWeightFiles, GptTp2) {
+  auto files = ft_weight_files(small(), 2);
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : files) by[f.file_name()] = f;
+  EXPECT_EQ(by.at("model.layers.1.attention.query_key_value.weight.1.bin").shape, (std::vector<int64_t>{32, 48}));
+  EXPECT_EQ(by.at("model.layers.0.attention.dense.weight.0.bin").shape, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(by.at("model.layers.0.mlp.dense_h_to_4h.bias.1.bin").shape, (std::vector<int64_t>{64}));
+  EXPECT_EQ(by.at("model.wte.bin").shape, (std::vector<int64_t>{100, 32}));
+  EXPECT_TRUE(by.at("model.lm_head.weight.bin").optional);
+  EXPECT_EQ(by.count("model.layers.0.mlp.dense_h_to_4h.gate.weight.0.bin"), 0u);
+  // 2 top + wte + wpe + lm_head + per layer (4 LN + 3 repl biases + 2x5 split) = 5 + 2*17
+  EXPECT_EQ(files.size(), 5u + 2u * 17u);
+}
+
+TEST(FtWeightFiles, MultiQueryGatedNoBiasAndErrors) {
+  ModelConfig c = small();
+  c.attention = AttentionKind::kMultiQuery;
+  c.kv_head_num = 1;
+  c.activation = Activation::kSwiGlu;
+  c.has_bias = false;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  EXPECT_EQ(by.at("model.layers.0.attention.query_key_value.weight.0.bin").shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(by.count("model.layers.0.mlp.dense_h_to_4h.gate.weight.1.bin"), 1u);
+  EXPECT_EQ(by.count("model.layers.0.attention.dense.bias.bin"), 0u);
+  EXPECT_THROW(ft_weight_files(small(), 3), Error);
+}
+
+TEST(FtWeightFiles, GptJAndNeoX) {
+  ModelConfig j = small();
+  j.arch = Architecture::kGptJ;
+  j.position = PositionEmbedding::kRotary;
+  j.rotary_dim = 4;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(j, 1)) by[f.file_name()] = f;
+  EXPECT_EQ(by.count("model.lm_head.bias.bin"), 1u);
+  EXPECT_EQ(by.count("model.layers.0.post_attention_layernorm.weight.bin"), 0u);
+  ModelConfig n = j;
+  n.arch = Architecture::kGptNeoX;
+  n.parallel_residual = true;
+  by.clear();
+  for (auto& f : ft_weight_files(n, 1)) by[f.file_name()] = f;
+  EXPECT_EQ(by.count("model.layers.0.mlp.attention.bias.sum.bin"), 1u);
+  EXPECT_EQ(by.count("model.layers.0.attention.dense.bias.bin"), 0u);
+}
+
+// A 1 x 12 "QKV bias" per shard: 2 heads, d=2, in Megatron v2 order [n_l, 3, d].
+TEST(TensorJob, QkvReorderMergeAndSplit) {
+  auto make = [](std::vector<float>& data) {
+    TensorView t;
+    t.dtype = DType::kFloat32;
+    t.shape = {static_cast<int64_t>(data.size())};
+    t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
+    t.storage.nbytes = data.size() * 4;
+    return t;
+  };
+  // value = 100*qkv + 10*head + e, laid out [head, qkv, e]
+  std::vector<float> s0, s1;
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 3; ++j)
+      for (int e = 0; e < 2; ++e) {
+        s0.push_back(100 * j + 10 * h + e);
+        s1.push_back(100 * j + 10 * (h + 2) + e);
+      }
+  TensorJob job;
+  job.name = "qkv";
+  job.shards = {make(s0), make(s1)};
+  job.merge_axis = 1;
+  job.segments = 3;
+  job.qkv = QkvOrder::kHeadQkv;
+  job.qkv_heads = 2;
+  job.head_dim = 2;
+  job.split = OutSplit::kColumn;
+  std::vector<JobOutput> outs;
+  run_tensor_job(job, 4, DType::kFloat32, [&](JobOutput&& o) { outs.push_back(std::move(o)); });
+  ASSERT_EQ(outs.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    const float* f = reinterpret_cast<const float*>(outs[r].bytes.data());
+    ASSERT_EQ(outs[r].shape, (std::vector<int64_t>{6}));
+    for (int j = 0; j < 3; ++j)
+      for (int e = 0; e < 2; ++e) EXPECT_EQ(f[j * 2 + e], 100 * j + 10 * r + e) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace ftx
