@@ -729,8 +729,15 @@ class Unpickler {
 
   static const ValuePtr& arg(const ValuePtr& args, size_t k) { return args->items[k]; }
 
-  // Interprets a call of an allowed global (REDUCE, NEWOBJ, INST, OBJ).
+  // Interprets a call of an allowed global (REDUCE, NEWOBJ, INST, OBJ). Calls that forward to
+  // another call (_reconstructor, _rebuild_from_type_v2) may nest only a few levels.
   ValuePtr call(const ValuePtr& fn, const ValuePtr& args, const char* op) {
+    if (call_depth_ >= 8) corrupt(std::string(op) + " forwards calls more than 8 levels deep");
+    ++call_depth_;
+    struct Leave { int& d; ~Leave() { --d; } } leave{call_depth_};
+    return call_once(fn, args, op);
+  }
+  ValuePtr call_once(const ValuePtr& fn, const ValuePtr& args, const char* op) {
     if (fn->kind != Value::Kind::kObject) corrupt(std::string(op) + " on a " + kind_name(fn->kind) + ", not a class or function");
     if (args->kind != Value::Kind::kTuple) corrupt(std::string(op) + " arguments are a " + kind_name(args->kind) + ", not a tuple");
     auto it = allowed_calls().find(fn->str);
@@ -1019,6 +1026,7 @@ class Unpickler {
   size_t size_;
   size_t pos_ = 0;
   size_t op_pos_ = 0;
+  int call_depth_ = 0;
   const std::string& origin_;
   const PersistentLoader& persistent_load_;
   std::vector<ValuePtr> stack_;

@@ -84,8 +84,8 @@ TEST(FtWeightFiles, GptTp2) {
   EXPECT_EQ(by.at("model.wte.bin").shape, (std::vector<int64_t>{100, 32}));
   EXPECT_TRUE(by.at("model.lm_head.weight.bin").optional);
   EXPECT_EQ(by.count("model.layers.0.mlp.dense_h_to_4h.gate.weight.0.bin"), 0u);
-  // 2 top + wte + wpe + lm_head + per layer (4 LN + 3 repl biases + 2x5 split) = 5 + 2*17
-  EXPECT_EQ(files.size(), 5u + 2u * 17u);
+  // wpe, wte, lm_head, final LN w/b + per layer (4 LN + 2 replicated biases + 6 split x 2 ranks)
+  EXPECT_EQ(files.size(), 5u + 2u * 18u);
 }
 
 TEST(FtWeightFiles, MultiQueryGatedNoBiasAndErrors) {

@@ -305,6 +305,13 @@ TEST(Pickle, DeepNestingIsRefused) {
   EXPECT_EQ(error_of(ok), "");
 }
 
+TEST(Pickle, ForwardedCallsNestOnlyAFewLevels) {
+  std::string args = ")";
+  for (int k = 0; k < 20; ++k) args = "(h\x00N" + args + "Nt";
+  const std::string p = "ctorch._tensor\n_rebuild_from_type_v2\nq\x00h\x00" + args + "R.";
+  EXPECT_NE(error_of(p).find("forwards calls more than 8 levels deep"), std::string::npos) << error_of(p);
+}
+
 TEST(Pickle, SharedReferenceBombIsRefused) {
   std::string p = "]";
   for (int k = 0; k < 40; ++k) p += "2\x86";  // t = (t, t): 2**40 leaves when expanded
