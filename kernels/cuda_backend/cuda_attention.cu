@@ -1,0 +1,197 @@
+// CUDA attention over the KV cache: prefill (causal, right-padded batch) and one-token decode share
+// one kernel, as the CPU's two paths share attend_one (lib/cpu/cpu_attention.cc). K and V are
+// first stored into the cache [cache_rows, kv_heads, max_seq, d], then read back from it, so prefill
+// and decode see the same numbers for the same history.
+//
+// Kernel shape (straightforward, correct first): one block per (item, query head, tile of QT
+// consecutive queries); each warp owns QPW queries. Keys stream through shared memory in tiles of
+// 32 slots (K padded to d+1 columns so lane j reading row j hits distinct banks); lane j scores
+// key j against the warp's query, then an online softmax (running max m, sum l, rescaled
+// accumulator) folds the tile into per-lane output chunks (dims lane, lane+32, ...). Prefill uses
+// 4 warps × 4 queries; decode one warp per (row, head) with one query.
+// Not done: split-KV (flash-decoding) for long decode histories, tensor cores, fp16/bf16 caches.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/cuda_backend/cuda_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kKeyTile = 32;  // one key per lane
+constexpr int kMaxChunks = static_cast<int>(kMaxAttentionHeadDim / 32);
+
+// Item b's token j (j < nvalid) -> cache row cache_rows[b], slot base_pos + j.
+__global__ void store_kv_kernel(const AttentionLaunch a) {
+  const int64_t d = a.head_dim, width = (a.q_heads + 2 * a.kv_heads) * d;
+  const int64_t row_elems = a.kv_heads * a.max_seq * d;
+  const size_t total = static_cast<size_t>(a.items) * a.S * a.kv_heads * d;
+  for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += size_t(gridDim.x) * blockDim.x) {
+    const int64_t i = static_cast<int64_t>(idx % d);
+    size_t rest = idx / d;
+    const int64_t h = static_cast<int64_t>(rest % a.kv_heads);
+    rest /= a.kv_heads;
+    const int64_t j = static_cast<int64_t>(rest % a.S);
+    const int64_t b = static_cast<int64_t>(rest / a.S);
+    const int64_t nvalid = a.lengths ? a.lengths[b] : 1;
+    if (j >= nvalid) continue;
+    const int64_t slot = (a.past ? a.past[b] : 0) + j;
+    const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
+    const int64_t dst = static_cast<int64_t>(a.cache_rows[b]) * row_elems + (h * a.max_seq + slot) * d + i;
+    a.k_cache[dst] = k[0];
+    a.v_cache[dst] = k[a.kv_heads * d];  // V follows all K heads in the fused row
+  }
+}
+
+template <int QPW>
+__global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(a.head_dim), dp = d + 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int QT = static_cast<int>(blockDim.x / 32) * QPW;
+  float* ks = smem;                // [kKeyTile][d + 1]
+  float* vs = ks + kKeyTile * dp;  // [kKeyTile][d]
+  float* qs = vs + kKeyTile * d;   // [QT][d]
+
+  const int64_t b = blockIdx.x / tiles, t0 = (blockIdx.x % tiles) * QT;
+  const int64_t h = blockIdx.y, S = a.S;
+  const int64_t nvalid = min(a.lengths ? static_cast<int64_t>(a.lengths[b]) : int64_t(1), S);
+  const int64_t base_pos = a.past ? a.past[b] : 0;
+  const int64_t width = (a.q_heads + 2 * a.kv_heads) * d, out_width = a.q_heads * d;
+
+  for (int idx = threadIdx.x; idx < QT * d; idx += blockDim.x) {
+    const int64_t t = t0 + idx / d;
+    qs[idx] = t < nvalid ? a.qkv[(b * S + t) * width + h * d + idx % d] : 0.0f;
+  }
+  // Valid queries of this tile: t in [t0, t_end); the last one attends to slots [0, base_pos + t_end - 1].
+  const int64_t t_end = min(t0 + QT, nvalid);
+  const int64_t nkeys = t_end > t0 ? base_pos + t_end : 0;
+  const int64_t group = a.q_heads / a.kv_heads;  // query heads per KV head (MQA: all)
+  const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
+                            (h / group) * a.max_seq * d;
+  const float* kc = a.k_cache + cache_off;
+  const float* vc = a.v_cache + cache_off;
+  const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
+
+  float m[QPW], l[QPW], acc[QPW][kMaxChunks];
+#pragma unroll
+  for (int q = 0; q < QPW; ++q) {
+    m[q] = -INFINITY;
+    l[q] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) acc[q][c] = 0.0f;
+  }
+
+  for (int64_t k0 = 0; k0 < nkeys; k0 += kKeyTile) {
+    const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
+    __syncthreads();  // previous tile consumed; on the first pass, qs is written
+    for (int idx = threadIdx.x; idx < kKeyTile * d; idx += blockDim.x) {
+      const int j = idx / d, i = idx % d;
+      float kv = 0.0f, vv = 0.0f;
+      if (j < nk) {
+        kv = kc[(k0 + j) * d + i];
+        vv = vc[(k0 + j) * d + i];
+      }
+      ks[j * dp + i] = kv;
+      vs[j * d + i] = vv;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < QPW; ++q) {
+      const int64_t t = t0 + warp * QPW + q;
+      const int64_t qpos = base_pos + t;
+      // Both conditions are the same for the whole warp, so the shuffles below see every lane.
+      if (t >= t_end || k0 > qpos) continue;
+      const int64_t s = k0 + lane;
+      float score = -INFINITY;
+      if (lane < nk && s <= qpos) {
+        const float* qq = qs + (warp * QPW + q) * d;
+        const float* kk = ks + lane * dp;
+        float dot = 0.0f;
+        for (int i = 0; i < d; ++i) dot += qq[i] * kk[i];
+        score = dot * a.scale + slope * static_cast<float>(s - qpos);
+      }
+      float tmax = score;
+      for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
+      // tmax is finite: lane 0's slot k0 <= qpos is unmasked.
+      const float mnew = fmaxf(m[q], tmax);
+      const float corr = expf(m[q] - mnew);  // 0 on the first tile (m = -inf)
+      const float p = expf(score - mnew);    // 0 for masked lanes
+      float psum = p;
+      for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
+      l[q] = l[q] * corr + psum;
+      m[q] = mnew;
+#pragma unroll
+      for (int c = 0; c < kMaxChunks; ++c) acc[q][c] *= corr;
+      for (int j = 0; j < nk; ++j) {
+        const float pj = __shfl_sync(kFull, p, j);
+#pragma unroll
+        for (int c = 0; c < kMaxChunks; ++c) {
+          const int i = lane + 32 * c;
+          if (i < d) acc[q][c] += pj * vs[j * d + i];
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int q = 0; q < QPW; ++q) {
+    const int64_t t = t0 + warp * QPW + q;
+    if (t >= S) continue;
+    float* o = a.out + (b * S + t) * out_width + h * d;
+    const bool valid = t < t_end;  // padded query positions get zeros
+    const float inv = valid ? 1.0f / l[q] : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) {
+      const int i = lane + 32 * c;
+      if (i < d) o[i] = valid ? acc[q][c] * inv : 0.0f;
+    }
+  }
+}
+
+template <int QPW>
+void launch_attention_kernel(cudaStream_t stream, const AttentionLaunch& a, int warps) {
+  const int64_t QT = static_cast<int64_t>(warps) * QPW;
+  const int64_t tiles = (a.S + QT - 1) / QT;
+  const size_t smem = static_cast<size_t>(kKeyTile * (a.head_dim + 1) + kKeyTile * a.head_dim + QT * a.head_dim) *
+                      sizeof(float);
+  if (smem > 48 * 1024)  // beyond the default dynamic limit (head_dim > ~150): opt in, Hopper has 227 KB
+    FTX_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<QPW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(a.items * tiles), static_cast<unsigned>(a.q_heads));
+  attention_kernel<QPW><<<grid, warps * 32, smem, stream>>>(a, tiles);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void launch_attention(cudaStream_t stream, const AttentionLaunch& a) {
+  if (a.items <= 0 || a.S <= 0 || a.q_heads <= 0) return;
+  if (a.head_dim < 1 || a.head_dim > kMaxAttentionHeadDim)
+    throw Error("CUDA attention: head_dim " + std::to_string(a.head_dim) + " is not supported (1.." +
+                std::to_string(kMaxAttentionHeadDim) + ")");
+  if (a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
+    throw Error("CUDA attention: q_heads " + std::to_string(a.q_heads) + " is not a multiple of kv_heads " +
+                std::to_string(a.kv_heads));
+  if (a.q_heads > 65535 || a.items * ((a.S + 15) / 16) > 0x7fffffff)
+    throw Error("CUDA attention: grid too large (" + std::to_string(a.items) + " items, " + std::to_string(a.S) +
+                " tokens, " + std::to_string(a.q_heads) + " heads)");
+  const size_t store = static_cast<size_t>(a.items) * a.S * a.kv_heads * a.head_dim;
+  const unsigned store_blocks = static_cast<unsigned>(std::min<size_t>((store + 255) / 256, 65536));
+  store_kv_kernel<<<store_blocks, 256, 0, stream>>>(a);
+  FTX_CUDA_CHECK(cudaGetLastError());
+  if (a.past)
+    launch_attention_kernel<1>(stream, a, 1);  // decode: one query per (row, head)
+  else
+    launch_attention_kernel<4>(stream, a, 4);  // prefill: 16 queries per block
+}
+
+}  // namespace ftx::cuda

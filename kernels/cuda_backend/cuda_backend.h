@@ -1,0 +1,43 @@
+#pragma once
+// The CUDA implementation of the op seam (lib/ops/backend.h), selected by `--device cuda`.
+//
+// Done (groundwork of issue 7, compiled for sm_90; NOT yet run on a GPU when this was written —
+// tests/unit/cuda_backend_test.cc compares every op and a whole Engine run against the CPU
+// backend and skips without a device):
+//  * every Backend method, with the CPU backend's exact semantics (fp32 activations, weights and
+//    KV cache; same formulas, double where the CPU uses double);
+//  * memory: one DeviceArena per backend (caching sub-allocator over 256 MiB cudaMalloc blocks),
+//    one non-blocking stream for all work, pinned staging buffers (a ring with events) for the
+//    per-call host metadata (ids, positions, lengths, cache rows, ALiBi slopes) and for download();
+//  * gemm: cuBLASLt, row-major by the transpose trick (C^T = B^T·A^T), plans cached per shape and
+//    pointer alignment; CUBLAS_COMPUTE_32F by default (matches the CPU within 1e-5), TF32 tensor
+//    cores on request (CudaBackendOptions::tf32 or FTX_CUDA_TF32=1; ~1e-3 relative).
+//  * attention: one kernel for prefill and decode (online softmax, K/V tiles in shared memory,
+//    MHA/MQA/GQA, ALiBi), head_dim up to 256.
+// Not done: fp16/bf16 weights or compute (the interface is fp32-only), fp16 KV cache, CUDA graphs,
+// use of gemm_config.in (gemm-tune's algorithm map), split-KV decode attention, fused
+// bias+activation epilogues in cuBLASLt, compute-sanitizer runs.
+//
+// Pointer contract: every float* the Backend methods take or return is device memory owned by this
+// backend (from alloc()), except the host arguments the interface names (upload source, download
+// destination, ids/positions/lengths/cache rows/ALiBi slopes). A dist::Communicator used with this
+// backend therefore gets device pointers in all_reduce_sum (see nccl_communicator.h).
+#include <memory>
+
+#include "lib/ops/backend.h"
+
+namespace ftx::cuda {
+
+struct CudaBackendOptions {
+  int device = -1;    // -1: the local MPI rank (OMPI_COMM_WORLD_LOCAL_RANK, ...) modulo the GPU count, else 0
+  bool tf32 = false;  // TF32 tensor-core GEMMs (faster, ~1e-3 relative); also FTX_CUDA_TF32=1
+};
+
+// Number of CUDA devices, 0 when there is none or no usable driver (never throws).
+int device_count();
+
+// ops::make_backend("cuda", ...) calls this with default options.
+// Throws ftx::Error("no CUDA device found (cudaGetDeviceCount: <error string>)") without a device.
+std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& options = {});
+
+}  // namespace ftx::cuda
