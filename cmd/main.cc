@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other flag error is a usage error, exit 2.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     for (auto& kv : actions)

@@ -1,15 +1,15 @@
 // HuggingFace source adapter: config.json + pytorch_model.bin / *.safetensors (sharded or not).
 // model_type gpt2 (Conv1D weights, [in, out]) and gpt_bigcode (StarCoder: nn.Linear, multi-query),
-// plus the SantaCoder variant (q_attn + kv_attn Conv1D, multi-query). Spec §3.6, §4.
+// plus the SantaCoder variant (q_attn + kv_attn Conv1D, multi-query). Spec §3.6, §4. The other
+// architectures (gptj, gpt_neox, bloom, opt, xglm) are planned by hf_arch_source.cc.
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
-#include "formats/hf_index.h"
-#include "formats/safetensors.h"
-#include "formats/torch_checkpoint.h"
 #include "lib/convert/conversion.h"
+#include "lib/convert/hf_arch.h"
+#include "lib/convert/hf_common.h"
 #include "lib/convert/layout_table.h"
 
 namespace ftx {
@@ -17,51 +17,13 @@ namespace ftx {
 namespace {
 
 using json = nlohmann::json;
+using hf::bool_or;
+using hf::int_key;
+using hf::int_or;
+using hf::num_or;
+using hf::str_or;
 
-const char* kSupported = "gpt2, gpt_bigcode (aliases: santacoder, starcoder)";
-
-int64_t int_key(const json& j, const std::string& k, const std::string& origin) {
-  auto it = j.find(k);
-  if (it == j.end() || !it->is_number_integer()) throw Error(origin, "missing integer key '" + k + "'");
-  return it->get<int64_t>();
-}
-int64_t int_or(const json& j, const std::string& k, int64_t d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_number_integer()) ? it->get<int64_t>() : d;
-}
-double num_or(const json& j, const std::string& k, double d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_number()) ? it->get<double>() : d;
-}
-bool bool_or(const json& j, const std::string& k, bool d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : d;
-}
-std::string str_or(const json& j, const std::string& k, const std::string& d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
-}
-
-std::vector<NamedTensor> load_weights(const std::string& folder) {
-  HfWeightFiles wf = find_hf_weight_files(folder);
-  std::vector<NamedTensor> all;
-  if (wf.format == "safetensors") {
-    if (!wf.index_path.empty()) return read_safetensors_sharded(wf.index_path);
-    for (auto& f : wf.files) {
-      auto t = read_safetensors(f);
-      all.insert(all.end(), t.begin(), t.end());
-    }
-    return all;
-  }
-  for (auto& f : wf.files) {
-    std::vector<NamedTensor> t;
-    std::vector<NamedValue> others;
-    flatten_value(load_torch_checkpoint(f), "", t, others);
-    for (auto& nt : t) nt.tensor.storage.origin = f;
-    all.insert(all.end(), t.begin(), t.end());
-  }
-  return all;
-}
+const char* kSupported = "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm";
 
 std::string strip_prefix(const std::string& n) {
   for (const char* p : {"transformer.", "model.transformer."})
@@ -86,10 +48,15 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   }
   std::string model_type = opt.model.empty() ? str_or(j, "model_type", "") : opt.model;
   if (model_type == "starcoder" || model_type == "santacoder") model_type = "gpt_bigcode";
-  if (model_type != "gpt2" && model_type != "gpt_bigcode")
-    throw Error(cfg_path, "unsupported model_type '" + model_type + "' (supported: " + kSupported + ")");
+  if (model_type != "gpt2" && model_type != "gpt_bigcode") {
+    const std::string arch = hf_arch_model_type(model_type);
+    if (arch.empty())
+      throw Error(cfg_path, "unsupported model_type '" + model_type + "'" +
+                                (opt.model.empty() ? "" : " (from --model)") + " (supported: " + kSupported + ")");
+    return plan_hf_arch(opt, arch, j, folder);
+  }
 
-  std::vector<NamedTensor> tensors = load_weights(folder);
+  std::vector<NamedTensor> tensors = hf::load_weights(folder);
   std::map<std::string, TensorView> by_name;
   for (auto& t : tensors) by_name[strip_prefix(t.name)] = t.tensor;
   const bool santacoder = by_name.count("h.0.attn.q_attn.weight") > 0;
@@ -169,18 +136,7 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
     if (!own) plan.extra_ini.emplace_back(kv.key(), s);
   }
   plan.extra_ini.emplace_back("model_type", model_type);
-  for (const char* tok : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"}) {
-    std::string p = folder + "/" + tok;
-    if (path_exists(p)) {
-      auto mf = MappedFile::open(p);
-      Storage s;
-      s.data = mf->data();
-      s.nbytes = mf->size();
-      s.keep_alive = mf;
-      s.origin = p;
-      plan.copy_files.emplace_back(tok, s);
-    }
-  }
+  hf::add_tokenizer_files(folder, plan);
   return plan;
 }
 

@@ -25,6 +25,9 @@ struct LayoutRule {
   std::string ft_name;  // std::regex_replace format ($1 ...)
   Role role;
   bool transpose;       // 2-D tensors stored [out, in] (nn.Linear, Megatron)
+  // >= 0: one of several source tensors that make up one FT tensor (GPT-J/OPT/XGLM q_proj = 0,
+  // k_proj = 1, v_proj = 2); the adapter gathers them in part order (JobContext::separate_qkv).
+  int part = -1;
 };
 
 struct ArchLayout {
@@ -38,6 +41,15 @@ const ArchLayout& megatron_gpt_layout();
 // HF GPT-2 (Conv1D, [in, out]) and GPTBigCode (nn.Linear, [out, in]); names without `transformer.`.
 const ArchLayout& hf_gpt2_layout();
 const ArchLayout& hf_gpt_bigcode_layout();
+// HF GPT-J (names without `transformer.`), GPT-NeoX (without `gpt_neox.`), BLOOM (without
+// `transformer.`), OPT (without `model.decoder.`), XGLM (without `model.`). Tensors FT computes
+// from several sources (OPT embed_tokens with project_in/out, XGLM embed_tokens, GPT-NeoX's summed
+// biases) are handled by the adapter (hf_arch_source.cc), not by rules.
+const ArchLayout& hf_gptj_layout();
+const ArchLayout& hf_gpt_neox_layout();
+const ArchLayout& hf_bloom_layout();
+const ArchLayout& hf_opt_layout();
+const ArchLayout& hf_xglm_layout();
 
 struct RuleMatch {
   std::string ft_name;
@@ -55,6 +67,7 @@ struct JobContext {
   bool gated = false;           // swiglu/geglu: split dense_h_to_4h into up and gate
   bool layernorm1p = false;     // NeMo: weights stored as w - 1
   bool multi_query = false;     // QKV columns [H | d | d], K and V replicated on every rank
+  bool separate_qkv = false;    // QKV arrives as three [H, H] tensors (q, k, v) given as the shards
 };
 
 // Appends the job(s) for one source tensor (two for a gated dense_h_to_4h).

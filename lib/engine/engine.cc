@@ -3,7 +3,8 @@
 // Tensor parallelism (ft-format.md §1, §3): QKV and FFN-in are column-parallel (this rank's heads /
 // inter columns), attention.dense and FFN-out are row-parallel, so each rank holds a partial sum
 // that one all-reduce completes. Row-parallel biases are replicated and added once, after the
-// all-reduce, except GPT-NeoX whose converters store them divided by TP for adding before it.
+// all-reduce, except GPT-NeoX with parallel residual, whose `mlp.attention.bias.sum` file holds
+// (attention bias + MLP bias) / TP for adding on every rank before it, as FT's runtime does.
 #include "lib/engine/engine.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
                   all.begin() + (weights.rank() + 1) * shape_.q_heads);
     shape_.alibi_slopes = alibi_.data();
   }
-  bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX;
+  bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
 }
 
 Engine::~Engine() { free_buffers(); }

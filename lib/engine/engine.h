@@ -62,7 +62,7 @@ class Engine {
   ops::AttentionShape shape_;
   std::vector<float> alibi_;  // this rank's heads
   int64_t H_, local_inter_, qkv_cols_;
-  bool bias_before_reduce_;  // GPT-NeoX files hold row-parallel biases already divided by TP
+  bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   std::vector<int64_t> length_;

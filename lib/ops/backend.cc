@@ -5,6 +5,9 @@
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
+#ifdef FTX_HAVE_CUDA
+#include "kernels/cuda_backend/cuda_backend.h"
+#endif
 
 namespace ftx::ops {
 
@@ -22,6 +25,9 @@ std::vector<float> alibi_slopes(int64_t num_heads) {
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
   if (device == "cpu") return std::make_unique<cpu::CpuBackend>(threads);
+#ifdef FTX_HAVE_CUDA
+  if (device == "cuda") return cuda::make_cuda_backend();  // Error when there is no device
+#endif
   if (device == "cuda") throw Error("--device cuda: the CUDA backend is not built in this version");
   throw Error("--device " + device + ": unknown device (expected cpu or cuda)");
 }

@@ -11,7 +11,11 @@ with no KV cache, on logical (unsplit) weights in their natural orientation:
 
 cfg keys: heads, kv_heads, head_dim, eps, norm ('pre'|'post'), parallel_residual, shared_input_norm,
 activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'), position ('learned'|'rope'|'alibi'|
-'none'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale.
+'none'|'sinusoidal'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale,
+position_offset (learned: wpe row = position + offset, OPT's 2; sinusoidal: the fairseq/XGLM table
+row, offset 2 there).
+Optional W entries: project_in [E, H] (OPT: embeddings of width E projected to H before positions
+are added), project_out [H, E] (OPT: applied after the final layernorm, before lm_head [V, E]).
 """
 import math
 
@@ -64,6 +68,18 @@ def _rotary(x, pos, rot, style, base):
     return torch.cat([out, rest], dim=-1)
 
 
+def sinusoidal(positions, H):
+    """fairseq SinusoidalPositionalEmbedding / HF XGLMSinusoidalPositionalEmbedding.get_embedding:
+    [sin(p·f_i) for i < H/2 | cos(p·f_i) | 0 when H is odd], f_i = exp(-i·ln(10000)/(H/2 - 1))."""
+    half = H // 2
+    f = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))
+    a = positions.to(torch.float64)[:, None] * f[None, :]
+    e = torch.cat([torch.sin(a), torch.cos(a)], dim=1)
+    if H % 2:
+        e = torch.cat([e, torch.zeros(e.shape[0], 1, dtype=torch.float64)], dim=1)
+    return e
+
+
 def _lin(x, w, b):
     y = x @ w
     return y + b if b is not None else y
@@ -77,8 +93,13 @@ def forward(cfg, W, ids):
     eps = cfg["eps"]
     pos = torch.arange(S)
     x = W["wte"][ids] * cfg.get("embedding_scale", 1.0)
+    if W.get("project_in") is not None:
+        x = x @ W["project_in"]
+    off = cfg.get("position_offset", 0)
     if cfg["position"] == "learned":
-        x = x + W["wpe"][pos]
+        x = x + W["wpe"][pos + off]
+    elif cfg["position"] == "sinusoidal":
+        x = x + sinusoidal(pos + off, x.shape[-1])
     if W.get("pre_ln") is not None:
         x = _ln(x, W["pre_ln"], eps)
     causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
@@ -121,6 +142,8 @@ def forward(cfg, W, ids):
             x = x + ffn(_ln(x, L["ln2"], eps), L)
     if W.get("final_ln") is not None:
         x = _ln(x, W["final_ln"], eps)
+    if W.get("project_out") is not None:
+        x = x @ W["project_out"]
     head = W["lm_head"] if W.get("lm_head") is not None else W["wte"]
     logits = x @ head.T
     if W.get("lm_head_bias") is not None:

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -38,13 +40,21 @@ inline std::string source_dir_from_here() {
   return p == std::string::npos ? std::string(".") : f.substr(0, p);
 }
 
-// $FTX_FIXTURES/engine, generated when missing.
+// $FTX_FIXTURES/engine, generated when missing. Without FTX_FIXTURES (a test run outside ctest's
+// environment), a /tmp folder named after a hash of the fixture script, so that a changed script
+// never meets fixtures made by an older one.
 inline std::string engine_fixtures() {
-  const std::string dir = env_or("FTX_FIXTURES", "/tmp/ftx-fixtures") + "/engine";
+  const std::string script = env_or("FTX_SOURCE_DIR", source_dir_from_here()) + "/scripts/fixtures/make_engine_models.py";
+  std::string dir;
+  if (const char* f = std::getenv("FTX_FIXTURES"); f && *f) {
+    dir = std::string(f) + "/engine";
+  } else {
+    std::ifstream in(script);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    dir = "/tmp/ftx-engine-fixtures-" + std::to_string(std::hash<std::string>()(text));
+  }
   if (!std::ifstream(dir + "/DONE")) {
-    const std::string cmd = env_or("FTX_TORCH_PYTHON", "/usr/bin/python3") + " " +
-                            env_or("FTX_SOURCE_DIR", source_dir_from_here()) +
-                            "/scripts/fixtures/make_engine_models.py " + dir + " > /dev/null";
+    const std::string cmd = env_or("FTX_TORCH_PYTHON", "/usr/bin/python3") + " " + script + " " + dir + " > /dev/null";
     if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "fixture script failed: " << cmd;
   }
   return dir;

@@ -307,8 +307,8 @@ TEST(Pickle, DeepNestingIsRefused) {
 
 TEST(Pickle, ForwardedCallsNestOnlyAFewLevels) {
   std::string args = ")";
-  for (int k = 0; k < 20; ++k) args = "(h\x00N" + args + "Nt";
-  const std::string p = "ctorch._tensor\n_rebuild_from_type_v2\nq\x00h\x00" + args + "R.";
+  for (int k = 0; k < 20; ++k) args = "(h\x00N"s + args + "Nt"s;
+  const std::string p = "ctorch._tensor\n_rebuild_from_type_v2\nq\x00h\x00"s + args + "R."s;
   EXPECT_NE(error_of(p).find("forwards calls more than 8 levels deep"), std::string::npos) << error_of(p);
 }
 

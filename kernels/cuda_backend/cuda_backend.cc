@@ -1,0 +1,429 @@
+// CudaBackend: memory (arena, staging, transfers), cuBLASLt GEMMs, and the host side of every op
+// (argument checks, metadata staging, kernel launches from cuda_kernels.h).
+#include "kernels/cuda_backend/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/cuda_backend/cuda_backend_impl.h"
+#include "kernels/cuda_backend/cuda_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Largest power of two ≤ 256 that divides the address (cuBLASLt's alignment classes).
+uint32_t alignment_of(const void* p) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && (v % a) != 0) a /= 2;
+  return a;
+}
+
+// The node-local rank under the common launchers; -1 when not launched by one.
+int local_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                        "LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) {
+      char* end = nullptr;
+      const long r = std::strtol(s, &end, 10);
+      if (end != s && r >= 0) return static_cast<int>(r);
+    }
+  return -1;
+}
+
+void check_attention_shape(const ops::AttentionShape& sh, const char* op) {
+  if (sh.q_heads < 1 || sh.kv_heads < 1 || sh.head_dim < 1 || sh.max_seq < 1)
+    throw Error(std::string("CUDA ") + op + ": empty attention shape (q_heads " + std::to_string(sh.q_heads) +
+                ", kv_heads " + std::to_string(sh.kv_heads) + ", head_dim " + std::to_string(sh.head_dim) +
+                ", max_seq " + std::to_string(sh.max_seq) + ")");
+}
+
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("no CUDA device found (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")");
+  }
+  if (n == 0) throw Error("no CUDA device found (cudaGetDeviceCount: 0 devices)");
+  int dev = options.device;
+  if (dev < 0) dev = std::max(local_rank(), 0) % n;
+  if (dev >= n)
+    throw Error("CUDA device " + std::to_string(dev) + " requested, but only " + std::to_string(n) + " found");
+  const char* tf32_env = std::getenv("FTX_CUDA_TF32");
+  const bool tf32 = options.tf32 || (tf32_env && std::string(tf32_env) == "1");
+  return std::make_unique<CudaBackend>(dev, tf32);
+}
+
+// ---------------------------------------------------------------- lifetime, memory, transfers
+
+CudaBackend::CudaBackend(int device, bool tf32) : device_(device), tf32_(tf32) {
+  FTX_CUDA_CHECK(cudaSetDevice(device_));
+  FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  workspace_ = arena_.allocate(kWorkspaceBytes);
+}
+
+CudaBackend::~CudaBackend() {
+  // Best effort, no throwing: finish queued work, then give everything back.
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  if (lt_) cublasLtDestroy(lt_);
+  for (Slot& s : slots_) {
+    if (s.host) cudaFreeHost(s.host);
+    if (s.done) cudaEventDestroy(s.done);
+  }
+  if (download_buf_) cudaFreeHost(download_buf_);
+  if (stream_) cudaStreamDestroy(stream_);
+  // arena_ frees the device blocks in its destructor.
+}
+
+void CudaBackend::synchronize() { FTX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+float* CudaBackend::alloc(size_t n) { return static_cast<float*>(arena_.allocate(n * sizeof(float))); }
+
+void CudaBackend::release(float* p) { arena_.release(p); }
+
+void CudaBackend::upload(float* dst, const float* host_src, size_t n) {
+  if (n == 0) return;
+  FTX_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  // As the CPU's memcpy: the caller may reuse host_src on return (the engine frees fp16->fp32
+  // conversion buffers right away). Weight loading is the only bulk user, so the wait is cheap.
+  synchronize();
+}
+
+void CudaBackend::download(float* host_dst, const float* src, size_t n) {
+  if (n == 0) return;
+  const size_t bytes = n * sizeof(float);
+  const size_t chunk = std::min(bytes, kDownloadChunkBytes);
+  if (download_cap_ < chunk) {
+    if (download_buf_) {
+      synchronize();  // no copy into the old buffer is in flight (download waits anyway)
+      FTX_CUDA_CHECK(cudaFreeHost(download_buf_));
+      download_buf_ = nullptr;
+      download_cap_ = 0;
+    }
+    const size_t cap = std::max(round_up(chunk, size_t(1) << 20), size_t(1) << 20);
+    FTX_CUDA_CHECK(cudaMallocHost(&download_buf_, cap));
+    download_cap_ = cap;
+  }
+  const char* s = reinterpret_cast<const char*>(src);
+  char* d = reinterpret_cast<char*>(host_dst);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t len = std::min(chunk, bytes - off);
+    FTX_CUDA_CHECK(cudaMemcpyAsync(download_buf_, s + off, len, cudaMemcpyDeviceToHost, stream_));
+    synchronize();  // also where asynchronous kernel failures surface
+    std::memcpy(d + off, download_buf_, len);
+  }
+}
+
+void CudaBackend::copy(float* dst, const float* src, size_t n) {
+  if (n == 0 || dst == src) return;
+  const size_t bytes = n * sizeof(float);
+  const bool overlap = dst < src + n && src < dst + n;
+  if (overlap) {  // memmove semantics, as the CPU: through scratch
+    float* tmp = scratch(n);
+    FTX_CUDA_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    FTX_CUDA_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    FTX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+}
+
+void CudaBackend::fill(float* dst, float value, size_t n) { launch_fill(stream_, dst, value, n); }
+
+float* CudaBackend::scratch(size_t n) {
+  if (scratch_cap_ < n) {
+    const size_t cap = std::max(n, scratch_cap_ * 2);
+    arena_.release(scratch_);  // work already queued on the stream still runs before any reuse
+    scratch_ = nullptr;
+    scratch_cap_ = 0;
+    scratch_ = static_cast<float*>(arena_.allocate(cap * sizeof(float)));
+    scratch_cap_ = cap;
+  }
+  return scratch_;
+}
+
+std::vector<const void*> CudaBackend::stage(std::initializer_list<Part> parts) {
+  size_t total = 0;
+  for (const Part& p : parts) total += round_up(p.bytes, 16);
+  std::vector<const void*> out;
+  out.reserve(parts.size());
+  if (total == 0) {
+    out.assign(parts.size(), nullptr);
+    return out;
+  }
+  Slot& s = slots_[next_slot_];
+  next_slot_ = (next_slot_ + 1) % kSlots;
+  if (s.pending) FTX_CUDA_CHECK(cudaEventSynchronize(s.done));  // its last copy has read the host buffer
+  s.pending = false;
+  if (s.cap < total) {
+    if (s.host) FTX_CUDA_CHECK(cudaFreeHost(s.host));
+    s.host = nullptr;
+    arena_.release(s.dev);  // stream order: kernels reading the old buffer run before any reuse
+    s.dev = nullptr;
+    s.cap = 0;
+    const size_t cap = std::max(round_up(total, 4096), size_t(4096));
+    FTX_CUDA_CHECK(cudaMallocHost(&s.host, cap));
+    s.dev = arena_.allocate(cap);
+    s.cap = cap;
+  }
+  if (!s.done) FTX_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  size_t off = 0;
+  for (const Part& p : parts) {
+    if (p.bytes == 0 || !p.data) {
+      out.push_back(nullptr);
+      continue;
+    }
+    std::memcpy(static_cast<char*>(s.host) + off, p.data, p.bytes);
+    out.push_back(static_cast<char*>(s.dev) + off);
+    off += round_up(p.bytes, 16);
+  }
+  FTX_CUDA_CHECK(cudaMemcpyAsync(s.dev, s.host, off, cudaMemcpyHostToDevice, stream_));
+  FTX_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+  s.pending = true;
+  return out;
+}
+
+// ---------------------------------------------------------------- GEMM
+
+const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  const auto [M, N, K, trans_b, align_a, align_b, align_c] = key;
+  // Row-major C[M,N] = A[M,K]·B is column-major C^T[N,M] = B^T·A^T: cuBLASLt's "A" is our B
+  // (column-major [N,K] with ld N, or with trans_b the stored [K,N] with ld K, transposed), its "B"
+  // is our A (column-major [K,M], ld K), C is column-major [N,M], ld N.
+  GemmPlan p;
+  const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
+  const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (trans_b)
+    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, K, N, K));
+  else
+    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, N, K, N));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, K, M, K));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kWorkspaceBytes;
+  // Lt's A is our B and vice versa.
+  const uint32_t al_a = align_b, al_b = align_a, al_c = align_c;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  const std::string shape = "gemm M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                            (trans_b ? " (B transposed)" : "");
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+    throw Error("cuBLASLt has no algorithm for " + shape + ": " +
+                (st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no heuristic result"));
+  }
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+                       float beta) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
+    launch_scale(stream_, C, beta, static_cast<size_t>(M) * N);
+    return;
+  }
+  const GemmPlan& p = plan(GemmKey{M, N, K, trans_b, alignment_of(A), alignment_of(B), alignment_of(C)});
+  const float alpha = 1.0f;
+  FTX_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
+                                  kWorkspaceBytes, stream_));
+}
+
+// ---------------------------------------------------------------- elementwise, norms, embeddings
+
+void CudaBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
+                             int64_t H, float eps) {
+  // x is only read: the kernel writes x back only when a residual (y or bias) is given.
+  launch_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
+}
+
+void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
+                                          const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
+  launch_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
+}
+
+void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
+  launch_add_bias(stream_, x, bias, rows, N);
+}
+
+void CudaBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+                                  int64_t rows, int64_t N, Activation act) {
+  launch_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
+}
+
+void CudaBackend::embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+                            int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
+                            int64_t H, float scale) {
+  if (rows <= 0) return;
+  const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
+  const auto dev = stage({{ids, bytes}, {positions, bytes}});
+  launch_embedding(stream_, out, wte, wpe, static_cast<int>(table), position_offset,
+                   static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]), rows, H, scale);
+}
+
+void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+                         int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) {
+  if (rot_dim <= 0 || rows <= 0) return;
+  const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
+  launch_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
+                style == RotaryStyle::kInterleaved, base);
+}
+
+// ---------------------------------------------------------------- attention and the cache
+
+void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+                                    const int32_t* cache_rows, float* k_cache, float* v_cache,
+                                    const ops::AttentionShape& sh) {
+  if (B <= 0 || S <= 0) return;
+  check_attention_shape(sh, "context_attention");
+  // The CPU trusts these (the engine checks them); here a bad value would corrupt device memory
+  // silently, so check on the host, where it is free.
+  for (int64_t b = 0; b < B; ++b)
+    if (lengths[b] < 0 || lengths[b] > S || lengths[b] > sh.max_seq || cache_rows[b] < 0)
+      throw Error("CUDA context_attention: row " + std::to_string(b) + " has length " + std::to_string(lengths[b]) +
+                  " (padded width " + std::to_string(S) + ", cache " + std::to_string(sh.max_seq) + ") and cache row " +
+                  std::to_string(cache_rows[b]));
+  const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
+  const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
+  const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  AttentionLaunch a;
+  a.out = out;
+  a.qkv = qkv;
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.lengths = static_cast<const int32_t*>(dev[0]);
+  a.cache_rows = static_cast<const int32_t*>(dev[1]);
+  a.alibi_slopes = static_cast<const float*>(dev[2]);
+  a.items = B;
+  a.S = S;
+  a.q_heads = sh.q_heads;
+  a.kv_heads = sh.kv_heads;
+  a.head_dim = sh.head_dim;
+  a.max_seq = sh.max_seq;
+  a.scale = sh.scale;
+  launch_attention(stream_, a);
+}
+
+void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+                                   const int32_t* past, float* k_cache, float* v_cache,
+                                   const ops::AttentionShape& sh) {
+  if (n <= 0) return;
+  check_attention_shape(sh, "decode_attention");
+  for (int64_t r = 0; r < n; ++r)
+    if (past[r] < 0 || past[r] >= sh.max_seq || cache_rows[r] < 0)
+      throw Error("CUDA decode_attention: row " + std::to_string(r) + " writes slot " + std::to_string(past[r]) +
+                  " of cache row " + std::to_string(cache_rows[r]) + " (cache length " + std::to_string(sh.max_seq) +
+                  ")");
+  const size_t ib = static_cast<size_t>(n) * sizeof(int32_t);
+  const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
+  const auto dev = stage({{past, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  AttentionLaunch a;
+  a.out = out;
+  a.qkv = qkv;
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.past = static_cast<const int32_t*>(dev[0]);
+  a.cache_rows = static_cast<const int32_t*>(dev[1]);
+  a.alibi_slopes = static_cast<const float*>(dev[2]);
+  a.items = n;
+  a.S = 1;
+  a.q_heads = sh.q_heads;
+  a.kv_heads = sh.kv_heads;
+  a.head_dim = sh.head_dim;
+  a.max_seq = sh.max_seq;
+  a.scale = sh.scale;
+  launch_attention(stream_, a);
+}
+
+void CudaBackend::gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+                                    int64_t row_elems) {
+  if (n <= 0 || row_elems <= 0) return;
+  // The CPU copies every source out, then writes in order (a repeated dst: the last pair wins).
+  // Same result with less copying: keep each dst's last pair, drop pairs that copy a row onto
+  // itself, and stage through scratch only the sources that some kept pair overwrites.
+  std::unordered_map<int32_t, int64_t> last;
+  for (int64_t i = 0; i < n; ++i) {
+    if (dst[i] < 0 || src[i] < 0)
+      throw Error("CUDA gather_cache_rows: pair " + std::to_string(i) + " has row " + std::to_string(src[i]) + " -> " +
+                  std::to_string(dst[i]));
+    last[dst[i]] = i;
+  }
+  std::vector<int32_t> to, from, staged;
+  std::unordered_set<int32_t> written;
+  for (int64_t i = 0; i < n; ++i)
+    if (last[dst[i]] == i && src[i] != dst[i]) written.insert(dst[i]);
+  std::unordered_map<int32_t, int32_t> slot_of;  // staged source row -> scratch slot
+  for (int64_t i = 0; i < n; ++i) {
+    if (last[dst[i]] != i || src[i] == dst[i]) continue;
+    to.push_back(dst[i]);
+    if (written.count(src[i])) {
+      auto [it, fresh] = slot_of.emplace(src[i], static_cast<int32_t>(staged.size()));
+      if (fresh) staged.push_back(src[i]);
+      from.push_back(-it->second - 1);
+    } else {
+      from.push_back(src[i]);
+    }
+  }
+  if (to.empty()) return;
+  const auto dev = stage({{to.data(), to.size() * sizeof(int32_t)},
+                          {from.data(), from.size() * sizeof(int32_t)},
+                          {staged.data(), staged.size() * sizeof(int32_t)}});
+  float* tmp = staged.empty() ? nullptr : scratch(staged.size() * static_cast<size_t>(row_elems));
+  if (!staged.empty())
+    launch_copy_rows(stream_, tmp, nullptr, cache, nullptr, static_cast<const int32_t*>(dev[2]),
+                     static_cast<int64_t>(staged.size()), row_elems);
+  launch_copy_rows(stream_, cache, static_cast<const int32_t*>(dev[0]), cache, tmp,
+                   static_cast<const int32_t*>(dev[1]), static_cast<int64_t>(to.size()), row_elems);
+}
+
+}  // namespace ftx::cuda

@@ -1,0 +1,120 @@
+#pragma once
+// CudaBackend: the class behind make_cuda_backend() (cuda_backend.h says what is done and what is
+// not). Internal to kernels/: callers outside use the Backend interface; the NCCL communicator uses
+// stream() to order its collectives with the backend's kernels.
+//
+// One host thread drives a backend (the CUDA device is selected in the constructor, per thread).
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda_backend/device_arena.h"
+#include "lib/ops/backend.h"
+
+namespace ftx::cuda {
+
+class CudaBackend : public ops::Backend {
+ public:
+  CudaBackend(int device, bool tf32);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  int device() const { return device_; }
+  bool tf32() const { return tf32_; }
+  cudaStream_t stream() const { return stream_; }
+  const DeviceArena& arena() const { return arena_; }
+  void synchronize();
+
+  float* alloc(size_t n) override;
+  void release(float* p) override;
+  void upload(float* dst, const float* host_src, size_t n) override;
+  void download(float* host_dst, const float* src, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+  void fill(float* dst, float value, size_t n) override;
+
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+            float beta) override;
+
+  void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
+                  int64_t H, float eps) override;
+  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
+                               const float* beta, float* norm_out, int64_t rows, int64_t H,
+                               float eps) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override;
+  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+                       int64_t rows, int64_t N, Activation act) override;
+
+  void embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+                 int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
+                 int64_t H, float scale) override;
+  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+              int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
+
+  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+                         const int32_t* cache_rows, float* k_cache, float* v_cache,
+                         const ops::AttentionShape& shape) override;
+  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+                        const int32_t* past, float* k_cache, float* v_cache,
+                        const ops::AttentionShape& shape) override;
+  void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+                         int64_t row_elems) override;
+
+ private:
+  // Host metadata for one op: each part is copied into a pinned slot, then with one async copy into
+  // the slot's device buffer; returns the parts' device addresses (null for an empty part). A slot
+  // is reused only after its previous copy has completed (its event), so the host may run up to
+  // kSlots stagings ahead of the GPU.
+  struct Part {
+    const void* data;
+    size_t bytes;
+  };
+  std::vector<const void*> stage(std::initializer_list<Part> parts);
+  // Device scratch of at least n floats, kept between calls (stream order makes reuse safe).
+  float* scratch(size_t n);
+
+  struct GemmPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // M, N, K, trans_b, and the alignments (bytes, ≤ 256) of A, B, C: cuBLASLt picks kernels by them.
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t>;
+  const GemmPlan& plan(const GemmKey& key);
+
+  static constexpr size_t kSlots = 32;
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  static constexpr size_t kDownloadChunkBytes = size_t(64) << 20;
+
+  struct Slot {
+    void* host = nullptr;  // pinned
+    void* dev = nullptr;   // from the arena
+    size_t cap = 0;
+    cudaEvent_t done = nullptr;
+    bool pending = false;
+  };
+
+  int device_;
+  bool tf32_;
+  cudaStream_t stream_ = nullptr;
+  DeviceArena arena_;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  std::map<GemmKey, GemmPlan> plans_;
+  std::array<Slot, kSlots> slots_{};
+  size_t next_slot_ = 0;
+  void* download_buf_ = nullptr;  // pinned
+  size_t download_cap_ = 0;
+  float* scratch_ = nullptr;
+  size_t scratch_cap_ = 0;
+};
+
+}  // namespace ftx::cuda

@@ -1,0 +1,71 @@
+// NcclCommunicator (see nccl_communicator.h): NCCL all-reduce on device buffers, everything else
+// through the host (MPI) communicator it was built from.
+#include "kernels/cuda_backend/nccl_communicator.h"
+
+#ifdef FTX_HAVE_NCCL
+
+#include <nccl.h>
+
+#include <string>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/cuda_backend/cuda_backend_impl.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+[[noreturn]] void throw_nccl_error(ncclResult_t r, const char* call, const char* file, int line) {
+  throw Error(std::string(call) + " failed: " + ncclGetErrorString(r) + " at " + file + ":" + std::to_string(line));
+}
+
+#define FTX_NCCL_CHECK(call)                                                        \
+  do {                                                                              \
+    ncclResult_t ftx_nccl_res_ = (call);                                            \
+    if (ftx_nccl_res_ != ncclSuccess) throw_nccl_error(ftx_nccl_res_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+class NcclCommunicator : public dist::Communicator {
+ public:
+  NcclCommunicator(std::unique_ptr<dist::Communicator> host, CudaBackend& backend)
+      : host_(std::move(host)), stream_(backend.stream()) {
+    ncclUniqueId id{};
+    if (host_->rank() == 0) FTX_NCCL_CHECK(ncclGetUniqueId(&id));
+    host_->broadcast(&id, sizeof(id), 0);
+    FTX_CUDA_CHECK(cudaSetDevice(backend.device()));
+    FTX_NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
+  }
+  ~NcclCommunicator() override {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  void all_reduce_sum(float* data, size_t n) override {
+    if (n == 0) return;
+    FTX_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
+  }
+  void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
+  void barrier() override { host_->barrier(); }
+  bool all_true(bool ok) override { return host_->all_true(ok); }
+
+ private:
+  std::unique_ptr<dist::Communicator> host_;
+  cudaStream_t stream_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<dist::Communicator> make_nccl_communicator(std::unique_ptr<dist::Communicator> host,
+                                                           ops::Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (!cuda) throw Error("the NCCL communicator needs the CUDA backend, not " + backend.name());
+  if (host->size() <= 1) return host;
+  return std::make_unique<NcclCommunicator>(std::move(host), *cuda);
+}
+
+}  // namespace ftx::cuda
+
+#endif  // FTX_HAVE_NCCL

@@ -1,0 +1,32 @@
+#pragma once
+// NcclCommunicator: tensor-parallel collectives between GPU ranks (one GPU per MPI rank, the GPU
+// chosen by the local rank, as make_cuda_backend() does), for use with the CUDA backend.
+//
+// Pointer contract (the engine calls Communicator::all_reduce_sum on its activation buffers, which
+// live in the backend's memory):
+//  * all_reduce_sum(data, n): `data` is DEVICE memory of the CUDA backend given at construction.
+//    The sum is enqueued with ncclAllReduce on that backend's stream and the call returns before it
+//    completes: later work on the stream (the engine's next op, download()) sees the result, and
+//    every rank gets the same bits (NCCL's ring/tree reduce each element once and broadcast it).
+//  * broadcast, barrier, all_true: HOST memory, through the host communicator (MPI) this one was
+//    built from — the engine broadcasts token ids and flags, not device tensors.
+// With a host communicator of size 1 there is nothing to reduce; make_nccl_communicator returns the
+// host communicator itself.
+//
+// Bootstrap: rank 0 makes the ncclUniqueId, the host communicator broadcasts it, every rank calls
+// ncclCommInitRank on its backend's device. Not run on a GPU when written (no GPU, no second rank).
+// Compiled only when CMake found NCCL (FTX_HAVE_NCCL).
+#include <memory>
+
+#include "lib/dist/communicator.h"
+#include "lib/ops/backend.h"
+
+namespace ftx::cuda {
+
+#ifdef FTX_HAVE_NCCL
+// `backend` must be the CUDA backend (make_cuda_backend) and outlive the communicator.
+std::unique_ptr<dist::Communicator> make_nccl_communicator(std::unique_ptr<dist::Communicator> host,
+                                                           ops::Backend& backend);
+#endif
+
+}  // namespace ftx::cuda

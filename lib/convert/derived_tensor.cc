@@ -1,0 +1,108 @@
+#include "lib/convert/derived_tensor.h"
+
+#include <cmath>
+#include <memory>
+
+#include "formats/error.h"
+
+namespace ftx {
+
+namespace {
+
+std::vector<double> as_double(const TensorView& t) {
+  std::vector<double> v;
+  v.reserve(static_cast<size_t>(t.numel()));
+  const DType dt = t.dtype;
+  t.for_each_element([&](const uint8_t* p) { v.push_back(load_as_double(dt, p)); });
+  return v;
+}
+
+// x rounded to `dt` and back (fp32: a float; fp16/bf16: round to nearest even).
+float round_to(DType dt, float x) {
+  switch (dt) {
+    case DType::kFloat16: return half_to_float(float_to_half(x));
+    case DType::kBFloat16: return bf16_to_float(float_to_bf16(x));
+    default: return x;
+  }
+}
+
+}  // namespace
+
+TensorView owned_tensor(std::vector<float> values, std::vector<int64_t> shape, const std::string& origin) {
+  auto owner = std::make_shared<std::vector<float>>(std::move(values));
+  TensorView t;
+  t.dtype = DType::kFloat32;
+  t.shape = std::move(shape);
+  t.storage.data = reinterpret_cast<const uint8_t*>(owner->data());
+  t.storage.nbytes = owner->size() * sizeof(float);
+  t.storage.keep_alive = owner;
+  t.storage.origin = origin;
+  t.validate(origin);
+  return t;
+}
+
+TensorView matmul_tensor(const TensorView& a, const TensorView& b, bool b_transposed, const std::string& origin) {
+  FTX_CHECK(a.shape.size() == 2 && b.shape.size() == 2, origin,
+            "matrix product of shapes " + shape_to_string(a.shape) + " and " + shape_to_string(b.shape));
+  const int64_t R = a.shape[0], K = a.shape[1];
+  const int64_t bk = b_transposed ? b.shape[1] : b.shape[0], N = b_transposed ? b.shape[0] : b.shape[1];
+  FTX_CHECK(bk == K, origin, "cannot multiply " + shape_to_string(a.shape) + " by " +
+                                 (b_transposed ? "the transpose of " : "") + shape_to_string(b.shape));
+  const std::vector<double> A = as_double(a), B = as_double(b);
+  std::vector<float> out(static_cast<size_t>(R * N));
+  std::vector<double> acc(static_cast<size_t>(N));
+  for (int64_t r = 0; r < R; ++r) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double x = A[r * K + k];
+      if (b_transposed)
+        for (int64_t n = 0; n < N; ++n) acc[n] += x * B[n * K + k];
+      else
+        for (int64_t n = 0; n < N; ++n) acc[n] += x * B[k * N + n];
+    }
+    for (int64_t n = 0; n < N; ++n) out[r * N + n] = static_cast<float>(acc[n]);
+  }
+  return owned_tensor(std::move(out), {R, N}, origin);
+}
+
+TensorView ft_divided_sum(const std::vector<TensorView>& terms, int64_t divisor, DType dtype,
+                          const std::string& origin) {
+  FTX_CHECK(!terms.empty() && divisor > 0, origin, "nothing to sum");
+  std::vector<float> sum(static_cast<size_t>(terms[0].numel()), 0.0f);
+  for (const auto& t : terms) {
+    FTX_CHECK(t.shape == terms[0].shape, origin,
+              "cannot add shapes " + shape_to_string(terms[0].shape) + " and " + shape_to_string(t.shape));
+    const std::vector<double> v = as_double(t);
+    for (size_t i = 0; i < v.size(); ++i) {
+      float x = round_to(dtype, static_cast<float>(v[i]));
+      if (divisor > 1) x = round_to(dtype, x / static_cast<float>(divisor));
+      sum[i] += x;
+    }
+  }
+  return owned_tensor(std::move(sum), terms[0].shape, origin);
+}
+
+TensorView sinusoidal_table(int64_t first, int64_t rows, int64_t H, const std::string& origin) {
+  FTX_CHECK(first >= 0 && rows > 0 && H > 2, origin, "bad sinusoidal table size");
+  const int64_t half = H / 2;
+  const double step = std::log(10000.0) / static_cast<double>(half - 1);
+  std::vector<float> out(static_cast<size_t>(rows * H), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double pos = static_cast<double>(first + r);
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = pos * std::exp(-static_cast<double>(i) * step);
+      out[r * H + i] = static_cast<float>(std::sin(a));
+      out[r * H + half + i] = static_cast<float>(std::cos(a));
+    }
+  }
+  return owned_tensor(std::move(out), {rows, H}, origin);
+}
+
+TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin) {
+  const std::vector<double> v = as_double(t);
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i] * s);
+  return owned_tensor(std::move(out), t.shape, origin);
+}
+
+}  // namespace ftx

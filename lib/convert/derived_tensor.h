@@ -1,0 +1,34 @@
+#pragma once
+// FT files that no single source tensor holds, computed in memory: OPT's embeddings multiplied by
+// project_in / project_out, GPT-NeoX's summed parallel-residual bias, XGLM's sinusoidal position
+// table and scaled embeddings. Each result is an fp32 TensorView that owns its memory, so it takes
+// the same TensorJob path (split, cast, write, manifest) as a tensor mapped from a checkpoint.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/tensor.h"
+
+namespace ftx {
+
+// Wraps `values` (C order, `shape`) as a tensor; `origin` names it in errors and the manifest.
+TensorView owned_tensor(std::vector<float> values, std::vector<int64_t> shape, const std::string& origin);
+
+// a [R, K] times b [K, N] (or, with b_transposed, bᵀ for b [N, K]); float64 sums rounded once.
+TensorView matmul_tensor(const TensorView& a, const TensorView& b, bool b_transposed, const std::string& origin);
+
+// What FT's GPT-NeoX converter writes for `mlp.attention.bias.sum`: each term is stored in the
+// file dtype, divided by `divisor` (the TP size) in that dtype, written, read back and the two
+// added in float32 (numpy's half arithmetic) before the final rounding to `dtype` by the writer.
+TensorView ft_divided_sum(const std::vector<TensorView>& terms, int64_t divisor, DType dtype,
+                          const std::string& origin);
+
+// fairseq / HF XGLMSinusoidalPositionalEmbedding table rows [first, first + rows) of width H:
+// row p = [sin(p·f_0..f_{h-1}) | cos(p·f_0..f_{h-1}) | 0 if H is odd], h = H/2,
+// f_i = exp(-i·ln(10000)/(h-1)). Computed in float64 and rounded once.
+TensorView sinusoidal_table(int64_t first, int64_t rows, int64_t H, const std::string& origin);
+
+// t · s (float64 product rounded once).
+TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin);
+
+}  // namespace ftx

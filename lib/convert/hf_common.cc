@@ -1,0 +1,82 @@
+#include "lib/convert/hf_common.h"
+
+#include "formats/error.h"
+#include "formats/hf_index.h"
+#include "formats/mapped_file.h"
+#include "formats/safetensors.h"
+#include "formats/torch_checkpoint.h"
+
+namespace ftx::hf {
+
+int64_t int_key(const json& j, const std::string& k, const std::string& origin) {
+  auto it = j.find(k);
+  if (it == j.end() || !it->is_number_integer()) throw Error(origin, "missing integer key '" + k + "'");
+  return it->get<int64_t>();
+}
+
+int64_t int_key_any(const json& j, const std::vector<std::string>& keys, const std::string& origin) {
+  for (auto& k : keys) {
+    auto it = j.find(k);
+    if (it != j.end() && it->is_number_integer()) return it->get<int64_t>();
+  }
+  std::string names;
+  for (auto& k : keys) names += (names.empty() ? "'" : " or '") + k + "'";
+  throw Error(origin, "missing integer key " + names);
+}
+
+int64_t int_or(const json& j, const std::string& k, int64_t d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_number_integer()) ? it->get<int64_t>() : d;
+}
+
+double num_or(const json& j, const std::string& k, double d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_number()) ? it->get<double>() : d;
+}
+
+bool bool_or(const json& j, const std::string& k, bool d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : d;
+}
+
+std::string str_or(const json& j, const std::string& k, const std::string& d) {
+  auto it = j.find(k);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
+}
+
+std::vector<NamedTensor> load_weights(const std::string& folder) {
+  HfWeightFiles wf = find_hf_weight_files(folder);
+  std::vector<NamedTensor> all;
+  if (wf.format == "safetensors") {
+    if (!wf.index_path.empty()) return read_safetensors_sharded(wf.index_path);
+    for (auto& f : wf.files) {
+      auto t = read_safetensors(f);
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    return all;
+  }
+  for (auto& f : wf.files) {
+    std::vector<NamedTensor> t;
+    std::vector<NamedValue> others;
+    flatten_value(load_torch_checkpoint(f), "", t, others);
+    for (auto& nt : t) nt.tensor.storage.origin = f;
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
+}
+
+void add_tokenizer_files(const std::string& folder, ConversionPlan& plan) {
+  for (const char* tok : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"}) {
+    std::string p = folder + "/" + tok;
+    if (!path_exists(p)) continue;
+    auto mf = MappedFile::open(p);
+    Storage s;
+    s.data = mf->data();
+    s.nbytes = mf->size();
+    s.keep_alive = mf;
+    s.origin = p;
+    plan.copy_files.emplace_back(tok, s);
+  }
+}
+
+}  // namespace ftx::hf

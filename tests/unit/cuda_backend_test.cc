@@ -1,0 +1,541 @@
+// The CUDA backend against the CPU reference backend, op by op and for a whole Engine run (label
+// `gpu`: every test skips itself when there is no CUDA device, or when ftx was built without CUDA).
+//
+// Inputs are fresh uniform(-1, 1) floats every run (seed printed with each failure; FTX_TEST_SEED
+// fixes it). Tolerance for every fp32 comparison, element-wise:
+//     |cuda_i - cpu_i| <= 1e-5 · max(1, scale_i)
+// with scale_i = |cpu_i| (relative, absolute for values below 1), except for GEMM outputs, where
+// scale_i = Σ_k |A_ik|·|B_kj| (the error bound of a dot product does not shrink with cancellation).
+// End to end: identical greedy tokens and logits within 1e-4 of the row's largest |logit|
+// (test::logits_close), on all engine fixture models (MHA/MQA, learned/rotary both styles/ALiBi,
+// pre/post-LN, parallel residual, gated FFN).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "lib/ops/backend.h"
+
+#ifdef FTX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda_backend/cuda_backend_impl.h"
+#endif
+
+namespace ftx {
+namespace {
+
+bool have_cuda_device() {
+#ifdef FTX_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+#else
+  return false;
+#endif
+}
+
+#define REQUIRE_CUDA_DEVICE() \
+  if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device"
+
+uint32_t test_seed() {
+  if (const char* s = std::getenv("FTX_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+  return std::random_device{}();
+}
+
+// Both backends plus a seeded generator.
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_CUDA_DEVICE();
+    seed_ = test_seed();
+    rng_.seed(seed_);
+    cpu_ = ops::make_backend("cpu", 1);
+    gpu_ = ops::make_backend("cuda", 1);
+  }
+  void TearDown() override {
+    for (auto& [be, p] : owned_) be->release(p);
+    owned_.clear();
+  }
+
+  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng_);
+    return v;
+  }
+  int32_t random_int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng_); }
+
+  // A buffer of the same contents on both backends.
+  struct Dual {
+    float* c = nullptr;
+    float* g = nullptr;
+    size_t n = 0;
+  };
+  Dual dual(const std::vector<float>& host) {
+    Dual d{cpu_->alloc(host.size()), gpu_->alloc(host.size()), host.size()};
+    owned_.push_back({cpu_.get(), d.c});
+    owned_.push_back({gpu_.get(), d.g});
+    cpu_->upload(d.c, host.data(), host.size());
+    gpu_->upload(d.g, host.data(), host.size());
+    return d;
+  }
+  Dual dual_random(size_t n) { return dual(random(n)); }
+  std::vector<float> get(ops::Backend& be, const float* p, size_t n) {
+    std::vector<float> v(n);
+    be.download(v.data(), p, n);
+    return v;
+  }
+  std::vector<float> cpu_of(const Dual& d) { return get(*cpu_, d.c, d.n); }
+  std::vector<float> gpu_of(const Dual& d) { return get(*gpu_, d.g, d.n); }
+
+  // The file's tolerance (see the top comment); `scale` replaces |want_i| when given.
+  ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
+                                   const std::vector<double>* scale = nullptr, double rel = 1e-5) {
+    if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes differ";
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double s = scale ? (*scale)[i] : std::fabs(static_cast<double>(want[i]));
+      const double d = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+      if (!(d <= rel * std::max(1.0, s)))
+        return ::testing::AssertionFailure() << "element " << i << " of " << got.size() << ": cuda " << got[i]
+                                             << ", cpu " << want[i] << " (|diff| " << d << ", seed " << seed_ << ")";
+    }
+    return ::testing::AssertionSuccess();
+  }
+  ::testing::AssertionResult same(const Dual& d) { return close(gpu_of(d), cpu_of(d)); }
+
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+  std::unique_ptr<ops::Backend> cpu_, gpu_;
+  std::vector<std::pair<ops::Backend*, float*>> owned_;
+};
+
+TEST_F(CudaVsCpu, NameAndMemoryRoundTrip) {
+  EXPECT_EQ(gpu_->name(), "cuda");
+  // Many sizes, released out of order, reallocated: contents survive, nothing aliases.
+  std::vector<std::pair<float*, std::vector<float>>> live;
+  for (size_t n : {size_t(1), size_t(0), size_t(3), size_t(1000), size_t(65), size_t(1) << 20, size_t(7)}) {
+    auto host = random(n);
+    float* p = gpu_->alloc(n);
+    ASSERT_NE(p, nullptr);
+    gpu_->upload(p, host.data(), n);
+    live.emplace_back(p, host);
+  }
+  gpu_->release(live[1].first);
+  gpu_->release(live[4].first);
+  live.erase(live.begin() + 4);
+  live.erase(live.begin() + 1);
+  for (size_t n : {size_t(64), size_t(2) << 20}) {
+    auto host = random(n);
+    float* p = gpu_->alloc(n);
+    gpu_->upload(p, host.data(), n);
+    live.emplace_back(p, host);
+  }
+  for (auto& [p, host] : live) {
+    EXPECT_EQ(get(*gpu_, p, host.size()), host);
+    gpu_->release(p);
+  }
+  gpu_->release(nullptr);
+}
+
+TEST_F(CudaVsCpu, CopyAndFill) {
+  for (size_t n : {size_t(1), size_t(37), size_t(100000)}) {
+    auto a = dual_random(n), b = dual_random(n);
+    cpu_->copy(b.c, a.c, n);
+    gpu_->copy(b.g, a.g, n);
+    EXPECT_EQ(gpu_of(b), cpu_of(b));
+    const float v = random(1)[0];
+    cpu_->fill(a.c, v, n);
+    gpu_->fill(a.g, v, n);
+    EXPECT_EQ(gpu_of(a), cpu_of(a));
+  }
+  // Overlapping ranges copy as memmove, both directions.
+  auto a = dual_random(1000);
+  cpu_->copy(a.c + 10, a.c, 900);
+  gpu_->copy(a.g + 10, a.g, 900);
+  cpu_->copy(a.c, a.c + 7, 900);
+  gpu_->copy(a.g, a.g + 7, 900);
+  EXPECT_EQ(gpu_of(a), cpu_of(a));
+}
+
+TEST_F(CudaVsCpu, Gemm) {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (const Shape s : {Shape{1, 1, 1}, Shape{1, 257, 129}, Shape{3, 5, 7}, Shape{17, 33, 65}, Shape{64, 96, 128},
+                        Shape{5, 1001, 64}, Shape{2, 64, 1024}})
+    for (bool trans_b : {false, true})
+      for (float beta : {0.0f, 0.5f})
+        for (int64_t misalign : {0, 1}) {  // offset pointers: cuBLASLt must not assume 256-byte alignment
+          SCOPED_TRACE("M " + std::to_string(s.M) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
+                       " trans_b " + std::to_string(trans_b) + " beta " + std::to_string(beta) + " misalign " +
+                       std::to_string(misalign));
+          const auto ha = random(s.M * s.K + misalign), hb = random(s.K * s.N + misalign);
+          auto a = dual(ha), b = dual(hb), c = dual_random(s.M * s.N + misalign);
+          if (beta == 0.0f) {  // beta 0 must ignore C, even NaN
+            const std::vector<float> nan(c.n, std::nanf(""));
+            cpu_->upload(c.c, nan.data(), c.n);
+            gpu_->upload(c.g, nan.data(), c.n);
+          }
+          const auto c0 = cpu_of(c);
+          cpu_->gemm(s.M, s.N, s.K, a.c + misalign, b.c + misalign, trans_b, c.c + misalign, beta);
+          gpu_->gemm(s.M, s.N, s.K, a.g + misalign, b.g + misalign, trans_b, c.g + misalign, beta);
+          std::vector<double> scale(c.n, 0.0);
+          for (int64_t m = 0; m < s.M; ++m)
+            for (int64_t n = 0; n < s.N; ++n) {
+              double acc = beta != 0.0f ? std::fabs(beta * c0[misalign + m * s.N + n]) : 0.0;
+              for (int64_t k = 0; k < s.K; ++k) {
+                const float bv = trans_b ? hb[misalign + n * s.K + k] : hb[misalign + k * s.N + n];
+                acc += std::fabs(static_cast<double>(ha[misalign + m * s.K + k]) * bv);
+              }
+              scale[misalign + m * s.N + n] = acc;
+            }
+          auto got = gpu_of(c), want = cpu_of(c);
+          if (misalign) {  // the element before the matrix is untouched garbage (NaN with beta 0)
+            got.erase(got.begin());
+            want.erase(want.begin());
+            scale.erase(scale.begin());
+          }
+          EXPECT_TRUE(close(got, want, &scale));
+        }
+}
+
+TEST_F(CudaVsCpu, LayerNorm) {
+  for (int64_t rows : {1, 3, 7})
+    for (int64_t H : {1, 5, 64, 257, 1024, 9001})  // 9001 floats > the kernel's shared-memory row cache
+      for (bool with_beta : {true, false})
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE("rows " + std::to_string(rows) + " H " + std::to_string(H) + " beta " +
+                       std::to_string(with_beta) + " in_place " + std::to_string(in_place));
+          auto x = dual(random(rows * H, -3.0f, 5.0f)), gamma = dual_random(H), beta = dual_random(H);
+          auto out = dual_random(rows * H);
+          const Dual& dst = in_place ? x : out;
+          cpu_->layer_norm(dst.c, x.c, gamma.c, with_beta ? beta.c : nullptr, rows, H, 1e-5f);
+          gpu_->layer_norm(dst.g, x.g, gamma.g, with_beta ? beta.g : nullptr, rows, H, 1e-5f);
+          EXPECT_TRUE(same(dst));
+          EXPECT_TRUE(same(x));
+        }
+}
+
+TEST_F(CudaVsCpu, AddResidualLayerNorm) {
+  for (int64_t rows : {1, 5})
+    for (int64_t H : {3, 128, 1000, 9000})
+      for (int variant = 0; variant < 6; ++variant) {
+        // 0: y+bias+LN  1: y+LN  2: bias+LN  3: y+bias, no LN  4: y only  5: LN written over x (post-LN)
+        SCOPED_TRACE("rows " + std::to_string(rows) + " H " + std::to_string(H) + " variant " +
+                     std::to_string(variant));
+        auto x = dual_random(rows * H), y = dual_random(rows * H), bias = dual_random(H);
+        auto gamma = dual_random(H), beta = dual_random(H), out = dual_random(rows * H);
+        const bool use_y = variant != 2, use_bias = variant == 0 || variant == 2 || variant == 3 || variant == 5;
+        const bool ln = variant <= 2 || variant == 5;
+        const Dual& dst = variant == 5 ? x : out;
+        cpu_->add_residual_layer_norm(x.c, use_y ? y.c : nullptr, use_bias ? bias.c : nullptr, ln ? gamma.c : nullptr,
+                                      ln ? beta.c : nullptr, ln ? dst.c : nullptr, rows, H, 1e-6f);
+        gpu_->add_residual_layer_norm(x.g, use_y ? y.g : nullptr, use_bias ? bias.g : nullptr, ln ? gamma.g : nullptr,
+                                      ln ? beta.g : nullptr, ln ? dst.g : nullptr, rows, H, 1e-6f);
+        EXPECT_TRUE(same(x));
+        EXPECT_TRUE(same(out));
+      }
+}
+
+TEST_F(CudaVsCpu, AddBias) {
+  for (int64_t rows : {1, 4, 9})
+    for (int64_t N : {1, 33, 1000}) {
+      auto x = dual_random(rows * N), bias = dual_random(N);
+      cpu_->add_bias(x.c, bias.c, rows, N);
+      gpu_->add_bias(x.g, bias.g, rows, N);
+      cpu_->add_bias(x.c, nullptr, rows, N);  // null bias: no-op
+      gpu_->add_bias(x.g, nullptr, rows, N);
+      EXPECT_TRUE(same(x)) << "rows " << rows << " N " << N;
+    }
+}
+
+TEST_F(CudaVsCpu, BiasActivation) {
+  const Activation acts[] = {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu,
+                             Activation::kSilu, Activation::kSwiGlu,   Activation::kGeGlu};
+  for (Activation act : acts)
+    for (int64_t rows : {1, 3})
+      for (int64_t N : {7, 1024})
+        for (int flags = 0; flags < 4; ++flags) {
+          const bool with_bias = flags & 1, gated = (act == Activation::kSwiGlu || act == Activation::kGeGlu),
+                     with_gate_bias = flags & 2;
+          SCOPED_TRACE("act " + std::to_string(static_cast<int>(act)) + " rows " + std::to_string(rows) + " N " +
+                       std::to_string(N) + " flags " + std::to_string(flags));
+          auto x = dual(random(rows * N, -4.0f, 4.0f)), bias = dual_random(N), gate = dual_random(rows * N);
+          auto gate_bias = dual_random(N);
+          cpu_->bias_activation(x.c, with_bias ? bias.c : nullptr, gated ? gate.c : nullptr,
+                                gated && with_gate_bias ? gate_bias.c : nullptr, rows, N, act);
+          gpu_->bias_activation(x.g, with_bias ? bias.g : nullptr, gated ? gate.g : nullptr,
+                                gated && with_gate_bias ? gate_bias.g : nullptr, rows, N, act);
+          EXPECT_TRUE(same(x));
+        }
+}
+
+TEST_F(CudaVsCpu, Embedding) {
+  const int64_t V = 50, P = 3000;
+  for (auto table : {ops::PositionTable::kNone, ops::PositionTable::kLearned, ops::PositionTable::kSinusoidal})
+    for (int64_t H : {1, 2, 33, 64, 1000})
+      for (int64_t offset : {0, 2}) {
+        SCOPED_TRACE("table " + std::to_string(static_cast<int>(table)) + " H " + std::to_string(H) + " offset " +
+                     std::to_string(offset));
+        const int64_t rows = 13;
+        std::vector<int32_t> ids(rows), pos(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          ids[r] = random_int(0, V - 1);
+          pos[r] = random_int(0, static_cast<int32_t>(P - 1 - offset));
+        }
+        pos[0] = 0;
+        auto wte = dual_random(V * H), wpe = dual_random(P * H), out = dual_random(rows * H);
+        const float scale = offset ? std::sqrt(static_cast<float>(H)) : 1.0f;
+        const bool learned = table == ops::PositionTable::kLearned;
+        cpu_->embedding(out.c, wte.c, learned ? wpe.c : nullptr, table, offset, ids.data(), pos.data(), rows, H, scale);
+        gpu_->embedding(out.g, wte.g, learned ? wpe.g : nullptr, table, offset, ids.data(), pos.data(), rows, H, scale);
+        EXPECT_TRUE(same(out));
+      }
+}
+
+TEST_F(CudaVsCpu, Rotary) {
+  struct Case {
+    int64_t heads, head_dim, rot_dim, extra;  // extra: trailing columns (V heads) left alone
+    RotaryStyle style;
+    double base;
+  };
+  const Case cases[] = {{2, 16, 16, 32, RotaryStyle::kInterleaved, 10000.0},
+                        {2, 16, 16, 32, RotaryStyle::kHalfSplit, 10000.0},
+                        {5, 64, 16, 64, RotaryStyle::kHalfSplit, 10000.0},  // partial (NeoX 25%)
+                        {3, 10, 6, 0, RotaryStyle::kInterleaved, 1e6},
+                        {3, 10, 6, 7, RotaryStyle::kHalfSplit, 1e6},
+                        {8, 128, 64, 256, RotaryStyle::kInterleaved, 10000.0}};
+  for (const Case& c : cases)
+    for (int64_t rows : {1, 6}) {
+      SCOPED_TRACE("heads " + std::to_string(c.heads) + " d " + std::to_string(c.head_dim) + " rot " +
+                   std::to_string(c.rot_dim) + " rows " + std::to_string(rows));
+      const int64_t stride = c.heads * c.head_dim + c.extra;
+      std::vector<int32_t> pos(rows);
+      for (auto& p : pos) p = random_int(0, 4000);
+      auto qkv = dual_random(rows * stride);
+      cpu_->rotary(qkv.c, rows, stride, pos.data(), c.heads, c.head_dim, c.rot_dim, c.style, c.base);
+      gpu_->rotary(qkv.g, rows, stride, pos.data(), c.heads, c.head_dim, c.rot_dim, c.style, c.base);
+      EXPECT_TRUE(same(qkv));
+    }
+}
+
+struct AttnCase {
+  int64_t q_heads, kv_heads, head_dim;
+  bool alibi;
+};
+const AttnCase kAttnCases[] = {
+    {4, 4, 16, false},  {4, 1, 16, false},  // MHA, MQA
+    {6, 2, 25, false},                      // grouped, odd head_dim
+    {6, 6, 16, true},   {6, 1, 32, true},   // ALiBi (6: not a power of two), ALiBi + MQA
+    {2, 2, 1, false},   {3, 3, 64, false}, {2, 2, 128, false},
+    {2, 1, 256, true},  // head_dim 256: the kernel's opt-in shared memory
+};
+
+std::string attn_name(const AttnCase& c) {
+  return "q_heads " + std::to_string(c.q_heads) + " kv_heads " + std::to_string(c.kv_heads) + " head_dim " +
+         std::to_string(c.head_dim) + (c.alibi ? " alibi" : "");
+}
+
+ops::AttentionShape attn_shape(const AttnCase& c, int64_t max_seq, std::vector<float>& slopes) {
+  ops::AttentionShape sh;
+  sh.q_heads = c.q_heads;
+  sh.kv_heads = c.kv_heads;
+  sh.head_dim = c.head_dim;
+  sh.max_seq = max_seq;
+  sh.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  if (c.alibi) {
+    slopes = ops::alibi_slopes(c.q_heads);
+    sh.alibi_slopes = slopes.data();
+  }
+  return sh;
+}
+
+// Prefill of a right-padded batch into permuted cache rows (one row unused); outputs (padded
+// positions zero) and both whole caches (untouched slots keep their garbage) must match.
+TEST_F(CudaVsCpu, ContextAttention) {
+  struct Batch {
+    int64_t S;
+    std::vector<int32_t> lengths, rows;
+  };
+  const Batch batches[] = {{5, {5, 1, 3}, {2, 0, 3}}, {37, {37, 20, 1}, {1, 3, 0}}, {1, {1}, {2}},
+                           {70, {70, 33}, {3, 1}}};
+  for (const AttnCase& c : kAttnCases)
+    for (const Batch& bt : batches) {
+      SCOPED_TRACE(attn_name(c) + " S " + std::to_string(bt.S));
+      const int64_t B = static_cast<int64_t>(bt.lengths.size()), cache_rows = 4, max_seq = 80;
+      std::vector<float> slopes;
+      const auto sh = attn_shape(c, max_seq, slopes);
+      auto qkv = dual(random(B * bt.S * sh.qkv_width(), -2.0f, 2.0f));
+      auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+      auto out = dual_random(B * bt.S * c.q_heads * c.head_dim);
+      cpu_->context_attention(out.c, qkv.c, B, bt.S, bt.lengths.data(), bt.rows.data(), kc.c, vc.c, sh);
+      gpu_->context_attention(out.g, qkv.g, B, bt.S, bt.lengths.data(), bt.rows.data(), kc.g, vc.g, sh);
+      EXPECT_TRUE(same(out));
+      EXPECT_TRUE(same(kc));
+      EXPECT_TRUE(same(vc));
+    }
+}
+
+// One decode step over random histories of different lengths (slot 0, several key tiles, the
+// last slot of the cache), rows in any order.
+TEST_F(CudaVsCpu, DecodeAttention) {
+  for (const AttnCase& c : kAttnCases) {
+    SCOPED_TRACE(attn_name(c));
+    const int64_t cache_rows = 6, max_seq = 150;
+    std::vector<float> slopes;
+    const auto sh = attn_shape(c, max_seq, slopes);
+    const std::vector<int32_t> rows = {3, 0, 5, 1, 4};
+    const std::vector<int32_t> past = {0, 31, 32, 149, random_int(1, 148)};
+    const int64_t n = static_cast<int64_t>(rows.size());
+    auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
+    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+    auto out = dual_random(n * c.q_heads * c.head_dim);
+    cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
+    gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
+    EXPECT_TRUE(same(out));
+    EXPECT_TRUE(same(kc));
+    EXPECT_TRUE(same(vc));
+  }
+}
+
+// Prefill then decode steps on both: the cache written by one path is read by the other.
+TEST_F(CudaVsCpu, PrefillThenDecode) {
+  for (const AttnCase& c : kAttnCases) {
+    SCOPED_TRACE(attn_name(c));
+    const int64_t B = 3, S = 9, max_seq = 20;
+    std::vector<float> slopes;
+    const auto sh = attn_shape(c, max_seq, slopes);
+    std::vector<int32_t> lengths = {9, 2, 5}, rows = {1, 2, 0};
+    auto kc = dual_random(B * sh.cache_row_elems()), vc = dual_random(B * sh.cache_row_elems());
+    auto qkv = dual(random(B * S * sh.qkv_width()));
+    auto out = dual_random(B * S * c.q_heads * c.head_dim);
+    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), rows.data(), kc.c, vc.c, sh);
+    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), rows.data(), kc.g, vc.g, sh);
+    for (int step = 0; step < 4; ++step) {
+      auto q1 = dual(random(B * sh.qkv_width()));
+      cpu_->decode_attention(out.c, q1.c, B, rows.data(), lengths.data(), kc.c, vc.c, sh);
+      gpu_->decode_attention(out.g, q1.g, B, rows.data(), lengths.data(), kc.g, vc.g, sh);
+      for (auto& l : lengths) ++l;
+    }
+    EXPECT_TRUE(same(out));
+    EXPECT_TRUE(same(kc));
+    EXPECT_TRUE(same(vc));
+  }
+}
+
+TEST_F(CudaVsCpu, GatherCacheRows) {
+  struct Case {
+    std::vector<int32_t> dst, src;
+  };
+  const Case cases[] = {
+      {{0, 1}, {1, 0}},                  // swap
+      {{0, 1, 2}, {1, 2, 0}},            // cycle
+      {{1, 2, 3}, {0, 0, 0}},            // fan-out of one parent
+      {{0, 1, 2, 3, 4}, {0, 0, 1, 1, 4}},  // beam reorder with identity pairs
+      {{2, 2, 1}, {0, 1, 3}},            // repeated dst: the last pair wins
+      {{3}, {3}},                        // nothing to do
+  };
+  for (const Case& c : cases)
+    for (int64_t row_elems : {7, 64, 4096}) {
+      SCOPED_TRACE("row_elems " + std::to_string(row_elems) + " first dst " + std::to_string(c.dst[0]));
+      auto cache = dual_random(5 * row_elems);
+      cpu_->gather_cache_rows(cache.c, c.dst.data(), c.src.data(), static_cast<int64_t>(c.dst.size()), row_elems);
+      gpu_->gather_cache_rows(cache.g, c.dst.data(), c.src.data(), static_cast<int64_t>(c.dst.size()), row_elems);
+      EXPECT_EQ(gpu_of(cache), cpu_of(cache));
+    }
+}
+
+// The Engine on both backends over the fixture models: same greedy tokens (each backend picks its
+// own argmax; the CPU's token is fed to both so the paths stay comparable), logits within 1e-4,
+// including after a beam-style copy_rows; and no device allocation after reserve().
+class CudaEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngine, GreedyMatchesCpu) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir);
+  auto cpu = ops::make_backend("cpu", 1);
+  auto gpu = ops::make_backend("cuda", 1);
+  dist::SingleRank comm;
+  auto wc = ModelWeights::load(dir + "/1-gpu", 0, 1, *cpu);
+  auto wg = ModelWeights::load(dir + "/1-gpu", 0, 1, *gpu);
+  Engine ec(wc, *cpu, comm), eg(wg, *gpu, comm);
+  const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab, steps = 6;
+  int64_t longest = 0;
+  for (const auto& p : e.prompts) longest = std::max<int64_t>(longest, p.size());
+  // One spare row for copy_rows.
+  ec.reserve(B + 1, longest + steps + 1, B * longest);
+  eg.reserve(B + 1, longest + steps + 1, B * longest);
+  std::vector<int32_t> rows(B);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<float> lc(B * V), lg(B * V);
+  ec.prefill(e.prompts, rows, lc.data());
+  eg.prefill(e.prompts, rows, lg.data());
+#ifdef FTX_HAVE_CUDA
+  const auto* impl = dynamic_cast<const cuda::CudaBackend*>(gpu.get());
+  ASSERT_NE(impl, nullptr);
+  const size_t blocks_after_prefill = impl->arena().blocks();
+#endif
+  auto argmax = [V](const float* l) { return static_cast<int32_t>(std::max_element(l, l + V) - l); };
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<int32_t> tokens(B);
+    for (int64_t b = 0; b < B; ++b) {
+      EXPECT_TRUE(test::logits_close(lg.data() + b * V, lc.data() + b * V, V, 1e-4))
+          << "prompt " << b << " step " << s;
+      tokens[b] = argmax(lc.data() + b * V);
+      EXPECT_EQ(argmax(lg.data() + b * V), tokens[b]) << "prompt " << b << " step " << s;
+    }
+    if (s == 2) {  // beam fan-out: the spare row takes row 1's history
+      ec.copy_rows({static_cast<int32_t>(B)}, {1});
+      eg.copy_rows({static_cast<int32_t>(B)}, {1});
+    }
+    std::vector<int32_t> feed = tokens, active = rows;
+    if (s >= 2) {
+      feed.push_back(tokens[1]);
+      active.push_back(static_cast<int32_t>(B));
+    }
+    std::vector<float> c2(feed.size() * V), g2(feed.size() * V);
+    ec.decode(feed, active, c2.data());
+    eg.decode(feed, active, g2.data());
+    for (size_t i = B; i < feed.size(); ++i)  // the copied row: CPU vs CUDA
+      EXPECT_TRUE(test::logits_close(g2.data() + i * V, c2.data() + i * V, V, 1e-4)) << "copied row, step " << s;
+    std::copy(c2.begin(), c2.begin() + B * V, lc.begin());
+    std::copy(g2.begin(), g2.begin() + B * V, lg.begin());
+  }
+#ifdef FTX_HAVE_CUDA
+  EXPECT_EQ(impl->arena().blocks(), blocks_after_prefill) << "decode steps allocated new device blocks";
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(test::engine_model_names()),
+                         [](const auto& info) { return info.param; });
+
+// Without a device the factory's error says so (runs only where there is no device).
+TEST(CudaBackendFactory, NoDeviceIsAClearError) {
+  if (have_cuda_device()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    ops::make_backend("cuda", 1);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+#ifdef FTX_HAVE_CUDA
+    EXPECT_NE(std::string(e.what()).find("no CUDA device found (cudaGetDeviceCount: "), std::string::npos) << e.what();
+#else
+    EXPECT_NE(std::string(e.what()).find("the CUDA backend is not built in this version"), std::string::npos)
+        << e.what();
+#endif
+  }
+}
+
+}  // namespace
+}  // namespace ftx
