@@ -8,10 +8,10 @@ namespace {
 ftx::cmd::Action setup(CLI::App* sub) {
   auto f = std::make_shared<ftx::cmd::ConvertFlags>();
   ftx::cmd::add_convert_flags(sub, *f);
-  sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder");
+  sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm");
   return [f] { return ftx::cmd::run_convert(*f, ftx::plan_hf); };
 }
 
 }  // namespace
 
-FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace GPT-2 / GPTBigCode model folder to FasterTransformer's layout", setup);
+FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace GPT-2 / GPTBigCode / GPT-J / GPT-NeoX / BLOOM / OPT / XGLM model folder to FasterTransformer's layout", setup);

@@ -17,7 +17,7 @@
 #include "lib/engine/generator.h"
 #include "lib/engine/model_weights.h"
 #include "lib/ops/backend.h"
-#include "lib/tokenizer/tokenizer.h"
+#include "lib/tokenizer/model_tokenizer.h"
 
 namespace {
 
@@ -36,19 +36,6 @@ struct GenerateFlags {
   int threads = 0;
 };
 
-// The tokenizer of --tokenizer, else the model folder's (or its parent's, where converters copy
-// vocab files), else none.
-std::unique_ptr<ftx::Tokenizer> find_tokenizer(const GenerateFlags& f) {
-  if (!f.tokenizer_dir.empty()) return ftx::load_tokenizer(f.tokenizer_dir);
-  for (const std::string& d : {f.model_dir, f.model_dir + "/.."}) {
-    try {
-      return ftx::load_tokenizer(d);
-    } catch (const ftx::Error&) {
-    }
-  }
-  return nullptr;
-}
-
 int run_generate(const GenerateFlags& f) {
   if (f.input_ids.empty() == f.prompts.empty())
     throw ftx::UsageError("give exactly one of --input-ids FILE.csv and --prompts FILE");
@@ -61,7 +48,7 @@ int run_generate(const GenerateFlags& f) {
   const bool leader = comm->rank() == 0;
 
   const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
-  auto tokenizer = find_tokenizer(f);
+  auto tokenizer = ftx::find_model_tokenizer(f.model_dir, f.tokenizer_dir);
 
   // Requests.
   std::vector<std::vector<int32_t>> prompts;

@@ -52,7 +52,7 @@ void Generator::run_batch(const std::vector<DecodeRequest>& batch, int64_t first
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = static_cast<int64_t>(batch[b].input_ids.size());
     if (len + batch[b].max_new_tokens > max_seq)
-      throw Error("prompt " + std::to_string(first_index + b) + ": " + std::to_string(len) +
+      throw Error("prompt " + std::to_string(first_index + b + 1) + ": " + std::to_string(len) +
                   " prompt tokens + " + std::to_string(batch[b].max_new_tokens) +
                   " new tokens exceed --max-seq-len " + std::to_string(max_seq));
   }

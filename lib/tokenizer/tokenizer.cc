@@ -6,12 +6,17 @@
 
 #include "formats/error.h"
 #include "lib/tokenizer/gpt2_bpe.h"
+#include "lib/tokenizer/hf_bpe_tokenizer.h"
 #include "lib/tokenizer/sentencepiece_tokenizer.h"
+#include "lib/tokenizer/xglm_tokenizer.h"
 
 namespace ftx {
 namespace {
 
 namespace fs = std::filesystem;
+
+// XGLM's file name (HF XGLMTokenizer's vocab_file): SentencePiece with fairseq's id order.
+constexpr const char* kXglmModel = "sentencepiece.bpe.model";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -41,10 +46,15 @@ std::string pick(const std::string& dir, const std::vector<std::string>& names, 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   std::error_code ec;
   fs::file_status st = fs::status(dir, ec);
-  if (fs::is_regular_file(st) && ends_with(dir, ".model")) return std::make_unique<SentencePieceTokenizer>(dir);
+  if (fs::is_regular_file(st)) {
+    const std::string name = fs::path(dir).filename().string();
+    if (name == kXglmModel) return std::make_unique<XglmTokenizer>(dir);
+    if (ends_with(name, ".model")) return std::make_unique<SentencePieceTokenizer>(dir);
+    if (ends_with(name, ".json")) return std::make_unique<HfBpeTokenizer>(dir);
+  }
   if (!fs::exists(st)) throw Error(dir, "no such tokenizer folder");
   if (!fs::is_directory(st))
-    throw Error(dir, "expected a folder with tokenizer files or a SentencePiece .model file");
+    throw Error(dir, "expected a folder with tokenizer files, a SentencePiece .model file or a tokenizer.json file");
 
   std::vector<std::string> names;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
@@ -62,6 +72,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
       "*merge*.txt");
   if (!vocab.empty() && !merges.empty()) return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
 
+  auto has = [&](const char* name) { return std::binary_search(names.begin(), names.end(), std::string(name)); };
+  if (has(kXglmModel)) return std::make_unique<XglmTokenizer>((fs::path(dir) / kXglmModel).string());
+  if (has("tokenizer.model")) return std::make_unique<SentencePieceTokenizer>((fs::path(dir) / "tokenizer.model").string());
+  if (has("tokenizer.json")) return std::make_unique<HfBpeTokenizer>((fs::path(dir) / "tokenizer.json").string());
+
   std::string model = pick(
       dir, names, "tokenizer.model", [](const std::string& n) { return ends_with(n, ".model"); }, "*.model");
   if (!model.empty()) return std::make_unique<SentencePieceTokenizer>(model);
@@ -69,8 +84,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   if (!vocab.empty()) throw Error(dir, "has " + vocab + " but no merges.txt (or *merge*.txt) for GPT-2 BPE");
   if (!merges.empty()) throw Error(dir, "has " + merges + " but no vocab.json (or *vocab*.json) for GPT-2 BPE");
   throw Error(dir,
-              "no tokenizer files: looked for vocab.json + merges.txt (or *vocab*.json + *merge*.txt) "
-              "and tokenizer.model (or *.model)");
+              "no tokenizer files: looked for vocab.json + merges.txt (or *vocab*.json + *merge*.txt), "
+              "sentencepiece.bpe.model, tokenizer.model, tokenizer.json and *.model");
 }
 
 }  // namespace ftx

@@ -1,7 +1,9 @@
 #pragma once
-// A tokenizer turns UTF-8 text into model token ids and back. Two kinds exist: GPT-2's byte-level
-// BPE (vocab.json + merges.txt; GPT-2, GPT-J, Megatron GPT) and SentencePiece (tokenizer.model;
-// NeMo GPT-Next). `load_tokenizer` picks one by looking at the files in a model folder.
+// A tokenizer turns UTF-8 text into model token ids and back. Four kinds exist: GPT-2's byte-level
+// BPE (vocab.json + merges.txt; GPT-2, GPT-J, Megatron GPT), HuggingFace tokenizer.json files of
+// byte-level BPE models (GPT-NeoX, BLOOM), XGLM's SentencePiece model with fairseq's id order
+// (sentencepiece.bpe.model) and SentencePiece (tokenizer.model; NeMo GPT-Next). `load_tokenizer`
+// picks one by looking at the files in a model folder.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,16 +29,24 @@ class Tokenizer {
   // Special ids where the vocabulary has them.
   virtual std::optional<int32_t> bos_id() const = 0;
   virtual std::optional<int32_t> eos_id() const = 0;
-  // "gpt2-bpe" or "sentencepiece", for messages.
+  // "gpt2-bpe", "hf-bpe", "xglm-sentencepiece" or "sentencepiece", for messages.
   virtual std::string kind() const = 0;
   // The file(s) it was loaded from, for messages.
   virtual std::string source() const = 0;
 };
 
-// Loads the tokenizer in `dir`, which is a model folder or a SentencePiece .model file. Looks for,
-// in this order: vocab.json + merges.txt (GPT-2 BPE); tokenizer.model (SentencePiece); then the
-// names converters write with prefixes: exactly one *vocab*.json with exactly one *merge*.txt, or
-// exactly one *.model. Throws ftx::Error naming the folder and what was looked for.
+// Loads the tokenizer in `dir`, which is a model folder, or one file: a SentencePiece .model
+// (named sentencepiece.bpe.model: XGLM's) or a tokenizer.json. In a folder it looks for, in this
+// order, and takes the first found:
+//   1. vocab.json + merges.txt, or exactly one *vocab*.json with exactly one *merge*.txt (GPT-2 BPE);
+//   2. sentencepiece.bpe.model (XGLM: SentencePiece with fairseq's id order, XglmTokenizer);
+//   3. tokenizer.model (SentencePiece);
+//   4. tokenizer.json (HuggingFace byte-level BPE, HfBpeTokenizer);
+//   5. exactly one *.model (SentencePiece, as converters and NeMo archives name it).
+// GPT-2's files come before tokenizer.json because encoder.py is their definition (and they
+// differ on "<|endoftext|>" in text); XGLM's and SentencePiece files come before tokenizer.json
+// because HF writes Unigram or Metaspace tokenizer.json files next to them, which ftx does not read.
+// Throws ftx::Error naming the folder and what was looked for.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 
 }  // namespace ftx

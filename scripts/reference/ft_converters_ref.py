@@ -14,7 +14,21 @@ Where ftx deliberately differs from FT, this reference implements ftx's document
 Only the keys listed in §2.2 (plus the TL keys TensorRT-LLM's loader requires) are written here;
 ftx may write more.
 
-Usage: ft_converters_ref.py {megatron|nemo|hf} -i SRC -o OUT -g T -t {fp32,fp16,bf16}
+HF GPT-J, GPT-NeoX, BLOOM and OPT (kinds gptj, gptneox, bloom, opt) follow FT's
+huggingface_gptj_ckpt_convert.py, huggingface_gptneox_convert.py, huggingface_bloom_convert.py and
+huggingface_opt_convert.py as §2.2, §3.2, §3.3 and §3.6 describe them, on the raw HF state dict (no
+`transformers` needed), with ftx's documented differences:
+  * GPT-J: rotary_embedding is the head size when rotary_dim is null (FT writes "None", which FT's
+    reader cannot parse, §7.5); weight_data_type and the files follow -t (FT always writes fp32);
+  * GPT-NeoX without parallel residual: attention.dense.bias and mlp.dense_4h_to_h.bias are NOT
+    divided by T (FT's runtime adds them once after the all-reduce, so FT's division is a bug for
+    T > 1). With parallel residual, mlp.attention.bias.sum is FT's: each bias in the file dtype,
+    divided by T in that dtype, summed in float32; the two separate bias files FT also writes there
+    (its loader never reads them) are not written. model_name is _name_or_path (FT takes -model_name);
+  * OPT: wte/lm_head with project_in/project_out are torch.matmul in float32, as FT computes them.
+XGLM has no public FT converter: kind xglm writes ftx's own layout as ftx-convert-hf(1) documents it.
+
+Usage: ft_converters_ref.py {megatron|nemo|hf|gptj|gptneox|bloom|opt} -i SRC -o OUT -g T -t {fp32,fp16,bf16}
        [--head-num N --trained-tensor-parallel-size Tt] [--vocab-path F] [--merges-path F]
 """
 import argparse
@@ -383,9 +397,220 @@ def convert_hf(a):
     write_config(out, keys)
 
 
+# ------------------------------------------------------------------ HF GPT-J / GPT-NeoX / BLOOM / OPT
+
+def write_section(out, section, keys, spaces=True):
+    cp = configparser.ConfigParser()
+    cp[section] = {k: str(v) for k, v in keys.items()}
+    with open(f"{out}/config.ini", "w") as f:
+        cp.write(f, space_around_delimiters=spaces)
+
+
+def split_write(val, path, axis, T, dt):
+    for i, v in enumerate(torch.chunk(val, T, axis)):
+        save(v, f"{path}.{i}.bin", dt)
+
+
+def convert_gptj(a):
+    folder, T, dt = a.in_file, a.infer_gpu_num, a.weight_data_type
+    c = json.load(open(os.path.join(folder, "config.json")))
+    w = load_hf(folder)
+    out = os.path.join(a.saved_dir, f"{T}-gpu")
+    os.makedirs(out)
+    H, n = c["n_embd"], c["n_head"]
+    save(w["transformer.wte.weight"], f"{out}/model.wte.bin", dt)
+    for L in range(c["n_layer"]):
+        k, p = f"transformer.h.{L}.", f"{out}/model.layers.{L}."
+        save(w[k + "ln_1.bias"], p + "input_layernorm.bias.bin", dt)
+        save(w[k + "ln_1.weight"], p + "input_layernorm.weight.bin", dt)
+        split_write(w[k + "mlp.fc_in.weight"].T, p + "mlp.dense_h_to_4h.weight", -1, T, dt)
+        split_write(w[k + "mlp.fc_in.bias"], p + "mlp.dense_h_to_4h.bias", -1, T, dt)
+        split_write(w[k + "mlp.fc_out.weight"].T, p + "mlp.dense_4h_to_h.weight", 0, T, dt)
+        save(w[k + "mlp.fc_out.bias"], p + "mlp.dense_4h_to_h.bias.bin", dt)
+        split_write(w[k + "attn.out_proj.weight"].T, p + "attention.dense.weight", 0, T, dt)
+        qkv = torch.stack([w[k + "attn.q_proj.weight"], w[k + "attn.k_proj.weight"], w[k + "attn.v_proj.weight"]])
+        split_write(qkv.permute(2, 0, 1), p + "attention.query_key_value.weight", -1, T, dt)
+    save(w["transformer.ln_f.weight"], f"{out}/model.final_layernorm.weight.bin", dt)
+    save(w["transformer.ln_f.bias"], f"{out}/model.final_layernorm.bias.bin", dt)
+    save(w["lm_head.weight"], f"{out}/model.lm_head.weight.bin", dt)
+    save(w["lm_head.bias"], f"{out}/model.lm_head.bias.bin", dt)
+    write_section(out, "gptj", OrderedDict(
+        model_name=c.get("_name_or_path") or "gptj", head_num=n, size_per_head=H // n, inter_size=4 * H,
+        num_layer=c["n_layer"], rotary_embedding=c.get("rotary_dim") or H // n,  # ftx: never "None"
+        vocab_size=c["vocab_size"], start_id=c["bos_token_id"], end_id=c["eos_token_id"],
+        weight_data_type=ft_dtype(dt)))  # ftx: follows -t (FT: always fp32)
+
+
+def convert_gptneox(a):
+    folder, T, dt = a.in_file, a.infer_gpu_num, a.weight_data_type
+    c = json.load(open(os.path.join(folder, "config.json")))
+    w = load_hf(folder)
+    out = os.path.join(a.saved_dir, f"{T}-gpu")
+    os.makedirs(out)
+    H, n = c["hidden_size"], c["num_attention_heads"]
+    d = H // n
+    par = int(c.get("use_parallel_residual", True))
+    tdt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+    save(w["gpt_neox.embed_in.weight"], f"{out}/model.wte.bin", dt)
+    save(w["gpt_neox.final_layer_norm.weight"], f"{out}/model.final_layernorm.weight.bin", dt)
+    save(w["gpt_neox.final_layer_norm.bias"], f"{out}/model.final_layernorm.bias.bin", dt)
+    save(w["embed_out.weight"], f"{out}/model.lm_head.weight.bin", dt)
+    for L in range(c["num_hidden_layers"]):
+        k, p = f"gpt_neox.layers.{L}.", f"{out}/model.layers.{L}."
+        for ln in ("input_layernorm", "post_attention_layernorm"):
+            for wb in ("weight", "bias"):
+                save(w[k + f"{ln}.{wb}"], p + f"{ln}.{wb}.bin", dt)
+        qw = w[k + "attention.query_key_value.weight"].T  # [H, n*3*d]
+        qw = qw.reshape(H, n, 3, d).permute(0, 2, 1, 3).reshape(H, 3, H)
+        split_write(qw, p + "attention.query_key_value.weight", -1, T, dt)
+        qb = w[k + "attention.query_key_value.bias"].reshape(n, 3, d).permute(1, 0, 2).reshape(3, H)
+        split_write(qb, p + "attention.query_key_value.bias", -1, T, dt)
+        split_write(w[k + "attention.dense.weight"].T, p + "attention.dense.weight", 0, T, dt)
+        split_write(w[k + "mlp.dense_h_to_4h.weight"].T, p + "mlp.dense_h_to_4h.weight", -1, T, dt)
+        split_write(w[k + "mlp.dense_h_to_4h.bias"], p + "mlp.dense_h_to_4h.bias", -1, T, dt)
+        split_write(w[k + "mlp.dense_4h_to_h.weight"].T, p + "mlp.dense_4h_to_h.weight", 0, T, dt)
+        ab, mb = w[k + "attention.dense.bias"], w[k + "mlp.dense_4h_to_h.bias"]
+        if par:
+            # FT: astype(file dtype), / T in that dtype, tofile, fromfile, add in that dtype.
+            div = [(x.float().to(tdt).float() / T).to(tdt) if T > 1 else x.float().to(tdt) for x in (ab, mb)]
+            save((div[0].float() + div[1].float()), p + "mlp.attention.bias.sum.bin", dt)
+        else:
+            save(ab, p + "attention.dense.bias.bin", dt)      # ftx: not divided by T
+            save(mb, p + "mlp.dense_4h_to_h.bias.bin", dt)
+    write_section(out, "gptneox", OrderedDict(
+        model_name=c.get("_name_or_path") or "gptneox", head_num=n, size_per_head=d,
+        inter_size=c["intermediate_size"], num_layer=c["num_hidden_layers"],
+        rotary_embedding=int(d * c["rotary_pct"]), vocab_size=c["vocab_size"], start_id=c["bos_token_id"],
+        end_id=c["eos_token_id"], use_gptj_residual=par, weight_data_type=ft_dtype(dt)))
+
+
+def convert_bloom(a):
+    folder, T, dt = a.in_file, a.infer_gpu_num, a.weight_data_type
+    c = json.load(open(os.path.join(folder, "config.json")))
+    sd = load_hf(folder)
+    out = os.path.join(a.saved_dir, f"{T}-gpu")
+    os.makedirs(out)
+    H, n = c["hidden_size"], c["n_head"]
+    d = H // n
+    rename = {"word_embeddings.weight": "wte", "word_embeddings_layernorm.weight": "pre_decoder_layernorm.weight",
+              "word_embeddings_layernorm.bias": "pre_decoder_layernorm.bias", "ln_f.weight": "final_layernorm.weight",
+              "ln_f.bias": "final_layernorm.bias"}
+    split = {"attention.query_key_value.weight": -1, "attention.query_key_value.bias": -1, "attention.dense.weight": 0,
+             "mlp.dense_h_to_4h.weight": -1, "mlp.dense_h_to_4h.bias": -1, "mlp.dense_4h_to_h.weight": 0}
+    for name, val in sd.items():
+        if name == "lm_head.weight":  # BloomModel (what FT loads) has no lm_head: tied
+            continue
+        name = name[len("transformer."):] if name.startswith("transformer.") else name
+        name = re.sub(r"^h\.", "layers.", name)
+        suffix = re.sub(r"layers\.\d+\.", "", name)
+        name = name.replace(suffix, rename.get(suffix, suffix.replace("self_attention.", "attention.")))
+        name = "model." + name
+        if val.dim() == 2 and not name.endswith("wte"):
+            val = val.T
+        if "query_key_value" in name:
+            val = val.reshape(-1, n, 3, d).permute(0, 2, 1, 3)
+            val = val.reshape(3, H) if name.endswith("bias") else val.reshape(-1, 3, H)
+        axis = next((ax for k, ax in split.items() if k in name), None)
+        if axis is None:
+            save(val, f"{out}/{name}.bin", dt)
+        else:
+            split_write(val, f"{out}/{name}", axis, T, dt)
+    post = c.get("apply_residual_connection_post_layernorm", False)
+    write_section(out, "gpt", OrderedDict(
+        model_name=c.get("_name_or_path", ""), num_layer=c["n_layer"], head_num=n, inter_size=4 * H,
+        size_per_head=d, vocab_size=c["vocab_size"], tensor_para_size=T, weight_data_type=ft_dtype(dt),
+        model_variant="bloom-post" if post else "bloom-pre", layernorm_eps=c["layer_norm_epsilon"],
+        layernorm_type="post_layernorm" if post else "pre_layernorm", activation_type="Gelu",
+        has_positional_encoding=False, has_pre_decoder_layernorm=True, has_post_decoder_layernorm=True,
+        use_attention_linear_bias=True, start_id=c["bos_token_id"], end_id=c["eos_token_id"]), spaces=False)
+
+
+def write_fairseq_layers(sd, P, out, layers, H, T, dt):
+    """OPT/XGLM decoder layers: q/k/v_proj transposed and concatenated [H, 3, H] (FT's OPT converter)."""
+    for L in range(layers):
+        k, p = f"{P}layers.{L}.", f"{out}/model.layers.{L}."
+        a_ = k + "self_attn."
+        qkv = torch.cat([sd[a_ + f"{x}_proj.weight"].T for x in "qkv"], -1).reshape(H, 3, H)
+        split_write(qkv, p + "attention.query_key_value.weight", -1, T, dt)
+        qkvb = torch.cat([sd[a_ + f"{x}_proj.bias"] for x in "qkv"], -1).reshape(3, H)
+        split_write(qkvb, p + "attention.query_key_value.bias", -1, T, dt)
+        split_write(sd[a_ + "out_proj.weight"].T, p + "attention.dense.weight", 0, T, dt)
+        save(sd[a_ + "out_proj.bias"], p + "attention.dense.bias.bin", dt)
+        for src, dst in (("self_attn_layer_norm", "input_layernorm"), ("final_layer_norm", "post_attention_layernorm")):
+            save(sd[k + src + ".weight"], p + dst + ".weight.bin", dt)
+            save(sd[k + src + ".bias"], p + dst + ".bias.bin", dt)
+        split_write(sd[k + "fc1.weight"].T, p + "mlp.dense_h_to_4h.weight", -1, T, dt)
+        split_write(sd[k + "fc1.bias"], p + "mlp.dense_h_to_4h.bias", -1, T, dt)
+        split_write(sd[k + "fc2.weight"].T, p + "mlp.dense_4h_to_h.weight", 0, T, dt)
+        save(sd[k + "fc2.bias"], p + "mlp.dense_4h_to_h.bias.bin", dt)
+
+
+def convert_opt(a):
+    folder, T, dt = a.in_file, a.infer_gpu_num, a.weight_data_type
+    c = json.load(open(os.path.join(folder, "config.json")))
+    sd = load_hf(folder)
+    out = os.path.join(a.saved_dir, f"{T}-gpu")
+    os.makedirs(out)
+    P = "model.decoder."
+    H = c["hidden_size"]
+    emb = sd[P + "embed_tokens.weight"].float()
+    save(sd[P + "embed_positions.weight"][2:], f"{out}/model.wpe.bin", dt)
+    if P + "project_in.weight" in sd:
+        save(torch.matmul(emb, sd[P + "project_in.weight"].float().permute(1, 0)), f"{out}/model.wte.bin", dt)
+        save(torch.matmul(emb, sd[P + "project_out.weight"].float()), f"{out}/model.lm_head.weight.bin", dt)
+    else:
+        save(emb, f"{out}/model.wte.bin", dt)
+        save(emb, f"{out}/model.lm_head.weight.bin", dt)
+    has_final = P + "final_layer_norm.bias" in sd
+    if has_final:
+        save(sd[P + "final_layer_norm.weight"], f"{out}/model.final_layernorm.weight.bin", dt)
+        save(sd[P + "final_layer_norm.bias"], f"{out}/model.final_layernorm.bias.bin", dt)
+    write_fairseq_layers(sd, P, out, c["num_hidden_layers"], H, T, dt)
+    write_section(out, "gpt", OrderedDict(
+        model_name=c.get("_name_or_path") or "opt", head_num=c["num_attention_heads"],
+        size_per_head=H // c["num_attention_heads"], inter_size=c["ffn_dim"],
+        max_pos_seq_len=c["max_position_embeddings"], num_layer=c["num_hidden_layers"], layernorm_eps="1e-5",
+        layernorm_type="pre_layernorm" if c.get("do_layer_norm_before", True) else "post_layernorm",
+        activation_type="Relu", has_post_decoder_layernorm="1" if has_final else "0", vocab_size=c["vocab_size"],
+        start_id=c["bos_token_id"], end_id=c["eos_token_id"], weight_data_type=ft_dtype(dt), int8="False"))
+
+
+def convert_xglm(a):
+    """ftx's own XGLM layout (FT has no public XGLM converter; documented in ftx-convert-hf(1)):
+    [gpt] section, OPT-style layers, model.wpe.bin = fairseq sinusoids of positions 2..P+1 (float64
+    rounded once), model.wte.bin = embed_tokens * sqrt(d_model) (float64 product rounded once),
+    model.lm_head.weight.bin = embed_tokens unscaled, model.final_layernorm = model.layer_norm."""
+    import math
+    folder, T, dt = a.in_file, a.infer_gpu_num, a.weight_data_type
+    c = json.load(open(os.path.join(folder, "config.json")))
+    sd = load_hf(folder)
+    out = os.path.join(a.saved_dir, f"{T}-gpu")
+    os.makedirs(out)
+    H, P = c["d_model"], c["max_position_embeddings"]
+    half = H // 2
+    f = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))
+    ang = torch.arange(2, P + 2, dtype=torch.float64)[:, None] * f[None, :]
+    save(torch.cat([torch.sin(ang), torch.cos(ang)], 1), f"{out}/model.wpe.bin", dt)
+    emb = sd["model.embed_tokens.weight"]
+    scale = math.sqrt(H) if c.get("scale_embedding", True) else 1.0
+    save((emb.double() * scale).float(), f"{out}/model.wte.bin", dt)
+    if scale != 1.0:
+        save(emb, f"{out}/model.lm_head.weight.bin", dt)
+    save(sd["model.layer_norm.weight"], f"{out}/model.final_layernorm.weight.bin", dt)
+    save(sd["model.layer_norm.bias"], f"{out}/model.final_layernorm.bias.bin", dt)
+    write_fairseq_layers(sd, "model.", out, c["num_layers"], H, T, dt)
+    write_section(out, "gpt", OrderedDict(
+        model_name=c.get("_name_or_path") or "xglm", head_num=c["attention_heads"],
+        size_per_head=H // c["attention_heads"], inter_size=c["ffn_dim"], max_pos_seq_len=P,
+        num_layer=c["num_layers"], layernorm_eps=1e-5, layernorm_type="pre_layernorm", activation_type="Gelu",
+        has_positional_encoding=True, has_post_decoder_layernorm=True, vocab_size=c["vocab_size"],
+        start_id=c["bos_token_id"], end_id=c["eos_token_id"], weight_data_type=ft_dtype(dt),
+        tensor_para_size=T, architecture="xglm", activation="Gelu", position_embedding_type="sinusoidal"))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["megatron", "nemo", "hf"])
+    ap.add_argument("kind", choices=["megatron", "nemo", "hf", "gptj", "gptneox", "bloom", "opt", "xglm"])
     ap.add_argument("-i", "--in-file", required=True)
     ap.add_argument("-o", "--saved-dir", required=True)
     ap.add_argument("-g", "--infer-gpu-num", type=int, default=1)
@@ -395,7 +620,8 @@ def main():
     ap.add_argument("--vocab-path")
     ap.add_argument("--merges-path")
     a = ap.parse_args()
-    {"megatron": convert_megatron, "nemo": convert_nemo, "hf": convert_hf}[a.kind](a)
+    {"megatron": convert_megatron, "nemo": convert_nemo, "hf": convert_hf, "gptj": convert_gptj,
+     "gptneox": convert_gptneox, "bloom": convert_bloom, "opt": convert_opt, "xglm": convert_xglm}[a.kind](a)
 
 
 if __name__ == "__main__":

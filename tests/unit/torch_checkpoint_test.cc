@@ -3,8 +3,9 @@
 // sum/abs_sum/min/max within 1e-9 relative. Bad inputs must give an ftx::Error naming the file and
 // the problem, never a crash, and must never run anything.
 //
-// Fixtures: $FTX_FIXTURES/torch, made on first use by $FTX_TORCH_PYTHON running the script; an
-// exclusive flock on $FTX_FIXTURES/torch.lock keeps parallel ctest processes from racing.
+// Fixtures: $FTX_FIXTURES/torch, made on first use (and again whenever the script is newer than them)
+// by $FTX_TORCH_PYTHON running the script; an exclusive flock on $FTX_FIXTURES/torch.lock keeps
+// parallel ctest processes from racing.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -44,8 +45,11 @@ const std::string& fixture_dir() {
     fs::create_directories(root);
     int lock = ::open((root + "/torch.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (lock >= 0) flock(lock, LOCK_EX);
-    if (!fs::exists(dir + "/complete")) {
-      const std::string cmd = "'" + python + "' '" + source + "/scripts/fixtures/make_torch_fixtures.py' '" + dir + "'";
+    const std::string script = source + "/scripts/fixtures/make_torch_fixtures.py";
+    const std::string stamp = dir + "/complete";
+    // (Re)made when missing or older than the script that makes them.
+    if (!fs::exists(stamp) || fs::last_write_time(stamp) < fs::last_write_time(script)) {
+      const std::string cmd = "'" + python + "' '" + script + "' '" + dir + "'";
       int rc = std::system(cmd.c_str());
       if (rc != 0) ADD_FAILURE() << "fixture script failed (" << rc << "): " << cmd;
     }
@@ -156,7 +160,7 @@ TEST_P(GoodFixture, MatchesTorch) {
 INSTANTIATE_TEST_SUITE_P(Torch, GoodFixture,
                          ::testing::Values("zip_all_dtypes", "zip_megatron", "zip_megatron_proto4", "zip_views",
                                            "zip64_views", "legacy_all_dtypes", "legacy_megatron",
-                                           "legacy_megatron_proto4", "legacy_views"));
+                                           "legacy_megatron_proto4", "legacy_views", "legacy_storage_view"));
 
 class ViewsFixture : public ::testing::TestWithParam<std::string> {};
 

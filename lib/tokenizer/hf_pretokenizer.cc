@@ -1,0 +1,227 @@
+#include "lib/tokenizer/hf_pretokenizer.h"
+
+#include <unicode/uchar.h>
+
+#include <algorithm>
+#include <bitset>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "lib/tokenizer/byte_level_bpe.h"
+#include "lib/tokenizer/gpt2_pretokenizer.h"
+#include "lib/tokenizer/utf8.h"
+
+namespace ftx {
+namespace {
+
+// GPT-2's pattern as tokenizers writes it (ByteLevel's own, and Split steps that spell it out).
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+bool is_white_space(char32_t c) {
+  static const std::bitset<0x10000> bmp = [] {
+    std::bitset<0x10000> b;
+    for (UChar32 u = 0; u < 0x10000; ++u) b[u] = u_hasBinaryProperty(u, UCHAR_WHITE_SPACE);
+    return b;
+  }();
+  if (c == utf8::kInvalid) return false;
+  return c < 0x10000 ? bmp[c] : u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+}
+
+std::string type_of(const nlohmann::json& spec) {
+  auto it = spec.find("type");
+  return it != spec.end() && it->is_string() ? it->get<std::string>() : std::string("(no type)");
+}
+
+bool flag(const nlohmann::json& spec, const char* name, bool default_value) {
+  auto it = spec.find(name);
+  if (it == spec.end() || it->is_null()) return default_value;
+  return it->is_boolean() ? it->get<bool>() : default_value;
+}
+
+}  // namespace
+
+// One way of splitting a piece into pieces.
+struct HfPreTokenizer::Step {
+  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace } kind;
+  // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
+  bool optional_space = false;
+  bool excludes_white_space = false;
+  std::vector<char32_t> excluded;  // sorted literals
+
+  bool in_class(char32_t c) const {
+    if (excludes_white_space && is_white_space(c)) return false;
+    return !std::binary_search(excluded.begin(), excluded.end(), c);
+  }
+
+  void split(const std::string& piece, std::vector<std::string>* out) const {
+    if (kind == kPrefixSpace) {
+      if (!piece.empty()) out->push_back(piece[0] != ' ' ? " " + piece : piece);
+      return;
+    }
+    if (kind == kGpt2Regex) {
+      for (std::string_view p : Gpt2PreTokenizer::split(piece)) out->emplace_back(p);
+      return;
+    }
+    // Decode once, then scan: at each position the regex either matches (an optional space that a
+    // class character follows, then the longest run of class characters) or does not; the text
+    // between matches is a piece of its own ("Isolated").
+    std::vector<size_t> offsets;
+    std::vector<char> member;  // 1: in the class
+    std::vector<char> space;   // 1: U+0020
+    const auto* bytes = reinterpret_cast<const unsigned char*>(piece.data());
+    for (size_t pos = 0; pos < piece.size();) {
+      char32_t c;
+      size_t len = utf8::decode(bytes + pos, piece.size() - pos, &c);
+      offsets.push_back(pos);
+      member.push_back(in_class(c));
+      space.push_back(c == U' ');
+      pos += len;
+    }
+    const size_t n = offsets.size();
+    offsets.push_back(piece.size());
+    auto emit = [&](size_t begin, size_t end) {
+      if (end > begin) out->push_back(piece.substr(offsets[begin], offsets[end] - offsets[begin]));
+    };
+    size_t gap = 0, i = 0;
+    while (i < n) {
+      size_t start, run;
+      if (optional_space && space[i] && i + 1 < n && member[i + 1]) {
+        start = i, run = i + 1;
+      } else if (member[i]) {
+        start = i, run = i;
+      } else {
+        ++i;
+        continue;
+      }
+      while (run < n && member[run]) ++run;
+      emit(gap, start);
+      emit(start, run);
+      gap = i = run;
+    }
+    emit(gap, n);
+  }
+};
+
+namespace {
+
+// The Step for a Split pattern, or an Error saying what ftx can do instead.
+std::unique_ptr<HfPreTokenizer::Step> parse_split_pattern(const std::string& pattern, const std::string& path) {
+  auto step = std::make_unique<HfPreTokenizer::Step>();
+  if (pattern == kGpt2Pattern) {
+    step->kind = HfPreTokenizer::Step::kGpt2Regex;
+    return step;
+  }
+  auto unsupported = [&](const std::string& why) {
+    return Error(path, "pre_tokenizer Split pattern " + quote_for_message(pattern) + " is not supported (" + why +
+                           "); ftx knows GPT-2's pattern and patterns of the form ' ?[^SET]+' such as BLOOM's");
+  };
+  step->kind = HfPreTokenizer::Step::kNegatedClass;
+  std::string_view p = pattern;
+  if (p.substr(0, 2) == " ?") step->optional_space = true, p.remove_prefix(2);
+  if (p.substr(0, 2) != "[^" || p.size() < 4 || p.substr(p.size() - 2) != "]+")
+    throw unsupported("not ' ?[^SET]+'");
+  p = p.substr(2, p.size() - 4);
+
+  std::vector<char32_t> cps;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p.data());
+  for (size_t pos = 0; pos < p.size();) {
+    char32_t c;
+    pos += utf8::decode(bytes + pos, p.size() - pos, &c);
+    if (c == utf8::kInvalid) throw unsupported("not valid UTF-8");
+    cps.push_back(c);
+  }
+  int depth = 0;  // inside a nested [...]
+  for (size_t i = 0; i < cps.size(); ++i) {
+    char32_t c = cps[i];
+    if (c == U'\\') {
+      if (++i == cps.size()) throw unsupported("ends with a backslash");
+      char32_t e = cps[i];
+      if (e == U's') {
+        step->excludes_white_space = true;
+      } else if (e == U'n' || e == U't' || e == U'r') {
+        step->excluded.push_back(e == U'n' ? U'\n' : e == U't' ? U'\t' : U'\r');
+      } else if (e < 0x80 && std::ispunct(static_cast<int>(e))) {
+        step->excluded.push_back(e);
+      } else {
+        throw unsupported("escape \\" + std::string(1, static_cast<char>(e < 0x80 ? e : '?')));
+      }
+    } else if (c == U'[') {
+      if (depth > 0) throw unsupported("classes nested twice");
+      if (i + 1 < cps.size() && cps[i + 1] == U'^') throw unsupported("a negated nested class");
+      depth = 1;
+    } else if (c == U']') {
+      if (depth == 0) throw unsupported("an unbalanced ']'");
+      depth = 0;
+    } else if (c == U'-' || (c == U'&' && i + 1 < cps.size() && cps[i + 1] == U'&')) {
+      throw unsupported("ranges and set operations");
+    } else {
+      step->excluded.push_back(c);
+    }
+  }
+  if (depth != 0) throw unsupported("an unclosed nested '['");
+  std::sort(step->excluded.begin(), step->excluded.end());
+  step->excluded.erase(std::unique(step->excluded.begin(), step->excluded.end()), step->excluded.end());
+  return step;
+}
+
+}  // namespace
+
+HfPreTokenizer::HfPreTokenizer(const nlohmann::json& spec, const std::string& path) {
+  if (spec.is_null()) throw Error(path, "has no pre_tokenizer; ftx's byte-level BPE needs a ByteLevel pre_tokenizer");
+  add(spec, path);
+  if (!have_byte_level_) throw Error(path, "pre_tokenizer has no ByteLevel step, so it is not a byte-level BPE tokenizer");
+}
+
+HfPreTokenizer::~HfPreTokenizer() = default;
+HfPreTokenizer::HfPreTokenizer(HfPreTokenizer&&) noexcept = default;
+
+void HfPreTokenizer::add(const nlohmann::json& spec, const std::string& path) {
+  if (!spec.is_object()) throw Error(path, "pre_tokenizer is not a JSON object: " + spec.dump());
+  const std::string type = type_of(spec);
+  if (have_byte_level_) throw Error(path, "pre_tokenizer " + type + " after ByteLevel is not supported");
+  if (type == "Sequence") {
+    auto list = spec.find("pretokenizers");
+    if (list == spec.end() || !list->is_array()) throw Error(path, "pre_tokenizer Sequence has no \"pretokenizers\" list");
+    for (const auto& sub : *list) add(sub, path);
+  } else if (type == "ByteLevel") {
+    // tokenizers' defaults for fields older files lack: add_prefix_space and use_regex true.
+    if (flag(spec, "add_prefix_space", true)) {
+      steps_.push_back(std::make_unique<Step>());
+      steps_.back()->kind = Step::kPrefixSpace;
+      add_prefix_space_ = true;
+    }
+    if (flag(spec, "use_regex", true)) {
+      steps_.push_back(std::make_unique<Step>());
+      steps_.back()->kind = Step::kGpt2Regex;
+    }
+    have_byte_level_ = true;
+  } else if (type == "Split") {
+    auto pattern = spec.find("pattern");
+    if (pattern == spec.end() || !pattern->is_object() || !pattern->contains("Regex") || !(*pattern)["Regex"].is_string())
+      throw Error(path, "pre_tokenizer Split pattern " + (pattern == spec.end() ? std::string("(none)") : pattern->dump()) +
+                            " is not supported; ftx knows {\"Regex\": ...} patterns");
+    std::string behavior = spec.value("behavior", std::string("(none)"));
+    if (behavior != "Isolated")
+      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows \"Isolated\"");
+    if (flag(spec, "invert", false)) throw Error(path, "pre_tokenizer Split with invert: true is not supported");
+    steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+  } else {
+    throw Error(path, "pre_tokenizer " + quote_for_message(type) +
+                          " is not supported; ftx knows ByteLevel, Split and Sequence (byte-level BPE models)");
+  }
+}
+
+void HfPreTokenizer::split(std::string_view text, std::vector<std::string>* pieces) const {
+  std::vector<std::string> current{std::string(text)}, next;
+  for (const auto& step : steps_) {
+    next.clear();
+    for (const std::string& piece : current) step->split(piece, &next);
+    current.swap(next);
+  }
+  for (std::string& piece : current)
+    if (!piece.empty()) pieces->push_back(std::move(piece));
+}
+
+}  // namespace ftx

@@ -1,0 +1,44 @@
+#pragma once
+// The pre-tokenizers of HuggingFace tokenizer.json files that byte-level BPE models use, done by
+// hand (no regex engine), as the `tokenizers` library defines them:
+//   ByteLevel {add_prefix_space, use_regex}: with use_regex, each piece is split with GPT-2's
+//     pattern (Gpt2PreTokenizer); with add_prefix_space, a space is put in front of each piece that
+//     reaches it and does not start with one. It must come last: its byte spelling is what BPE takes.
+//   Split {pattern: {"Regex": P}, behavior: "Isolated", invert: false}: the matches of P and the
+//     text between them become pieces. P is GPT-2's pattern, or one of the form ` ?[^SET]+` or
+//     `[^SET]+` (BLOOM: ` ?[^(\s|[.,!?…。，、।۔،])]+`), where SET lists literal characters,
+//     escaped punctuation, `\s` (Unicode White_Space) and nested `[...]` lists of literals; inside
+//     a class, `(`, `|` and `)` are literal characters, as in Oniguruma and Python `regex` V1.
+//   Sequence {pretokenizers: [...]}: each one splits the pieces of the one before.
+// Anything else is an ftx::Error naming the pre-tokenizer or pattern.
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ftx {
+
+class HfPreTokenizer {
+ public:
+  // `spec` is tokenizer.json's "pre_tokenizer" value; `path` names the file in errors.
+  HfPreTokenizer(const nlohmann::json& spec, const std::string& path);
+  ~HfPreTokenizer();
+  HfPreTokenizer(HfPreTokenizer&&) noexcept;
+
+  // Appends the pieces of `text` to `pieces`, in order. Without add_prefix_space they cover `text`
+  // exactly. Bytes that are not valid UTF-8 are characters of their own that no class excludes.
+  void split(std::string_view text, std::vector<std::string>* pieces) const;
+
+  // One splitting step; public so the .cc's helpers can name it.
+  struct Step;
+
+ private:
+  void add(const nlohmann::json& spec, const std::string& path);
+
+  std::vector<std::unique_ptr<Step>> steps_;
+  bool have_byte_level_ = false;
+  bool add_prefix_space_ = false;
+};
+
+}  // namespace ftx

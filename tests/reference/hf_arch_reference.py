@@ -1,0 +1,182 @@
+"""Float64 references for HF GPT-J, GPT-NeoX, BLOOM, OPT and XGLM checkpoints, written from the
+HuggingFace model definitions (modeling_gptj.py, modeling_gpt_neox.py, modeling_bloom.py,
+modeling_opt.py, modeling_xglm.py), independent of ftx's converter and engine.
+
+`build(hf_dir)` reads config.json and the state dict (HF parameter names) and returns (cfg, W) for
+gpt_reference.forward, the weights in their natural orientation (nn.Linear weight [out, in] is used
+as x @ weight.T, so W holds weight.T):
+  * GPT-J: q/k/v/out_proj without bias, interleaved rotary (rotate_every_two) on the first
+    rotary_dim dims (the whole head when null), one LN feeding attention and MLP in parallel,
+    lm_head with bias;
+  * GPT-NeoX: query_key_value rows per head [n, 3, d] (view(..., n, 3d) then chunks of d),
+    rotate_half rotary on int(d·rotary_pct) dims with base rotary_emb_base, parallel residual
+    x + attn(ln1 x) + mlp(ln2 x) or sequential, untied embed_out;
+  * BLOOM: word_embeddings_layernorm, query_key_value per head [n, 3, d], ALiBi (slopes of
+    build_alibi_tensor times the key position), bloom_gelu (tanh form), tied lm_head;
+  * OPT: learned positions at position + 2, ReLU, pre or post layernorm (do_layer_norm_before),
+    decoder final_layer_norm only when pre-LN, project_in / project_out when present, lm_head
+    tied to embed_tokens;
+  * XGLM: embed_tokens · sqrt(d_model) (scale_embedding), sinusoidal positions at position + 2,
+    pre-LN, exact GELU, model.layer_norm, lm_head tied to the unscaled embed_tokens.
+"""
+import json
+import math
+import os
+import struct
+from collections import OrderedDict
+
+import torch
+
+ACT = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+       "relu": "relu", "silu": "silu"}
+
+
+def load_state(hf_dir):
+    st = os.path.join(hf_dir, "model.safetensors")
+    if os.path.exists(st):
+        raw = open(st, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + n])
+        sd = OrderedDict()
+        for k, v in header.items():
+            if k == "__metadata__":
+                continue
+            b, e = v["data_offsets"]
+            dt = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[v["dtype"]]
+            buf = bytearray(raw[8 + n + b:8 + n + e])
+            sd[k] = torch.frombuffer(buf, dtype=torch.int16 if dt == torch.bfloat16 else dt).view(dt).reshape(v["shape"])
+        return sd
+    return torch.load(os.path.join(hf_dir, "pytorch_model.bin"), map_location="cpu")
+
+
+def _base_cfg(nh, d, eps, act):
+    return {"heads": nh, "kv_heads": nh, "head_dim": d, "eps": eps, "norm": "pre", "parallel_residual": False,
+            "shared_input_norm": False, "activation": act, "position": "none"}
+
+
+def _per_head_qkv(w, n, d):
+    """[n·3·d, ...] rows ordered [head, q|k|v, d] -> q, k, v rows [n·d, ...] each."""
+    v = w.reshape(n, 3, d, *w.shape[1:])
+    return [v[:, j].reshape(n * d, *w.shape[1:]) for j in range(3)]
+
+
+def gptj(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    H, nh = c["n_embd"], c["n_head"]
+    d = H // nh
+    layers = []
+    for i in range(c["n_layer"]):
+        p = f"transformer.h.{i}."
+        layers.append({"ln1": (g(p + "ln_1.weight"), g(p + "ln_1.bias")), "ln2": None,
+                       "wq": g(p + "attn.q_proj.weight").T, "wk": g(p + "attn.k_proj.weight").T,
+                       "wv": g(p + "attn.v_proj.weight").T, "bq": None, "bk": None, "bv": None,
+                       "wo": g(p + "attn.out_proj.weight").T, "bo": None,
+                       "w1": g(p + "mlp.fc_in.weight").T, "b1": g(p + "mlp.fc_in.bias"),
+                       "w2": g(p + "mlp.fc_out.weight").T, "b2": g(p + "mlp.fc_out.bias")})
+    W = {"wte": g("transformer.wte.weight"), "final_ln": (g("transformer.ln_f.weight"), g("transformer.ln_f.bias")),
+         "lm_head": g("lm_head.weight"), "lm_head_bias": g("lm_head.bias"), "layers": layers}
+    cfg = _base_cfg(nh, d, c.get("layer_norm_epsilon", 1e-5), ACT[c.get("activation_function", "gelu_new")])
+    cfg.update(parallel_residual=True, shared_input_norm=True, position="rope",
+               rotary_dim=c.get("rotary_dim") or d, rotary_style="interleaved", rotary_base=10000.0)
+    return cfg, W
+
+
+def gpt_neox(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    H, nh = c["hidden_size"], c["num_attention_heads"]
+    d = H // nh
+    layers = []
+    for i in range(c["num_hidden_layers"]):
+        p = f"gpt_neox.layers.{i}."
+        q, k, v = _per_head_qkv(g(p + "attention.query_key_value.weight"), nh, d)
+        bq, bk, bv = _per_head_qkv(g(p + "attention.query_key_value.bias"), nh, d)
+        layers.append({"ln1": (g(p + "input_layernorm.weight"), g(p + "input_layernorm.bias")),
+                       "ln2": (g(p + "post_attention_layernorm.weight"), g(p + "post_attention_layernorm.bias")),
+                       "wq": q.T, "wk": k.T, "wv": v.T, "bq": bq, "bk": bk, "bv": bv,
+                       "wo": g(p + "attention.dense.weight").T, "bo": g(p + "attention.dense.bias"),
+                       "w1": g(p + "mlp.dense_h_to_4h.weight").T, "b1": g(p + "mlp.dense_h_to_4h.bias"),
+                       "w2": g(p + "mlp.dense_4h_to_h.weight").T, "b2": g(p + "mlp.dense_4h_to_h.bias")})
+    W = {"wte": g("gpt_neox.embed_in.weight"),
+         "final_ln": (g("gpt_neox.final_layer_norm.weight"), g("gpt_neox.final_layer_norm.bias")),
+         "lm_head": g("embed_out.weight"), "layers": layers}
+    cfg = _base_cfg(nh, d, c.get("layer_norm_eps", 1e-5), ACT[c.get("hidden_act", "gelu")])
+    cfg.update(parallel_residual=c.get("use_parallel_residual", True), position="rope",
+               rotary_dim=int(d * c.get("rotary_pct", 0.25)), rotary_style="half_split",
+               rotary_base=float(c.get("rotary_emb_base", 10000)))
+    return cfg, W
+
+
+def bloom(c, sd):
+    sd = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in sd.items()}
+    g = lambda k: sd[k].double()  # noqa: E731
+    H, nh = c.get("hidden_size", c.get("n_embed")), c["n_head"]
+    d = H // nh
+    assert not c.get("apply_residual_connection_post_layernorm", False)
+    layers = []
+    for i in range(c["n_layer"]):
+        p = f"h.{i}."
+        q, k, v = _per_head_qkv(g(p + "self_attention.query_key_value.weight"), nh, d)
+        bq, bk, bv = _per_head_qkv(g(p + "self_attention.query_key_value.bias"), nh, d)
+        layers.append({"ln1": (g(p + "input_layernorm.weight"), g(p + "input_layernorm.bias")),
+                       "ln2": (g(p + "post_attention_layernorm.weight"), g(p + "post_attention_layernorm.bias")),
+                       "wq": q.T, "wk": k.T, "wv": v.T, "bq": bq, "bk": bk, "bv": bv,
+                       "wo": g(p + "self_attention.dense.weight").T, "bo": g(p + "self_attention.dense.bias"),
+                       "w1": g(p + "mlp.dense_h_to_4h.weight").T, "b1": g(p + "mlp.dense_h_to_4h.bias"),
+                       "w2": g(p + "mlp.dense_4h_to_h.weight").T, "b2": g(p + "mlp.dense_4h_to_h.bias")})
+    W = {"wte": g("word_embeddings.weight"),
+         "pre_ln": (g("word_embeddings_layernorm.weight"), g("word_embeddings_layernorm.bias")),
+         "final_ln": (g("ln_f.weight"), g("ln_f.bias")), "layers": layers}
+    cfg = _base_cfg(nh, d, c.get("layer_norm_epsilon", 1e-5), "gelu_tanh")
+    cfg.update(position="alibi")
+    return cfg, W
+
+
+def _fairseq_layers(g, prefix, n):
+    layers = []
+    for i in range(n):
+        p = f"{prefix}layers.{i}."
+        a = p + "self_attn."
+        layers.append({"ln1": (g(p + "self_attn_layer_norm.weight"), g(p + "self_attn_layer_norm.bias")),
+                       "ln2": (g(p + "final_layer_norm.weight"), g(p + "final_layer_norm.bias")),
+                       "wq": g(a + "q_proj.weight").T, "wk": g(a + "k_proj.weight").T, "wv": g(a + "v_proj.weight").T,
+                       "bq": g(a + "q_proj.bias"), "bk": g(a + "k_proj.bias"), "bv": g(a + "v_proj.bias"),
+                       "wo": g(a + "out_proj.weight").T, "bo": g(a + "out_proj.bias"),
+                       "w1": g(p + "fc1.weight").T, "b1": g(p + "fc1.bias"),
+                       "w2": g(p + "fc2.weight").T, "b2": g(p + "fc2.bias")})
+    return layers
+
+
+def opt(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    H, nh = c["hidden_size"], c["num_attention_heads"]
+    pre = c.get("do_layer_norm_before", True)
+    P = "model.decoder."
+    W = {"wte": g(P + "embed_tokens.weight"), "wpe": g(P + "embed_positions.weight"),
+         "layers": _fairseq_layers(g, P, c["num_hidden_layers"])}
+    W["lm_head"] = g("lm_head.weight") if "lm_head.weight" in sd else W["wte"]
+    if pre and P + "final_layer_norm.weight" in sd:
+        W["final_ln"] = (g(P + "final_layer_norm.weight"), g(P + "final_layer_norm.bias"))
+    if P + "project_in.weight" in sd:
+        W["project_in"] = g(P + "project_in.weight").T     # Linear(E -> H)
+        W["project_out"] = g(P + "project_out.weight").T   # Linear(H -> E)
+    cfg = _base_cfg(nh, H // nh, 1e-5, ACT[c.get("activation_function", "relu")])
+    cfg.update(norm="pre" if pre else "post", position="learned", position_offset=2)
+    return cfg, W
+
+
+def xglm(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    H, nh = c["d_model"], c["attention_heads"]
+    W = {"wte": g("model.embed_tokens.weight"), "layers": _fairseq_layers(g, "model.", c["num_layers"]),
+         "final_ln": (g("model.layer_norm.weight"), g("model.layer_norm.bias"))}
+    W["lm_head"] = g("lm_head.weight") if "lm_head.weight" in sd else W["wte"]
+    cfg = _base_cfg(nh, H // nh, 1e-5, ACT[c.get("activation_function", "gelu")])
+    cfg.update(position="sinusoidal", position_offset=2,
+               embedding_scale=math.sqrt(H) if c.get("scale_embedding", True) else 1.0)
+    return cfg, W
+
+
+def build(hf_dir):
+    c = json.load(open(os.path.join(hf_dir, "config.json")))
+    sd = load_state(hf_dir)
+    return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm}[c["model_type"]](c, sd)

@@ -1,0 +1,372 @@
+// HfBpeTokenizer (HuggingFace tokenizer.json, byte-level BPE) on tokenizer.json files built here
+// from GPT-2's vocab.json + merges.txt. With GPT-2's layout it must give the npm gpt-3-encoder's
+// ids (data/gpt2/tokenizer_cases.jsonl); BLOOM's Split pieces, added tokens and normalization are
+// checked against values computed with Python `regex` (V1) and the tokenizers rules by
+// scripts/fixtures/hf_tokenizer_reference.py, which tests/e2e/tokenize_hf.cmake also compares with
+// ftx on all LAMBADA texts. Also: load_tokenizer's precedence, special ids, and the errors for
+// parts ftx does not support.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "lib/tokenizer/hf_bpe_tokenizer.h"
+#include "lib/tokenizer/hf_pretokenizer.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Ids = std::vector<int32_t>;
+
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("FTX_SOURCE_DIR");
+  if (dir && *dir) return dir;
+  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
+std::string gpt2_dir() { return source_dir() + "/data/gpt2"; }
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+const json& gpt2_vocab() {
+  static const json v = [] {
+    std::ifstream in(gpt2_dir() + "/vocab.json");
+    return json::parse(in);
+  }();
+  return v;
+}
+
+const std::vector<std::pair<std::string, std::string>>& gpt2_merges() {
+  static const auto m = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::ifstream in(gpt2_dir() + "/merges.txt");
+    std::string line;
+    std::getline(in, line);  // #version
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      size_t sp = line.find(' ');
+      out.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+    }
+    return out;
+  }();
+  return m;
+}
+
+json added(int id, const std::string& content, bool special, bool normalized) {
+  return {{"id", id},         {"content", content}, {"single_word", false}, {"lstrip", false},
+          {"rstrip", false},  {"normalized", normalized}, {"special", special}};
+}
+
+json byte_level(bool add_prefix_space, bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true}, {"use_regex", use_regex}};
+}
+
+// GPT-2 as a tokenizers file: its own vocabulary and merges ("a b" strings, or [a, b] pairs).
+json gpt2_style(bool merge_pairs) {
+  json merges = json::array();
+  for (const auto& [a, b] : gpt2_merges()) merges.push_back(merge_pairs ? json::array({a, b}) : json(a + " " + b));
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({added(50256, "<|endoftext|>", true, false)})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", byte_level(false, true)},
+          {"post_processor", byte_level(false, true)},
+          {"decoder", byte_level(false, true)},
+          {"model",
+           {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"vocab", gpt2_vocab()}, {"merges", merges}}}};
+}
+
+const char* kBloomPattern = " ?[^(\\s|[.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C])]+";
+
+json bloom_pre_tokenizer() {
+  return {{"type", "Sequence"},
+          {"pretokenizers",
+           json::array({{{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+                        byte_level(false, false)})}};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("ftx_hf_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& content) const {
+    std::ofstream(path_ / name) << content;
+    return (path_ / name).string();
+  }
+  std::string write_json(const json& doc, const std::string& name = "tokenizer.json") const { return write(name, doc.dump()); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ftx::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string error_loading(json doc) {
+  TempDir d;
+  std::string path = d.write_json(doc);
+  return error_of([&] { ftx::HfBpeTokenizer tok(path); });
+}
+
+}  // namespace
+
+// GPT-2's layout in a tokenizer.json gives exactly encoder.py's ids (the npm encoder's), for both
+// spellings of merges, and decodes back.
+TEST(HfBpe, Gpt2LayoutMatchesReferenceCases) {
+  auto cases = read_jsonl(gpt2_dir() + "/tokenizer_cases.jsonl");
+  ASSERT_EQ(cases.size(), 300u) << "set FTX_SOURCE_DIR to the ftx checkout";
+  for (bool pairs : {false, true}) {
+    TempDir d;
+    ftx::HfBpeTokenizer tok(d.write_json(gpt2_style(pairs)));
+    EXPECT_EQ(tok.vocab_size(), 50257);
+    EXPECT_EQ(tok.kind(), "hf-bpe");
+    int failures = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      std::string text = cases[i]["text"];
+      Ids expected = cases[i]["ids"].get<Ids>();
+      if (text.find("<|endoftext|>") != std::string::npos) {  // the special id here; encoder.py's text
+        EXPECT_EQ(tok.decode(tok.encode(text)), text);
+        continue;
+      }
+      if (tok.encode(text) != expected && failures++ < 3) ADD_FAILURE() << "case " << i + 1 << " pairs=" << pairs;
+      EXPECT_EQ(tok.decode(expected), text);
+    }
+    EXPECT_EQ(failures, 0);
+  }
+}
+
+// tokenizers cuts added tokens out of the text first, special or not: unlike encoder.py.
+TEST(HfBpe, AddedTokensAreMatchedInText) {
+  json doc = gpt2_style(false);
+  doc["added_tokens"].push_back(added(50257, "<|padding|>", true, false));
+  for (int k = 24; k >= 2; --k) doc["added_tokens"].push_back(added(50258 + 24 - k, std::string(k, ' '), false, true));
+  doc["normalizer"] = {{"type", "NFC"}};
+  TempDir d;
+  ftx::HfBpeTokenizer tok(d.write_json(doc));
+  EXPECT_EQ(tok.vocab_size(), 50281);
+  // Values from hf_tokenizer_reference.py (the neox fixture has this layout).
+  EXPECT_EQ(tok.encode("<|endoftext|>"), (Ids{50256}));
+  EXPECT_EQ(tok.encode("a<|endoftext|>b"), (Ids{64, 50256, 65}));
+  EXPECT_EQ(tok.encode("<|endoftext|"), (Ids{27, 91, 437, 1659, 5239, 91}));
+  EXPECT_EQ(tok.encode("<|padding|> x"), (Ids{50257, 2124}));
+  EXPECT_EQ(tok.encode("x" + std::string(30, ' ') + "y"), (Ids{87, 50258, 50276, 88}));  // 24 + 6, longest first
+  EXPECT_EQ(tok.encode("a  b   c    d"), (Ids{64, 50280, 65, 50279, 66, 50278, 67}));
+  EXPECT_EQ(tok.encode("  leading"), (Ids{50280, 12294}));
+  EXPECT_EQ(tok.encode("\t  \n  x"), (Ids{197, 50280, 198, 50280, 87}));
+  // NFC: a decomposed é is the precomposed one's token.
+  EXPECT_EQ(tok.encode("e\xCC\x81"), tok.encode("\xC3\xA9"));
+  EXPECT_EQ(tok.encode("e\xCC\x81"), (Ids{2634}));
+  // Added tokens decode to their content, whatever alphabet it is in.
+  EXPECT_EQ(tok.decode({64, 50280, 65, 50256}), "a  b<|endoftext|>");
+  EXPECT_EQ(tok.id_to_token(50258), std::string(24, ' '));
+  // No tokenizer_config.json: <|endoftext|> is both.
+  EXPECT_EQ(tok.bos_id(), 50256);
+  EXPECT_EQ(tok.eos_id(), 50256);
+}
+
+// BLOOM's Split pattern, piece by piece, as Python `regex` V1 finds it ("Isolated": the text
+// between matches is a piece too); `(`, `|` and `)` are in the class's excluded set.
+TEST(HfPreTokenizer, BloomPieces) {
+  ftx::HfPreTokenizer pre(bloom_pre_tokenizer(), "t.json");
+  auto split = [&](const std::string& s) {
+    std::vector<std::string> out;
+    pre.split(s, &out);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("Hello, world. (a|b) x  y \n z!?"),
+            (V{"Hello", ",", " world", ". (", "a", "|", "b", ")", " x", " ", " y", " \n", " z", "!?"}));
+  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));
+  EXPECT_EQ(split(" a"), (V{" a"}));
+  EXPECT_EQ(split("  a"), (V{" ", " a"}));
+  EXPECT_EQ(split("x\xE2\x80\xA6y\xE3\x80\x82z"), (V{"x", "\xE2\x80\xA6", "y", "\xE3\x80\x82", "z"}));
+  EXPECT_EQ(split("a\t\tb  "), (V{"a", "\t\t", "b", "  "}));
+  EXPECT_EQ(split("(x)|y"), (V{"(", "x", ")|", "y"}));
+  EXPECT_EQ(split("ab.,!?cd"), (V{"ab", ".,!?", "cd"}));
+  EXPECT_EQ(split(" . a"), (V{" .", " a"}));
+  EXPECT_EQ(split("end. "), (V{"end", ". "}));
+  EXPECT_EQ(split("\xE3\x80\x80x \xC2\x85y"), (V{"\xE3\x80\x80", "x", " \xC2\x85", "y"}));  // U+3000, U+0085 are \s
+  EXPECT_EQ(split("\xC3\xA9,\xC2\xA0" "b"), (V{"\xC3\xA9", ",\xC2\xA0", "b"}));
+  EXPECT_EQ(split("a\xFF b"), (V{"a\xFF", " b"}));  // a byte that is not UTF-8 is in the class
+  EXPECT_EQ(split(""), V{});
+}
+
+// BLOOM's layout: specials at 0..3 (in model.vocab too), GPT-2's tokens moved up by 4.
+TEST(HfBpe, BloomLayout) {
+  json doc = gpt2_style(true);
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"<pad>", 3}};
+  for (auto& [t, id] : gpt2_vocab().items()) vocab[t] = id.get<int>() + 4;
+  doc["model"]["vocab"] = vocab;
+  doc["model"]["unk_token"] = "<unk>";
+  doc["added_tokens"] = json::array({added(0, "<unk>", true, false), added(1, "<s>", true, false),
+                                     added(2, "</s>", true, false), added(3, "<pad>", true, false)});
+  doc["pre_tokenizer"] = bloom_pre_tokenizer();
+  TempDir d;
+  ftx::HfBpeTokenizer tok(d.write_json(doc));
+  // Values from hf_tokenizer_reference.py (the bloom fixture has this layout).
+  EXPECT_EQ(tok.encode("<s>hello</s>"), (Ids{1, 31377, 2}));
+  EXPECT_EQ(tok.encode("<unk><pad>"), (Ids{0, 3}));
+  EXPECT_EQ(tok.encode(" <s> "), (Ids{224, 1, 224}));
+  EXPECT_EQ(tok.encode("word(s) | pipe"), (Ids{4779, 11, 86, 12, 934, 12660}));
+  EXPECT_EQ(tok.encode("a\xE2\x80\xA6" "b\xE3\x80\x82" "c"), (Ids{68, 1403, 69, 16768, 70}));
+  EXPECT_EQ(tok.decode(tok.encode("Hello, world. (a|b) x  y \n z!?")), "Hello, world. (a|b) x  y \n z!?");
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_EQ(tok.id_to_token(4), "!");
+}
+
+// GPT-2's pattern spelled out in a Split, then ByteLevel without its regex, is the same as
+// ByteLevel with it; add_prefix_space puts a space before each piece that lacks one.
+TEST(HfBpe, SplitWithGpt2PatternAndPrefixSpace) {
+  json doc = gpt2_style(false);
+  doc["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                    byte_level(false, false)})}};
+  TempDir d;
+  ftx::HfBpeTokenizer split(d.write_json(doc, "a.json"));
+  ftx::HfBpeTokenizer plain(d.write_json(gpt2_style(false), "b.json"));
+  for (const char* text : {"This is some text", "don't  stop\n\n 123 !!", "hello \xF0\x9F\x91\x8B world"})
+    EXPECT_EQ(split.encode(text), plain.encode(text)) << text;
+
+  json prefix = gpt2_style(false);
+  prefix["pre_tokenizer"] = byte_level(true, true);
+  ftx::HfBpeTokenizer tok(d.write_json(prefix, "c.json"));
+  EXPECT_EQ(tok.encode("hello"), (Ids{23748}));  // " hello"
+  EXPECT_EQ(tok.encode(" hello"), (Ids{23748}));
+  EXPECT_EQ(tok.encode("a<|endoftext|>b"), (Ids{257, 50256, 275}));  // " a", eot, " b"
+  EXPECT_EQ(tok.encode(""), Ids{});
+}
+
+TEST(HfBpe, IgnoreMergesAndMissingBytes) {
+  // ignore_merges: a piece that is a token is taken whole, even if the merges would not form it.
+  json doc = gpt2_style(false);
+  doc["model"]["merges"] = json::array();
+  doc["model"]["ignore_merges"] = true;
+  TempDir d;
+  ftx::HfBpeTokenizer whole(d.write_json(doc, "a.json"));
+  EXPECT_EQ(whole.encode("hello world"), (Ids{31373, 995}));
+  EXPECT_EQ(whole.encode("helloworldx").size(), 11u);  // not a token: bytes, no merges
+
+  // A vocabulary without the token of byte 0xFF: it is the unk id, or an error without one.
+  json v = gpt2_style(false);
+  v["model"]["vocab"].erase("\xC3\xBF");  // "ÿ" spells 0xFF
+  v["model"]["merges"] = json::array();
+  v["model"]["vocab"]["<unk>"] = 60000;
+  ftx::HfBpeTokenizer no_unk(d.write_json(v, "b.json"));
+  std::string msg = error_of([&] { no_unk.encode("a\xFF"); });
+  EXPECT_NE(msg.find("byte 0xFF"), std::string::npos) << msg;
+  v["model"]["unk_token"] = "<unk>";
+  ftx::HfBpeTokenizer with_unk(d.write_json(v, "c.json"));
+  EXPECT_EQ(with_unk.encode("a\xFF" "b"), (Ids{64, 60000, 65}));
+}
+
+TEST(HfBpe, SpecialIdsFromTokenizerConfig) {
+  json doc = gpt2_style(false);
+  doc["added_tokens"].push_back(added(50257, "<|padding|>", true, false));
+  TempDir d;
+  std::string path = d.write_json(doc);
+  d.write("tokenizer_config.json", R"({"bos_token": {"content": "<|padding|>"}, "eos_token": "<|endoftext|>"})");
+  ftx::HfBpeTokenizer tok(path);
+  EXPECT_EQ(tok.bos_id(), 50257);
+  EXPECT_EQ(tok.eos_id(), 50256);
+}
+
+// vocab.json + merges.txt win over tokenizer.json; tokenizer.json alone, or named directly, loads.
+TEST(HfBpe, LoadTokenizerPrecedence) {
+  TempDir d;
+  d.write_json(gpt2_style(false));
+  auto hf = ftx::load_tokenizer(d.str());
+  EXPECT_EQ(hf->kind(), "hf-bpe");
+  EXPECT_EQ(hf->encode("<|endoftext|>"), (Ids{50256}));
+  EXPECT_EQ(ftx::load_tokenizer(d.str() + "/tokenizer.json")->kind(), "hf-bpe");
+  fs::copy_file(gpt2_dir() + "/vocab.json", d.str() + "/vocab.json");
+  fs::copy_file(gpt2_dir() + "/merges.txt", d.str() + "/merges.txt");
+  auto gpt2 = ftx::load_tokenizer(d.str());
+  EXPECT_EQ(gpt2->kind(), "gpt2-bpe");
+  EXPECT_NE(gpt2->encode("<|endoftext|>"), (Ids{50256}));
+}
+
+TEST(HfBpe, UnsupportedPartsAreNamed) {
+  auto expect_error = [](json doc, const std::string& needle) {
+    std::string msg = error_loading(std::move(doc));
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  };
+  json d = gpt2_style(false);
+  d["normalizer"] = {{"type", "Lowercase"}};
+  expect_error(d, "normalizer \"Lowercase\" is not supported");
+  d = gpt2_style(false);
+  d["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFC"}}, {{"type", "Strip"}}})}};
+  expect_error(d, "normalizer \"Strip\"");
+  d = gpt2_style(false);
+  d["pre_tokenizer"] = {{"type", "Metaspace"}};
+  expect_error(d, "pre_tokenizer \"Metaspace\" is not supported");
+  d["pre_tokenizer"] = nullptr;
+  expect_error(d, "has no pre_tokenizer");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_error(d, "Split pattern \"\\\\w+\" is not supported");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "[^a-z]+"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_error(d, "ranges");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_error(d, "Split pattern {\"String\":\" \"} is not supported");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Removed"}, {"invert", false}};
+  expect_error(d, "Split behavior \"Removed\"");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_error(d, "no ByteLevel step");
+  d = gpt2_style(false);
+  d["model"]["type"] = "WordPiece";
+  expect_error(d, "model type \"WordPiece\" is not supported");
+  d = gpt2_style(false);
+  d["model"]["dropout"] = 0.1;
+  expect_error(d, "dropout 0.1");
+  d = gpt2_style(false);
+  d["model"]["continuing_subword_prefix"] = "##";
+  expect_error(d, "continuing_subword_prefix \"##\"");
+  d = gpt2_style(false);
+  d["model"]["merges"][5] = "a b c";
+  expect_error(d, "model.merges[5] is \"a b c\"");
+  d["model"]["merges"][5] = "q QQQQQQQ";
+  expect_error(d, "model.merges[5] makes \"qQQQQQQQ\", which is not in model.vocab");
+  d = gpt2_style(false);
+  d["decoder"] = {{"type", "Metaspace"}};
+  expect_error(d, "decoder \"Metaspace\" is not supported");
+  d = gpt2_style(false);
+  d["added_tokens"][0]["lstrip"] = true;
+  expect_error(d, "added_tokens[0] \"<|endoftext|>\" has lstrip: true");
+  d = gpt2_style(false);
+  d["added_tokens"].push_back(added(50256, "<|other|>", true, false));
+  expect_error(d, "id 50256 is given to both added tokens");
+  d = gpt2_style(false);
+  d["model"]["unk_token"] = "<nope>";
+  expect_error(d, "unk_token \"<nope>\" is not in model.vocab");
+  expect_error(json::array(), "expected a JSON object");
+  TempDir t;
+  t.write("tokenizer.json", "{\"model\": ");
+  EXPECT_NE(error_of([&] { ftx::load_tokenizer(t.str()); }).find("not valid JSON"), std::string::npos);
+}
