@@ -13,6 +13,7 @@
 #include "lib/dist/communicator.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/model_weights.h"
+#include "lib/engine/runtime.h"
 #include "lib/eval/lambada.h"
 #include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
@@ -50,8 +51,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 int run_eval(const EvalFlags& f) {
   if (f.batch_size < 1) throw ftx::UsageError("--batch-size must be at least 1");
-  auto backend = ftx::ops::make_backend(f.device, f.threads);
-  auto comm = ftx::dist::make_communicator();
+  ftx::Runtime rt = ftx::make_runtime(f.device, f.threads);
+  auto& backend = rt.backend;
+  auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
 

@@ -16,6 +16,7 @@
 #include "lib/engine/generate_io.h"
 #include "lib/engine/generator.h"
 #include "lib/engine/model_weights.h"
+#include "lib/engine/runtime.h"
 #include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
 
@@ -43,8 +44,9 @@ int run_generate(const GenerateFlags& f) {
   if (f.dtype != "fp32" && f.dtype != "float32")
     throw ftx::UsageError("--dtype " + f.dtype + ": the " + f.device + " backend computes in fp32 only "
                           "(fp16/bf16 weight files are converted at load)");
-  auto backend = ftx::ops::make_backend(f.device, f.threads);
-  auto comm = ftx::dist::make_communicator();
+  ftx::Runtime rt = ftx::make_runtime(f.device, f.threads);
+  auto& backend = rt.backend;
+  auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
 
   const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));

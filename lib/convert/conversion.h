@@ -35,7 +35,7 @@ struct ConvertOptions {
   // Megatron, for checkpoints without `args` (v0).
   int64_t head_num = 0;
   int64_t trained_tp = 0;
-  // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder).
+  // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm).
   std::string model;
 };
 

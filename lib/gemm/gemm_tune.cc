@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <vector>
 
 #include "formats/error.h"
 
@@ -31,9 +32,21 @@ GemmAlgoRow gemm_row_key(const GemmShape& s, const GemmModelDims& dims, GemmDTyp
   return r;
 }
 
+// Everything that can be wrong with the request is reported before a GPU is looked for.
+static std::vector<GemmShape> checked_shapes(const GemmTuneArgs& args) {
+  args.dims.validate();
+  if (args.int8_mode < 0 || args.int8_mode > 2)
+    throw UsageError("--int8-mode must be 0, 1 or 2, got " + std::to_string(args.int8_mode));
+  if (args.dtype != GemmDType::kFp32 && args.dtype != GemmDType::kFp16 && args.dtype != GemmDType::kBf16)
+    throw Error(std::string("gemm-tune does not tune ") + gemm_dtype_name(args.dtype) +
+                " GEMMs (use fp32, fp16 or bf16)");
+  return gpt_gemm_shapes_all_batches(args.dims, args.workload);
+}
+
 #ifndef FTX_HAVE_CUDA
 
-GemmConfigFile run_gemm_tune(const GemmTuneArgs&) {
+GemmConfigFile run_gemm_tune(const GemmTuneArgs& args) {
+  checked_shapes(args);
   throw Error("ftx was built without CUDA; gemm-tune needs an NVIDIA GPU");
 }
 
@@ -44,20 +57,15 @@ namespace {
 cuda::TuneDType tune_dtype(GemmDType t) {
   switch (t) {
     case GemmDType::kFp32: return cuda::TuneDType::kFp32;
-    case GemmDType::kFp16: return cuda::TuneDType::kFp16;
     case GemmDType::kBf16: return cuda::TuneDType::kBf16;
-    default: break;
+    default: return cuda::TuneDType::kFp16;  // checked_shapes admits only these three
   }
-  throw Error(std::string("gemm-tune does not tune ") + gemm_dtype_name(t) + " GEMMs (use fp32, fp16 or bf16)");
 }
 
 }  // namespace
 
 GemmConfigFile run_gemm_tune(const GemmTuneArgs& args) {
-  args.dims.validate();
-  if (args.int8_mode < 0 || args.int8_mode > 2)
-    throw UsageError("--int8-mode must be 0, 1 or 2, got " + std::to_string(args.int8_mode));
-  const auto shapes = gpt_gemm_shapes_all_batches(args.dims, args.workload);
+  const auto shapes = checked_shapes(args);
   const cuda::TuneDType dt = tune_dtype(args.dtype);
   const cuda::CudaDeviceInfo dev = cuda::current_cuda_device();  // Error without a GPU
 
