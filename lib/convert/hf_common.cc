@@ -66,7 +66,11 @@ std::vector<NamedTensor> load_weights(const std::string& folder) {
 }
 
 void add_tokenizer_files(const std::string& folder, ConversionPlan& plan) {
-  for (const char* tok : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"}) {
+  // Every tokenizer file lib/tokenizer can load (GPT-2 BPE, tokenizer.json for BLOOM/NeoX, XGLM's
+  // and other SentencePiece models) and the files that name special ids, so the FT folder carries
+  // its own tokenizer.
+  for (const char* tok : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json", "sentencepiece.bpe.model", "tokenizer.model"}) {
     std::string p = folder + "/" + tok;
     if (!path_exists(p)) continue;
     auto mf = MappedFile::open(p);
