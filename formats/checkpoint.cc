@@ -31,16 +31,6 @@ void add_torch(const Storage& bytes, const std::string& prefix, CheckpointListin
   for (auto& v : values) out.values.push_back({prefix + v.name, std::move(v.value)});
 }
 
-Storage whole_file(const std::shared_ptr<MappedFile>& file) {
-  Storage s;
-  s.data = file->data();
-  s.nbytes = file->size();
-  s.file = file;
-  s.keep_alive = file;
-  s.origin = file->path();
-  return s;
-}
-
 // Member files inside a .nemo (or an extracted NeMo folder) that hold tensors.
 bool is_weight_member(const std::string& name) {
   return ends_with(name, ".ckpt") || ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".bin") ||
@@ -82,7 +72,7 @@ void list_file(const std::string& path, CheckpointListing& out) {
       out.tensors = read_safetensors_sharded(path);
     } else {
       out.format = "torch-sharded";
-      for (const auto& f : index.files) add_torch(whole_file(MappedFile::open(f)), "", out);
+      for (const auto& f : index.files) add_torch(file_storage(MappedFile::open(f)), "", out);
     }
     return;
   }
@@ -93,10 +83,10 @@ void list_file(const std::string& path, CheckpointListing& out) {
   check_not_git_lfs_pointer(p, n, path);
   if (is_torch_checkpoint(p, n)) {
     out.format = n >= 2 && p[0] == 'P' && p[1] == 'K' ? "torch-zip" : "torch-legacy";
-    add_torch(whole_file(file), "", out);
+    add_torch(file_storage(file), "", out);
   } else if (is_npy(p, n)) {
     out.format = "npy";
-    out.tensors.push_back({fs::path(path).stem().string(), read_npy(whole_file(file))});
+    out.tensors.push_back({fs::path(path).stem().string(), read_npy(file_storage(file))});
   } else if (TarArchive::is_gzip(p, n) || TarArchive::looks_like_tar(p, n)) {
     file.reset();
     list_tar(path, out);
@@ -125,7 +115,7 @@ void list_folder(const std::string& dir, CheckpointListing& out) {
         auto f = MappedFile::open(full);
         out.values.push_back({m, Value::string(std::string(reinterpret_cast<const char*>(f->data()), f->size()))});
       } else if (is_weight_member(m)) {
-        add_member(whole_file(MappedFile::open(full)), m, out);
+        add_member(file_storage(MappedFile::open(full)), m, out);
       }
     }
     return;
@@ -143,7 +133,7 @@ void list_folder(const std::string& dir, CheckpointListing& out) {
     }
   } else {
     out.format = w.index_path.empty() ? "hf-torch" : "hf-torch-sharded";
-    for (const auto& f : w.files) add_torch(whole_file(MappedFile::open(f)), "", out);
+    for (const auto& f : w.files) add_torch(file_storage(MappedFile::open(f)), "", out);
   }
 }
 

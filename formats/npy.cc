@@ -275,14 +275,7 @@ TensorView read_npy(const Storage& bytes) {
 }
 
 TensorView read_npy(const std::string& path) {
-  auto file = MappedFile::open(path);
-  Storage s;
-  s.data = file->data();
-  s.nbytes = file->size();
-  s.keep_alive = file;
-  s.file = file;
-  s.origin = path;
-  return read_npy(s);
+  return read_npy(file_storage(MappedFile::open(path)));
 }
 
 }  // namespace ftx

@@ -177,14 +177,7 @@ std::vector<NamedTensor> read_safetensors(const Storage& bytes, SafetensorsMetad
 }
 
 std::vector<NamedTensor> read_safetensors(const std::string& path, SafetensorsMetadata* metadata) {
-  auto file = MappedFile::open(path);
-  Storage s;
-  s.data = file->data();
-  s.nbytes = file->size();
-  s.keep_alive = file;
-  s.file = file;
-  s.origin = path;
-  return read_safetensors(s, metadata);
+  return read_safetensors(file_storage(MappedFile::open(path)), metadata);
 }
 
 std::vector<NamedTensor> read_safetensors_sharded(const std::string& index_path, SafetensorsMetadata* metadata) {

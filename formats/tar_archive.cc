@@ -426,14 +426,7 @@ bool TarArchive::looks_like_tar(const uint8_t* data, size_t size) {
 }
 
 std::shared_ptr<TarArchive> TarArchive::open(const std::string& path, const MemberFilter& keep) {
-  auto file = MappedFile::open(path);
-  Storage s;
-  s.data = file->data();
-  s.nbytes = file->size();
-  s.keep_alive = file;
-  s.file = file;
-  s.origin = path;
-  return from_bytes(s, keep);
+  return from_bytes(file_storage(MappedFile::open(path)), keep);
 }
 
 std::shared_ptr<TarArchive> TarArchive::from_bytes(const Storage& bytes, const MemberFilter& keep) {

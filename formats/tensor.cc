@@ -9,6 +9,16 @@
 
 namespace ftx {
 
+Storage file_storage(const std::shared_ptr<const MappedFile>& file) {
+  Storage s;
+  s.data = file->data();
+  s.nbytes = file->size();
+  s.keep_alive = file;
+  s.file = file;
+  s.origin = file->path();
+  return s;
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -22,6 +22,9 @@ struct Storage {
   std::string origin;                       // path (or path:member) for error messages
 };
 
+// The whole of a mapped file as one Storage (keeps the mapping alive; origin = its path).
+Storage file_storage(const std::shared_ptr<const MappedFile>& file);
+
 struct TensorView {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;

@@ -315,15 +315,7 @@ ValuePtr load_torch_checkpoint(const Storage& bytes) {
 }
 
 ValuePtr load_torch_checkpoint(const std::string& path) {
-  std::shared_ptr<MappedFile> file = MappedFile::open(path);
-  Storage bytes;
-  bytes.data = file->data();
-  bytes.nbytes = file->size();
-  bytes.keep_alive = file;
-  bytes.file = file;
-  bytes.file_offset = 0;
-  bytes.origin = path;
-  return load_torch_checkpoint(bytes);
+  return load_torch_checkpoint(file_storage(MappedFile::open(path)));
 }
 
 }  // namespace ftx

@@ -73,13 +73,7 @@ void add_tokenizer_files(const std::string& folder, ConversionPlan& plan) {
                           "special_tokens_map.json", "sentencepiece.bpe.model", "tokenizer.model"}) {
     std::string p = folder + "/" + tok;
     if (!path_exists(p)) continue;
-    auto mf = MappedFile::open(p);
-    Storage s;
-    s.data = mf->data();
-    s.nbytes = mf->size();
-    s.keep_alive = mf;
-    s.origin = p;
-    plan.copy_files.emplace_back(tok, s);
+    plan.copy_files.emplace_back(tok, file_storage(MappedFile::open(p)));
   }
 }
 

@@ -24,11 +24,7 @@ static TensorView map_bin(const std::string& path, DType dtype, std::vector<int6
   TensorView t;
   t.dtype = dtype;
   t.shape = std::move(shape);
-  t.storage.data = file->data();
-  t.storage.nbytes = file->size();
-  t.storage.file = file;
-  t.storage.keep_alive = file;
-  t.storage.origin = path;
+  t.storage = file_storage(file);
   if (t.nbytes() != file->size())
     throw Error(path, std::to_string(file->size()) + " bytes, expected " + std::to_string(t.nbytes()) + " (" +
                           dtype_name(dtype) + " " + shape_to_string(t.shape) + " from config.ini)");

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 FTX = os.environ["FTX_BIN"]
+SRC = os.environ["FTX_SOURCE_DIR"]
 OUT = os.path.join(os.environ["FTX_FIXTURES"], "inspect")
 
 
@@ -175,15 +176,39 @@ def make_fixtures():
     return cases
 
 
+def ft_folder_case():
+    """An FT folder made by `ftx convert-hf` from a tiny GPT-2 written by torch: the .bin files hold no
+    shapes, so inspect takes them from config.ini; each must equal its source tensor in torch (Conv1D
+    weights are already [in, out]; QKV stays [H, 3H] at TP 1)."""
+    src = os.path.join(SRC, "scripts", "make_tiny_gpt2.py")
+    hf, ft = os.path.join(OUT, "tiny_hf"), os.path.join(OUT, "tiny_ft")
+    subprocess.run([sys.executable, src, hf, "--layers", "1", "--hidden", "16", "--heads", "2", "--positions", "32",
+                    "--vocab", "300"], check=True, capture_output=True)
+    subprocess.run([FTX, "convert-hf", "-i", hf, "-o", ft, "-g", "1", "--force", "--quiet"], check=True)
+    sd = torch.load(os.path.join(hf, "pytorch_model.bin"), map_location="cpu")
+    names = {"model.wpe": "wpe.weight", "model.wte": "wte.weight",
+             "model.final_layernorm.weight": "ln_f.weight", "model.final_layernorm.bias": "ln_f.bias",
+             "model.layers.0.input_layernorm.weight": "h.0.ln_1.weight",
+             "model.layers.0.attention.query_key_value.weight.0": "h.0.attn.c_attn.weight",
+             "model.layers.0.attention.dense.weight.0": "h.0.attn.c_proj.weight",
+             "model.layers.0.mlp.dense_h_to_4h.weight.0": "h.0.mlp.c_fc.weight",
+             "model.layers.0.mlp.dense_4h_to_h.weight.0": "h.0.mlp.c_proj.weight"}
+    expected = [torch_entry(ft_name, sd["transformer." + hf_name]) for ft_name, hf_name in names.items()]
+    return os.path.join(ft, "1-gpu"), expected
+
+
 def close(a, b, scale):
     return abs(a - b) <= 1e-12 * max(1.0, scale)
 
 
-def check_listing(path, expected):
+def check_listing(path, expected, subset=False):
     out = subprocess.run([FTX, "inspect", "--stats", "--json", path], capture_output=True, text=True)
     if out.returncode != 0:
         return [f"{path}: ftx exited {out.returncode}: {out.stderr.strip()}"]
     got = [json.loads(line) for line in out.stdout.splitlines()]
+    if subset:  # only the named tensors, in the expected order
+        by_name = {g["name"]: g for g in got}
+        got = [by_name.get(e["name"], {"name": "<missing " + e["name"] + ">"}) for e in expected]
     errors = []
     if [g["name"] for g in got] != [e["name"] for e in expected]:
         return [f"{path}: names differ:\n  ftx   {[g['name'] for g in got]}\n  torch {[e['name'] for e in expected]}"]
@@ -231,12 +256,24 @@ def bad_inputs():
 
 def main():
     failures = []
+    passed = failed = 0
     cases = make_fixtures()
     for path, expected in cases:
         errs = check_listing(path, expected)
         failures += errs
+        passed, failed = passed + (not errs), failed + bool(errs)
         print(f"{'FAIL' if errs else 'ok  '} inspect {os.path.basename(path)} ({len(expected)} tensors)")
-    for path, needle, marker in bad_inputs():
+    path, expected = ft_folder_case()
+    errs = check_listing(path, expected, subset=True)
+    failures += errs
+    passed, failed = passed + (not errs), failed + bool(errs)
+    print(f"{'FAIL' if errs else 'ok  '} inspect FT folder {path} ({len(expected)} tensors checked)")
+    # A short .bin is named with its size and the size config.ini implies.
+    short = os.path.join(path, "model.layers.0.attention.dense.weight.0.bin")
+    with open(short, "r+b") as f:
+        f.truncate(100)
+    bad = [(path, "model.layers.0.attention.dense.weight.0.bin: 100 bytes, expected 1024", None)]
+    for path, needle, marker in bad_inputs() + bad:
         if marker and os.path.exists(marker):
             os.remove(marker)
         out = subprocess.run([FTX, "inspect", "--stats", path], capture_output=True, text=True)
@@ -244,12 +281,12 @@ def main():
         ok = (out.returncode == 1 and len(lines) == 1 and lines[0].startswith("ftx: error: ")
               and needle in lines[0] and out.stdout == "" and not (marker and os.path.exists(marker)))
         print(f"{'ok  ' if ok else 'FAIL'} bad input {os.path.basename(path)}: {lines[-1] if lines else ''}")
+        passed, failed = passed + ok, failed + (not ok)
         if not ok:
             failures.append(f"{path}: exit {out.returncode}, stderr {out.stderr!r}, stdout {out.stdout[:200]!r}")
     for f in failures:
         print(f, file=sys.stderr)
-    total = len(cases) + 4
-    print(f"{total - len(failures) if len(failures) <= total else 0} passed, {len(failures)} failed")
+    print(f"{passed} passed, {failed} failed")
     return 1 if failures else 0
 
 
