@@ -23,7 +23,10 @@ Usage: arch_test.py {compat|engine|lambada|errors}
            step within 1e-4 of the row's largest logit of the float64 reference
            (tests/reference/hf_arch_reference.py); `ftx generate` greedy output_ids identical to the
            reference's, alone on 1-gpu and under mpirun on 2-gpu.
-  lambada  `ftx eval-lambada` on the models with GPT-2's vocabulary (gptj, opt_pre), 50 examples,
+  lambada  `ftx eval-lambada` on every model that carries a tokenizer, 50 examples: GPT-2's BPE
+           (gptj, opt_pre), tokenizer.json in the NeoX and BLOOM layouts (neox_tok, bloom_tok, checked
+           against scripts/fixtures/hf_tokenizer_reference.py) and XGLM's SentencePiece (xglm_tok,
+           against libsentencepiece's ids plus HF's fairseq offset);
            per-example predictions, word log-likelihoods and accuracies against the float64
            reference with tests/e2e/lambada_test.py's split and comparison (imported).
   errors   an unknown model_type (config or --model) lists the supported ones; --model overrides
@@ -227,6 +230,28 @@ def engine():
                     print(f"ok   generate {name} T={T}: greedy tokens equal the reference")
 
 
+class XglmReferenceEncoder:
+    """HF XGLMTokenizer's ids from the SentencePiece library: piece p -> p + 1, spm's unk 0 -> 3."""
+
+    def __init__(self, model):
+        import sentencepiece as spm
+        self.sp = spm.SentencePieceProcessor(model_file=model)
+
+    def encode(self, text):
+        return [p + 1 if p else 3 for p in self.sp.encode(text)]
+
+
+def reference_encoder(kind, folder):
+    """An independent Python tokenizer for the model's own files (None: GPT-2's BPE)."""
+    sys.path.insert(0, os.path.join(SRC, "scripts", "fixtures"))
+    if kind in ("neox", "bloom"):
+        import hf_tokenizer_reference
+        return hf_tokenizer_reference.HfBpe(os.path.join(folder, "tokenizer.json"))
+    if kind == "xglm":
+        return XglmReferenceEncoder(os.path.join(folder, "sentencepiece.bpe.model"))
+    return None
+
+
 def lambada():
     sys.path.insert(0, os.path.join(SRC, "tests", "e2e"))
     os.environ.setdefault("FTX_LAMBADA_EXAMPLES", "50")
@@ -238,12 +263,13 @@ def lambada():
         if not m["gpt2_vocab"]:
             continue
         name = m["name"]
+        enc = reference_encoder(m["gpt2_vocab"], hf_dir(name))
         r = convert(hf_dir(name), os.path.join(FIX, name, "ft"), 1, "fp32")
         if r.returncode != 0:
             fail(f"{name}: convert failed: {r.stderr}")
             continue
         cfg, W = build(hf_dir(name))
-        ref = lt.reference(cfg, W, texts)
+        ref = lt.reference(cfg, W, texts, enc)
         with tempfile.TemporaryDirectory() as tmp:
             out, summ = os.path.join(tmp, "out.jsonl"), os.path.join(tmp, "summary.json")
             r = run([FTX, "eval-lambada", "-m", os.path.join(FIX, name, "ft", "1-gpu"), "--max-examples", str(n),

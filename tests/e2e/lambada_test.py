@@ -88,8 +88,9 @@ def top_gap(logits, a, b):
     return abs(float(logits[a]) - float(logits[b]))
 
 
-def reference(cfg, W, texts):
-    enc = Encoder(os.path.join(SRC, "data", "gpt2"))
+def reference(cfg, W, texts, enc=None):
+    """`enc`: an independent tokenizer with .encode(text) (default: the Python GPT-2 BPE)."""
+    enc = enc or Encoder(os.path.join(SRC, "data", "gpt2"))
     out = []
     for i, text in enumerate(texts):
         full = enc.encode(text)
