@@ -19,21 +19,19 @@
 #include "lib/tokenizer/piece_cache.h"
 #include "lib/tokenizer/tokenizer.h"
 
+#include "unit/tokenizer_test_util.h"
+
 namespace fs = std::filesystem;
 using ftx::Gpt2BpeTokenizer;
 using Ids = std::vector<int32_t>;
 
+using ftx_test::source_dir;
+using ftx_test::gpt2_dir;
+using ftx_test::error_of;
+
 namespace {
 
-// $FTX_SOURCE_DIR, else the checkout this file was compiled from (ctest's gtest_discover_tests
-// passes only the first entry of a list-valued ENVIRONMENT, so the variable may be missing).
-std::string source_dir() {
-  const char* dir = std::getenv("FTX_SOURCE_DIR");
-  if (dir && *dir) return dir;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
 
-std::string gpt2_dir() { return source_dir() + "/data/gpt2"; }
 
 // Loaded once for all tests (loading takes ~0.1 s).
 const Gpt2BpeTokenizer& gpt2() {
@@ -69,15 +67,6 @@ class TempDir {
   fs::path path_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ftx::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 

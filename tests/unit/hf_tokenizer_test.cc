@@ -18,18 +18,18 @@
 #include "lib/tokenizer/hf_pretokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
 
+#include "unit/tokenizer_test_util.h"
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<int32_t>;
 
+using ftx_test::source_dir;
+using ftx_test::gpt2_dir;
+using ftx_test::error_of;
+
 namespace {
 
-std::string source_dir() {
-  const char* dir = std::getenv("FTX_SOURCE_DIR");
-  if (dir && *dir) return dir;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-std::string gpt2_dir() { return source_dir() + "/data/gpt2"; }
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
@@ -114,15 +114,6 @@ class TempDir {
   fs::path path_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ftx::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string error_loading(json doc) {
   TempDir d;

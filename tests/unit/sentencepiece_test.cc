@@ -15,20 +15,16 @@
 #include "lib/tokenizer/sentencepiece_tokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
 
+#include "unit/tokenizer_test_util.h"
+
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
+using ftx_test::lambada_texts;
+using ftx_test::error_of;
+
 namespace {
 
-std::vector<std::string> lambada_texts() {
-  // $FTX_SOURCE_DIR, else the checkout this file was compiled from.
-  const char* env = std::getenv("FTX_SOURCE_DIR");
-  std::string src = env && *env ? env : fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-  std::vector<std::string> texts;
-  std::ifstream in(src + "/data/lambada/lambada_test.jsonl");
-  for (std::string line; std::getline(in, line);) texts.push_back(nlohmann::json::parse(line)["text"]);
-  return texts;
-}
 
 // One BPE model with byte fallback (as NeMo GPT-Next uses), trained once on 1000 LAMBADA texts,
 // with no normalization so that every text round-trips exactly. (The e2e test covers the default
@@ -55,15 +51,6 @@ class SentencePieceTest : public ::testing::Test {
   static inline std::vector<std::string> texts_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ftx::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 

@@ -17,19 +17,16 @@
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/tokenizer/xglm_tokenizer.h"
 
+#include "unit/tokenizer_test_util.h"
+
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
+using ftx_test::lambada_texts;
+using ftx_test::error_of;
+
 namespace {
 
-std::vector<std::string> lambada_texts() {
-  const char* env = std::getenv("FTX_SOURCE_DIR");
-  std::string src = env && *env ? env : fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-  std::vector<std::string> texts;
-  std::ifstream in(src + "/data/lambada/lambada_test.jsonl");
-  for (std::string line; std::getline(in, line);) texts.push_back(nlohmann::json::parse(line)["text"]);
-  return texts;
-}
 
 class XglmTest : public ::testing::Test {
  protected:
@@ -55,15 +52,6 @@ class XglmTest : public ::testing::Test {
   static inline std::vector<std::string> texts_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ftx::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 
