@@ -1,8 +1,15 @@
 #include "lib/convert/tensor_job.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "formats/error.h"
+#include "lib/util/transpose.h"
 
 namespace ftx {
 
@@ -14,61 +21,196 @@ int64_t prod(const std::vector<int64_t>& s, size_t from = 0, size_t to = SIZE_MA
   return n;
 }
 
-// Any dtype, any strides -> contiguous float32 (fp16/bf16/fp32 exactly; fp64 rounded once).
-std::vector<float> materialize(const TensorView& t) {
-  const int64_t n = t.numel();
-  std::vector<float> out(static_cast<size_t>(n));
-  if (t.is_contiguous()) {
-    const uint8_t* p = t.data();
-    switch (t.dtype) {
-      case DType::kFloat32:
-        std::memcpy(out.data(), p, n * 4);
-        return out;
-      case DType::kFloat16:
-        for (int64_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, p + 2 * i, 2);
-          out[i] = half_to_float(h);
-        }
-        return out;
-      case DType::kBFloat16:
-        for (int64_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, p + 2 * i, 2);
-          out[i] = bf16_to_float(h);
-        }
-        return out;
-      default:
-        break;
-    }
-  }
-  size_t i = 0;
-  const DType dt = t.dtype;
-  t.for_each_element([&](const uint8_t* p) { out[i++] = static_cast<float>(load_as_double(dt, p)); });
-  return out;
-}
-
 std::string where(const TensorJob& job) { return job.source.empty() ? job.name : job.source; }
 
-struct Dense {
-  std::vector<float> v;
-  std::vector<int64_t> shape;
-  int64_t last() const { return shape.empty() ? 1 : shape.back(); }
-  int64_t rows() const { return shape.empty() ? 1 : prod(shape, 0, shape.size() - 1); }
+// An uninitialised byte buffer taken from its worker thread's pool. A conversion allocates the same
+// few sizes hundreds of times; reusing them saves a page fault and a page clear per 4 KiB, and no
+// buffer is zero-filled only to be overwritten. The pool keeps at most kPooled buffers per thread,
+// so the resident set stays (workers) x (a few of the largest tensors).
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(size_t n) : size_(n) {
+    auto& pool = free_list();
+    size_t best = pool.size();
+    for (size_t i = 0; i < pool.size(); ++i)
+      if (pool[i].cap >= n && (best == pool.size() || pool[i].cap < pool[best].cap)) best = i;
+    if (best < pool.size()) {
+      buf_ = std::move(pool[best]);
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(best));
+    } else {
+      buf_.bytes = allocate(n, &buf_.cap);
+    }
+  }
+  Scratch(Scratch&& o) noexcept : buf_(std::move(o.buf_)), size_(o.size_) { o.buf_.cap = 0; }
+  Scratch& operator=(Scratch&& o) noexcept {
+    give_back();
+    buf_ = std::move(o.buf_);
+    size_ = o.size_;
+    o.buf_.cap = 0;
+    return *this;
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { give_back(); }
+
+  uint8_t* data() { return buf_.bytes.get(); }
+  const uint8_t* data() const { return buf_.bytes.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct FreeBytes {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct Buf {
+    std::unique_ptr<uint8_t, FreeBytes> bytes;
+    size_t cap = 0;
+  };
+  // Large buffers are 2 MiB-aligned and asked for as transparent huge pages: a transpose writes
+  // each destination row on a different 4 KiB page, and huge pages keep those in the TLB.
+  static std::unique_ptr<uint8_t, FreeBytes> allocate(size_t n, size_t* cap) {
+    constexpr size_t kHuge = size_t{1} << 21;
+    void* p = nullptr;
+    if (n >= 2 * kHuge) {
+      *cap = (n + kHuge - 1) / kHuge * kHuge;
+      p = std::aligned_alloc(kHuge, *cap);
+      if (p) ::madvise(p, *cap, MADV_HUGEPAGE);  // a hint: without THP the pages are just small
+    } else {
+      *cap = n;
+      p = std::malloc(n > 0 ? n : 1);
+    }
+    if (!p) throw std::bad_alloc();
+    return std::unique_ptr<uint8_t, FreeBytes>(static_cast<uint8_t*>(p));
+  }
+  static constexpr size_t kPooled = 2;
+  static std::vector<Buf>& free_list() {
+    thread_local std::vector<Buf> pool;
+    return pool;
+  }
+  void give_back() {
+    if (!buf_.bytes) return;
+    auto& pool = free_list();
+    pool.push_back(std::move(buf_));
+    if (pool.size() > kPooled) {  // drop the smallest
+      auto smallest = std::min_element(pool.begin(), pool.end(), [](const Buf& a, const Buf& b) { return a.cap < b.cap; });
+      pool.erase(smallest);
+    }
+    buf_ = Buf{};
+  }
+
+  Buf buf_;
+  size_t size_ = 0;
 };
 
-Dense prepare_shard(const TensorJob& job, const TensorView& view) {
-  Dense d{materialize(view), view.shape};
+// A tensor's elements in the output dtype, C order: borrowed from the source when they are already
+// right, else owned.
+struct Block {
+  const uint8_t* p = nullptr;
+  Scratch own;
+  std::vector<int64_t> shape;
+
+  int64_t last() const { return shape.empty() ? 1 : shape.back(); }
+  int64_t rows() const { return shape.empty() ? 1 : prod(shape, 0, shape.size() - 1); }
+  void adopt(Scratch&& bytes) {
+    own = std::move(bytes);
+    p = own.data();
+  }
+};
+
+// ---- the cast: every (source dtype, output dtype) pair as its own tight loop --------------------
+
+template <class Load, class Store>
+void cast_loop(const uint8_t* src, size_t src_es, int64_t n, float add, uint8_t* dst, size_t dst_es, Load load,
+               Store store) {
+  if (add == 0.f) {
+    for (int64_t i = 0; i < n; ++i) store(load(src + i * src_es), dst + i * dst_es);
+  } else {
+    for (int64_t i = 0; i < n; ++i) store(load(src + i * src_es) + add, dst + i * dst_es);
+  }
+}
+
+template <class Load>
+void cast_to(const uint8_t* src, size_t src_es, int64_t n, float add, DType out, uint8_t* dst, Load load) {
+  switch (out) {
+    case DType::kFloat32:
+      return cast_loop(src, src_es, n, add, dst, 4, load, [](float v, uint8_t* d) { std::memcpy(d, &v, 4); });
+    case DType::kFloat16:
+      return cast_loop(src, src_es, n, add, dst, 2, load, [](float v, uint8_t* d) {
+        uint16_t h = float_to_half(v);
+        std::memcpy(d, &h, 2);
+      });
+    case DType::kBFloat16:
+      return cast_loop(src, src_es, n, add, dst, 2, load, [](float v, uint8_t* d) {
+        uint16_t h = float_to_bf16(v);
+        std::memcpy(d, &h, 2);
+      });
+    default:
+      throw Error(std::string("unsupported output data type ") + dtype_name(out));
+  }
+}
+
+// n contiguous elements of `in` -> `out`, each value taken exactly as float32 (fp64 rounded once),
+// `add` added in float32, then rounded once to `out`: the same arithmetic as FT's
+// `param.float() + 1` followed by `.astype(np.float16)`.
+void cast_contiguous(const uint8_t* src, DType in, int64_t n, float add, DType out, uint8_t* dst) {
+  switch (in) {
+    case DType::kFloat32:
+      return cast_to(src, 4, n, add, out, dst, [](const uint8_t* s) {
+        float v;
+        std::memcpy(&v, s, 4);
+        return v;
+      });
+    case DType::kFloat16:
+      return cast_to(src, 2, n, add, out, dst, [](const uint8_t* s) {
+        uint16_t h;
+        std::memcpy(&h, s, 2);
+        return half_to_float(h);
+      });
+    case DType::kBFloat16:
+      return cast_to(src, 2, n, add, out, dst, [](const uint8_t* s) {
+        uint16_t h;
+        std::memcpy(&h, s, 2);
+        return bf16_to_float(h);
+      });
+    default: {
+      const size_t es = dtype_size(in);
+      return cast_to(src, es, n, add, out, dst,
+                     [in](const uint8_t* s) { return static_cast<float>(load_as_double(in, s)); });
+    }
+  }
+}
+
+// The view's elements in the output dtype. Borrowed when nothing changes them.
+Block load_shard(const TensorView& view, float add, DType out) {
+  Block b;
+  b.shape = view.shape;
+  if (view.dtype == out && add == 0.f && view.is_contiguous()) {
+    b.p = view.data();
+    return b;
+  }
+  const int64_t n = view.numel();
+  Scratch bytes(static_cast<size_t>(n) * dtype_size(out));
+  if (view.is_contiguous()) {
+    cast_contiguous(view.data(), view.dtype, n, add, out, bytes.data());
+  } else {
+    // Strided views (torch slices) are gathered element by element into the source dtype first.
+    std::vector<uint8_t> packed;
+    view.copy_contiguous(packed);
+    cast_contiguous(packed.data(), view.dtype, n, add, out, bytes.data());
+  }
+  b.adopt(std::move(bytes));
+  return b;
+}
+
+Block prepare_shard(const TensorJob& job, const TensorView& view, DType out) {
+  const size_t es = dtype_size(out);
+  Block d = load_shard(view, job.add, out);
   if (job.transpose) {
     FTX_CHECK(d.shape.size() == 2, where(job), "expected a 2-D tensor to transpose, got shape " + shape_to_string(d.shape));
     const int64_t R = d.shape[0], C = d.shape[1];
-    std::vector<float> t(d.v.size());
-    const int64_t B = 64;
-    for (int64_t r0 = 0; r0 < R; r0 += B)
-      for (int64_t c0 = 0; c0 < C; c0 += B)
-        for (int64_t r = r0; r < std::min(R, r0 + B); ++r)
-          for (int64_t c = c0; c < std::min(C, c0 + B); ++c) t[c * R + r] = d.v[r * C + c];
-    d.v.swap(t);
+    Scratch t(static_cast<size_t>(R * C) * es);
+    transpose_matrix(d.p, R, C, es, t.data());
+    d.adopt(std::move(t));
     d.shape = {C, R};
   }
   if (d.shape.empty()) d.shape = {1};
@@ -76,9 +218,9 @@ Dense prepare_shard(const TensorJob& job, const TensorView& view) {
     const int64_t L = d.last(), rows = d.rows();
     FTX_CHECK(L % 2 == 0, where(job), "cannot halve a last axis of odd size " + std::to_string(L));
     const int64_t h = L / 2, off = job.take_half * h;
-    std::vector<float> t(static_cast<size_t>(rows * h));
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(&t[r * h], &d.v[r * L + off], h * sizeof(float));
-    d.v.swap(t);
+    Scratch t(static_cast<size_t>(rows * h) * es);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(t.data() + r * h * es, d.p + (r * L + off) * es, h * es);
+    d.adopt(std::move(t));
     d.shape.back() = h;
   }
   if (job.qkv != QkvOrder::kNone && job.qkv != QkvOrder::kQkvMajor) {
@@ -86,34 +228,36 @@ Dense prepare_shard(const TensorJob& job, const TensorView& view) {
     FTX_CHECK(n > 0 && hd > 0 && L == 3 * n * hd, where(job),
               "query_key_value has " + std::to_string(L) + " output features, expected 3 x " + std::to_string(n) +
                   " heads x " + std::to_string(hd) + " = " + std::to_string(3 * n * hd) + " per shard");
-    std::vector<float> t(d.v.size());
+    Scratch t(static_cast<size_t>(rows * L) * es);
     for (int64_t r = 0; r < rows; ++r) {
-      const float* src = &d.v[r * L];
-      float* dst = &t[r * L];
+      const uint8_t* src = d.p + r * L * es;
+      uint8_t* dst = t.data() + r * L * es;
       for (int64_t h = 0; h < n; ++h)
-        for (int64_t j = 0; j < 3; ++j)
-          for (int64_t e = 0; e < hd; ++e) {
-            int64_t s = job.qkv == QkvOrder::kHeadQkv ? (h * 3 + j) * hd + e : (h * hd + e) * 3 + j;
-            dst[(j * n + h) * hd + e] = src[s];
+        for (int64_t j = 0; j < 3; ++j) {
+          uint8_t* o = dst + (j * n + h) * hd * es;
+          if (job.qkv == QkvOrder::kHeadQkv) {  // [n, 3, d]: each (head, j) is a run of d
+            std::memcpy(o, src + (h * 3 + j) * hd * es, hd * es);
+          } else {  // [n, d, 3]
+            for (int64_t e = 0; e < hd; ++e) std::memcpy(o + e * es, src + ((h * hd + e) * 3 + j) * es, es);
           }
+        }
     }
-    d.v.swap(t);
+    d.adopt(std::move(t));
   }
-  if (job.add != 0.f)
-    for (auto& x : d.v) x += job.add;
   return d;
 }
 
 // Merged tensor plus the sizes of its last-axis segments.
 struct Full {
-  Dense d;
+  Block d;
   std::vector<int64_t> segs;
 };
 
-Full assemble(const TensorJob& job) {
+Full assemble(const TensorJob& job, DType out) {
   FTX_CHECK(!job.shards.empty(), where(job), "no source tensor");
+  const size_t es = dtype_size(out);
   if (job.merge_axis < 0 || job.shards.size() == 1) {
-    Full f{prepare_shard(job, job.shards[0]), {}};
+    Full f{prepare_shard(job, job.shards[0], out), {}};
     if (job.segments > 0) {
       FTX_CHECK(f.d.last() % job.segments == 0, where(job),
                 "last axis " + std::to_string(f.d.last()) + " is not " + std::to_string(job.segments) + " equal segments");
@@ -122,10 +266,10 @@ Full assemble(const TensorJob& job) {
     if (!job.seg_sizes.empty()) f.segs = job.seg_sizes;
     return f;
   }
-  std::vector<Dense> parts;
+  std::vector<Block> parts;
   parts.reserve(job.shards.size());
   for (size_t k = 0; k < job.shards.size(); ++k) {
-    parts.push_back(prepare_shard(job, job.shards[k]));
+    parts.push_back(prepare_shard(job, job.shards[k], out));
     const auto& a = parts[0].shape;
     const auto& b = parts[k].shape;
     bool ok = a.size() == b.size();
@@ -139,10 +283,17 @@ Full assemble(const TensorJob& job) {
   if (job.merge_axis == 0) {
     f.d.shape = parts[0].shape;
     f.d.shape[0] = 0;
+    size_t total = 0;
+    for (auto& p : parts) total += static_cast<size_t>(prod(p.shape)) * es;
+    Scratch cat(total);
+    uint8_t* dst = cat.data();
     for (auto& p : parts) {
       f.d.shape[0] += p.shape[0];
-      f.d.v.insert(f.d.v.end(), p.v.begin(), p.v.end());
+      const size_t nb = static_cast<size_t>(prod(p.shape)) * es;
+      std::memcpy(dst, p.p, nb);
+      dst += nb;
     }
+    f.d.adopt(std::move(cat));
     if (job.segments > 0) f.segs.assign(job.segments, f.d.last() / job.segments);
     return f;
   }
@@ -156,72 +307,43 @@ Full assemble(const TensorJob& job) {
   }
   f.d.shape = parts[0].shape;
   f.d.shape.back() = total;
-  f.d.v.resize(static_cast<size_t>(rows * total));
+  Scratch cat(static_cast<size_t>(rows * total) * es);
   for (int64_t r = 0; r < rows; ++r) {
-    float* dst = &f.d.v[r * total];
+    uint8_t* dst = cat.data() + r * total * es;
     for (int s = 0; s < nseg; ++s)
       for (auto& p : parts) {
         const int64_t w = p.last() / nseg;
-        std::memcpy(dst, &p.v[r * p.last() + s * w], w * sizeof(float));
-        dst += w;
+        std::memcpy(dst, p.p + (r * p.last() + s * w) * es, w * es);
+        dst += w * es;
       }
   }
+  f.d.adopt(std::move(cat));
   if (job.segments > 0) f.segs.assign(nseg, total / nseg);
   if (!job.seg_sizes.empty()) f.segs = job.seg_sizes;
   return f;
 }
 
-void cast_into(const float* src, int64_t n, DType out, uint8_t* dst) {
-  switch (out) {
-    case DType::kFloat32:
-      std::memcpy(dst, src, n * 4);
-      return;
-    case DType::kFloat16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = float_to_half(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    case DType::kBFloat16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = float_to_bf16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    default:
-      throw Error(std::string("unsupported output data type ") + dtype_name(out));
-  }
-}
-
 }  // namespace
 
-std::vector<float> assemble_full_tensor(const TensorJob& job, std::vector<int64_t>& shape) {
-  Full f = assemble(job);
-  shape = f.d.shape;
-  return std::move(f.d.v);
-}
-
-void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(JobOutput&&)>& emit) {
-  Full f = assemble(job);
+void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit) {
+  FTX_CHECK(out == DType::kFloat32 || out == DType::kFloat16 || out == DType::kBFloat16, where(job),
+            std::string("unsupported output data type ") + dtype_name(out));
+  const Full f = assemble(job, out);
   const size_t es = dtype_size(out);
+  const int64_t numel = prod(f.d.shape);
   if (job.split == OutSplit::kReplicated) {
-    JobOutput o{-1, f.d.shape, {}};
-    o.bytes.resize(f.d.v.size() * es);
-    cast_into(f.d.v.data(), static_cast<int64_t>(f.d.v.size()), out, o.bytes.data());
-    emit(std::move(o));
+    emit(JobOutput{-1, f.d.shape, f.d.p, static_cast<size_t>(numel) * es});
     return;
   }
   if (job.split == OutSplit::kRow) {
     const int64_t R = f.d.shape[0];
     FTX_CHECK(R % tp == 0, where(job), "axis 0 of size " + std::to_string(R) +
                                            " is not divisible by the inference tensor parallel size " + std::to_string(tp));
-    const int64_t per = (int64_t)f.d.v.size() / tp;
+    const int64_t per = numel / tp;
     for (int64_t r = 0; r < tp; ++r) {
-      JobOutput o{r, f.d.shape, {}};
+      JobOutput o{r, f.d.shape, f.d.p + r * per * es, static_cast<size_t>(per) * es};
       o.shape[0] = R / tp;
-      o.bytes.resize(per * es);
-      cast_into(&f.d.v[r * per], per, out, o.bytes.data());
-      emit(std::move(o));
+      emit(o);
     }
     return;
   }
@@ -238,27 +360,29 @@ void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::func
   FTX_CHECK(sum == f.d.last(), where(job), "last axis has " + std::to_string(f.d.last()) + " columns, expected " +
                                                std::to_string(sum));
   const int64_t rows = f.d.rows(), L = f.d.last();
+  if (tp == 1) {  // every segment whole: the merged tensor is the output
+    emit(JobOutput{0, f.d.shape, f.d.p, static_cast<size_t>(numel) * es});
+    return;
+  }
   for (int64_t r = 0; r < tp; ++r) {
     int64_t width = 0;
     for (size_t s = 0; s < segs.size(); ++s) width += (job.seg_split.empty() || job.seg_split[s]) ? segs[s] / tp : segs[s];
-    std::vector<float> buf(static_cast<size_t>(rows * width));
+    Scratch buf(static_cast<size_t>(rows * width) * es);  // back to the pool before the next rank
     for (int64_t row = 0; row < rows; ++row) {
-      float* dst = &buf[row * width];
+      uint8_t* dst = buf.data() + row * width * es;
       int64_t base = 0;
       for (size_t s = 0; s < segs.size(); ++s) {
         bool split = job.seg_split.empty() || job.seg_split[s];
         int64_t w = split ? segs[s] / tp : segs[s];
         int64_t off = base + (split ? r * w : 0);
-        std::memcpy(dst, &f.d.v[row * L + off], w * sizeof(float));
-        dst += w;
+        std::memcpy(dst, f.d.p + (row * L + off) * es, w * es);
+        dst += w * es;
         base += segs[s];
       }
     }
-    JobOutput o{r, f.d.shape, {}};
+    JobOutput o{r, f.d.shape, buf.data(), buf.size()};
     o.shape.back() = width;
-    o.bytes.resize(buf.size() * es);
-    cast_into(buf.data(), static_cast<int64_t>(buf.size()), out, o.bytes.data());
-    emit(std::move(o));
+    emit(o);
   }
 }
 

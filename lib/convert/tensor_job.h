@@ -50,20 +50,21 @@ struct TensorJob {
   OutSplit split = OutSplit::kReplicated;
 };
 
-// The bytes of one output file.
+// The bytes of one output file. `data` may point into the source checkpoint (when no element
+// changes) or into a buffer of run_tensor_job: valid only during the `emit` call.
 struct JobOutput {
   int64_t rank;                 // -1 for replicated
   std::vector<int64_t> shape;   // after split
-  std::vector<uint8_t> bytes;   // little-endian, in the output dtype
+  const uint8_t* data;          // little-endian, in the output dtype
+  size_t nbytes;
 };
 
-// Runs a job: reads the shards (any dtype, any strides), applies the transforms in float32, merges,
-// splits over `tp` ranks and casts to `out` (fp32, fp16 or bf16; round to nearest even, as numpy's
-// astype and torch's .to()). Calls `emit` once per output file. Throws Error naming job.name and
-// job.source when shard shapes disagree or a split does not divide.
-void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(JobOutput&&)>& emit);
-
-// Exposed for tests: the full (merged, unsplit) float32 tensor of a job and its shape.
-std::vector<float> assemble_full_tensor(const TensorJob& job, std::vector<int64_t>& shape);
+// Runs a job: reads the shards (any dtype, any strides), merges them, splits over `tp` ranks and
+// casts to `out` (fp32, fp16 or bf16; round to nearest even, as numpy's astype and torch's .to()).
+// Every step but the cast is a permutation of elements, so it is done on the output dtype's bytes:
+// a shard already in `out` is never widened, and one that needs no reordering is never copied.
+// Calls `emit` once per output file. Throws Error naming job.name and job.source when shard shapes
+// disagree or a split does not divide.
+void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit);
 
 }  // namespace ftx

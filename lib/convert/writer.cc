@@ -2,7 +2,6 @@
 // file list config.ini implies, writes OUT/<tp>-gpu/ through OutputDir (a temporary folder renamed
 // into place only when everything, config.ini and manifest.json included, is written).
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -17,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/checksum.h"
 #include "formats/error.h"
 #include "formats/ft_dir.h"
 #include "lib/convert/conversion.h"
@@ -103,8 +103,15 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   OutputDir out(opt.out_dir + "/" + std::to_string(opt.tp) + "-gpu", opt.force);
 
   uint64_t total_bytes = 0;
+  std::set<const MappedFile*> sources;
   for (auto& j : plan.jobs)
-    for (auto& s : j.shards) total_bytes += s.nbytes();
+    for (auto& s : j.shards) {
+      total_bytes += s.nbytes();
+      if (s.storage.file) sources.insert(s.storage.file.get());
+    }
+  // Parsing touched the archive's headers all over the file, and the kernel maps whole large
+  // folios around each touch: drop it all, so that only the jobs in flight are resident.
+  for (const MappedFile* f : sources) f->release(0, f->size());
   Progress progress("convert", plan.jobs.size(), total_bytes, opt.quiet);
 
   struct Written {
@@ -129,7 +136,7 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
       try {
         uint64_t in_bytes = 0;
         for (auto& s : job.shards) in_bytes += s.nbytes();
-        run_tensor_job(job, opt.tp, opt.dtype, [&](JobOutput&& o) {
+        run_tensor_job(job, opt.tp, opt.dtype, [&](const JobOutput& o) {
           FtWeightFile probe{job.name, o.rank, o.shape, false};
           const std::string fname = probe.file_name();
           auto it = by_file.find(fname);
@@ -137,14 +144,10 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
           FTX_CHECK(it->second->shape == o.shape, job.source,
                     fname + " would have shape " + shape_to_string(o.shape) + " but the configuration implies " +
                         shape_to_string(it->second->shape) + " (config/weights mismatch)");
-          write_file(out.file(fname), o.bytes.data(), o.bytes.size());
-          uint32_t crc = static_cast<uint32_t>(crc32(0L, o.bytes.data(), static_cast<uInt>(0)));
-          for (size_t off = 0; off < o.bytes.size(); off += (1u << 30)) {
-            size_t n = std::min<size_t>(1u << 30, o.bytes.size() - off);
-            crc = static_cast<uint32_t>(crc32(crc, o.bytes.data() + off, static_cast<uInt>(n)));
-          }
+          write_file(out.file(fname), o.data, o.nbytes);
+          const uint32_t crc = crc32_bytes(o.data, o.nbytes);
           std::lock_guard<std::mutex> lock(mu);
-          manifest[fname] = Written{job.name, o.rank, o.shape, o.bytes.size(), crc};
+          manifest[fname] = Written{job.name, o.rank, o.shape, o.nbytes, crc};
         });
         // The source pages are not needed again: keep the resident set to the jobs in flight.
         for (auto& s : job.shards) s.release_pages();

@@ -147,12 +147,16 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
   job.qkv_heads = 2;
   job.head_dim = 2;
   job.split = OutSplit::kColumn;
-  std::vector<JobOutput> outs;
-  run_tensor_job(job, 4, DType::kFloat32, [&](JobOutput&& o) { outs.push_back(std::move(o)); });
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<float>> outs;  // JobOutput::data is valid only inside emit: copy it
+  run_tensor_job(job, 4, DType::kFloat32, [&](const JobOutput& o) {
+    shapes.push_back(o.shape);
+    outs.emplace_back(reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes));
+  });
   ASSERT_EQ(outs.size(), 4u);
   for (int r = 0; r < 4; ++r) {
-    const float* f = reinterpret_cast<const float*>(outs[r].bytes.data());
-    ASSERT_EQ(outs[r].shape, (std::vector<int64_t>{6}));
+    const float* f = outs[r].data();
+    ASSERT_EQ(shapes[r], (std::vector<int64_t>{6}));
     for (int j = 0; j < 3; ++j)
       for (int e = 0; e < 2; ++e) EXPECT_EQ(f[j * 2 + e], 100 * j + 10 * r + e) << "rank " << r;
   }
