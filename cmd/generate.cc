@@ -23,6 +23,7 @@
 namespace {
 
 struct GenerateFlags {
+  std::string gemm_config;
   std::string model_dir, tokenizer_dir, input_ids, prompts, output;
   int64_t max_new_tokens = 0, batch_size = 0, max_seq_len = 0;
   int64_t top_k = 0;
@@ -44,7 +45,7 @@ int run_generate(const GenerateFlags& f) {
   if (f.dtype != "fp32" && f.dtype != "float32")
     throw ftx::UsageError("--dtype " + f.dtype + ": the " + f.device + " backend computes in fp32 only "
                           "(fp16/bf16 weight files are converted at load)");
-  ftx::Runtime rt = ftx::make_runtime(f.device, f.threads);
+  ftx::Runtime rt = ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -194,6 +195,8 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
                 "Add context_embedding: sum of the last layer's outputs over the prompt tokens");
   sub->add_flag("--stream", f->stream, "Print one JSON line per new token on standard output as it is made");
   sub->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--gemm-config", f->gemm_config,
+                  "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
   sub->add_option("--dtype", f->dtype, "Compute type (fp32)");
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   sub->add_flag("--quiet", f->quiet, "No summary on standard error");

@@ -41,6 +41,18 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<MappedFile> MappedFile::map_fd(int fd, size_t size, const std::string& label) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = label;
+  f->size_ = size;
+  if (size > 0) {
+    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) throw Error(label, std::string("cannot map: ") + std::strerror(errno));
+    f->data_ = static_cast<const uint8_t*>(p);
+  }
+  return f;
+}
+
 MappedFile::~MappedFile() {
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);
 }

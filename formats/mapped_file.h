@@ -12,6 +12,9 @@ class MappedFile {
  public:
   // Throws Error("<path>: cannot open: <strerror>") when the file is missing or unreadable.
   static std::shared_ptr<MappedFile> open(const std::string& path);
+  // Maps the first `size` bytes of an open file (which this does not close); `label` names it in
+  // errors. Used for scratch files that are already unlinked.
+  static std::shared_ptr<MappedFile> map_fd(int fd, size_t size, const std::string& label);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

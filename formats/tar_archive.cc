@@ -1,9 +1,12 @@
 #include "formats/tar_archive.h"
 
 #include <fnmatch.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "formats/error.h"
@@ -119,6 +122,7 @@ class GzipSource : public TarSource {
     return done;
   }
   Storage take(uint64_t n, const std::string& origin) override {
+    if (n >= kSpillBytes) return spill(n, origin);
     auto owned = std::make_shared<std::vector<uint8_t>>();
     const uint64_t producible = (avail_in_ + z_.avail_in) * kMaxDeflateRatio + (have_ - at_) + 64;
     owned->reserve(static_cast<size_t>(std::min(n, producible)));
@@ -141,11 +145,53 @@ class GzipSource : public TarSource {
   std::string size_text() const override {
     return "the gzip stream ends at " + std::to_string(pos_) + " uncompressed bytes";
   }
+
+  // Members this large (model weights) are inflated into an unlinked file under $TMPDIR (else
+  // /tmp) and mapped from there: they then live in the page cache, not in the process's memory,
+  // and their pages can be released tensor by tensor like those of a plain tar.
+  static constexpr uint64_t kSpillBytes = uint64_t(64) << 20;
   void finish() override {
     while (fill()) at_ = have_;
   }
 
  private:
+  Storage spill(uint64_t n, const std::string& origin) {
+    const char* env = std::getenv("TMPDIR");
+    const std::string dir = env && *env ? env : "/tmp";
+    std::string name = dir + "/ftx-inflate-XXXXXX";
+    int fd = ::mkstemp(&name[0]);
+    if (fd < 0) throw Error(dir, std::string("cannot create a scratch file to inflate ") + origin + ": " + std::strerror(errno));
+    ::unlink(name.c_str());  // gone from the folder now, freed when the mapping and fd are
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    uint64_t done = 0;
+    while (done < n && fill()) {
+      size_t k = static_cast<size_t>(std::min<uint64_t>(n - done, have_ - at_));
+      for (size_t off = 0; off < k;) {
+        ssize_t w = ::write(fd, buf_.data() + at_ + off, k - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+          throw Error(name, "cannot write the inflated " + origin + " (" + std::to_string(n) + " bytes; set TMPDIR to a " +
+                                "folder with room): " + std::strerror(w < 0 ? errno : EIO));
+        off += static_cast<size_t>(w);
+      }
+      at_ += k;
+      done += k;
+    }
+    pos_ += done;
+    Storage s;
+    auto file = MappedFile::map_fd(fd, static_cast<size_t>(done), origin);
+    s.data = file->data();
+    s.nbytes = done;
+    s.origin = origin;
+    s.file = file;
+    s.file_offset = 0;
+    s.keep_alive = file;
+    return s;
+  }
+
   // zlib takes at most 4 GiB of input per call (uInt); larger inputs are fed in slices.
   void feed() {
     uInt k = static_cast<uInt>(std::min<uint64_t>(avail_in_, 1u << 30));

@@ -11,6 +11,8 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/lt_algo.h"
+#include "kernels/gemm_tune/gemm_tuner.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/cuda_backend/cuda_kernels.h"
 
@@ -89,12 +91,8 @@ CudaBackend::~CudaBackend() {
   // Best effort, no throwing: finish queued work, then give everything back.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
-  for (auto& [key, p] : plans_) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-  }
+  clear_plans();
+  if (blas_) cublasDestroy(blas_);
   if (lt_) cublasLtDestroy(lt_);
   for (Slot& s : slots_) {
     if (s.host) cudaFreeHost(s.host);
@@ -214,6 +212,36 @@ std::vector<const void*> CudaBackend::stage(std::initializer_list<Part> parts) {
 
 // ---------------------------------------------------------------- GEMM
 
+void CudaBackend::clear_plans() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  plans_.clear();
+}
+
+void CudaBackend::use_gemm_config(const std::string& explicit_path, const std::string& model_dir) {
+  const CudaDeviceInfo dev = current_cuda_device();
+  gemm::DeviceIdentity id;
+  id.gpu_name = dev.name;
+  id.cc_major = dev.cc_major;
+  id.cc_minor = dev.cc_minor;
+  id.cuda_version = dev.runtime_version;
+  id.cublaslt_version = dev.cublaslt_version;
+  // The backend's GEMMs are FP32 (fp32 weights and activations): only an fp32 file applies.
+  algo_map_ = gemm::GemmAlgoMap::load(explicit_path, model_dir, id, gemm::GemmDType::kFp32);
+  if (algo_map_.active() && !blas_) {
+    FTX_CUBLAS_CHECK(cublasCreate(&blas_));
+    FTX_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // The Lt workspace serves cuBLAS too: both run on stream_, in order.
+    FTX_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_, kWorkspaceBytes));
+  }
+  clear_plans();  // GEMMs planned before now are planned again with the file
+}
+
+
 const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   const auto [M, N, K, trans_b, align_a, align_b, align_c] = key;
@@ -233,11 +261,39 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, K, M, K));
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
 
+  const std::string shape = "gemm M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                            (trans_b ? " (B transposed)" : "");
+  // Lt's A is our B and vice versa.
+  const uint32_t al_a = align_b, al_b = align_a, al_c = align_c;
+
+  // gemm_config.in first (FT's key: m = rows, n = output features), as FT's cublasMMWrapper does.
+  // The file is tuned for FP32 compute: with TF32 on, its timings do not apply.
+  if (const gemm::GemmAlgoRow* row = tf32_ ? nullptr : algo_map_.find(1, static_cast<int>(M), static_cast<int>(N),
+                                                                          static_cast<int>(K), shape)) {
+    LtAlgoFields f;
+    f.algo_id = row->algo_id;
+    f.tile = static_cast<uint32_t>(row->tile);
+    f.stages = static_cast<uint32_t>(row->stages);
+    f.splitk = row->splitk;
+    f.reduction = static_cast<uint32_t>(row->reduction_scheme);
+    f.swizzle = static_cast<uint32_t>(row->swizzle);
+    f.custom = static_cast<uint32_t>(row->custom_option);
+    if (!row->is_cublaslt()) {  // FT's gpt_gemm writes classic winners (all fp32 rows are): run them as FT does
+      p.classic_algo = row->algo_id;
+      return plans_.emplace(key, p).first->second;
+    }
+    size_t ws_needed = 0;
+    if (build_lt_algo(lt_, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, f, p.op, p.a,
+                                            p.b, p.c, kWorkspaceBytes, &p.algo, &ws_needed) &&
+        lt_algo_accepts_alignment(p.algo, al_a, al_b, al_c))
+      return plans_.emplace(key, p).first->second;
+    gemm::gemm_log_to_stderr("warning: " + shape + ": cuBLASLt does not accept the tuned algorithm " +
+                             std::to_string(row->algo_id) + " for these operands; using the heuristic");
+  }
+
   cublasLtMatmulPreference_t pref = nullptr;
   FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = kWorkspaceBytes;
-  // Lt's A is our B and vice versa.
-  const uint32_t al_a = align_b, al_b = align_a, al_c = align_c;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
@@ -252,8 +308,6 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  const std::string shape = "gemm M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                            (trans_b ? " (B transposed)" : "");
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
@@ -275,6 +329,14 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const fl
   }
   const GemmPlan& p = plan(GemmKey{M, N, K, trans_b, alignment_of(A), alignment_of(B), alignment_of(C)});
   const float alpha = 1.0f;
+  if (p.classic_algo >= 0) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
+    FTX_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
+                                  static_cast<int>(M), static_cast<int>(K), &alpha, B, CUDA_R_32F,
+                                  static_cast<int>(trans_b ? K : N), A, CUDA_R_32F, static_cast<int>(K), &beta, C,
+                                  CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F,
+                                  static_cast<cublasGemmAlgo_t>(p.classic_algo)));
+    return;
+  }
   FTX_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
                                   kWorkspaceBytes, stream_));
 }

@@ -14,9 +14,11 @@
 //    cores on request (CudaBackendOptions::tf32 or FTX_CUDA_TF32=1; ~1e-3 relative).
 //  * attention: one kernel for prefill and decode (online softmax, K/V tiles in shared memory,
 //    MHA/MQA/GQA, ALiBi), head_dim up to 256.
+//  * gemm_config.in (use_gemm_config): a listed GEMM runs the file's algorithm, classic cuBLAS
+//    rows through cublasGemmEx (FT's gpt_gemm writes only those for fp32), cuBLASLt rows rebuilt
+//    from their fields when cuBLASLt accepts them for the operands; others use the heuristic.
 // Not done: fp16/bf16 weights or compute (the interface is fp32-only), fp16 KV cache, CUDA graphs,
-// use of gemm_config.in (gemm-tune's algorithm map), split-KV decode attention, fused
-// bias+activation epilogues in cuBLASLt, compute-sanitizer runs.
+// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, compute-sanitizer runs.
 //
 // Pointer contract: every float* the Backend methods take or return is device memory owned by this
 // backend (from alloc()), except the host arguments the interface names (upload source, download

@@ -5,6 +5,7 @@
 //
 // One host thread drives a backend (the CUDA device is selected in the constructor, per thread).
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cuda_backend/device_arena.h"
+#include "lib/gemm/gemm_algo_map.h"
 #include "lib/ops/backend.h"
 
 namespace ftx::cuda {
@@ -28,6 +30,8 @@ class CudaBackend : public ops::Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override { return "cuda"; }
+  void use_gemm_config(const std::string& explicit_path, const std::string& model_dir) override;
+  const gemm::GemmAlgoMap& gemm_algo_map() const { return algo_map_; }
   int device() const { return device_; }
   bool tf32() const { return tf32_; }
   cudaStream_t stream() const { return stream_; }
@@ -85,10 +89,12 @@ class CudaBackend : public ops::Backend {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    int classic_algo = -1;  // >= 0: gemm_config.in chose this classic cuBLAS algorithm (cublasGemmEx)
   };
   // M, N, K, trans_b, and the alignments (bytes, ≤ 256) of A, B, C: cuBLASLt picks kernels by them.
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t>;
   const GemmPlan& plan(const GemmKey& key);
+  void clear_plans();
 
   static constexpr size_t kSlots = 32;
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
@@ -107,8 +113,10 @@ class CudaBackend : public ops::Backend {
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
   cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t blas_ = nullptr;  // only for gemm_config.in rows naming classic cuBLAS algorithms
   void* workspace_ = nullptr;
   std::map<GemmKey, GemmPlan> plans_;
+  gemm::GemmAlgoMap algo_map_;  // gemm_config.in's algorithms; empty: heuristics only
   std::array<Slot, kSlots> slots_{};
   size_t next_slot_ = 0;
   void* download_buf_ = nullptr;  // pinned

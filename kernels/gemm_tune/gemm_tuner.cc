@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/lt_algo.h"
 #include "kernels/gemm_tune/fill_random.h"
 
 namespace ftx::cuda {
@@ -106,10 +107,7 @@ Geometry geometry(const GemmProblem& p, TuneDType dt) {
 }
 
 // One cuBLASLt configuration, in exactly the fields gemm_config.in stores.
-struct LtConfig {
-  int algo_id = 0;
-  uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0, custom = 0;
-  int32_t splitk = 1;
+struct LtConfig : LtAlgoFields {
   size_t workspace = 0;
   auto key() const { return std::make_tuple(algo_id, tile, stages, reduction, swizzle, custom, splitk); }
 };
@@ -133,17 +131,6 @@ void make_layout(cublasLtMatrixLayout_t* out, cudaDataType_t t, int rows, int co
     FTX_CUBLAS_CHECK(
         cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
   }
-}
-
-template <typename T>
-bool get_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, T* out) {
-  size_t written = 0;
-  return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, out, sizeof *out, &written) == CUBLAS_STATUS_SUCCESS;
-}
-
-template <typename T>
-bool set_config(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
-  return cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
 }
 
 template <typename T>
@@ -243,21 +230,8 @@ struct GemmTuner::Impl {
   // Rebuilds an algo from the stored fields; false when cuBLASLt rejects it or it needs more
   // workspace than allowed. Fills cfg->workspace with what AlgoCheck reports.
   bool build_lt(const LtDescs& d, const Geometry& g, LtConfig* cfg, cublasLtMatmulAlgo_t* algo) {
-    if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, g.a_type, g.b_type, g.c_type, g.c_type,
-                               cfg->algo_id, algo) != CUBLAS_STATUS_SUCCESS)
-      return false;
-    if (!set_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, cfg->tile) ||
-        !set_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, cfg->stages) ||
-        !set_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, cfg->splitk) ||
-        !set_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, cfg->reduction) ||
-        !set_config(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, cfg->swizzle) ||
-        !set_config(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, cfg->custom))
-      return false;
-    cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(lt, d.op, d.a, d.b, d.c, d.c, algo, &r) != CUBLAS_STATUS_SUCCESS) return false;
-    if (r.workspaceSize > opt.workspace_limit) return false;
-    cfg->workspace = r.workspaceSize;
-    return true;
+    return build_lt_algo(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, g.a_type, g.b_type, g.c_type, *cfg, d.op, d.a, d.b, d.c,
+                         opt.workspace_limit, algo, &cfg->workspace);
   }
 
   std::vector<LtConfig> heuristic_candidates(const LtDescs& d, const Geometry& g) {
@@ -277,14 +251,7 @@ struct GemmTuner::Impl {
     for (int i = 0; i < found; ++i) {
       if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
       LtConfig c;
-      if (!get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &c.algo_id) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c.swizzle) ||
-          !get_config(res[i].algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c.custom))
-        continue;
+      if (!read_lt_algo(res[i].algo, &c)) continue;
       cublasLtMatmulAlgo_t rebuilt;
       if (build_lt(d, g, &c, &rebuilt)) out.push_back(c);  // drop what the file could not reproduce
     }

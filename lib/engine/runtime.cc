@@ -1,14 +1,20 @@
 #include "lib/engine/runtime.h"
 
+#include "formats/error.h"
+
 #if defined(FTX_HAVE_CUDA) && defined(FTX_HAVE_NCCL)
 #include "kernels/cuda_backend/nccl_communicator.h"
 #endif
 
 namespace ftx {
 
-Runtime make_runtime(const std::string& device, int threads) {
+Runtime make_runtime(const RuntimeOptions& o) {
+  const std::string& device = o.device;
+  if (device != "cuda" && !o.gemm_config.empty())
+    throw UsageError("--gemm-config applies to --device cuda only (the " + device + " backend has no GEMM algorithms to choose)");
   Runtime rt;
-  rt.backend = ops::make_backend(device, threads);
+  rt.backend = ops::make_backend(device, o.threads);
+  if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   rt.comm = dist::make_communicator();
 #if defined(FTX_HAVE_CUDA) && defined(FTX_HAVE_NCCL)
   // The engine all-reduces activations in the backend's memory: device buffers need NCCL.

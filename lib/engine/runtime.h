@@ -14,6 +14,15 @@ struct Runtime {
   std::unique_ptr<dist::Communicator> comm;
 };
 
-Runtime make_runtime(const std::string& device, int threads);
+struct RuntimeOptions {
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int threads = 0;             // CPU threads; 0 = OMP_NUM_THREADS, else all cores
+  std::string model_dir;       // the model folder: where gemm_config.in is looked for
+  std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
+};
+
+// The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
+// An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick.
+Runtime make_runtime(const RuntimeOptions& options);
 
 }  // namespace ftx

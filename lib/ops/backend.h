@@ -41,6 +41,15 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
+  // GEMM algorithms tuned by `ftx gemm-tune`: `explicit_path` (generate's --gemm-config) or else
+  // <model_dir>/gemm_config.in or ./gemm_config.in. A GPU backend uses the file's algorithm for
+  // each GEMM it lists (refusing a file from another GPU or data type, with a warning); the CPU
+  // backend has no algorithm to choose and ignores it.
+  virtual void use_gemm_config(const std::string& explicit_path, const std::string& model_dir) {
+    (void)explicit_path;
+    (void)model_dir;
+  }
+
   // ---- memory (counts are in floats) ----
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;

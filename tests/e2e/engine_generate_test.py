@@ -158,6 +158,10 @@ def test_errors(tmp):
     # A build without CUDA says so; a CUDA build on a machine without a GPU says that.
     expect_error("cuda", ["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--device", "cuda"],
                  ("the CUDA backend is not built in this version", "no CUDA device found"))
+    # gemm_config.in picks GPU GEMM algorithms: naming one for the CPU backend is a usage error (exit 2).
+    r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--gemm-config", csv("gemm_config.in", "")])
+    check(r.returncode == 2 and "--gemm-config applies to --device cuda only" in r.stderr,
+          f"gemm-config on cpu: exit {r.returncode}, stderr {r.stderr.strip()!r}")
     expect_error("tp mismatch", ["-m", os.path.join(FIX, "gpt2", "2-gpu"), "--input-ids", csv("ok.csv", "1,2\n"), *base],
                  "model folder was converted for tensor parallel size 2; run with `mpirun -np 2`")
 

@@ -27,8 +27,14 @@
 #ifdef FTX_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/cuda_backend/nccl_communicator.h"
+#include "kernels/gemm_tune/gemm_tuner.h"
+#include "lib/gemm/gemm_config_file.h"
 #endif
 
 namespace ftx {
@@ -77,6 +83,7 @@ class CudaVsCpu : public ::testing::Test {
     return v;
   }
   int32_t random_int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng_); }
+  void check_gemm(int64_t M, int64_t N, int64_t K, bool trans_b, float beta, int64_t misalign);
 
   // A buffer of the same contents on both backends.
   struct Dual {
@@ -170,6 +177,39 @@ TEST_F(CudaVsCpu, CopyAndFill) {
   EXPECT_EQ(gpu_of(a), cpu_of(a));
 }
 
+// One GEMM on both backends, compared with the GEMM tolerance of the file comment.
+void CudaVsCpu::check_gemm(int64_t M, int64_t N, int64_t K, bool trans_b, float beta, int64_t misalign) {
+  SCOPED_TRACE("M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) + " trans_b " +
+               std::to_string(trans_b) + " beta " + std::to_string(beta) + " misalign " + std::to_string(misalign));
+  const auto ha = random(M * K + misalign), hb = random(K * N + misalign);
+  auto a = dual(ha), b = dual(hb), c = dual_random(M * N + misalign);
+  if (beta == 0.0f) {  // beta 0 must ignore C, even NaN
+    const std::vector<float> nan(c.n, std::nanf(""));
+    cpu_->upload(c.c, nan.data(), c.n);
+    gpu_->upload(c.g, nan.data(), c.n);
+  }
+  const auto c0 = cpu_of(c);
+  cpu_->gemm(M, N, K, a.c + misalign, b.c + misalign, trans_b, c.c + misalign, beta);
+  gpu_->gemm(M, N, K, a.g + misalign, b.g + misalign, trans_b, c.g + misalign, beta);
+  std::vector<double> scale(c.n, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = beta != 0.0f ? std::fabs(beta * c0[misalign + m * N + n]) : 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float bv = trans_b ? hb[misalign + n * K + k] : hb[misalign + k * N + n];
+        acc += std::fabs(static_cast<double>(ha[misalign + m * K + k]) * bv);
+      }
+      scale[misalign + m * N + n] = acc;
+    }
+  auto got = gpu_of(c), want = cpu_of(c);
+  if (misalign) {  // the element before the matrix is untouched garbage (NaN with beta 0)
+    got.erase(got.begin());
+    want.erase(want.begin());
+    scale.erase(scale.begin());
+  }
+  EXPECT_TRUE(close(got, want, &scale));
+}
+
 TEST_F(CudaVsCpu, Gemm) {
   struct Shape {
     int64_t M, N, K;
@@ -178,39 +218,63 @@ TEST_F(CudaVsCpu, Gemm) {
                         Shape{5, 1001, 64}, Shape{2, 64, 1024}})
     for (bool trans_b : {false, true})
       for (float beta : {0.0f, 0.5f})
-        for (int64_t misalign : {0, 1}) {  // offset pointers: cuBLASLt must not assume 256-byte alignment
-          SCOPED_TRACE("M " + std::to_string(s.M) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
-                       " trans_b " + std::to_string(trans_b) + " beta " + std::to_string(beta) + " misalign " +
-                       std::to_string(misalign));
-          const auto ha = random(s.M * s.K + misalign), hb = random(s.K * s.N + misalign);
-          auto a = dual(ha), b = dual(hb), c = dual_random(s.M * s.N + misalign);
-          if (beta == 0.0f) {  // beta 0 must ignore C, even NaN
-            const std::vector<float> nan(c.n, std::nanf(""));
-            cpu_->upload(c.c, nan.data(), c.n);
-            gpu_->upload(c.g, nan.data(), c.n);
-          }
-          const auto c0 = cpu_of(c);
-          cpu_->gemm(s.M, s.N, s.K, a.c + misalign, b.c + misalign, trans_b, c.c + misalign, beta);
-          gpu_->gemm(s.M, s.N, s.K, a.g + misalign, b.g + misalign, trans_b, c.g + misalign, beta);
-          std::vector<double> scale(c.n, 0.0);
-          for (int64_t m = 0; m < s.M; ++m)
-            for (int64_t n = 0; n < s.N; ++n) {
-              double acc = beta != 0.0f ? std::fabs(beta * c0[misalign + m * s.N + n]) : 0.0;
-              for (int64_t k = 0; k < s.K; ++k) {
-                const float bv = trans_b ? hb[misalign + n * s.K + k] : hb[misalign + k * s.N + n];
-                acc += std::fabs(static_cast<double>(ha[misalign + m * s.K + k]) * bv);
-              }
-              scale[misalign + m * s.N + n] = acc;
-            }
-          auto got = gpu_of(c), want = cpu_of(c);
-          if (misalign) {  // the element before the matrix is untouched garbage (NaN with beta 0)
-            got.erase(got.begin());
-            want.erase(want.begin());
-            scale.erase(scale.begin());
-          }
-          EXPECT_TRUE(close(got, want, &scale));
-        }
+        for (int64_t misalign : {0, 1})  // offset pointers: cuBLASLt must not assume 256-byte alignment
+          check_gemm(s.M, s.N, s.K, trans_b, beta, misalign);
 }
+
+#ifdef FTX_HAVE_CUDA
+// gemm_config.in drives the GEMMs it lists (ftx generate --gemm-config): classic cuBLAS rows (all
+// that FT's gpt_gemm writes for fp32) run through cublasGemmEx with their algorithm; a row that
+// cuBLASLt rejects falls back to the heuristic. Results stay within the GEMM tolerance either way,
+// and the map reports which GEMMs it served.
+TEST_F(CudaVsCpu, GemmFromTunedFile) {
+  const cuda::CudaDeviceInfo dev = cuda::current_cuda_device();
+  gemm::GemmConfigFile file;
+  file.header.has_ftx_metadata = true;
+  file.header.device.gpu_name = dev.name;
+  file.header.device.cc_major = dev.cc_major;
+  file.header.device.cc_minor = dev.cc_minor;
+  file.header.device.cuda_version = dev.runtime_version;
+  file.header.device.cublaslt_version = dev.cublaslt_version;
+  file.header.dtype = "fp32";
+  auto row = [](int m, int n, int k, int algo, bool lt) {
+    gemm::GemmAlgoRow r;
+    r.batch_beam = 1;
+    r.seq_len = m;
+    r.head_num = 1;
+    r.size_per_head = n;
+    r.dtype = 0;  // FT's FLOAT_DATATYPE
+    r.batch_count = 1;
+    r.m = m;
+    r.n = n;
+    r.k = k;
+    r.algo_id = algo;
+    if (lt) {  // an algorithm id no cuBLASLt has: must be refused, not run
+      r.custom_option = r.tile = r.splitk = r.swizzle = r.reduction_scheme = r.workspace_size = r.stages = 0;
+    }
+    r.exec_time_ms = 0.01f;
+    return r;
+  };
+  file.rows = {row(3, 48, 32, -1, false), row(17, 33, 65, 0, false), row(8, 64, 64, 100000, true)};
+  char dir_tmpl[] = "/tmp/ftx-gemmcfg-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const std::string path = std::string(dir_tmpl) + "/gemm_config.in";
+  gemm::write_gemm_config(path, file);
+  gpu_->use_gemm_config(path, "");
+  auto* impl = dynamic_cast<cuda::CudaBackend*>(gpu_.get());
+  ASSERT_NE(impl, nullptr);
+  ASSERT_TRUE(impl->gemm_algo_map().active()) << impl->gemm_algo_map().rejection();
+  for (bool trans_b : {false, true}) {
+    check_gemm(3, 48, 32, trans_b, 0.0f, 0);
+    check_gemm(17, 33, 65, trans_b, 0.5f, 1);
+    check_gemm(8, 64, 64, trans_b, 0.0f, 0);
+    check_gemm(5, 7, 9, trans_b, 0.0f, 0);  // not in the file: the heuristic
+  }
+  EXPECT_EQ(impl->gemm_algo_map().hits(), 3u);  // rows looked up (the refused one is also warned about)
+  std::remove(path.c_str());
+  rmdir(dir_tmpl);
+}
+#endif
 
 TEST_F(CudaVsCpu, LayerNorm) {
   for (int64_t rows : {1, 3, 7})

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
+#include <cstdlib>
 #include <cstring>
 
 #include "formats/error.h"
@@ -134,24 +137,85 @@ TEST(TarArchive, NormalisesNames) {
   EXPECT_EQ(TarArchive::normalise_name("./"), "");
 }
 
-TEST(TarArchive, MemberRunningPastEndOfInMemoryArchive) {
-  // One header claiming 1000 bytes, followed by only 10.
+namespace {
+
+// A ustar header for one regular file.
+std::string ustar_header(const std::string& name, uint64_t size) {
   std::string h(512, '\0');
-  std::memcpy(&h[0], "./w.bin", 7);
+  std::memcpy(&h[0], name.data(), name.size());
   std::memcpy(&h[100], "0000644", 7);
-  std::memcpy(&h[124], "00000001750", 11);  // 1000
+  snprintf(&h[124], 12, "%011llo", static_cast<unsigned long long>(size));
   h[156] = '0';
   std::memcpy(&h[257], "ustar\0" "00", 8);
   std::memset(&h[148], ' ', 8);
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
   snprintf(&h[148], 8, "%06o", sum);
-  auto owned = std::make_shared<std::string>(h + std::string(10, 'x'));
+  return h;
+}
+
+Storage owned_storage(std::string bytes, const std::string& origin) {
+  auto owned = std::make_shared<std::string>(std::move(bytes));
   Storage s;
   s.data = reinterpret_cast<const uint8_t*>(owned->data());
   s.nbytes = owned->size();
   s.keep_alive = owned;
-  s.origin = "mem.tar";
+  s.origin = origin;
+  return s;
+}
+
+std::string gzip(const std::string& in) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  EXPECT_EQ(deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, in.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(&out[0]);
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+// Weights in a tar.gz are not held in memory: a member of 64 MiB or more is inflated into an
+// unlinked scratch file under $TMPDIR and mapped, so its pages can be released like a plain tar's.
+TEST(TarArchive, LargeGzipMemberIsInflatedToAMappedScratchFile) {
+  const uint64_t n = (uint64_t(64) << 20) + 12345;
+  std::string data(n, '\0');
+  for (uint64_t i = 0; i < n; ++i) data[i] = static_cast<char>((i * 31 + i / 4099) % 251);
+  std::string tar = ustar_header("./model_weights.ckpt", n) + data + std::string((512 - n % 512) % 512, '\0') +
+                    ustar_header("./model_config.yaml", 3) + "a:1" + std::string(509, '\0') +
+                    std::string(1024, '\0');
+  const Storage gz = owned_storage(gzip(tar), "big.nemo");
+  auto ar = TarArchive::from_bytes(gz);
+  ASSERT_TRUE(ar->compressed());
+  Storage w = ar->member("model_weights.ckpt");
+  ASSERT_TRUE(w.file) << "not mapped from a scratch file";
+  ASSERT_EQ(w.nbytes, n);
+  EXPECT_EQ(std::memcmp(w.data, data.data(), n), 0);
+  EXPECT_EQ(w.origin, "big.nemo:model_weights.ckpt");
+  EXPECT_FALSE(ar->member("model_config.yaml").file);  // small members stay in memory
+  w.file->release(0, w.file->size());                  // dropping pages must not lose the data
+  EXPECT_EQ(std::memcmp(w.data + n / 2, data.data() + n / 2, 4096), 0);
+
+  // No room for the scratch file: an error naming the folder, not a crash.
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", "/nonexistent-ftx-tmp", 1);
+  const std::string err = error_of([&] { TarArchive::from_bytes(gz); });
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  EXPECT_NE(err.find("/nonexistent-ftx-tmp: cannot create a scratch file to inflate big.nemo:model_weights.ckpt"),
+            std::string::npos)
+      << err;
+}
+
+TEST(TarArchive, MemberRunningPastEndOfInMemoryArchive) {
+  // One header claiming 1000 bytes, followed by only 10.
+  const Storage s = owned_storage(ustar_header("./w.bin", 1000) + std::string(10, 'x'), "mem.tar");
   EXPECT_EQ(error_of([&] { TarArchive::from_bytes(s); }),
             "mem.tar: tar member 'w.bin' runs past the end of the archive (needs 1000 bytes at offset 512, "
             "archive has 522 bytes)");
