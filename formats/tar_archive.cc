@@ -208,6 +208,7 @@ class GzipSource : public TarSource {
       int rc = inflate(&z_, Z_NO_FLUSH);
       at_ = 0;
       have_ = buf_.size() - z_.avail_out;
+      release_consumed_input();
       if (rc == Z_STREAM_END) {
         // A gzip file may hold several members back to back; trailing zero padding is ignored.
         if (z_.avail_in < 2) feed();
@@ -230,7 +231,19 @@ class GzipSource : public TarSource {
     return true;
   }
 
+  // The compressed file is read once, front to back: drop its mapped pages behind zlib, or a
+  // multi-GB .nemo would end up wholly resident.
+  void release_consumed_input() {
+    if (!bytes_.file) return;
+    const uint64_t consumed = static_cast<uint64_t>(z_.next_in - bytes_.data);
+    if (consumed - released_ < kReleaseStep) return;
+    bytes_.file->release(bytes_.file_offset + released_, consumed - released_);
+    released_ = consumed;
+  }
+  static constexpr uint64_t kReleaseStep = uint64_t(16) << 20;
+
   Storage bytes_;
+  uint64_t released_ = 0;  // compressed bytes whose pages were released
   std::string path_;
   z_stream z_;
   uint64_t avail_in_ = 0;  // input not yet handed to zlib
