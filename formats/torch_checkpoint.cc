@@ -180,7 +180,10 @@ ValuePtr load_zip(const Storage& bytes) {
     Storage s = member_bytes(*e);
     // Its local header was read through the mapping; the kernel maps a whole (large) folio
     // around such a touch, and a few hundred of them would keep much of the file resident.
-    if (bytes.file) bytes.file->release(bytes.file_offset + e->local_header_offset, s.file_offset - bytes.file_offset - e->local_header_offset);
+    if (bytes.file) {
+      const uint64_t header = bytes.file_offset + e->local_header_offset;
+      bytes.file->release(header, s.file_offset - header);
+    }
     if (s.nbytes < need)
       throw Error(s.origin, "storage '" + r.key + "' is truncated: holds " + std::to_string(s.nbytes) +
                                 " bytes but its " + std::to_string(r.numel) + " " + dtype_name(r.dtype) +

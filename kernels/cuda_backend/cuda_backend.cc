@@ -22,6 +22,28 @@ namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The launch fields prefill and decode share (the caller adds lengths or past). cache_rows and
+// slopes are staged device copies.
+AttentionLaunch attention_launch(float* out, const float* qkv, float* k_cache, float* v_cache,
+                                 const ops::AttentionShape& sh, const void* cache_rows, const void* slopes,
+                                 int64_t items, int64_t S) {
+  AttentionLaunch a;
+  a.out = out;
+  a.qkv = qkv;
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.cache_rows = static_cast<const int32_t*>(cache_rows);
+  a.alibi_slopes = static_cast<const float*>(slopes);
+  a.items = items;
+  a.S = S;
+  a.q_heads = sh.q_heads;
+  a.kv_heads = sh.kv_heads;
+  a.head_dim = sh.head_dim;
+  a.max_seq = sh.max_seq;
+  a.scale = sh.scale;
+  return a;
+}
+
 // Largest power of two ≤ 256 that divides the address (cuBLASLt's alignment classes).
 uint32_t alignment_of(const void* p) {
   const uintptr_t v = reinterpret_cast<uintptr_t>(p);
@@ -223,15 +245,9 @@ void CudaBackend::clear_plans() {
 }
 
 void CudaBackend::use_gemm_config(const std::string& explicit_path, const std::string& model_dir) {
-  const CudaDeviceInfo dev = current_cuda_device();
-  gemm::DeviceIdentity id;
-  id.gpu_name = dev.name;
-  id.cc_major = dev.cc_major;
-  id.cc_minor = dev.cc_minor;
-  id.cuda_version = dev.runtime_version;
-  id.cublaslt_version = dev.cublaslt_version;
   // The backend's GEMMs are FP32 (fp32 weights and activations): only an fp32 file applies.
-  algo_map_ = gemm::GemmAlgoMap::load(explicit_path, model_dir, id, gemm::GemmDType::kFp32);
+  algo_map_ = gemm::GemmAlgoMap::load(explicit_path, model_dir, device_identity(current_cuda_device()),
+                                      gemm::GemmDType::kFp32);
   if (algo_map_.active() && !blas_) {
     FTX_CUBLAS_CHECK(cublasCreate(&blas_));
     FTX_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -398,21 +414,8 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
-  AttentionLaunch a;
-  a.out = out;
-  a.qkv = qkv;
-  a.k_cache = k_cache;
-  a.v_cache = v_cache;
+  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S);
   a.lengths = static_cast<const int32_t*>(dev[0]);
-  a.cache_rows = static_cast<const int32_t*>(dev[1]);
-  a.alibi_slopes = static_cast<const float*>(dev[2]);
-  a.items = B;
-  a.S = S;
-  a.q_heads = sh.q_heads;
-  a.kv_heads = sh.kv_heads;
-  a.head_dim = sh.head_dim;
-  a.max_seq = sh.max_seq;
-  a.scale = sh.scale;
   launch_attention(stream_, a);
 }
 
@@ -429,21 +432,8 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   const size_t ib = static_cast<size_t>(n) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{past, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
-  AttentionLaunch a;
-  a.out = out;
-  a.qkv = qkv;
-  a.k_cache = k_cache;
-  a.v_cache = v_cache;
+  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1);
   a.past = static_cast<const int32_t*>(dev[0]);
-  a.cache_rows = static_cast<const int32_t*>(dev[1]);
-  a.alibi_slopes = static_cast<const float*>(dev[2]);
-  a.items = n;
-  a.S = 1;
-  a.q_heads = sh.q_heads;
-  a.kv_heads = sh.kv_heads;
-  a.head_dim = sh.head_dim;
-  a.max_seq = sh.max_seq;
-  a.scale = sh.scale;
   launch_attention(stream_, a);
 }
 

@@ -48,6 +48,16 @@ CudaDeviceInfo current_cuda_device() {
   return d;
 }
 
+gemm::DeviceIdentity device_identity(const CudaDeviceInfo& d) {
+  gemm::DeviceIdentity id;
+  id.gpu_name = d.name;
+  id.cc_major = d.cc_major;
+  id.cc_minor = d.cc_minor;
+  id.cuda_version = d.runtime_version;
+  id.cublaslt_version = d.cublaslt_version;
+  return id;
+}
+
 namespace {
 
 cudaDataType_t cuda_type(TuneDType t) {

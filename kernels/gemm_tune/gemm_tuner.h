@@ -20,6 +20,8 @@
 #include <memory>
 #include <string>
 
+#include "lib/gemm/gemm_config_file.h"
+
 namespace ftx::cuda {
 
 struct CudaDeviceInfo {
@@ -36,6 +38,8 @@ struct CudaDeviceInfo {
 int cuda_device_count();
 // The current device. Error "no CUDA device found (cudaGetDeviceCount: ...)" without one.
 CudaDeviceInfo current_cuda_device();
+// What gemm_config.in records of a device (and checks a file against).
+gemm::DeviceIdentity device_identity(const CudaDeviceInfo& d);
 
 enum class TuneDType { kFp32, kFp16, kBf16 };
 

@@ -103,15 +103,8 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   OutputDir out(opt.out_dir + "/" + std::to_string(opt.tp) + "-gpu", opt.force);
 
   uint64_t total_bytes = 0;
-  std::set<const MappedFile*> sources;
   for (auto& j : plan.jobs)
-    for (auto& s : j.shards) {
-      total_bytes += s.nbytes();
-      if (s.storage.file) sources.insert(s.storage.file.get());
-    }
-  // Parsing touched the archive's headers all over the file, and the kernel maps whole large
-  // folios around each touch: drop it all, so that only the jobs in flight are resident.
-  for (const MappedFile* f : sources) f->release(0, f->size());
+    for (auto& s : j.shards) total_bytes += s.nbytes();
   Progress progress("convert", plan.jobs.size(), total_bytes, opt.quiet);
 
   struct Written {

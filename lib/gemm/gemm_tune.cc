@@ -71,11 +71,7 @@ GemmConfigFile run_gemm_tune(const GemmTuneArgs& args) {
 
   GemmConfigFile file;
   file.header.has_ftx_metadata = true;
-  file.header.device.gpu_name = dev.name;
-  file.header.device.cc_major = dev.cc_major;
-  file.header.device.cc_minor = dev.cc_minor;
-  file.header.device.cuda_version = dev.runtime_version;
-  file.header.device.cublaslt_version = dev.cublaslt_version;
+  file.header.device = cuda::device_identity(dev);
   file.header.dtype = gemm_dtype_name(args.dtype);
   file.header.int8_mode = args.int8_mode;
   format_gemm_header(file.header);  // fail before tuning if the header cannot be written

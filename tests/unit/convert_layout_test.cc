@@ -162,5 +162,23 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
   }
 }
 
+// Only fp32, fp16 and bf16 files are written: any other output type is refused by name.
+TEST(TensorJob, RefusesOtherOutputTypes) {
+  std::vector<float> data = {1.0f, 2.0f};
+  TensorJob job;
+  job.name = "model.wte";
+  job.shards.resize(1);
+  job.shards[0].dtype = DType::kFloat32;
+  job.shards[0].shape = {2};
+  job.shards[0].storage.data = reinterpret_cast<const uint8_t*>(data.data());
+  job.shards[0].storage.nbytes = 8;
+  try {
+    run_tensor_job(job, 1, DType::kInt8, [](const JobOutput&) { FAIL() << "emitted"; });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.wte: unsupported output data type int8"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ftx

@@ -228,14 +228,9 @@ TEST_F(CudaVsCpu, Gemm) {
 // cuBLASLt rejects falls back to the heuristic. Results stay within the GEMM tolerance either way,
 // and the map reports which GEMMs it served.
 TEST_F(CudaVsCpu, GemmFromTunedFile) {
-  const cuda::CudaDeviceInfo dev = cuda::current_cuda_device();
   gemm::GemmConfigFile file;
   file.header.has_ftx_metadata = true;
-  file.header.device.gpu_name = dev.name;
-  file.header.device.cc_major = dev.cc_major;
-  file.header.device.cc_minor = dev.cc_minor;
-  file.header.device.cuda_version = dev.runtime_version;
-  file.header.device.cublaslt_version = dev.cublaslt_version;
+  file.header.device = cuda::device_identity(cuda::current_cuda_device());
   file.header.dtype = "fp32";
   auto row = [](int m, int n, int k, int algo, bool lt) {
     gemm::GemmAlgoRow r;

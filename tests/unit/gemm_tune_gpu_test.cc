@@ -30,11 +30,7 @@ TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
     EXPECT_TRUE(f.header.has_ftx_metadata);
     EXPECT_EQ(f.header.dtype, dtype);
 #ifdef FTX_HAVE_CUDA
-    ftx::cuda::CudaDeviceInfo dev = ftx::cuda::current_cuda_device();
-    DeviceIdentity id;
-    id.gpu_name = dev.name;
-    id.cc_major = dev.cc_major;
-    id.cc_minor = dev.cc_minor;
+    const DeviceIdentity id = ftx::cuda::device_identity(ftx::cuda::current_cuda_device());
     EXPECT_EQ(gemm_file_rejection_reason(f.header, id, gemm_dtype_from_name(dtype)), "");
 #endif
     GemmModelDims d;

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -211,6 +213,21 @@ TEST(TarArchive, LargeGzipMemberIsInflatedToAMappedScratchFile) {
   EXPECT_NE(err.find("/nonexistent-ftx-tmp: cannot create a scratch file to inflate big.nemo:model_weights.ckpt"),
             std::string::npos)
       << err;
+
+  // A full disk while inflating (a 1 MiB file size limit: write() fails with EFBIG).
+  struct rlimit saved_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved_limit), 0);
+  const auto saved_signal = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved_limit;
+  small.rlim_cur = 1 << 20;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string full = error_of([&] { TarArchive::from_bytes(gz); });
+  setrlimit(RLIMIT_FSIZE, &saved_limit);
+  signal(SIGXFSZ, saved_signal);
+  EXPECT_NE(full.find("cannot write the inflated big.nemo:model_weights.ckpt (" + std::to_string(n) +
+                      " bytes; set TMPDIR to a folder with room): File too large"),
+            std::string::npos)
+      << full;
 }
 
 TEST(TarArchive, MemberRunningPastEndOfInMemoryArchive) {
