@@ -22,7 +22,7 @@ namespace {
 
 struct EvalFlags {
   std::string gemm_config;
-  std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu";
+  std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu", dtype = "fp32";
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   bool quiet = false;
@@ -52,7 +52,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 int run_eval(const EvalFlags& f) {
   if (f.batch_size < 1) throw ftx::UsageError("--batch-size must be at least 1");
-  ftx::Runtime rt = ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config});
+  ftx::Runtime rt =
+      ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config, ftx::dtype_from_name(f.dtype)});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -127,6 +128,9 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--gemm-config", f->gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
+  sub->add_option("--dtype", f->dtype,
+                  "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   sub->add_option("--output", f->output, "Per-example results, one JSON line each");
   sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object");

@@ -42,10 +42,8 @@ int run_generate(const GenerateFlags& f) {
   if (f.input_ids.empty() == f.prompts.empty())
     throw ftx::UsageError("give exactly one of --input-ids FILE.csv and --prompts FILE");
   if (f.max_new_tokens < 1) throw ftx::UsageError("--max-new-tokens must be at least 1");
-  if (f.dtype != "fp32" && f.dtype != "float32")
-    throw ftx::UsageError("--dtype " + f.dtype + ": the " + f.device + " backend computes in fp32 only "
-                          "(fp16/bf16 weight files are converted at load)");
-  ftx::Runtime rt = ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config});
+  ftx::Runtime rt =
+      ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config, ftx::dtype_from_name(f.dtype)});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -197,7 +195,10 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   sub->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--gemm-config", f->gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
-  sub->add_option("--dtype", f->dtype, "Compute type (fp32)");
+  sub->add_option("--dtype", f->dtype,
+                  "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda "
+                  "(fp32 accumulation, activations and KV cache)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   sub->add_flag("--quiet", f->quiet, "No summary on standard error");
   return [f] { return run_generate(*f); };

@@ -97,12 +97,16 @@ std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& option
     throw Error("CUDA device " + std::to_string(dev) + " requested, but only " + std::to_string(n) + " found");
   const char* tf32_env = std::getenv("FTX_CUDA_TF32");
   const bool tf32 = options.tf32 || (tf32_env && std::string(tf32_env) == "1");
-  return std::make_unique<CudaBackend>(dev, tf32);
+  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype);
 }
 
 // ---------------------------------------------------------------- lifetime, memory, transfers
 
-CudaBackend::CudaBackend(int device, bool tf32) : device_(device), tf32_(tf32) {
+CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype)
+    : device_(device), tf32_(tf32), weight_dtype_(weight_dtype) {
+  if (weight_dtype != DType::kFloat32 && weight_dtype != DType::kFloat16 && weight_dtype != DType::kBFloat16)
+    throw Error(std::string("CUDA backend: weights cannot be held in ") + dtype_name(weight_dtype) +
+                " (fp32, fp16 or bf16)");
   FTX_CUDA_CHECK(cudaSetDevice(device_));
   FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
@@ -126,6 +130,27 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::synchronize() { FTX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ops::Weight CudaBackend::upload_weight(const void* src, DType src_dtype, size_t n) {
+  const size_t bytes = n * dtype_size(weight_dtype_);
+  void* dst = arena_.allocate(std::max<size_t>(bytes, 1));
+  const void* host = src;
+  std::vector<uint8_t> converted;
+  if (src_dtype != weight_dtype_) {  // on the host, once: the same rounding as the converters
+    converted.resize(bytes);
+    ops::convert_weight(src, src_dtype, converted.data(), weight_dtype_, n);
+    host = converted.data();
+  }
+  if (bytes > 0) {
+    FTX_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    synchronize();  // the source (a file mapping or `converted`) may go away on return
+  }
+  return ops::Weight(dst, weight_dtype_);
+}
+
+void CudaBackend::release_weight(const ops::Weight& w) {
+  if (w) arena_.release(const_cast<void*>(w.data));
+}
 
 float* CudaBackend::alloc(size_t n) { return static_cast<float*>(arena_.allocate(n * sizeof(float))); }
 
@@ -245,9 +270,11 @@ void CudaBackend::clear_plans() {
 }
 
 void CudaBackend::use_gemm_config(const std::string& explicit_path, const std::string& model_dir) {
-  // The backend's GEMMs are FP32 (fp32 weights and activations): only an fp32 file applies.
-  algo_map_ = gemm::GemmAlgoMap::load(explicit_path, model_dir, device_identity(current_cuda_device()),
-                                      gemm::GemmDType::kFp32);
+  // The file's rows for the dtype the GEMMs multiply in (the weights' dtype) apply.
+  const gemm::GemmDType dtype = weight_dtype_ == DType::kFloat16    ? gemm::GemmDType::kFp16
+                                : weight_dtype_ == DType::kBFloat16 ? gemm::GemmDType::kBf16
+                                                                    : gemm::GemmDType::kFp32;
+  algo_map_ = gemm::GemmAlgoMap::load(explicit_path, model_dir, device_identity(current_cuda_device()), dtype);
   if (algo_map_.active() && !blas_) {
     FTX_CUBLAS_CHECK(cublasCreate(&blas_));
     FTX_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -260,21 +287,26 @@ void CudaBackend::use_gemm_config(const std::string& explicit_path, const std::s
 
 const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  const auto [M, N, K, trans_b, align_a, align_b, align_c] = key;
+  const auto [M, N, K, trans_b, align_a, align_b, align_c, in_dtype] = key;
   // Row-major C[M,N] = A[M,K]·B is column-major C^T[N,M] = B^T·A^T: cuBLASLt's "A" is our B
   // (column-major [N,K] with ld N, or with trans_b the stored [K,N] with ld K, transposed), its "B"
-  // is our A (column-major [K,M], ld K), C is column-major [N,M], ld N.
+  // is our A (column-major [K,M], ld K), C is column-major [N,M], ld N. Half inputs (A already
+  // rounded by gemm()) write an fp32 C with fp32 accumulation.
   GemmPlan p;
-  const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const bool half = in_dtype != DType::kFloat32;
+  const cudaDataType_t in_type = in_dtype == DType::kFloat16    ? CUDA_R_16F
+                                 : in_dtype == DType::kBFloat16 ? CUDA_R_16BF
+                                                                : CUDA_R_32F;
+  const cublasComputeType_t compute = tf32_ && !half ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (trans_b)
-    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, K, N, K));
+    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, K, N, K));
   else
-    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, N, K, N));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, K, M, K));
+    FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, N, K, N));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, K, M, K));
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
 
   const std::string shape = "gemm M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
@@ -283,9 +315,13 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   const uint32_t al_a = align_b, al_b = align_a, al_c = align_c;
 
   // gemm_config.in first (FT's key: m = rows, n = output features), as FT's cublasMMWrapper does.
-  // The file is tuned for FP32 compute: with TF32 on, its timings do not apply.
-  if (const gemm::GemmAlgoRow* row = tf32_ ? nullptr : algo_map_.find(1, static_cast<int>(M), static_cast<int>(N),
-                                                                          static_cast<int>(K), shape)) {
+  // An fp32 file is tuned for FP32 compute: with TF32 on, its timings do not apply. A half file's
+  // cuBLASLt rows were timed with a half C (FT's GEMMs); here C is fp32, so each is used only when
+  // cuBLASLt accepts it for these operands.
+  const bool use_file = half || !tf32_;
+  if (const gemm::GemmAlgoRow* row = use_file ? algo_map_.find(1, static_cast<int>(M), static_cast<int>(N),
+                                                               static_cast<int>(K), shape)
+                                              : nullptr) {
     LtAlgoFields f;
     f.algo_id = row->algo_id;
     f.tile = static_cast<uint32_t>(row->tile);
@@ -299,8 +335,8 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
       return plans_.emplace(key, p).first->second;
     }
     size_t ws_needed = 0;
-    if (build_lt_algo(lt_, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, f, p.op, p.a,
-                                            p.b, p.c, kWorkspaceBytes, &p.algo, &ws_needed) &&
+    if (build_lt_algo(lt_, compute, CUDA_R_32F, in_type, in_type, CUDA_R_32F, f, p.op, p.a, p.b, p.c,
+                      kWorkspaceBytes, &p.algo, &ws_needed) &&
         lt_algo_accepts_alignment(p.algo, al_a, al_b, al_c))
       return plans_.emplace(key, p).first->second;
     gemm::gemm_log_to_stderr("warning: " + shape + ": cuBLASLt does not accept the tuned algorithm " +
@@ -336,24 +372,40 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   return plans_.emplace(key, p).first->second;
 }
 
-void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
-                       float beta) {
+void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
+                       float* C, float beta) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
     launch_scale(stream_, C, beta, static_cast<size_t>(M) * N);
     return;
   }
-  const GemmPlan& p = plan(GemmKey{M, N, K, trans_b, alignment_of(A), alignment_of(B), alignment_of(C)});
+  const DType in_dtype = weight.dtype;
+  const void* B = weight.data;
+  const void* a = A;
+  cudaDataType_t in_type = CUDA_R_32F;
+  if (in_dtype == DType::kFloat16 || in_dtype == DType::kBFloat16) {
+    // Round the activation operand to the weights' dtype (scratch is stream-ordered, so reusing
+    // it in the next op is safe).
+    const size_t n = static_cast<size_t>(M) * K;
+    void* a_half = scratch((n + 1) / 2);
+    launch_cast(stream_, a_half, in_dtype == DType::kFloat16 ? HalfKind::kFp16 : HalfKind::kBf16, A, n);
+    a = a_half;
+    in_type = in_dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  } else if (in_dtype != DType::kFloat32) {
+    throw Error(std::string("CUDA gemm: weights held in ") + dtype_name(in_dtype) + " are not supported");
+  }
+  const GemmPlan& p =
+      plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in_dtype});
   const float alpha = 1.0f;
   if (p.classic_algo >= 0) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
     FTX_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
-                                  static_cast<int>(M), static_cast<int>(K), &alpha, B, CUDA_R_32F,
-                                  static_cast<int>(trans_b ? K : N), A, CUDA_R_32F, static_cast<int>(K), &beta, C,
+                                  static_cast<int>(M), static_cast<int>(K), &alpha, B, in_type,
+                                  static_cast<int>(trans_b ? K : N), a, in_type, static_cast<int>(K), &beta, C,
                                   CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F,
                                   static_cast<cublasGemmAlgo_t>(p.classic_algo)));
     return;
   }
-  FTX_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
+  FTX_CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, B, p.a, a, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
                                   kWorkspaceBytes, stream_));
 }
 
@@ -379,13 +431,16 @@ void CudaBackend::bias_activation(float* x, const float* bias, const float* gate
   launch_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
 }
 
-void CudaBackend::embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                             int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                             int64_t H, float scale) {
   if (rows <= 0) return;
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
-  launch_embedding(stream_, out, wte, wpe, static_cast<int>(table), position_offset,
+  const WeightKind kind = wte.dtype == DType::kFloat16    ? WeightKind::kFp16
+                          : wte.dtype == DType::kBFloat16 ? WeightKind::kBf16
+                                                          : WeightKind::kFp32;
+  launch_embedding(stream_, out, wte.data, kind, wpe, static_cast<int>(table), position_offset,
                    static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]), rows, H, scale);
 }
 

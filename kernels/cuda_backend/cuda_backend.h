@@ -17,8 +17,12 @@
 //  * gemm_config.in (use_gemm_config): a listed GEMM runs the file's algorithm, classic cuBLAS
 //    rows through cublasGemmEx (FT's gpt_gemm writes only those for fp32), cuBLASLt rows rebuilt
 //    from their fields when cuBLASLt accepts them for the operands; others use the heuristic.
-// Not done: fp16/bf16 weights or compute (the interface is fp32-only), fp16 KV cache, CUDA graphs,
-// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, compute-sanitizer runs.
+//  * weights in fp16/bf16 (CudaBackendOptions::weight_dtype, `--dtype`): the GEMM's activation
+//    operand is rounded to the weights' dtype by a cast kernel, cuBLASLt multiplies half inputs
+//    into an fp32 C with fp32 accumulation; the embedding kernel reads a half table. Activations,
+//    biases, norms, the residual stream and the KV cache stay fp32.
+// Not done: half activations and a half KV cache (so attention and elementwise traffic is fp32),
+// CUDA graphs, split-KV decode attention, fused bias+activation epilogues in cuBLASLt.
 //
 // Pointer contract: every float* the Backend methods take or return is device memory owned by this
 // backend (from alloc()), except the host arguments the interface names (upload source, download
@@ -33,6 +37,9 @@ namespace ftx::cuda {
 struct CudaBackendOptions {
   int device = -1;    // -1: the local MPI rank (OMPI_COMM_WORLD_LOCAL_RANK, ...) modulo the GPU count, else 0
   bool tf32 = false;  // TF32 tensor-core GEMMs (faster, ~1e-3 relative); also FTX_CUDA_TF32=1
+  // What weight matrices are held in: fp32, or fp16/bf16 (half the memory and bandwidth; GEMMs
+  // round the activation operand to it, run on tensor cores and accumulate in fp32).
+  DType weight_dtype = DType::kFloat32;
 };
 
 // Number of CUDA devices, 0 when there is none or no usable driver (never throws).

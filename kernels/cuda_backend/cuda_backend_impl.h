@@ -24,7 +24,8 @@ namespace ftx::cuda {
 
 class CudaBackend : public ops::Backend {
  public:
-  CudaBackend(int device, bool tf32);
+  // weight_dtype: fp32, fp16 or bf16 (what upload_weight() holds matrices in).
+  CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -38,6 +39,10 @@ class CudaBackend : public ops::Backend {
   const DeviceArena& arena() const { return arena_; }
   void synchronize();
 
+  DType weight_dtype() const override { return weight_dtype_; }
+  ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
+  void release_weight(const ops::Weight& w) override;
+
   float* alloc(size_t n) override;
   void release(float* p) override;
   void upload(float* dst, const float* host_src, size_t n) override;
@@ -45,7 +50,7 @@ class CudaBackend : public ops::Backend {
   void copy(float* dst, const float* src, size_t n) override;
   void fill(float* dst, float value, size_t n) override;
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
             float beta) override;
 
   void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
@@ -57,7 +62,7 @@ class CudaBackend : public ops::Backend {
   void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                        int64_t rows, int64_t N, Activation act) override;
 
-  void embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                  int64_t H, float scale) override;
   void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
@@ -91,8 +96,9 @@ class CudaBackend : public ops::Backend {
     cublasLtMatmulAlgo_t algo{};
     int classic_algo = -1;  // >= 0: gemm_config.in chose this classic cuBLAS algorithm (cublasGemmEx)
   };
-  // M, N, K, trans_b, and the alignments (bytes, ≤ 256) of A, B, C: cuBLASLt picks kernels by them.
-  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t>;
+  // M, N, K, trans_b, the alignments (bytes, ≤ 256) of A, B, C (cuBLASLt picks kernels by them),
+  // and the dtype of the A and B operands (B's: fp32, or fp16/bf16 with A rounded to it).
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t, DType>;
   const GemmPlan& plan(const GemmKey& key);
   void clear_plans();
 
@@ -110,6 +116,7 @@ class CudaBackend : public ops::Backend {
 
   int device_;
   bool tf32_;
+  DType weight_dtype_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
   cublasLtHandle_t lt_ = nullptr;

@@ -3,6 +3,8 @@
 // reference in lib/cpu/cpu_backend.cc formula for formula (same operand order, double where the
 // CPU uses double), so the two agree to a few ulp; the only deliberate differences are summation
 // order in the layernorm reductions (both in double) and FMA contraction.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -122,16 +124,36 @@ __global__ void bias_activation_kernel(float* x, const float* bias, const float*
 
 // One block per row. Sinusoidal (fairseq): [sin(pos·f_i) | cos(pos·f_i)], f_i = exp(-i·ln(1e4)/(H/2-1)),
 // in double as the CPU; an odd last column gets no position term.
-__global__ void embedding_kernel(float* out, const float* wte, const float* wpe, int table, int64_t offset,
+__device__ inline float to_float(float v) { return v; }
+__device__ inline float to_float(__half v) { return __half2float(v); }
+__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Round to nearest even, as the host's float_to_half/float_to_bf16 (formats/dtype.h).
+template <typename T>
+__device__ inline T from_float(float v);
+template <>
+__device__ inline __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void cast_kernel(T* dst, const float* src, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = from_float<T>(src[i]);
+}
+
+// The table row is read in its stored dtype (fp32, or fp16/bf16 weights) and widened to fp32.
+template <typename T>
+__global__ void embedding_kernel(float* out, const T* wte, const float* wpe, int table, int64_t offset,
                                  const int32_t* ids, const int32_t* positions, int64_t H, float scale) {
   const int64_t r = blockIdx.x;
-  const float* e = wte + static_cast<int64_t>(ids[r]) * H;
+  const T* e = wte + static_cast<int64_t>(ids[r]) * H;
   const int64_t pos = static_cast<int64_t>(positions[r]) + offset;
   float* o = out + r * H;
   const int64_t half = H / 2;
   const double step = log(10000.0) / static_cast<double>(half > 1 ? half - 1 : 1);
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float v = e[i] * scale;
+    float v = to_float(e[i]) * scale;
     if (table == 1) {
       v += wpe[pos * H + i];
     } else if (table == 2 && i < 2 * half) {
@@ -233,16 +255,50 @@ void launch_bias_activation(cudaStream_t stream, float* x, const float* bias, co
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_embedding(cudaStream_t stream, float* out, const float* wte, const float* wpe, int table,
-                      int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
-                      int64_t H, float scale) {
-  if (rows <= 0 || H <= 0) return;
+void launch_cast(cudaStream_t stream, void* dst, HalfKind kind, const float* src, size_t n) {
+  if (n == 0) return;
+  if (kind == HalfKind::kFp16)
+    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(dst), src, n);
+  else
+    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, n);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+
+template <typename T>
+void embedding_rows(cudaStream_t stream, float* out, const T* wte, const float* wpe, int table,
+                    int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows, int64_t H,
+                    float scale) {
   const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, (H + 31) / 32 * 32)));
   for (int64_t r0 = 0; r0 < rows; r0 += 1 << 20) {
     const int64_t n = std::min<int64_t>(rows - r0, 1 << 20);
-    embedding_kernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(out + r0 * H, wte, wpe, table, position_offset,
-                                                                      ids + r0, positions + r0, H, scale);
+    embedding_kernel<T><<<static_cast<unsigned>(n), threads, 0, stream>>>(out + r0 * H, wte, wpe, table,
+                                                                         position_offset, ids + r0, positions + r0, H,
+                                                                         scale);
     FTX_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void launch_embedding(cudaStream_t stream, float* out, const void* wte, WeightKind wte_kind, const float* wpe,
+                      int table, int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
+                      int64_t H, float scale) {
+  if (rows <= 0 || H <= 0) return;
+  switch (wte_kind) {
+    case WeightKind::kFp32:
+      embedding_rows(stream, out, static_cast<const float*>(wte), wpe, table, position_offset, ids, positions, rows,
+                     H, scale);
+      break;
+    case WeightKind::kFp16:
+      embedding_rows(stream, out, static_cast<const __half*>(wte), wpe, table, position_offset, ids, positions, rows,
+                     H, scale);
+      break;
+    case WeightKind::kBf16:
+      embedding_rows(stream, out, static_cast<const __nv_bfloat16*>(wte), wpe, table, position_offset, ids,
+                     positions, rows, H, scale);
+      break;
   }
 }
 

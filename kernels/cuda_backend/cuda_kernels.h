@@ -11,7 +11,13 @@
 
 namespace ftx::cuda {
 
+// The dtypes a weight matrix may be held in (the .cu files do not see formats/dtype.h's DType).
+enum class WeightKind { kFp32, kFp16, kBf16 };
+enum class HalfKind { kFp16, kBf16 };
+
 void launch_fill(cudaStream_t stream, float* dst, float value, size_t n);
+// dst[i] = src[i] rounded to nearest even in fp16 or bf16 (a GEMM's activation operand).
+void launch_cast(cudaStream_t stream, void* dst, HalfKind kind, const float* src, size_t n);
 // x *= s (s == 0 writes zeros, so NaN garbage in x does not survive, as BLAS with beta = 0).
 void launch_scale(cudaStream_t stream, float* x, float s, size_t n);
 
@@ -24,9 +30,9 @@ void launch_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t r
 // act is the int value of ftx::Activation.
 void launch_bias_activation(cudaStream_t stream, float* x, const float* bias, const float* gate,
                             const float* gate_bias, int64_t rows, int64_t N, int act);
-// table: 0 none, 1 learned, 2 sinusoidal (ops::PositionTable order).
-void launch_embedding(cudaStream_t stream, float* out, const float* wte, const float* wpe, int table,
-                      int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
+// table: 0 none, 1 learned, 2 sinusoidal (ops::PositionTable order). wte is held in wte_kind.
+void launch_embedding(cudaStream_t stream, float* out, const void* wte, WeightKind wte_kind, const float* wpe,
+                      int table, int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                       int64_t H, float scale);
 // interleaved: GPT-J pairs (2i, 2i+1); else NeoX pairs (i, i + rot_dim/2).
 void launch_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride, const int32_t* positions,

@@ -107,11 +107,12 @@ void gemm_block(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
 
 }  // namespace
 
-void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
                       float* C, float beta) {
   // OpenBLAS runs single-threaded inside our OpenMP threads, each on its own block of output
   // columns: one thread pool for every op (two pools spinning against each other cost more than
   // they give on a loaded machine), and each thread streams its own slice of the weights.
+  const float* B = weight.fp32();  // the CPU holds every weight in fp32
   const int64_t blocks = std::min<int64_t>(threads_, (N + 63) / 64);
   if (blocks <= 1 || M * N * K < (int64_t(1) << 16)) {
     gemm_block(M, N, K, A, B, trans_b, C, beta, 0, N);
@@ -171,9 +172,10 @@ void CpuBackend::bias_activation(float* x, const float* bias, const float* gate,
   }
 }
 
-void CpuBackend::embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
                            int64_t position_offset, const int32_t* ids, const int32_t* positions,
                            int64_t rows, int64_t H, float scale) {
+  const float* wte = table_w.fp32();
 #pragma omp parallel for if (worth_parallel(rows * H))
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out + r * H;

@@ -19,7 +19,7 @@ class CpuBackend : public ops::Backend {
   void copy(float* dst, const float* src, size_t n) override;
   void fill(float* dst, float value, size_t n) override;
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b, float* C,
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
             float beta) override;
 
   void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
@@ -31,7 +31,7 @@ class CpuBackend : public ops::Backend {
   void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                        int64_t rows, int64_t N, Activation act) override;
 
-  void embedding(float* out, const float* wte, const float* wpe, ops::PositionTable table,
+  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                  int64_t H, float scale) override;
   void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,

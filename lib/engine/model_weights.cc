@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -142,9 +144,16 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
 
 ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }
 
+void ModelWeights::release_all() {
+  for (float* p : owned_) backend_->release(p);
+  for (const ops::Weight& m : owned_weights_) backend_->release_weight(m);
+  owned_.clear();
+  owned_weights_.clear();
+}
+
 ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   if (this == &o) return *this;
-  for (float* p : owned_) backend_->release(p);
+  release_all();
   wte = o.wte; wpe = o.wpe; lm_head_w = o.lm_head_w; lm_head_b = o.lm_head_b;
   pre_ln_gamma = o.pre_ln_gamma; pre_ln_beta = o.pre_ln_beta;
   final_ln_gamma = o.final_ln_gamma; final_ln_beta = o.final_ln_beta;
@@ -153,15 +162,15 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   rank_ = o.rank_; tp_ = o.tp_;
   backend_ = o.backend_;
   owned_ = std::move(o.owned_);
+  owned_weights_ = std::move(o.owned_weights_);
   bytes_ = o.bytes_;
   o.owned_.clear();
+  o.owned_weights_.clear();
   o.bytes_ = 0;
   return *this;
 }
 
-ModelWeights::~ModelWeights() {
-  for (float* p : owned_) backend_->release(p);
-}
+ModelWeights::~ModelWeights() { release_all(); }
 
 ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::Backend& backend) {
   const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
@@ -174,9 +183,16 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
   w.backend_ = &backend;
   w.layers.resize(static_cast<size_t>(cfg.num_layer));
 
-  // Where each FT name lands. Layer names are "model.layers.<L>.<suffix>".
-  auto slot_for = [&](const std::string& name) -> const float** {
-    static const std::map<std::string, const float* ModelWeights::*> top = {
+  // Where each FT name lands: a weight matrix or an fp32 vector. Layer names are
+  // "model.layers.<L>.<suffix>".
+  struct Slot {
+    ops::Weight* matrix = nullptr;
+    const float** vector = nullptr;
+  };
+  using Field = std::variant<ops::Weight ModelWeights::*, const float* ModelWeights::*>;
+  using LayerField = std::variant<ops::Weight LayerWeights::*, const float* LayerWeights::*>;
+  auto slot_for = [&](const std::string& name) -> Slot {
+    static const std::map<std::string, Field> top = {
         {"model.wte", &ModelWeights::wte},
         {"model.wpe", &ModelWeights::wpe},
         {"model.lm_head.weight", &ModelWeights::lm_head_w},
@@ -186,7 +202,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
         {"model.final_layernorm.weight", &ModelWeights::final_ln_gamma},
         {"model.final_layernorm.bias", &ModelWeights::final_ln_beta},
     };
-    static const std::map<std::string, const float* LayerWeights::*> per_layer = {
+    static const std::map<std::string, LayerField> per_layer = {
         {"input_layernorm.weight", &LayerWeights::ln1_gamma},
         {"input_layernorm.bias", &LayerWeights::ln1_beta},
         {"attention.query_key_value.weight", &LayerWeights::qkv_w},
@@ -204,54 +220,62 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
         // GPT-NeoX parallel residual: attention and MLP output biases summed into one file.
         {"mlp.attention.bias.sum", &LayerWeights::proj_b},
     };
-    if (auto it = top.find(name); it != top.end()) return &(w.*(it->second));
+    auto bind = [](auto& object, const auto& field) {
+      Slot slot;
+      std::visit(
+          [&](auto member) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(object.*member)>, ops::Weight>)
+              slot.matrix = &(object.*member);
+            else
+              slot.vector = &(object.*member);
+          },
+          field);
+      return slot;
+    };
+    if (auto it = top.find(name); it != top.end()) return bind(w, it->second);
     if (starts_with(name, "model.layers.")) {
       const size_t dot = name.find('.', 13);
       if (dot != std::string::npos) {
         const int64_t L = std::stoll(name.substr(13, dot - 13));
         if (auto it = per_layer.find(name.substr(dot + 1)); it != per_layer.end() && L >= 0 &&
                                                           L < cfg.num_layer)
-          return &(w.layers[static_cast<size_t>(L)].*(it->second));
+          return bind(w.layers[static_cast<size_t>(L)], it->second);
       }
     }
     throw Error(join(dir, name), "the engine has no use for this tensor");
   };
 
+  const DType file_dtype = cfg.weight_data_type;
+  if (file_dtype != DType::kFloat32 && file_dtype != DType::kFloat16 && file_dtype != DType::kBFloat16)
+    throw Error(join(dir, "config.ini"), std::string("weight_data_type ") + dtype_name(file_dtype) +
+                                             " is not supported by the engine (fp32, fp16, bf16)");
   std::vector<float> host;
   for (const auto& f : ft_weight_files(cfg, tp)) {
     if (f.rank >= 0 && f.rank != rank) continue;
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
-    const float** slot = slot_for(f.name);
+    const Slot slot = slot_for(f.name);
     auto file = MappedFile::open(path);
     const size_t n = static_cast<size_t>(f.numel());
-    const uint8_t* src = file->slice(0, n * dtype_size(cfg.weight_data_type), f.file_name());
-    float* dst = backend.alloc(n);
-    w.owned_.push_back(dst);
-    w.bytes_ += n * sizeof(float);
-    switch (cfg.weight_data_type) {
-      case DType::kFloat32:
+    const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());
+    if (slot.matrix) {
+      *slot.matrix = backend.upload_weight(src, file_dtype, n);
+      w.owned_weights_.push_back(*slot.matrix);
+      w.bytes_ += n * dtype_size(slot.matrix->dtype);
+    } else {
+      float* dst = backend.alloc(n);
+      w.owned_.push_back(dst);
+      w.bytes_ += n * sizeof(float);
+      if (file_dtype == DType::kFloat32) {
         backend.upload(dst, reinterpret_cast<const float*>(src), n);
-        break;
-      case DType::kFloat16:
-      case DType::kBFloat16: {
+      } else {
         host.resize(n);
-        const bool half = cfg.weight_data_type == DType::kFloat16;
-#pragma omp parallel for if (n > 65536)
-        for (size_t i = 0; i < n; ++i) {
-          uint16_t v;
-          std::memcpy(&v, src + 2 * i, 2);
-          host[i] = half ? half_to_float(v) : bf16_to_float(v);
-        }
+        ops::convert_weight(src, file_dtype, host.data(), DType::kFloat32, n);
         backend.upload(dst, host.data(), n);
-        break;
       }
-      default:
-        throw Error(path, std::string("weight_data_type ") + dtype_name(cfg.weight_data_type) +
-                              " is not supported by the engine (fp32, fp16, bf16)");
+      *slot.vector = dst;
     }
     file->release(0, file->size());
-    *slot = dst;
   }
   if (!w.lm_head_w) w.lm_head_w = w.wte;  // tied embeddings (decided by the file's presence)
   return w;

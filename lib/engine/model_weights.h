@@ -1,10 +1,12 @@
 #pragma once
 // ModelWeights: one TP rank's tensors of an FT model folder (`OUT/N-gpu/`), checked and loaded
-// onto a backend as fp32.
+// onto a backend.
 //
-// Memory trade-off: weights are converted to fp32 once at load (fp16/bf16 files take 2x their file
-// size in memory). GEMMs then run at full fp32 BLAS speed with no per-call conversion, and the
-// numbers match an fp32 reference exactly up to summation order.
+// Weight matrices (the QKV, dense and FFN weights, the embedding table and lm_head) are held in the
+// backend's weight dtype: fp32 on the CPU (an fp16/bf16 file takes 2x its size in memory, and
+// GEMMs run at full fp32 BLAS speed with no per-call conversion), fp16/bf16 on a GPU asked for it.
+// Vectors (biases, norms) and the position table are always fp32: they are small, and the
+// elementwise kernels read them in fp32.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -18,12 +20,17 @@ namespace ftx {
 struct LayerWeights {
   // Null when the model has no such tensor (no bias, GPT-J's missing LN2, ...).
   const float *ln1_gamma = nullptr, *ln1_beta = nullptr;
-  const float *qkv_w = nullptr, *qkv_b = nullptr;       // [H, qkv_cols], [qkv_cols]
-  const float *dense_w = nullptr, *dense_b = nullptr;   // [H/T, H], [H]
+  ops::Weight qkv_w;                     // [H, qkv_cols]
+  const float* qkv_b = nullptr;          // [qkv_cols]
+  ops::Weight dense_w;                   // [H/T, H]
+  const float* dense_b = nullptr;        // [H]
   const float *ln2_gamma = nullptr, *ln2_beta = nullptr;
-  const float *fc_w = nullptr, *fc_b = nullptr;         // [H, I/T], [I/T]
-  const float *gate_w = nullptr, *gate_b = nullptr;     // gated FFN second projection
-  const float *proj_w = nullptr, *proj_b = nullptr;     // [I/T, H], [H]
+  ops::Weight fc_w;                      // [H, I/T]
+  const float* fc_b = nullptr;           // [I/T]
+  ops::Weight gate_w;                    // gated FFN second projection
+  const float* gate_b = nullptr;
+  ops::Weight proj_w;                    // [I/T, H]
+  const float* proj_b = nullptr;         // [H]
 };
 
 class ModelWeights {
@@ -46,18 +53,22 @@ class ModelWeights {
   int rank() const { return rank_; }
   int tp() const { return tp_; }
 
-  const float *wte = nullptr, *wpe = nullptr;
-  const float *lm_head_w = nullptr, *lm_head_b = nullptr;  // lm_head_w == wte when tied
+  ops::Weight wte;                   // [V, H]
+  const float* wpe = nullptr;
+  ops::Weight lm_head_w;             // [V, H]; == wte when tied
+  const float* lm_head_b = nullptr;
   const float *pre_ln_gamma = nullptr, *pre_ln_beta = nullptr;
   const float *final_ln_gamma = nullptr, *final_ln_beta = nullptr;
   std::vector<LayerWeights> layers;
-  size_t bytes() const { return bytes_; }  // fp32 bytes held on the backend
+  size_t bytes() const { return bytes_; }  // bytes held on the backend
 
  private:
   ModelConfig config_;
   int rank_ = 0, tp_ = 1;
   ops::Backend* backend_ = nullptr;
   std::vector<float*> owned_;
+  std::vector<ops::Weight> owned_weights_;
+  void release_all();
   size_t bytes_ = 0;
 };
 

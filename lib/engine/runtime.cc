@@ -13,7 +13,7 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if (device != "cuda" && !o.gemm_config.empty())
     throw UsageError("--gemm-config applies to --device cuda only (the " + device + " backend has no GEMM algorithms to choose)");
   Runtime rt;
-  rt.backend = ops::make_backend(device, o.threads);
+  rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   rt.comm = dist::make_communicator();
 #if defined(FTX_HAVE_CUDA) && defined(FTX_HAVE_NCCL)

@@ -19,10 +19,12 @@ struct RuntimeOptions {
   int threads = 0;             // CPU threads; 0 = OMP_NUM_THREADS, else all cores
   std::string model_dir;       // the model folder: where gemm_config.in is looked for
   std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
+  DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
 };
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
-// An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick.
+// An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
+// so is a weight_dtype other than fp32 there.
 Runtime make_runtime(const RuntimeOptions& options);
 
 }  // namespace ftx

@@ -1,7 +1,8 @@
-// Device-independent pieces of the op seam: ALiBi slopes and the backend factory.
+// Device-independent pieces of the op seam: weight conversion, ALiBi slopes, the backend factory.
 #include "lib/ops/backend.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
@@ -10,6 +11,69 @@
 #endif
 
 namespace ftx::ops {
+
+const float* Weight::fp32() const {
+  if (dtype != DType::kFloat32)
+    throw Error(std::string("internal: an fp32 weight was expected, this one is ") + dtype_name(dtype));
+  return static_cast<const float*>(data);
+}
+
+namespace {
+
+bool is_weight_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
+float load_as_float(const uint8_t* p, DType t) {
+  if (t == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return t == DType::kFloat16 ? half_to_float(h) : bf16_to_float(h);
+}
+
+void store_float(uint8_t* p, DType t, float f) {
+  if (t == DType::kFloat32) {
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  const uint16_t h = t == DType::kFloat16 ? float_to_half(f) : float_to_bf16(f);
+  std::memcpy(p, &h, 2);
+}
+
+}  // namespace
+
+void convert_weight(const void* src, DType from, void* dst, DType to, size_t n) {
+  for (DType t : {from, to})
+    if (!is_weight_dtype(t))
+      throw Error(std::string("weight dtype ") + dtype_name(t) + " is not supported (fp32, fp16, bf16)");
+  if (from == to) {
+    std::memcpy(dst, src, n * dtype_size(from));
+    return;
+  }
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const size_t fs = dtype_size(from), ts = dtype_size(to);
+#pragma omp parallel for if (n > 65536)
+  for (size_t i = 0; i < n; ++i) store_float(d + i * ts, to, load_as_float(s + i * fs, from));
+}
+
+Weight Backend::upload_weight(const void* src, DType src_dtype, size_t n) {
+  float* dst = alloc(n);
+  if (src_dtype == DType::kFloat32) {
+    upload(dst, static_cast<const float*>(src), n);
+  } else {
+    std::vector<float> host(n);
+    convert_weight(src, src_dtype, host.data(), DType::kFloat32, n);
+    upload(dst, host.data(), n);
+  }
+  return Weight(dst);
+}
+
+void Backend::release_weight(const Weight& w) {
+  if (w) release(const_cast<float*>(w.fp32()));
+}
 
 std::vector<float> alibi_slopes(int64_t num_heads) {
   int64_t n2 = 1;
@@ -23,10 +87,21 @@ std::vector<float> alibi_slopes(int64_t num_heads) {
   return s;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
-  if (device == "cpu") return std::make_unique<cpu::CpuBackend>(threads);
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DType weight_dtype) {
+  if (!is_weight_dtype(weight_dtype))
+    throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) + ": expected fp32, fp16 or bf16");
+  if (device == "cpu") {
+    if (weight_dtype != DType::kFloat32)
+      throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) +
+                       ": the cpu backend computes in fp32 only (fp16/bf16 weight files are converted at load)");
+    return std::make_unique<cpu::CpuBackend>(threads);
+  }
 #ifdef FTX_HAVE_CUDA
-  if (device == "cuda") return cuda::make_cuda_backend();  // Error when there is no device
+  if (device == "cuda") {
+    cuda::CudaBackendOptions options;
+    options.weight_dtype = weight_dtype;
+    return cuda::make_cuda_backend(options);  // Error when there is no device
+  }
 #endif
   if (device == "cuda") throw Error("--device cuda: the CUDA backend is not built in this version");
   throw Error("--device " + device + ": unknown device (expected cpu or cuda)");

@@ -4,8 +4,11 @@
 // engine (lib/engine/) never branches on the device.
 //
 // Conventions shared by every implementation:
-//  * Large tensors (activations, weights, KV cache) are `float*` in the backend's memory, fp32,
-//    row-major. Weights are stored [in, out] as in FT files (so y = x · W).
+//  * Activations, KV cache, biases and norm parameters are `float*` in the backend's memory, fp32,
+//    row-major. Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the
+//    backend's weight dtype (fp32; fp16 or bf16 on a backend that supports it, whose GEMMs then
+//    round the activation operand to that dtype and accumulate in fp32). Weights are stored
+//    [in, out] as in FT files (so y = x · W).
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
 //  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
@@ -22,6 +25,18 @@ namespace ftx::ops {
 
 // Where the token embeddings' position term comes from.
 enum class PositionTable { kNone, kLearned /* wpe[pos + offset] */, kSinusoidal /* fairseq/XGLM */ };
+
+// A weight matrix in the backend's memory and the dtype it is held in. A plain fp32 buffer from
+// alloc() converts implicitly, so fp32-only callers need not know about the dtype.
+struct Weight {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  Weight() = default;
+  Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
+  Weight(const void* p, DType t) : data(p), dtype(t) {}
+  explicit operator bool() const { return data != nullptr; }
+  const float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
+};
 
 struct AttentionShape {
   int64_t q_heads = 0;      // query heads on this rank
@@ -50,6 +65,15 @@ class Backend {
     (void)model_dir;
   }
 
+  // ---- weights ----
+  // The dtype this backend holds weight matrices in (fp32 unless it was built for half precision).
+  virtual DType weight_dtype() const { return DType::kFloat32; }
+  // Copies n elements of a host weight matrix in `src_dtype` (fp32, fp16 or bf16) into backend
+  // memory, converted to weight_dtype(); release with release_weight(). The default converts on
+  // the host and holds fp32.
+  virtual Weight upload_weight(const void* src, DType src_dtype, size_t n);
+  virtual void release_weight(const Weight& w);
+
   // ---- memory (counts are in floats) ----
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;
@@ -60,7 +84,8 @@ class Backend {
 
   // ---- linear algebra ----
   // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
-  virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+  // A half-precision B means: A rounded to B's dtype, products summed in fp32.
+  virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const Weight& B, bool trans_b,
                     float* C, float beta) = 0;
 
   // ---- elementwise / normalisation ----
@@ -81,7 +106,7 @@ class Backend {
 
   // ---- embeddings and positions ----
   // out[r] = wte[ids[r]]·scale + position term for positions[r]; wpe row = position + offset.
-  virtual void embedding(float* out, const float* wte, const float* wpe, PositionTable table,
+  virtual void embedding(float* out, const Weight& wte, const float* wpe, PositionTable table,
                          int64_t position_offset, const int32_t* ids, const int32_t* positions,
                          int64_t rows, int64_t H, float scale) = 0;
   // Rotates the first rot_dim dims of each of the first `heads` heads of every row of qkv
@@ -112,7 +137,13 @@ class Backend {
 // h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).
 std::vector<float> alibi_slopes(int64_t num_heads);
 
-// The backend for `device` ("cpu"; "cuda" only when built in, else Error).
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads);
+// Host conversion of n weight elements from `from` to `to` (each fp32, fp16 or bf16; round to
+// nearest even when narrowing). Throws Error naming an unsupported dtype.
+void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
+
+// The backend for `device` ("cpu"; "cuda" only when built in, else Error). weight_dtype: what the
+// backend holds weight matrices in; the CPU backend holds fp32 only (UsageError otherwise).
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
+                                      DType weight_dtype = DType::kFloat32);
 
 }  // namespace ftx::ops

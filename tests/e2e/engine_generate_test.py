@@ -162,6 +162,10 @@ def test_errors(tmp):
     r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--gemm-config", csv("gemm_config.in", "")])
     check(r.returncode == 2 and "--gemm-config applies to --device cuda only" in r.stderr,
           f"gemm-config on cpu: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+    # Half-precision weights are a GPU option: asking the CPU backend for them is a usage error.
+    r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--dtype", "fp16"])
+    check(r.returncode == 2 and "the cpu backend computes in fp32 only" in r.stderr,
+          f"--dtype fp16 on cpu: exit {r.returncode}, stderr {r.stderr.strip()!r}")
     expect_error("tp mismatch", ["-m", os.path.join(FIX, "gpt2", "2-gpu"), "--input-ids", csv("ok.csv", "1,2\n"), *base],
                  "model folder was converted for tensor parallel size 2; run with `mpirun -np 2`")
 

@@ -9,6 +9,11 @@
 // End to end: identical greedy tokens and logits within 1e-4 of the row's largest |logit|
 // (test::logits_close), on all engine fixture models (MHA/MQA, learned/rotary both styles/ALiBi,
 // pre/post-LN, parallel residual, gated FFN).
+//
+// Half-precision weights (--dtype fp16/bf16): a GEMM must equal the CPU's fp32 GEMM of the same
+// operands rounded to the half type, within 1e-5 of the GEMM scale (same products, fp32 sums), and
+// the unrounded fp32 GEMM within 1e-2 (fp16) / 4e-2 (bf16) of it; end to end, logits within those
+// tolerances of the CPU's fp32 run of the same model files (row's largest |logit|).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -270,6 +275,90 @@ TEST_F(CudaVsCpu, GemmFromTunedFile) {
   rmdir(dir_tmpl);
 }
 #endif
+
+// The tolerance of the issue for a half dtype (relative to the GEMM scale or the row's largest logit).
+double half_tolerance(DType t) { return t == DType::kFloat16 ? 1e-2 : 4e-2; }
+
+// x rounded to dtype t and widened back (what a half GEMM multiplies).
+std::vector<float> rounded(const std::vector<float>& x, DType t) {
+  std::vector<uint16_t> h(x.size());
+  std::vector<float> back(x.size());
+  ops::convert_weight(x.data(), DType::kFloat32, h.data(), t, x.size());
+  ops::convert_weight(h.data(), t, back.data(), DType::kFloat32, x.size());
+  return back;
+}
+
+// Half weights: B held in fp16/bf16 (uploaded from fp32, converted by the backend, or from half
+// bytes, copied as they are); A rounded by the backend's cast kernel; fp32 accumulation.
+TEST_F(CudaVsCpu, HalfWeightGemm) {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    auto half = ops::make_backend("cuda", 1, t);
+    EXPECT_EQ(half->weight_dtype(), t);
+    for (const Shape s : {Shape{1, 1, 1}, Shape{1, 3072, 1024}, Shape{3, 5, 7}, Shape{8, 96, 128},
+                          Shape{37, 1000, 64}, Shape{128, 256, 512}})
+      for (bool trans_b : {false, true})
+        for (bool from_half : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " M " + std::to_string(s.M) + " N " + std::to_string(s.N) +
+                       " K " + std::to_string(s.K) + " trans_b " + std::to_string(trans_b) + " from_half " +
+                       std::to_string(from_half));
+          const auto ha = random(s.M * s.K), hb = random(s.K * s.N);
+          ops::Weight w;
+          if (from_half) {
+            std::vector<uint16_t> bits(hb.size());
+            ops::convert_weight(hb.data(), DType::kFloat32, bits.data(), t, hb.size());
+            w = half->upload_weight(bits.data(), t, hb.size());
+          } else {
+            w = half->upload_weight(hb.data(), DType::kFloat32, hb.size());
+          }
+          ASSERT_EQ(w.dtype, t);
+          float* a = half->alloc(ha.size());
+          float* c = half->alloc(static_cast<size_t>(s.M * s.N));
+          half->upload(a, ha.data(), ha.size());
+          half->gemm(s.M, s.N, s.K, a, w, trans_b, c, 0.0f);
+          auto got = get(*half, c, static_cast<size_t>(s.M * s.N));
+          half->release(a);
+          half->release(c);
+          half->release_weight(w);
+
+          // References on the CPU: the rounded operands (tight) and the exact ones (the dtype's tolerance).
+          auto ra = dual(rounded(ha, t)), rb = dual(rounded(hb, t)), xa = dual(ha), xb = dual(hb);
+          auto cr = dual_random(s.M * s.N), cx = dual_random(s.M * s.N);
+          cpu_->gemm(s.M, s.N, s.K, ra.c, rb.c, trans_b, cr.c, 0.0f);
+          cpu_->gemm(s.M, s.N, s.K, xa.c, xb.c, trans_b, cx.c, 0.0f);
+          std::vector<double> scale(cr.n, 0.0);
+          for (int64_t m = 0; m < s.M; ++m)
+            for (int64_t n = 0; n < s.N; ++n)
+              for (int64_t k = 0; k < s.K; ++k)
+                scale[m * s.N + n] +=
+                    std::fabs(static_cast<double>(ha[m * s.K + k]) * (trans_b ? hb[n * s.K + k] : hb[k * s.N + n]));
+          EXPECT_TRUE(close(got, cpu_of(cr), &scale, 1e-5)) << "against the rounded operands";
+          EXPECT_TRUE(close(got, cpu_of(cx), &scale, half_tolerance(t))) << "against fp32";
+        }
+  }
+}
+
+// A half embedding table is widened exactly: equal to the CPU's lookup in the rounded table.
+TEST_F(CudaVsCpu, HalfWeightEmbedding) {
+  const int64_t V = 50, H = 96, rows = 9;
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    auto half = ops::make_backend("cuda", 1, t);
+    const auto table = random(V * H);
+    const ops::Weight w = half->upload_weight(table.data(), DType::kFloat32, table.size());
+    std::vector<int32_t> ids(rows), pos(rows, 0);
+    for (int64_t r = 0; r < rows; ++r) ids[r] = random_int(0, V - 1);
+    float* out = half->alloc(rows * H);
+    half->embedding(out, w, nullptr, ops::PositionTable::kNone, 0, ids.data(), pos.data(), rows, H, 2.0f);
+    auto got = get(*half, out, rows * H);
+    half->release(out);
+    half->release_weight(w);
+    auto rt = dual(rounded(table, t)), ref = dual_random(rows * H);
+    cpu_->embedding(ref.c, rt.c, nullptr, ops::PositionTable::kNone, 0, ids.data(), pos.data(), rows, H, 2.0f);
+    EXPECT_EQ(got, cpu_of(ref)) << dtype_name(t);
+  }
+}
 
 TEST_F(CudaVsCpu, LayerNorm) {
   for (int64_t rows : {1, 3, 7})
@@ -581,6 +670,70 @@ TEST_P(CudaEngine, GreedyMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(test::engine_model_names()),
                          [](const auto& info) { return info.param; });
+
+// The Engine with fp16/bf16 weights on the GPU against the CPU's fp32 run of the same files:
+// logits within the dtype's tolerance of the row's largest |logit| at every step (both fed the
+// CPU's greedy tokens: with rounded weights a near-tie may pick another token), a padded batch
+// equal to its prompts one by one, and the same logits bit for bit on a second run.
+class CudaEngineHalf : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(CudaEngineHalf, LogitsWithinTolerance) {
+  REQUIRE_CUDA_DEVICE();
+  const auto& [model, t] = GetParam();
+  const std::string dir = test::engine_fixtures() + "/" + model;
+  const auto e = test::load_expected(dir);
+  auto cpu = ops::make_backend("cpu", 1);
+  auto gpu = ops::make_backend("cuda", 1, t);
+  dist::SingleRank comm;
+  auto wc = ModelWeights::load(dir + "/1-gpu", 0, 1, *cpu);
+  auto wg = ModelWeights::load(dir + "/1-gpu", 0, 1, *gpu);
+  EXPECT_EQ(wg.layers[0].qkv_w.dtype, t);
+  EXPECT_EQ(wg.wte.dtype, t);
+  Engine ec(wc, *cpu, comm), eg(wg, *gpu, comm);
+  const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab, steps = 5;
+  int64_t longest = 0;
+  for (const auto& p : e.prompts) longest = std::max<int64_t>(longest, p.size());
+  ec.reserve(B, longest + steps + 1, B * longest);
+  eg.reserve(B, longest + steps + 1, B * longest);
+  std::vector<int32_t> rows(B);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<float> lc(B * V), lg(B * V);
+  ec.prefill(e.prompts, rows, lc.data());
+  eg.prefill(e.prompts, rows, lg.data());
+  const std::vector<float> first_prefill = lg;
+  const double tol = half_tolerance(t);
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<int32_t> tokens(B);
+    for (int64_t b = 0; b < B; ++b) {
+      EXPECT_TRUE(test::logits_close(lg.data() + b * V, lc.data() + b * V, V, tol)) << "prompt " << b << " step " << s;
+      tokens[b] = static_cast<int32_t>(std::max_element(lc.begin() + b * V, lc.begin() + (b + 1) * V) -
+                                       (lc.begin() + b * V));
+    }
+    ec.decode(tokens, rows, lc.data());
+    eg.decode(tokens, rows, lg.data());
+  }
+  // Deterministic: the same prefill again gives the same bits; each prompt alone gives its row of
+  // the padded batch (within the GEMM's rounding: a batch of 1 may take another cuBLASLt kernel).
+  std::vector<float> again(B * V);
+  eg.prefill(e.prompts, rows, again.data());
+  EXPECT_EQ(again, first_prefill);
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<float> one(V);
+    eg.prefill({e.prompts[b]}, {0}, one.data());
+    EXPECT_TRUE(test::logits_close(one.data(), first_prefill.data() + b * V, V, 1e-3)) << "prompt " << b << " alone";
+  }
+}
+
+std::vector<std::tuple<std::string, DType>> half_engine_cases() {
+  std::vector<std::tuple<std::string, DType>> out;
+  for (const auto& m : test::engine_model_names())
+    for (DType t : {DType::kFloat16, DType::kBFloat16}) out.emplace_back(m, t);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaEngineHalf, ::testing::ValuesIn(half_engine_cases()), [](const auto& info) {
+  return std::get<0>(info.param) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
+});
 
 #ifdef FTX_HAVE_NCCL
 // One rank needs no NCCL communicator: the host one comes back. The NCCL path proper (2+ ranks,

@@ -2,6 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "formats/error.h"
 
 #include "lib/cpu/cpu_backend.h"
 #include "lib/ops/backend.h"
@@ -17,6 +22,57 @@ TEST(AlibiSlopes, PowerOfTwoAndOther) {
   auto s6 = ops::alibi_slopes(6);
   const float want6[] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
   for (int h = 0; h < 6; ++h) EXPECT_FLOAT_EQ(s6[h], want6[h]);
+}
+
+// Weight conversion rounds to nearest even, as the converters and torch do: fp16 keeps 11 bits,
+// bf16 8; 1 + 2^-11 is a tie in fp16 (even: down to 1), 1 + 3·2^-11 rounds up; overflow is inf.
+TEST(ConvertWeight, RoundsToNearestEven) {
+  const float in[] = {1.0f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -2.5f, 65504.0f, 1e6f, 1.0f + 0x1p-8f};
+  const size_t n = sizeof(in) / sizeof(in[0]);
+  std::vector<uint16_t> h(n), b(n);
+  std::vector<float> hf(n), bf(n);
+  ops::convert_weight(in, DType::kFloat32, h.data(), DType::kFloat16, n);
+  ops::convert_weight(h.data(), DType::kFloat16, hf.data(), DType::kFloat32, n);
+  ops::convert_weight(in, DType::kFloat32, b.data(), DType::kBFloat16, n);
+  ops::convert_weight(b.data(), DType::kBFloat16, bf.data(), DType::kFloat32, n);
+  EXPECT_EQ(h[0], 0x3C00);
+  EXPECT_EQ(hf[1], 1.0f);
+  EXPECT_EQ(hf[2], 1.0f + 4 * 0x1p-11f);
+  EXPECT_EQ(hf[3], -2.5f);
+  EXPECT_EQ(hf[4], 65504.0f);
+  EXPECT_EQ(hf[5], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(bf[0], 1.0f);
+  EXPECT_EQ(bf[6], 1.0f);  // 1 + 2^-8 is a bf16 tie: even, down
+  EXPECT_EQ(bf[5], 999424.0f);
+  // fp16 -> bf16 goes through fp32; the same dtype is a copy.
+  std::vector<uint16_t> hb(n), same(n);
+  ops::convert_weight(h.data(), DType::kFloat16, hb.data(), DType::kBFloat16, n);
+  EXPECT_EQ(hb[3], b[3]);
+  ops::convert_weight(h.data(), DType::kFloat16, same.data(), DType::kFloat16, n);
+  EXPECT_EQ(same, h);
+  int8_t q[2] = {1, 2};
+  float out[2];
+  EXPECT_THROW(ops::convert_weight(q, DType::kInt8, out, DType::kFloat32, 2), Error);
+}
+
+// The CPU holds every weight in fp32: a half upload comes back widened, and a half backend is a
+// usage error (it exists only on the GPU).
+TEST(CpuOps, HalfWeightsAreWidenedAtUpload) {
+  cpu::CpuBackend be(1);
+  EXPECT_EQ(be.weight_dtype(), DType::kFloat32);
+  const float in[] = {0.1f, -3.0f, 96.5f};
+  uint16_t h[3];
+  ops::convert_weight(in, DType::kFloat32, h, DType::kFloat16, 3);
+  const ops::Weight w = be.upload_weight(h, DType::kFloat16, 3);
+  ASSERT_EQ(w.dtype, DType::kFloat32);
+  const float* p = w.fp32();
+  EXPECT_EQ(p[0], half_to_float(h[0]));
+  EXPECT_EQ(p[1], -3.0f);
+  EXPECT_EQ(p[2], 96.5f);
+  be.release_weight(w);
+  EXPECT_THROW(ops::Weight(h, DType::kFloat16).fp32(), Error);
+  EXPECT_THROW(ops::make_backend("cpu", 1, DType::kFloat16), UsageError);
+  EXPECT_THROW(ops::make_backend("cpu", 1, DType::kInt8), UsageError);
 }
 
 TEST(CpuOps, RotaryStylesRotateTheirPairs) {
