@@ -8,8 +8,14 @@
 // 32 slots (K padded to d+1 columns so lane j reading row j hits distinct banks); lane j scores
 // key j against the warp's query, then an online softmax (running max m, sum l, rescaled
 // accumulator) folds the tile into per-lane output chunks (dims lane, lane+32, ...). Prefill uses
-// 4 warps × 4 queries; decode one warp per (row, head) with one query.
-// Not done: split-KV (flash-decoding) for long decode histories, tensor cores, fp16/bf16 caches.
+// 4 warps × 4 queries.
+//
+// Decode has one query per (row, head), so the block's warps split the keys instead: warp w folds
+// key tiles w, w + W, w + 2W, ... into its own online softmax, staged in its own shared-memory
+// tile (so warps never wait for each other), and the block then merges the W partial results
+// (m, l, acc) as flash-decoding does across blocks. W is up to 8, fewer when the cache is short or
+// shared memory is scarce; any W gives the same result up to summation order.
+// Not done: split-KV across blocks (small batches use few SMs), tensor cores, fp16/bf16 caches.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -157,6 +163,127 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   }
 }
 
+// One block per (row, query head), blockDim.x = 32·W. Shared memory: q [d], then per warp K tile
+// [32][d+1] and V tile [32][d], then the merge area m [W], l [W], acc [W][d].
+__global__ void decode_attention_kernel(const AttentionLaunch a) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(a.head_dim), dp = d + 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, W = static_cast<int>(blockDim.x / 32);
+  float* qs = smem;
+  float* ks = qs + d + static_cast<size_t>(warp) * kKeyTile * (dp + d);
+  float* vs = ks + kKeyTile * dp;
+  float* red_m = qs + d + static_cast<size_t>(W) * kKeyTile * (dp + d);
+  float* red_l = red_m + W;
+  float* red_acc = red_l + W;
+
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const int64_t qpos = a.past[b], nkeys = qpos + 1;
+  const int64_t width = (a.q_heads + 2 * a.kv_heads) * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = a.qkv[b * width + h * d + i];
+  const int64_t group = a.q_heads / a.kv_heads;
+  const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
+                            (h / group) * a.max_seq * d;
+  const float* kc = a.k_cache + cache_off;
+  const float* vc = a.v_cache + cache_off;
+  const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
+  __syncthreads();  // qs written
+
+  float m = -INFINITY, l = 0.0f, acc[kMaxChunks];
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) acc[c] = 0.0f;
+  for (int64_t k0 = static_cast<int64_t>(warp) * kKeyTile; k0 < nkeys; k0 += static_cast<int64_t>(W) * kKeyTile) {
+    const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
+    __syncwarp();  // the warp's previous tile is consumed
+    for (int idx = lane; idx < kKeyTile * d; idx += 32) {
+      const int j = idx / d, i = idx % d;
+      ks[j * dp + i] = j < nk ? kc[(k0 + j) * d + i] : 0.0f;
+      vs[j * d + i] = j < nk ? vc[(k0 + j) * d + i] : 0.0f;
+    }
+    __syncwarp();
+    const int64_t s = k0 + lane;
+    float score = -INFINITY;
+    if (lane < nk) {
+      const float* kk = ks + lane * dp;
+      float dot = 0.0f;
+      for (int i = 0; i < d; ++i) dot += qs[i] * kk[i];
+      score = dot * a.scale + slope * static_cast<float>(s - qpos);
+    }
+    float tmax = score;
+    for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
+    // tmax is finite: k0 < nkeys, so lane 0's key is unmasked.
+    const float mnew = fmaxf(m, tmax);
+    const float corr = expf(m - mnew);  // 0 on the warp's first tile
+    const float p = expf(score - mnew);
+    float psum = p;
+    for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
+    l = l * corr + psum;
+    m = mnew;
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) acc[c] *= corr;
+    for (int j = 0; j < nk; ++j) {
+      const float pj = __shfl_sync(kFull, p, j);
+#pragma unroll
+      for (int c = 0; c < kMaxChunks; ++c) {
+        const int i = lane + 32 * c;
+        if (i < d) acc[c] += pj * vs[j * d + i];
+      }
+    }
+  }
+
+  // Merge the warps: out = Σ_w e^(m_w - M)·acc_w / Σ_w e^(m_w - M)·l_w; a warp that had no tile
+  // (m_w = -inf) adds nothing, and warp 0 always had one (key 0).
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_l[warp] = l;
+  }
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) {
+    const int i = lane + 32 * c;
+    if (i < d) red_acc[warp * d + i] = acc[c];
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < W; ++w) M = fmaxf(M, red_m[w]);
+  float L = 0.0f;
+  for (int w = 0; w < W; ++w)
+    if (red_m[w] != -INFINITY) L += expf(red_m[w] - M) * red_l[w];
+  const float inv = 1.0f / L;
+  float* o = a.out + b * a.q_heads * d + h * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float v = 0.0f;
+    for (int w = 0; w < W; ++w)
+      if (red_m[w] != -INFINITY) v += expf(red_m[w] - M) * red_acc[w * d + i];
+    o[i] = v * inv;
+  }
+}
+
+// Shared memory the decode kernel needs with W warps.
+size_t decode_smem_bytes(int64_t d, int W) {
+  return static_cast<size_t>(d + static_cast<int64_t>(W) * kKeyTile * (2 * d + 1) + 2 * W + static_cast<int64_t>(W) * d) *
+         sizeof(float);
+}
+
+void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
+  // Warps: enough to cover the cache in one pass of tiles, at most 8, within the device's
+  // opt-in shared memory. Chosen from max_seq, not from this step's lengths, so that every decode
+  // step of a batch launches the same kernel (a recorded CUDA graph replays it).
+  int device = 0, optin = 0;
+  FTX_CUDA_CHECK(cudaGetDevice(&device));
+  FTX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  int W = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, (a.max_seq + kKeyTile - 1) / kKeyTile)));
+  while (W > 1 && decode_smem_bytes(a.head_dim, W) > static_cast<size_t>(optin)) --W;
+  const size_t smem = decode_smem_bytes(a.head_dim, W);
+  if (smem > static_cast<size_t>(optin))
+    throw Error("CUDA decode attention: head_dim " + std::to_string(a.head_dim) + " needs " + std::to_string(smem) +
+                " bytes of shared memory, the device allows " + std::to_string(optin));
+  if (smem > 48 * 1024)
+    FTX_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads));
+  decode_attention_kernel<<<grid, W * 32, smem, stream>>>(a);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int QPW>
 void launch_attention_kernel(cudaStream_t stream, const AttentionLaunch& a, int warps) {
   const int64_t QT = static_cast<int64_t>(warps) * QPW;
@@ -189,7 +316,7 @@ void launch_attention(cudaStream_t stream, const AttentionLaunch& a) {
   store_kv_kernel<<<store_blocks, 256, 0, stream>>>(a);
   FTX_CUDA_CHECK(cudaGetLastError());
   if (a.past)
-    launch_attention_kernel<1>(stream, a, 1);  // decode: one query per (row, head)
+    launch_decode_attention(stream, a);  // one query per (row, head): the warps split the keys
   else
     launch_attention_kernel<4>(stream, a, 4);  // prefill: 16 queries per block
 }

@@ -97,13 +97,15 @@ std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& option
     throw Error("CUDA device " + std::to_string(dev) + " requested, but only " + std::to_string(n) + " found");
   const char* tf32_env = std::getenv("FTX_CUDA_TF32");
   const bool tf32 = options.tf32 || (tf32_env && std::string(tf32_env) == "1");
-  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype);
+  const char* graphs_env = std::getenv("FTX_CUDA_GRAPHS");
+  const bool graphs = options.graphs || (graphs_env && std::string(graphs_env) == "1");
+  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype, graphs);
 }
 
 // ---------------------------------------------------------------- lifetime, memory, transfers
 
-CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype)
-    : device_(device), tf32_(tf32), weight_dtype_(weight_dtype) {
+CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs)
+    : device_(device), tf32_(tf32), weight_dtype_(weight_dtype), graphs_(graphs) {
   if (weight_dtype != DType::kFloat32 && weight_dtype != DType::kFloat16 && weight_dtype != DType::kBFloat16)
     throw Error(std::string("CUDA backend: weights cannot be held in ") + dtype_name(weight_dtype) +
                 " (fp32, fp16 or bf16)");
@@ -116,7 +118,16 @@ CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype)
 CudaBackend::~CudaBackend() {
   // Best effort, no throwing: finish queued work, then give everything back.
   cudaSetDevice(device_);
+  if (step_mode_ == StepMode::kCapture) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+  }
   if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [key, st] : steps_)
+    if (st.exec) cudaGraphExecDestroy(st.exec);
+  if (step_meta_host_) cudaFreeHost(step_meta_host_);
+  if (step_meta_copied_) cudaEventDestroy(step_meta_copied_);
   clear_plans();
   if (blas_) cublasDestroy(blas_);
   if (lt_) cublasLtDestroy(lt_);
@@ -132,6 +143,7 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::synchronize() { FTX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 ops::Weight CudaBackend::upload_weight(const void* src, DType src_dtype, size_t n) {
+  check_not_in_step("upload_weight");
   const size_t bytes = n * dtype_size(weight_dtype_);
   void* dst = arena_.allocate(std::max<size_t>(bytes, 1));
   const void* host = src;
@@ -157,6 +169,7 @@ float* CudaBackend::alloc(size_t n) { return static_cast<float*>(arena_.allocate
 void CudaBackend::release(float* p) { arena_.release(p); }
 
 void CudaBackend::upload(float* dst, const float* host_src, size_t n) {
+  check_not_in_step("upload");
   if (n == 0) return;
   FTX_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
   // As the CPU's memcpy: the caller may reuse host_src on return (the engine frees fp16->fp32
@@ -165,6 +178,7 @@ void CudaBackend::upload(float* dst, const float* host_src, size_t n) {
 }
 
 void CudaBackend::download(float* host_dst, const float* src, size_t n) {
+  check_not_in_step("download");
   if (n == 0) return;
   const size_t bytes = n * sizeof(float);
   const size_t chunk = std::min(bytes, kDownloadChunkBytes);
@@ -190,7 +204,7 @@ void CudaBackend::download(float* host_dst, const float* src, size_t n) {
 }
 
 void CudaBackend::copy(float* dst, const float* src, size_t n) {
-  if (n == 0 || dst == src) return;
+  if (n == 0 || dst == src || replaying()) return;
   const size_t bytes = n * sizeof(float);
   const bool overlap = dst < src + n && src < dst + n;
   if (overlap) {  // memmove semantics, as the CPU: through scratch
@@ -202,7 +216,9 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {
   }
 }
 
-void CudaBackend::fill(float* dst, float value, size_t n) { launch_fill(stream_, dst, value, n); }
+void CudaBackend::fill(float* dst, float value, size_t n) {
+  if (!replaying()) launch_fill(stream_, dst, value, n);
+}
 
 float* CudaBackend::scratch(size_t n) {
   if (scratch_cap_ < n) {
@@ -217,8 +233,10 @@ float* CudaBackend::scratch(size_t n) {
 }
 
 std::vector<const void*> CudaBackend::stage(std::initializer_list<Part> parts) {
+  if (step_mode_ == StepMode::kCapture || step_mode_ == StepMode::kReplay) return stage_step(parts);
   size_t total = 0;
-  for (const Part& p : parts) total += round_up(p.bytes, 16);
+  for (const Part& p : parts) total += (p.bytes == 0 || !p.data) ? 0 : round_up(p.bytes, 16);
+  if (step_mode_ == StepMode::kMeasure) step_meta_off_ += total;
   std::vector<const void*> out;
   out.reserve(parts.size());
   if (total == 0) {
@@ -255,6 +273,158 @@ std::vector<const void*> CudaBackend::stage(std::initializer_list<Part> parts) {
   FTX_CUDA_CHECK(cudaEventRecord(s.done, stream_));
   s.pending = true;
   return out;
+}
+
+// ---------------------------------------------------------------- repeated steps (CUDA graphs)
+
+void CudaBackend::check_not_in_step(const char* op) const {
+  if (step_mode_ != StepMode::kOff)
+    throw Error(std::string("CUDA backend: ") + op + " inside a repeatable step (the engine must finish the step first)");
+}
+
+size_t CudaBackend::graphs_recorded() const {
+  size_t n = 0;
+  for (const auto& [key, st] : steps_) n += st.exec != nullptr;
+  return n;
+}
+
+void CudaBackend::ensure_step_meta(size_t bytes) {
+  if (bytes <= step_meta_cap_) return;
+  // The device buffer's address is inside every recorded graph: a new one retires them all (they
+  // are captured again, their measurements kept).
+  retire_graphs();
+  synchronize();  // no copy reads the old host buffer, no graph the old device one
+  step_meta_pending_ = false;
+  if (step_meta_host_) FTX_CUDA_CHECK(cudaFreeHost(step_meta_host_));
+  step_meta_host_ = nullptr;
+  arena_.release(step_meta_dev_);
+  step_meta_dev_ = nullptr;
+  step_meta_cap_ = 0;
+  const size_t cap = std::max(round_up(bytes, 4096), size_t(64) << 10);
+  FTX_CUDA_CHECK(cudaMallocHost(&step_meta_host_, cap));
+  step_meta_dev_ = arena_.allocate(cap);
+  step_meta_cap_ = cap;
+  if (!step_meta_copied_) FTX_CUDA_CHECK(cudaEventCreateWithFlags(&step_meta_copied_, cudaEventDisableTiming));
+}
+
+std::vector<const void*> CudaBackend::stage_step(std::initializer_list<Part> parts) {
+  std::vector<const void*> out;
+  out.reserve(parts.size());
+  for (const Part& p : parts) {
+    if (p.bytes == 0 || !p.data) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const size_t len = round_up(p.bytes, 16);
+    // The same ops in the same order as the measured run: more bytes means another sequence.
+    if (step_meta_off_ + len > step_->meta_bytes || step_meta_off_ + len > step_meta_cap_)
+      throw Error("CUDA backend: a repeated step staged more metadata than its first run (" +
+                  std::to_string(step_meta_off_ + len) + " > " + std::to_string(step_->meta_bytes) +
+                  " bytes): its ops differ from the recorded ones");
+    std::memcpy(static_cast<char*>(step_meta_host_) + step_meta_off_, p.data, p.bytes);
+    out.push_back(static_cast<char*>(step_meta_dev_) + step_meta_off_);
+    step_meta_off_ += len;
+  }
+  return out;
+}
+
+void CudaBackend::begin_repeatable(const std::string& key) {
+  if (!graphs_) return;
+  check_not_in_step("begin_repeatable");
+  StepGraph& st = steps_[key];
+  step_ = &st;
+  step_meta_off_ = 0;
+  if (!st.measured) {
+    step_mode_ = StepMode::kMeasure;
+    return;
+  }
+  ensure_step_meta(st.meta_bytes);  // before capture: it may allocate and synchronise
+  if (step_meta_pending_) {  // the host buffer is rewritten below: the last step's copy must have read it
+    FTX_CUDA_CHECK(cudaEventSynchronize(step_meta_copied_));
+    step_meta_pending_ = false;
+  }
+  if (st.exec) {
+    step_mode_ = StepMode::kReplay;
+    return;
+  }
+  step_allocations_ = arena_.allocations();
+  // Relaxed: the ops' host code may call CUDA APIs that are not stream work (cudaFuncSetAttribute).
+  FTX_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  step_mode_ = StepMode::kCapture;
+}
+
+void CudaBackend::launch_step(cudaGraphExec_t exec) {
+  if (step_meta_off_ > 0) {
+    FTX_CUDA_CHECK(cudaMemcpyAsync(step_meta_dev_, step_meta_host_, step_meta_off_, cudaMemcpyHostToDevice, stream_));
+    FTX_CUDA_CHECK(cudaEventRecord(step_meta_copied_, stream_));
+    step_meta_pending_ = true;
+  }
+  FTX_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+}
+
+void CudaBackend::end_repeatable() {
+  const StepMode mode = step_mode_;
+  step_mode_ = StepMode::kOff;
+  StepGraph* st = step_;
+  step_ = nullptr;
+  switch (mode) {
+    case StepMode::kOff:
+      return;
+    case StepMode::kMeasure:
+      st->measured = true;
+      st->meta_bytes = step_meta_off_;
+      return;
+    case StepMode::kReplay:
+      if (step_meta_off_ != st->meta_bytes)
+        throw Error("CUDA backend: a repeated step staged " + std::to_string(step_meta_off_) +
+                    " bytes of metadata, its recording " + std::to_string(st->meta_bytes) +
+                    ": its ops differ from the recorded ones");
+      launch_step(st->exec);
+      return;
+    case StepMode::kCapture: {
+      cudaGraph_t graph = nullptr;
+      FTX_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      FTX_CUDA_CHECK(e);
+      st->meta_bytes = step_meta_off_;
+      launch_step(exec);
+      if (arena_.allocations() == step_allocations_) {
+        st->exec = exec;
+      } else {  // addresses taken during the capture may be handed out again: run it this once only
+        FTX_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      }
+      return;
+    }
+  }
+}
+
+void CudaBackend::abort_repeatable() {
+  if (step_mode_ == StepMode::kCapture) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);  // the error that aborted the step is the one to report
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+  }
+  step_mode_ = StepMode::kOff;
+  step_ = nullptr;
+}
+
+void CudaBackend::retire_graphs() {
+  bool any = false;
+  for (auto& [key, st] : steps_) any |= st.exec != nullptr;
+  if (any) synchronize();  // a launched graph may still run
+  for (auto& [key, st] : steps_) {
+    if (st.exec) cudaGraphExecDestroy(st.exec);
+    st.exec = nullptr;
+  }
+}
+
+void CudaBackend::forget_repeatables() {
+  if (step_mode_ != StepMode::kOff) abort_repeatable();
+  retire_graphs();
+  steps_.clear();
 }
 
 // ---------------------------------------------------------------- GEMM
@@ -374,7 +544,7 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
 
 void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
                        float* C, float beta) {
-  if (M <= 0 || N <= 0) return;
+  if (M <= 0 || N <= 0 || replaying()) return;
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
     launch_scale(stream_, C, beta, static_cast<size_t>(M) * N);
     return;
@@ -414,20 +584,24 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
 void CudaBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
                              int64_t H, float eps) {
   // x is only read: the kernel writes x back only when a residual (y or bias) is given.
+  if (replaying()) return;
   launch_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
 }
 
 void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
                                           const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
+  if (replaying()) return;
   launch_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
+  if (replaying()) return;
   launch_add_bias(stream_, x, bias, rows, N);
 }
 
 void CudaBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                                   int64_t rows, int64_t N, Activation act) {
+  if (replaying()) return;
   launch_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
 }
 
@@ -437,6 +611,7 @@ void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe
   if (rows <= 0) return;
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
+  if (replaying()) return;
   const WeightKind kind = wte.dtype == DType::kFloat16    ? WeightKind::kFp16
                           : wte.dtype == DType::kBFloat16 ? WeightKind::kBf16
                                                           : WeightKind::kFp32;
@@ -448,6 +623,7 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
                          int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) {
   if (rot_dim <= 0 || rows <= 0) return;
   const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
+  if (replaying()) return;
   launch_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
                 style == RotaryStyle::kInterleaved, base);
 }
@@ -469,6 +645,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  if (replaying()) return;
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S);
   a.lengths = static_cast<const int32_t*>(dev[0]);
   launch_attention(stream_, a);
@@ -487,6 +664,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   const size_t ib = static_cast<size_t>(n) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{past, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  if (replaying()) return;
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1);
   a.past = static_cast<const int32_t*>(dev[0]);
   launch_attention(stream_, a);
@@ -525,6 +703,7 @@ void CudaBackend::gather_cache_rows(float* cache, const int32_t* dst, const int3
   const auto dev = stage({{to.data(), to.size() * sizeof(int32_t)},
                           {from.data(), from.size() * sizeof(int32_t)},
                           {staged.data(), staged.size() * sizeof(int32_t)}});
+  if (replaying()) return;
   float* tmp = staged.empty() ? nullptr : scratch(staged.size() * static_cast<size_t>(row_elems));
   if (!staged.empty())
     launch_copy_rows(stream_, tmp, nullptr, cache, nullptr, static_cast<const int32_t*>(dev[2]),

@@ -21,8 +21,12 @@
 //    operand is rounded to the weights' dtype by a cast kernel, cuBLASLt multiplies half inputs
 //    into an fp32 C with fp32 accumulation; the embedding kernel reads a half table. Activations,
 //    biases, norms, the residual stream and the KV cache stay fp32.
+//  * CUDA graphs for repeated decode steps (CudaBackendOptions::graphs, opt-in): each op's host
+//    metadata goes to one fixed pinned buffer, copied to the device in one copy before the graph
+//    launch; on replay the ops only write their metadata and launch nothing.
 // Not done: half activations and a half KV cache (so attention and elementwise traffic is fp32),
-// CUDA graphs, split-KV decode attention, fused bias+activation epilogues in cuBLASLt.
+// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, sampling on the GPU
+// (each step's logits come to the host).
 //
 // Pointer contract: every float* the Backend methods take or return is device memory owned by this
 // backend (from alloc()), except the host arguments the interface names (upload source, download
@@ -40,6 +44,10 @@ struct CudaBackendOptions {
   // What weight matrices are held in: fp32, or fp16/bf16 (half the memory and bandwidth; GEMMs
   // round the activation operand to it, run on tensor cores and accumulate in fp32).
   DType weight_dtype = DType::kFloat32;
+  // Decode steps as CUDA graphs (Backend::begin_repeatable): a step's first run is eager, its
+  // second is captured, later ones replay it. Off by default until it has run on a GPU; also
+  // FTX_CUDA_GRAPHS=1.
+  bool graphs = false;
 };
 
 // Number of CUDA devices, 0 when there is none or no usable driver (never throws).

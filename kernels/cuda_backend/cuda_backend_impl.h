@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -25,7 +26,7 @@ namespace ftx::cuda {
 class CudaBackend : public ops::Backend {
  public:
   // weight_dtype: fp32, fp16 or bf16 (what upload_weight() holds matrices in).
-  CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32);
+  CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32, bool graphs = false);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -38,6 +39,16 @@ class CudaBackend : public ops::Backend {
   cudaStream_t stream() const { return stream_; }
   const DeviceArena& arena() const { return arena_; }
   void synchronize();
+
+  void begin_repeatable(const std::string& key) override;
+  void end_repeatable() override;
+  void abort_repeatable() override;
+  void forget_repeatables() override;
+  // True while a recorded step is replayed: ops copy their metadata and launch nothing (the NCCL
+  // communicator skips its all-reduce too, which the graph holds).
+  bool replaying() const { return step_mode_ == StepMode::kReplay; }
+  bool graphs() const { return graphs_; }
+  size_t graphs_recorded() const;
 
   DType weight_dtype() const override { return weight_dtype_; }
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
@@ -114,9 +125,34 @@ class CudaBackend : public ops::Backend {
     bool pending = false;
   };
 
+  // Repeated steps. kMeasure: the first run of a key, eager, counting its metadata bytes;
+  // kCapture: the second, recorded into a graph; kReplay: later ones.
+  enum class StepMode { kOff, kMeasure, kCapture, kReplay };
+  struct StepGraph {
+    bool measured = false;
+    size_t meta_bytes = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  // Metadata of a step in capture or replay: into the fixed buffers at step_meta_off_.
+  std::vector<const void*> stage_step(std::initializer_list<Part> parts);
+  void launch_step(cudaGraphExec_t exec);
+  void ensure_step_meta(size_t bytes);
+  void retire_graphs();  // destroys every recorded graph, keeps the measurements
+  void check_not_in_step(const char* op) const;
+
   int device_;
   bool tf32_;
   DType weight_dtype_;
+  bool graphs_;
+  StepMode step_mode_ = StepMode::kOff;
+  StepGraph* step_ = nullptr;
+  uint64_t step_allocations_ = 0;  // arena allocations when the capture began
+  std::map<std::string, StepGraph> steps_;
+  void* step_meta_host_ = nullptr;  // pinned
+  void* step_meta_dev_ = nullptr;
+  size_t step_meta_cap_ = 0, step_meta_off_ = 0;
+  cudaEvent_t step_meta_copied_ = nullptr;
+  bool step_meta_pending_ = false;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
   cublasLtHandle_t lt_ = nullptr;

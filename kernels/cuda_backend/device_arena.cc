@@ -38,6 +38,7 @@ void DeviceArena::add_block(size_t bytes) {
 }
 
 void* DeviceArena::allocate(size_t bytes) {
+  ++allocations_;
   const size_t need = round_up(std::max<size_t>(bytes, 1), kAlign);
   // Best fit: the smallest free range that holds the request, over all blocks.
   size_t best_block = SIZE_MAX, best_off = 0, best_len = SIZE_MAX;

@@ -34,6 +34,9 @@ class DeviceArena {
   size_t bytes_in_use() const { return in_use_; }
   size_t bytes_reserved() const { return reserved_; }
   size_t blocks() const { return blocks_.size(); }
+  // allocate() calls so far: a CUDA graph captured while this changed may hold addresses that
+  // were released and handed out again, so it is launched once and not kept.
+  uint64_t allocations() const { return allocations_; }
 
  private:
   struct Block {
@@ -49,6 +52,7 @@ class DeviceArena {
   std::vector<Block> blocks_;
   std::unordered_map<void*, Live> live_;
   size_t in_use_ = 0, reserved_ = 0;
+  uint64_t allocations_ = 0;
 };
 
 }  // namespace ftx::cuda

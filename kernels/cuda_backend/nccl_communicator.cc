@@ -29,7 +29,7 @@ namespace {
 class NcclCommunicator : public dist::Communicator {
  public:
   NcclCommunicator(std::unique_ptr<dist::Communicator> host, CudaBackend& backend)
-      : host_(std::move(host)), stream_(backend.stream()) {
+      : host_(std::move(host)), backend_(backend), stream_(backend.stream()) {
     ncclUniqueId id{};
     if (host_->rank() == 0) FTX_NCCL_CHECK(ncclGetUniqueId(&id));
     host_->broadcast(&id, sizeof(id), 0);
@@ -43,7 +43,7 @@ class NcclCommunicator : public dist::Communicator {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   void all_reduce_sum(float* data, size_t n) override {
-    if (n == 0) return;
+    if (n == 0 || backend_.replaying()) return;  // a replayed step's graph holds the all-reduce
     FTX_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
   }
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
@@ -52,6 +52,7 @@ class NcclCommunicator : public dist::Communicator {
 
  private:
   std::unique_ptr<dist::Communicator> host_;
+  const CudaBackend& backend_;
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
 };

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "formats/error.h"
@@ -38,6 +39,7 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
 Engine::~Engine() { free_buffers(); }
 
 void Engine::free_buffers() {
+  be_.forget_repeatables();  // recorded decode steps name these buffers
   for (float* p : k_cache_) be_.release(p);
   for (float* p : v_cache_) be_.release(p);
   k_cache_.clear();
@@ -51,6 +53,7 @@ void Engine::free_buffers() {
 void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) {
   if (rows <= rows_ && max_seq <= max_seq_ && max_prefill_tokens <= max_tokens_) return;
   free_buffers();
+  ++generation_;
   rows_ = std::max(rows, rows_);
   max_seq_ = std::max(max_seq, max_seq_);
   max_tokens_ = std::max({max_prefill_tokens, rows_, max_tokens_});
@@ -151,7 +154,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
   }
 }
 
-void Engine::logits_of(float* hidden, int64_t n, float* logits) {
+void Engine::compute_logits(float* hidden, int64_t n) {
   if (comm_.rank() != 0) return;
   if (w_.final_ln_gamma)
     be_.layer_norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n, H_,
@@ -159,7 +162,10 @@ void Engine::logits_of(float* hidden, int64_t n, float* logits) {
   const int64_t V = cfg_.vocab_size;
   be_.gemm(n, V, H_, hidden, w_.lm_head_w, true, logits_, 0.0f);
   be_.add_bias(logits_, w_.lm_head_b, n, V);
-  if (logits) be_.download(logits, logits_, static_cast<size_t>(n * V));
+}
+
+void Engine::download_logits(int64_t n, float* logits) {
+  if (comm_.rank() == 0 && logits) be_.download(logits, logits_, static_cast<size_t>(n * cfg_.vocab_size));
 }
 
 namespace {
@@ -219,7 +225,8 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
     be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
     length_[cache_rows[b]] = lengths[b];
   }
-  logits_of(last_, B, logits);
+  compute_logits(last_, B);
+  download_logits(B, logits);
 }
 
 void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits) {
@@ -235,6 +242,10 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
   }
   int64_t offset = 0;
   const auto table = table_for(w_, cfg_, &offset);
+  // A decode step of n rows repeats the same ops on the same buffers; only ids, positions and
+  // cache rows change. The key names this engine's buffers (generation) and n.
+  ops::RepeatableStep step(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) + " generation " +
+                                    std::to_string(generation_) + " decode " + std::to_string(n));
   be_.embedding(x_, w_.wte, w_.wpe, table, offset, tokens.data(), positions.data(), n, H_,
                 static_cast<float>(cfg_.embedding_scale));
   if (w_.pre_ln_gamma)
@@ -242,8 +253,10 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
   run_layers(n, positions, [&](int64_t l) {
     be_.decode_attention(attn_, qkv_, n, cache_rows.data(), positions.data(), k_cache_[l], v_cache_[l], shape_);
   });
+  compute_logits(x_, n);
+  step.finish();
   for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
-  logits_of(x_, n, logits);
+  download_logits(n, logits);
 }
 
 void Engine::copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src) {

@@ -52,7 +52,9 @@ class Engine {
   template <typename Attend>
   void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
   void ffn(const LayerWeights& lw, const float* in, float* out, int64_t n);
-  void logits_of(float* hidden, int64_t n, float* logits);
+  // Rank 0: final layernorm (in place on hidden) and lm_head into logits_; then the host copy.
+  void compute_logits(float* hidden, int64_t n);
+  void download_logits(int64_t n, float* logits);
   void free_buffers();
 
   const ModelWeights& w_;
@@ -65,6 +67,7 @@ class Engine {
   bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
+  int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers
   std::vector<int64_t> length_;
   std::vector<float*> k_cache_, v_cache_;  // per layer
   float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,

@@ -74,6 +74,18 @@ class Backend {
   virtual Weight upload_weight(const void* src, DType src_dtype, size_t n);
   virtual void release_weight(const Weight& w);
 
+  // ---- repeated steps ----
+  // The ops between begin_repeatable(key) and end_repeatable() recur, whenever `key` recurs, with
+  // the same shapes, buffers and order; only the host metadata they are given (ids, positions,
+  // cache rows, lengths) changes. A GPU backend may capture them once as a CUDA graph and then
+  // replay it, each op only copying its metadata. Nothing in between may wait for results
+  // (download) or allocate. Use RepeatableStep, which aborts the step when an op throws.
+  // forget_repeatables() drops every recording (buffers they used were released).
+  virtual void begin_repeatable(const std::string& key) { (void)key; }
+  virtual void end_repeatable() {}
+  virtual void abort_repeatable() {}
+  virtual void forget_repeatables() {}
+
   // ---- memory (counts are in floats) ----
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;
@@ -136,6 +148,26 @@ class Backend {
 // ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
 // h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).
 std::vector<float> alibi_slopes(int64_t num_heads);
+
+// Scope of one repeated step: begins it, finish() ends it, leaving the scope without finish()
+// (an exception) aborts it.
+class RepeatableStep {
+ public:
+  RepeatableStep(Backend& backend, const std::string& key) : backend_(backend) { backend_.begin_repeatable(key); }
+  void finish() {
+    done_ = true;
+    backend_.end_repeatable();
+  }
+  ~RepeatableStep() {
+    if (!done_) backend_.abort_repeatable();
+  }
+  RepeatableStep(const RepeatableStep&) = delete;
+  RepeatableStep& operator=(const RepeatableStep&) = delete;
+
+ private:
+  Backend& backend_;
+  bool done_ = false;
+};
 
 // Host conversion of n weight elements from `from` to `to` (each fp32, fp16 or bf16; round to
 // nearest even when narrowing). Throws Error naming an unsupported dtype.

@@ -36,6 +36,7 @@
 
 #include <cstdio>
 
+#include "kernels/cuda_backend/cuda_backend.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/cuda_backend/nccl_communicator.h"
 #include "kernels/gemm_tune/gemm_tuner.h"
@@ -539,24 +540,28 @@ TEST_F(CudaVsCpu, ContextAttention) {
 
 // One decode step over random histories of different lengths (slot 0, several key tiles, the
 // last slot of the cache), rows in any order.
+// Decode splits the keys over up to 8 warps (one tile of 32 each per pass): a 150-slot cache takes
+// 5 warps and one pass, a 1000-slot cache 8 warps and up to 4 passes each, some warps with no key.
 TEST_F(CudaVsCpu, DecodeAttention) {
-  for (const AttnCase& c : kAttnCases) {
-    SCOPED_TRACE(attn_name(c));
-    const int64_t cache_rows = 6, max_seq = 150;
-    std::vector<float> slopes;
-    const auto sh = attn_shape(c, max_seq, slopes);
-    const std::vector<int32_t> rows = {3, 0, 5, 1, 4};
-    const std::vector<int32_t> past = {0, 31, 32, 149, random_int(1, 148)};
-    const int64_t n = static_cast<int64_t>(rows.size());
-    auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
-    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
-    auto out = dual_random(n * c.q_heads * c.head_dim);
-    cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
-    gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
-    EXPECT_TRUE(same(out));
-    EXPECT_TRUE(same(kc));
-    EXPECT_TRUE(same(vc));
-  }
+  for (const AttnCase& c : kAttnCases)
+    for (const int64_t max_seq : {int64_t(150), int64_t(1000)}) {
+      SCOPED_TRACE(attn_name(c) + " max_seq " + std::to_string(max_seq));
+      const int64_t cache_rows = 6;
+      std::vector<float> slopes;
+      const auto sh = attn_shape(c, max_seq, slopes);
+      const std::vector<int32_t> rows = {3, 0, 5, 1, 4, 2};
+      const int32_t last = static_cast<int32_t>(max_seq - 1);
+      const std::vector<int32_t> past = {0, 31, 32, last, random_int(1, last - 1), std::min<int32_t>(last, 257)};
+      const int64_t n = static_cast<int64_t>(rows.size());
+      auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
+      auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+      auto out = dual_random(n * c.q_heads * c.head_dim);
+      cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
+      gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
+      EXPECT_TRUE(same(out));
+      EXPECT_TRUE(same(kc));
+      EXPECT_TRUE(same(vc));
+    }
 }
 
 // Prefill then decode steps on both: the cache written by one path is read by the other.
@@ -734,6 +739,68 @@ std::vector<std::tuple<std::string, DType>> half_engine_cases() {
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngineHalf, ::testing::ValuesIn(half_engine_cases()), [](const auto& info) {
   return std::get<0>(info.param) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
 });
+
+#ifdef FTX_HAVE_CUDA
+// Decode steps as CUDA graphs (CudaBackendOptions::graphs) give the same bits as eager launches:
+// the graph holds the same kernels in the same order. Over several steps with the batch shrinking
+// (a new key: measured, captured, replayed), a beam-style copy_rows between steps, and a second
+// reserve() (new buffers: the old graphs must not be replayed).
+class CudaGraphs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGraphs, DecodeStepsEqualEagerLaunches) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir);
+  cuda::CudaBackendOptions with_graphs;
+  with_graphs.graphs = true;
+  auto eager = ops::make_backend("cuda", 1);
+  auto graphed = cuda::make_cuda_backend(with_graphs);
+  const auto* impl = dynamic_cast<const cuda::CudaBackend*>(graphed.get());
+  ASSERT_NE(impl, nullptr);
+  ASSERT_TRUE(impl->graphs());
+  dist::SingleRank comm;
+  auto we = ModelWeights::load(dir + "/1-gpu", 0, 1, *eager);
+  auto wg = ModelWeights::load(dir + "/1-gpu", 0, 1, *graphed);
+  Engine ee(we, *eager, comm), eg(wg, *graphed, comm);
+  const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
+  int64_t longest = 0;
+  for (const auto& p : e.prompts) longest = std::max<int64_t>(longest, p.size());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const int64_t steps = 8;
+    ee.reserve(B + 1 + round, longest + steps + 1, B * longest + round);  // round 1 reallocates
+    eg.reserve(B + 1 + round, longest + steps + 1, B * longest + round);
+    std::vector<int32_t> rows(B);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<float> le(B * V), lg(B * V);
+    ee.prefill(e.prompts, rows, le.data());
+    eg.prefill(e.prompts, rows, lg.data());
+    EXPECT_EQ(lg, le);
+    for (int64_t s = 0; s < steps; ++s) {
+      // Rows 0..n-1 decode; from step 4 on, the last row has stopped (a batch of n - 1).
+      const int64_t n = s < 4 ? B : std::max<int64_t>(B - 1, 1);
+      if (s == 2) {  // outside a step: beam fan-out into the spare row
+        ee.copy_rows({static_cast<int32_t>(B)}, {0});
+        eg.copy_rows({static_cast<int32_t>(B)}, {0});
+      }
+      std::vector<int32_t> tokens(n), active(rows.begin(), rows.begin() + n);
+      for (int64_t b = 0; b < n; ++b)
+        tokens[b] = static_cast<int32_t>(std::max_element(le.begin() + b * V, le.begin() + (b + 1) * V) -
+                                         (le.begin() + b * V));
+      std::vector<float> oe(n * V), og(n * V);
+      ee.decode(tokens, active, oe.data());
+      eg.decode(tokens, active, og.data());
+      EXPECT_EQ(og, oe) << "step " << s << " (" << n << " rows)";
+      std::copy(oe.begin(), oe.end(), le.begin());
+    }
+    // Each batch size ran 4 times: measured, captured, replayed twice.
+    EXPECT_GE(impl->graphs_recorded(), 1u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGraphs, ::testing::Values("gpt2", "santacoder", "gptj", "bloom"),
+                         [](const auto& info) { return info.param; });
+#endif
 
 #ifdef FTX_HAVE_NCCL
 // One rank needs no NCCL communicator: the host one comes back. The NCCL path proper (2+ ranks,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_test_util.h"
+#include "formats/error.h"
 
 namespace ftx {
 namespace {
@@ -72,6 +73,74 @@ TEST(EngineRows, CopiedRowDecodesLikeItsSource) {
   eng.decode({7, 7, 7}, {0, 1, 2}, logits.data());
   for (int r = 1; r < 3; ++r)
     EXPECT_TRUE(test::logits_close(logits.data() + r * e.vocab, logits.data(), e.vocab, 1e-6));
+}
+
+// The engine marks each decode step as repeatable (what a GPU backend records as a CUDA graph):
+// one begin/end pair per decode, a key that names the batch size and changes when reserve()
+// reallocates, no download inside the step, and the recordings forgotten when buffers go.
+class RecordingBackend : public cpu::CpuBackend {
+ public:
+  RecordingBackend() : cpu::CpuBackend(1) {}
+  void begin_repeatable(const std::string& key) override {
+    EXPECT_FALSE(in_step) << "nested step";
+    in_step = true;
+    keys.push_back(key);
+  }
+  void end_repeatable() override {
+    EXPECT_TRUE(in_step);
+    in_step = false;
+    ++ended;
+  }
+  void abort_repeatable() override {
+    in_step = false;
+    ++aborted;
+  }
+  void forget_repeatables() override { ++forgotten; }
+  void download(float* host_dst, const float* src, size_t n) override {
+    EXPECT_FALSE(in_step) << "download inside a repeatable step";
+    cpu::CpuBackend::download(host_dst, src, n);
+  }
+  std::vector<std::string> keys;
+  bool in_step = false;
+  int ended = 0, aborted = 0, forgotten = 0;
+};
+
+TEST(EngineRows, DecodeStepsAreRepeatable) {
+  const std::string dir = test::engine_fixtures() + "/gpt2";
+  const auto e = test::load_expected(dir);
+  RecordingBackend be;
+  dist::SingleRank comm;
+  auto w = ModelWeights::load(dir + "/1-gpu", 0, 1, be);
+  std::vector<float> logits(3 * e.vocab);
+  {
+    Engine eng(w, be, comm);
+    eng.reserve(3, 32, 16);
+    eng.prefill({e.prompts[0], e.prompts[1]}, {0, 1}, logits.data());
+    EXPECT_TRUE(be.keys.empty()) << "prefill is not a repeated step";
+    eng.decode({5, 6}, {0, 1}, logits.data());
+    eng.decode({5, 6}, {0, 1}, logits.data());
+    eng.decode({5}, {1}, logits.data());
+    ASSERT_EQ(be.keys.size(), 3u);
+    EXPECT_EQ(be.ended, 3);
+    EXPECT_EQ(be.keys[0], be.keys[1]);
+    EXPECT_NE(be.keys[2], be.keys[0]);  // another batch size
+    const int forgotten = be.forgotten;
+    eng.reserve(4, 40, 16);  // new buffers
+    EXPECT_GT(be.forgotten, forgotten);
+    eng.prefill({e.prompts[0], e.prompts[1]}, {0, 1}, logits.data());
+    eng.decode({5, 6}, {0, 1}, logits.data());
+    EXPECT_NE(be.keys.back(), be.keys[0]) << "the key must change with the buffers";
+  }
+  EXPECT_FALSE(be.in_step);
+  EXPECT_EQ(be.aborted, 0);
+  // A step left by an exception is aborted, not left open.
+  try {
+    ops::RepeatableStep step(be, "failing");
+    throw Error("an op failed");
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(be.in_step);
+  EXPECT_EQ(be.aborted, 1);
 }
 
 }  // namespace
