@@ -15,7 +15,10 @@
 // tile (so warps never wait for each other), and the block then merges the W partial results
 // (m, l, acc) as flash-decoding does across blocks. W is up to 8, fewer when the cache is short or
 // shared memory is scarce; any W gives the same result up to summation order.
-// Not done: split-KV across blocks (small batches use few SMs), tensor cores, fp16/bf16 caches.
+//
+// The cache holds fp32, fp16 or bf16 (AttentionLaunch::kv_kind): K and V are rounded once as they
+// are stored and widened to fp32 as they are staged into shared memory; all arithmetic is fp32.
+// Not done: split-KV across blocks (small batches use few SMs), tensor cores.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/cuda_backend/cuda_elem.cuh"
 #include "kernels/cuda_backend/cuda_kernels.h"
 
 namespace ftx::cuda {
@@ -35,6 +39,7 @@ constexpr int kKeyTile = 32;  // one key per lane
 constexpr int kMaxChunks = static_cast<int>(kMaxAttentionHeadDim / 32);
 
 // Item b's token j (j < nvalid) -> cache row cache_rows[b], slot base_pos + j.
+template <typename T>
 __global__ void store_kv_kernel(const AttentionLaunch a) {
   const int64_t d = a.head_dim, width = (a.q_heads + 2 * a.kv_heads) * d;
   const int64_t row_elems = a.kv_heads * a.max_seq * d;
@@ -52,12 +57,12 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
     const int64_t slot = (a.past ? a.past[b] : 0) + j;
     const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
     const int64_t dst = static_cast<int64_t>(a.cache_rows[b]) * row_elems + (h * a.max_seq + slot) * d + i;
-    a.k_cache[dst] = k[0];
-    a.v_cache[dst] = k[a.kv_heads * d];  // V follows all K heads in the fused row
+    static_cast<T*>(a.k_cache)[dst] = from_float<T>(k[0]);
+    static_cast<T*>(a.v_cache)[dst] = from_float<T>(k[a.kv_heads * d]);  // V follows all K heads in the fused row
   }
 }
 
-template <int QPW>
+template <int QPW, typename T>
 __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(a.head_dim), dp = d + 1;
@@ -83,8 +88,8 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   const int64_t group = a.q_heads / a.kv_heads;  // query heads per KV head (MQA: all)
   const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
                             (h / group) * a.max_seq * d;
-  const float* kc = a.k_cache + cache_off;
-  const float* vc = a.v_cache + cache_off;
+  const T* kc = static_cast<const T*>(a.k_cache) + cache_off;
+  const T* vc = static_cast<const T*>(a.v_cache) + cache_off;
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
 
   float m[QPW], l[QPW], acc[QPW][kMaxChunks];
@@ -103,8 +108,8 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
       const int j = idx / d, i = idx % d;
       float kv = 0.0f, vv = 0.0f;
       if (j < nk) {
-        kv = kc[(k0 + j) * d + i];
-        vv = vc[(k0 + j) * d + i];
+        kv = to_float(kc[(k0 + j) * d + i]);
+        vv = to_float(vc[(k0 + j) * d + i]);
       }
       ks[j * dp + i] = kv;
       vs[j * d + i] = vv;
@@ -165,6 +170,7 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
 
 // One block per (row, query head), blockDim.x = 32·W. Shared memory: q [d], then per warp K tile
 // [32][d+1] and V tile [32][d], then the merge area m [W], l [W], acc [W][d].
+template <typename T>
 __global__ void decode_attention_kernel(const AttentionLaunch a) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(a.head_dim), dp = d + 1;
@@ -183,8 +189,8 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   const int64_t group = a.q_heads / a.kv_heads;
   const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
                             (h / group) * a.max_seq * d;
-  const float* kc = a.k_cache + cache_off;
-  const float* vc = a.v_cache + cache_off;
+  const T* kc = static_cast<const T*>(a.k_cache) + cache_off;
+  const T* vc = static_cast<const T*>(a.v_cache) + cache_off;
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
   __syncthreads();  // qs written
 
@@ -196,8 +202,8 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
     __syncwarp();  // the warp's previous tile is consumed
     for (int idx = lane; idx < kKeyTile * d; idx += 32) {
       const int j = idx / d, i = idx % d;
-      ks[j * dp + i] = j < nk ? kc[(k0 + j) * d + i] : 0.0f;
-      vs[j * d + i] = j < nk ? vc[(k0 + j) * d + i] : 0.0f;
+      ks[j * dp + i] = j < nk ? to_float(kc[(k0 + j) * d + i]) : 0.0f;
+      vs[j * d + i] = j < nk ? to_float(vc[(k0 + j) * d + i]) : 0.0f;
     }
     __syncwarp();
     const int64_t s = k0 + lane;
@@ -263,6 +269,7 @@ size_t decode_smem_bytes(int64_t d, int W) {
          sizeof(float);
 }
 
+template <typename T>
 void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
   // Warps: enough to cover the cache in one pass of tiles, at most 8, within the device's
   // opt-in shared memory. Chosen from max_seq, not from this step's lengths, so that every decode
@@ -277,25 +284,37 @@ void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
     throw Error("CUDA decode attention: head_dim " + std::to_string(a.head_dim) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(optin));
   if (smem > 48 * 1024)
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FTX_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads));
-  decode_attention_kernel<<<grid, W * 32, smem, stream>>>(a);
+  decode_attention_kernel<T><<<grid, W * 32, smem, stream>>>(a);
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int QPW>
+template <int QPW, typename T>
 void launch_attention_kernel(cudaStream_t stream, const AttentionLaunch& a, int warps) {
   const int64_t QT = static_cast<int64_t>(warps) * QPW;
   const int64_t tiles = (a.S + QT - 1) / QT;
   const size_t smem = static_cast<size_t>(kKeyTile * (a.head_dim + 1) + kKeyTile * a.head_dim + QT * a.head_dim) *
                       sizeof(float);
   if (smem > 48 * 1024)  // beyond the default dynamic limit (head_dim > ~150): opt in, Hopper has 227 KB
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<QPW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FTX_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<QPW, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(a.items * tiles), static_cast<unsigned>(a.q_heads));
-  attention_kernel<QPW><<<grid, warps * 32, smem, stream>>>(a, tiles);
+  attention_kernel<QPW, T><<<grid, warps * 32, smem, stream>>>(a, tiles);
   FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+// Store this call's K and V, then attend (decode: one query per (row, head), the warps split the
+// keys; prefill: 16 queries per block).
+template <typename T>
+void attend(cudaStream_t stream, const AttentionLaunch& a, unsigned store_blocks) {
+  store_kv_kernel<T><<<store_blocks, 256, 0, stream>>>(a);
+  FTX_CUDA_CHECK(cudaGetLastError());
+  if (a.past)
+    launch_decode_attention<T>(stream, a);
+  else
+    launch_attention_kernel<4, T>(stream, a, 4);
 }
 
 }  // namespace
@@ -313,12 +332,11 @@ void launch_attention(cudaStream_t stream, const AttentionLaunch& a) {
                 " tokens, " + std::to_string(a.q_heads) + " heads)");
   const size_t store = static_cast<size_t>(a.items) * a.S * a.kv_heads * a.head_dim;
   const unsigned store_blocks = static_cast<unsigned>(std::min<size_t>((store + 255) / 256, 65536));
-  store_kv_kernel<<<store_blocks, 256, 0, stream>>>(a);
-  FTX_CUDA_CHECK(cudaGetLastError());
-  if (a.past)
-    launch_decode_attention(stream, a);  // one query per (row, head): the warps split the keys
-  else
-    launch_attention_kernel<4>(stream, a, 4);  // prefill: 16 queries per block
+  switch (a.kv_kind) {
+    case ElemKind::kFp32: attend<float>(stream, a, store_blocks); break;
+    case ElemKind::kFp16: attend<__half>(stream, a, store_blocks); break;
+    case ElemKind::kBf16: attend<__nv_bfloat16>(stream, a, store_blocks); break;
+  }
 }
 
 }  // namespace ftx::cuda

@@ -22,16 +22,29 @@ namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+ElemKind elem_kind(DType t) {
+  switch (t) {
+    case DType::kFloat32: return ElemKind::kFp32;
+    case DType::kFloat16: return ElemKind::kFp16;
+    case DType::kBFloat16: return ElemKind::kBf16;
+    default: throw Error(std::string("CUDA backend: no kernels for ") + dtype_name(t) + " data");
+  }
+}
+
 // The launch fields prefill and decode share (the caller adds lengths or past). cache_rows and
 // slopes are staged device copies.
-AttentionLaunch attention_launch(float* out, const float* qkv, float* k_cache, float* v_cache,
-                                 const ops::AttentionShape& sh, const void* cache_rows, const void* slopes,
-                                 int64_t items, int64_t S) {
+AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCache& k_cache,
+                                 const ops::KvCache& v_cache, const ops::AttentionShape& sh, const void* cache_rows,
+                                 const void* slopes, int64_t items, int64_t S) {
+  if (k_cache.dtype != v_cache.dtype)
+    throw Error(std::string("CUDA attention: K cache in ") + dtype_name(k_cache.dtype) + ", V cache in " +
+                dtype_name(v_cache.dtype));
   AttentionLaunch a;
   a.out = out;
   a.qkv = qkv;
-  a.k_cache = k_cache;
-  a.v_cache = v_cache;
+  a.k_cache = k_cache.data;
+  a.v_cache = v_cache.data;
+  a.kv_kind = elem_kind(k_cache.dtype);
   a.cache_rows = static_cast<const int32_t*>(cache_rows);
   a.alibi_slopes = static_cast<const float*>(slopes);
   a.items = items;
@@ -99,16 +112,18 @@ std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& option
   const bool tf32 = options.tf32 || (tf32_env && std::string(tf32_env) == "1");
   const char* graphs_env = std::getenv("FTX_CUDA_GRAPHS");
   const bool graphs = options.graphs || (graphs_env && std::string(graphs_env) == "1");
-  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype, graphs);
+  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype, graphs, options.kv_dtype);
 }
 
 // ---------------------------------------------------------------- lifetime, memory, transfers
 
-CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs)
-    : device_(device), tf32_(tf32), weight_dtype_(weight_dtype), graphs_(graphs) {
-  if (weight_dtype != DType::kFloat32 && weight_dtype != DType::kFloat16 && weight_dtype != DType::kBFloat16)
-    throw Error(std::string("CUDA backend: weights cannot be held in ") + dtype_name(weight_dtype) +
-                " (fp32, fp16 or bf16)");
+CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs, std::optional<DType> kv_dtype)
+    : device_(device), tf32_(tf32), weight_dtype_(weight_dtype), kv_dtype_(kv_dtype.value_or(weight_dtype)),
+      graphs_(graphs) {
+  for (DType t : {weight_dtype_, kv_dtype_})
+    if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16)
+      throw Error(std::string("CUDA backend: weights and the KV cache cannot be held in ") + dtype_name(t) +
+                  " (fp32, fp16 or bf16)");
   FTX_CUDA_CHECK(cudaSetDevice(device_));
   FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
@@ -163,6 +178,12 @@ ops::Weight CudaBackend::upload_weight(const void* src, DType src_dtype, size_t 
 void CudaBackend::release_weight(const ops::Weight& w) {
   if (w) arena_.release(const_cast<void*>(w.data));
 }
+
+ops::KvCache CudaBackend::alloc_kv(size_t n) {
+  return ops::KvCache(arena_.allocate(std::max<size_t>(n * dtype_size(kv_dtype_), 1)), kv_dtype_);
+}
+
+void CudaBackend::release_kv(const ops::KvCache& c) { arena_.release(c.data); }
 
 float* CudaBackend::alloc(size_t n) { return static_cast<float*>(arena_.allocate(n * sizeof(float))); }
 
@@ -612,10 +633,7 @@ void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
-  const WeightKind kind = wte.dtype == DType::kFloat16    ? WeightKind::kFp16
-                          : wte.dtype == DType::kBFloat16 ? WeightKind::kBf16
-                                                          : WeightKind::kFp32;
-  launch_embedding(stream_, out, wte.data, kind, wpe, static_cast<int>(table), position_offset,
+  launch_embedding(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table), position_offset,
                    static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]), rows, H, scale);
 }
 
@@ -631,8 +649,8 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
 // ---------------------------------------------------------------- attention and the cache
 
 void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                                    const int32_t* cache_rows, float* k_cache, float* v_cache,
-                                    const ops::AttentionShape& sh) {
+                                    const int32_t* cache_rows, const ops::KvCache& k_cache,
+                                    const ops::KvCache& v_cache, const ops::AttentionShape& sh) {
   if (B <= 0 || S <= 0) return;
   check_attention_shape(sh, "context_attention");
   // The CPU trusts these (the engine checks them); here a bad value would corrupt device memory
@@ -652,7 +670,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
 }
 
 void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
-                                   const int32_t* past, float* k_cache, float* v_cache,
+                                   const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                                    const ops::AttentionShape& sh) {
   if (n <= 0) return;
   check_attention_shape(sh, "decode_attention");
@@ -670,7 +688,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   launch_attention(stream_, a);
 }
 
-void CudaBackend::gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+void CudaBackend::gather_cache_rows(const ops::KvCache& kv, const int32_t* dst, const int32_t* src, int64_t n,
                                     int64_t row_elems) {
   if (n <= 0 || row_elems <= 0) return;
   // The CPU copies every source out, then writes in order (a repeated dst: the last pair wins).
@@ -704,12 +722,14 @@ void CudaBackend::gather_cache_rows(float* cache, const int32_t* dst, const int3
                           {from.data(), from.size() * sizeof(int32_t)},
                           {staged.data(), staged.size() * sizeof(int32_t)}});
   if (replaying()) return;
-  float* tmp = staged.empty() ? nullptr : scratch(staged.size() * static_cast<size_t>(row_elems));
+  const int64_t row_bytes = row_elems * static_cast<int64_t>(dtype_size(kv.dtype));
+  const size_t staged_bytes = staged.size() * static_cast<size_t>(row_bytes);
+  float* tmp = staged.empty() ? nullptr : scratch((staged_bytes + sizeof(float) - 1) / sizeof(float));
   if (!staged.empty())
-    launch_copy_rows(stream_, tmp, nullptr, cache, nullptr, static_cast<const int32_t*>(dev[2]),
-                     static_cast<int64_t>(staged.size()), row_elems);
-  launch_copy_rows(stream_, cache, static_cast<const int32_t*>(dev[0]), cache, tmp,
-                   static_cast<const int32_t*>(dev[1]), static_cast<int64_t>(to.size()), row_elems);
+    launch_copy_rows(stream_, tmp, nullptr, kv.data, nullptr, static_cast<const int32_t*>(dev[2]),
+                     static_cast<int64_t>(staged.size()), row_bytes);
+  launch_copy_rows(stream_, kv.data, static_cast<const int32_t*>(dev[0]), kv.data, tmp,
+                   static_cast<const int32_t*>(dev[1]), static_cast<int64_t>(to.size()), row_bytes);
 }
 
 }  // namespace ftx::cuda

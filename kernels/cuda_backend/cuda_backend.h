@@ -19,12 +19,13 @@
 //    from their fields when cuBLASLt accepts them for the operands; others use the heuristic.
 //  * weights in fp16/bf16 (CudaBackendOptions::weight_dtype, `--dtype`): the GEMM's activation
 //    operand is rounded to the weights' dtype by a cast kernel, cuBLASLt multiplies half inputs
-//    into an fp32 C with fp32 accumulation; the embedding kernel reads a half table. Activations,
-//    biases, norms, the residual stream and the KV cache stay fp32.
+//    into an fp32 C with fp32 accumulation; the embedding kernel reads a half table. The KV cache
+//    is held in the same dtype (CudaBackendOptions::kv_dtype): K and V are rounded when stored and
+//    widened when read. Activations, biases, norms and the residual stream stay fp32.
 //  * CUDA graphs for repeated decode steps (CudaBackendOptions::graphs, opt-in): each op's host
 //    metadata goes to one fixed pinned buffer, copied to the device in one copy before the graph
 //    launch; on replay the ops only write their metadata and launch nothing.
-// Not done: half activations and a half KV cache (so attention and elementwise traffic is fp32),
+// Not done: half activations (elementwise traffic and the attention's Q and output are fp32),
 // split-KV decode attention, fused bias+activation epilogues in cuBLASLt, sampling on the GPU
 // (each step's logits come to the host).
 //
@@ -33,6 +34,7 @@
 // destination, ids/positions/lengths/cache rows/ALiBi slopes). A dist::Communicator used with this
 // backend therefore gets device pointers in all_reduce_sum (see nccl_communicator.h).
 #include <memory>
+#include <optional>
 
 #include "lib/ops/backend.h"
 
@@ -44,6 +46,8 @@ struct CudaBackendOptions {
   // What weight matrices are held in: fp32, or fp16/bf16 (half the memory and bandwidth; GEMMs
   // round the activation operand to it, run on tensor cores and accumulate in fp32).
   DType weight_dtype = DType::kFloat32;
+  // What the KV cache is held in; unset: the weights' dtype (so --dtype fp16 halves the cache too).
+  std::optional<DType> kv_dtype;
   // Decode steps as CUDA graphs (Backend::begin_repeatable): a step's first run is eager, its
   // second is captured, later ones replay it. Off by default until it has run on a GPU; also
   // FTX_CUDA_GRAPHS=1.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,7 +27,9 @@ namespace ftx::cuda {
 class CudaBackend : public ops::Backend {
  public:
   // weight_dtype: fp32, fp16 or bf16 (what upload_weight() holds matrices in).
-  CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32, bool graphs = false);
+  // kv_dtype: what the KV cache is held in (default: weight_dtype).
+  CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32, bool graphs = false,
+              std::optional<DType> kv_dtype = std::nullopt);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -51,6 +54,9 @@ class CudaBackend : public ops::Backend {
   size_t graphs_recorded() const;
 
   DType weight_dtype() const override { return weight_dtype_; }
+  DType kv_dtype() const override { return kv_dtype_; }
+  ops::KvCache alloc_kv(size_t n) override;
+  void release_kv(const ops::KvCache& c) override;
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
   void release_weight(const ops::Weight& w) override;
 
@@ -80,12 +86,12 @@ class CudaBackend : public ops::Backend {
               int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
 
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                         const int32_t* cache_rows, float* k_cache, float* v_cache,
+                         const int32_t* cache_rows, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                          const ops::AttentionShape& shape) override;
   void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
-                        const int32_t* past, float* k_cache, float* v_cache,
+                        const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
-  void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+  void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                          int64_t row_elems) override;
 
  private:
@@ -143,6 +149,7 @@ class CudaBackend : public ops::Backend {
   int device_;
   bool tf32_;
   DType weight_dtype_;
+  DType kv_dtype_;
   bool graphs_;
   StepMode step_mode_ = StepMode::kOff;
   StepGraph* step_ = nullptr;

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/cuda_backend/cuda_elem.cuh"
 #include "kernels/cuda_backend/cuda_kernels.h"
 
 namespace ftx::cuda {
@@ -124,18 +125,6 @@ __global__ void bias_activation_kernel(float* x, const float* bias, const float*
 
 // One block per row. Sinusoidal (fairseq): [sin(pos·f_i) | cos(pos·f_i)], f_i = exp(-i·ln(1e4)/(H/2-1)),
 // in double as the CPU; an odd last column gets no position term.
-__device__ inline float to_float(float v) { return v; }
-__device__ inline float to_float(__half v) { return __half2float(v); }
-__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-// Round to nearest even, as the host's float_to_half/float_to_bf16 (formats/dtype.h).
-template <typename T>
-__device__ inline T from_float(float v);
-template <>
-__device__ inline __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
 template <typename T>
 __global__ void cast_kernel(T* dst, const float* src, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
@@ -187,25 +176,21 @@ __global__ void rotary_kernel(float* qkv, int64_t rows, int64_t stride, const in
   }
 }
 
-// blockIdx.y: the pair; x: grid-stride over the row (float4 when rows are 16-byte multiples).
-__global__ void copy_rows_kernel(float* to_base, const int32_t* to_idx, const float* from_a, const float* from_b,
-                                 const int32_t* from_idx, int64_t row_elems, bool vec4) {
+// blockIdx.y: the pair; x: grid-stride over the row in units of U (uint4 when rows are 16-byte
+// multiples and aligned, else 2 bytes: every stored element type is a multiple of 2 bytes).
+template <typename U>
+__global__ void copy_rows_kernel(char* to_base, const int32_t* to_idx, const char* from_a, const char* from_b,
+                                 const int32_t* from_idx, int64_t row_bytes) {
   const int64_t p = blockIdx.y;
   const int64_t to = to_idx ? to_idx[p] : p;
   const int32_t f = from_idx[p];
-  const float* src = f >= 0 ? from_a + static_cast<int64_t>(f) * row_elems
-                            : from_b + static_cast<int64_t>(-static_cast<int64_t>(f) - 1) * row_elems;
-  float* dst = to_base + to * row_elems;
+  const U* src = reinterpret_cast<const U*>(
+      f >= 0 ? from_a + static_cast<int64_t>(f) * row_bytes
+             : from_b + static_cast<int64_t>(-static_cast<int64_t>(f) - 1) * row_bytes);
+  U* dst = reinterpret_cast<U*>(to_base + to * row_bytes);
+  const size_t n = static_cast<size_t>(row_bytes) / sizeof(U);
   const size_t step = size_t(gridDim.x) * blockDim.x;
-  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (vec4) {
-    const size_t n4 = static_cast<size_t>(row_elems) / 4;
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    float4* d4 = reinterpret_cast<float4*>(dst);
-    for (size_t i = first; i < n4; i += step) d4[i] = s4[i];
-  } else {
-    for (size_t i = first; i < static_cast<size_t>(row_elems); i += step) dst[i] = src[i];
-  }
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += step) dst[i] = src[i];
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -282,20 +267,20 @@ void embedding_rows(cudaStream_t stream, float* out, const T* wte, const float* 
 
 }  // namespace
 
-void launch_embedding(cudaStream_t stream, float* out, const void* wte, WeightKind wte_kind, const float* wpe,
+void launch_embedding(cudaStream_t stream, float* out, const void* wte, ElemKind wte_kind, const float* wpe,
                       int table, int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                       int64_t H, float scale) {
   if (rows <= 0 || H <= 0) return;
   switch (wte_kind) {
-    case WeightKind::kFp32:
+    case ElemKind::kFp32:
       embedding_rows(stream, out, static_cast<const float*>(wte), wpe, table, position_offset, ids, positions, rows,
                      H, scale);
       break;
-    case WeightKind::kFp16:
+    case ElemKind::kFp16:
       embedding_rows(stream, out, static_cast<const __half*>(wte), wpe, table, position_offset, ids, positions, rows,
                      H, scale);
       break;
-    case WeightKind::kBf16:
+    case ElemKind::kBf16:
       embedding_rows(stream, out, static_cast<const __nv_bfloat16*>(wte), wpe, table, position_offset, ids,
                      positions, rows, H, scale);
       break;
@@ -311,18 +296,27 @@ void launch_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_copy_rows(cudaStream_t stream, float* to_base, const int32_t* to_idx, const float* from_a,
-                      const float* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_elems) {
-  if (pairs <= 0 || row_elems <= 0) return;
-  const bool vec4 = row_elems % 4 == 0 && aligned16(to_base) && aligned16(from_a) && (!from_b || aligned16(from_b));
-  const size_t per_row = vec4 ? static_cast<size_t>(row_elems) / 4 : static_cast<size_t>(row_elems);
+void launch_copy_rows(cudaStream_t stream, void* to_base, const int32_t* to_idx, const void* from_a,
+                      const void* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_bytes) {
+  if (pairs <= 0 || row_bytes <= 0) return;
+  const bool vec16 =
+      row_bytes % 16 == 0 && aligned16(to_base) && aligned16(from_a) && (!from_b || aligned16(from_b));
+  const size_t per_row = static_cast<size_t>(row_bytes) / (vec16 ? 16 : 2);
   const unsigned gx = static_cast<unsigned>(std::min<size_t>((per_row + 255) / 256, 1024));
+  auto* to0 = static_cast<char*>(to_base);
+  const auto* a = static_cast<const char*>(from_a);
+  const auto* b = static_cast<const char*>(from_b);
   for (int64_t p0 = 0; p0 < pairs; p0 += 65535) {
     const int64_t n = std::min<int64_t>(pairs - p0, 65535);
     // Without to_idx, pair p goes to row p: offset the base for this chunk instead.
-    float* to = to_idx ? to_base : to_base + p0 * row_elems;
-    copy_rows_kernel<<<dim3(gx, static_cast<unsigned>(n)), 256, 0, stream>>>(
-        to, to_idx ? to_idx + p0 : nullptr, from_a, from_b, from_idx + p0, row_elems, vec4);
+    char* to = to_idx ? to0 : to0 + p0 * row_bytes;
+    const dim3 grid(gx, static_cast<unsigned>(n));
+    if (vec16)
+      copy_rows_kernel<uint4><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
+                                                         row_bytes);
+    else
+      copy_rows_kernel<uint16_t><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
+                                                            row_bytes);
     FTX_CUDA_CHECK(cudaGetLastError());
   }
 }

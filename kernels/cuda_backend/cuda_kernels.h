@@ -11,8 +11,8 @@
 
 namespace ftx::cuda {
 
-// The dtypes a weight matrix may be held in (the .cu files do not see formats/dtype.h's DType).
-enum class WeightKind { kFp32, kFp16, kBf16 };
+// The dtypes weights and the KV cache may be held in (the .cu files do not see formats/dtype.h).
+enum class ElemKind { kFp32, kFp16, kBf16 };
 enum class HalfKind { kFp16, kBf16 };
 
 void launch_fill(cudaStream_t stream, float* dst, float value, size_t n);
@@ -31,18 +31,18 @@ void launch_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t r
 void launch_bias_activation(cudaStream_t stream, float* x, const float* bias, const float* gate,
                             const float* gate_bias, int64_t rows, int64_t N, int act);
 // table: 0 none, 1 learned, 2 sinusoidal (ops::PositionTable order). wte is held in wte_kind.
-void launch_embedding(cudaStream_t stream, float* out, const void* wte, WeightKind wte_kind, const float* wpe,
+void launch_embedding(cudaStream_t stream, float* out, const void* wte, ElemKind wte_kind, const float* wpe,
                       int table, int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                       int64_t H, float scale);
 // interleaved: GPT-J pairs (2i, 2i+1); else NeoX pairs (i, i + rot_dim/2).
 void launch_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
                    int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved, double base);
 
-// Row copies of `row_elems` floats, pair i: to_base[to_idx ? to_idx[i] : i] := source, where the
-// source is from_a[from_idx[i]] when from_idx[i] >= 0, else from_b[-from_idx[i] - 1]. The caller
-// guarantees no pair reads a row another pair of the same launch writes.
-void launch_copy_rows(cudaStream_t stream, float* to_base, const int32_t* to_idx, const float* from_a,
-                      const float* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_elems);
+// Row copies of `row_bytes` bytes (even), pair i: row to_idx ? to_idx[i] : i of to_base := source,
+// where the source is row from_idx[i] of from_a when from_idx[i] >= 0, else row -from_idx[i] - 1 of
+// from_b. The caller guarantees no pair reads a row another pair of the same launch writes.
+void launch_copy_rows(cudaStream_t stream, void* to_base, const int32_t* to_idx, const void* from_a,
+                      const void* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_bytes);
 
 // Attention over the KV cache [cache_rows, kv_heads, max_seq, d] (see lib/ops/backend.h).
 // Item b has `nvalid` query tokens at qkv rows b·S + j (j < S; j >= nvalid are padding and get
@@ -52,8 +52,9 @@ void launch_copy_rows(cudaStream_t stream, float* to_base, const int32_t* to_idx
 struct AttentionLaunch {
   float* out = nullptr;          // [items·S, q_heads·d]
   const float* qkv = nullptr;    // [items·S, (q_heads + 2 kv_heads)·d]
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
+  void* k_cache = nullptr;       // elements of kv_kind
+  void* v_cache = nullptr;
+  ElemKind kv_kind = ElemKind::kFp32;
   const int32_t* cache_rows = nullptr;  // [items]
   const int32_t* lengths = nullptr;     // [items] prefill (nvalid), or null for decode
   const int32_t* past = nullptr;        // [items] decode (base_pos), or null for prefill

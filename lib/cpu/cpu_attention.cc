@@ -55,8 +55,10 @@ void store_kv(const float* qkv_row, int64_t row, int64_t slot, float* k_cache, f
 }  // namespace
 
 void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
-                                   const int32_t* lengths, const int32_t* cache_rows, float* k_cache,
-                                   float* v_cache, const ops::AttentionShape& sh) {
+                                   const int32_t* lengths, const int32_t* cache_rows, const ops::KvCache& k_buf,
+                                   const ops::KvCache& v_buf, const ops::AttentionShape& sh) {
+  float* k_cache = k_buf.fp32();  // the CPU holds its cache in fp32
+  float* v_cache = v_buf.fp32();
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
   for (int64_t b = 0; b < B; ++b)
@@ -84,8 +86,10 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
 }
 
 void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
-                                  const int32_t* past, float* k_cache, float* v_cache,
+                                  const int32_t* past, const ops::KvCache& k_buf, const ops::KvCache& v_buf,
                                   const ops::AttentionShape& sh) {
+  float* k_cache = k_buf.fp32();
+  float* v_cache = v_buf.fp32();
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
   int64_t work = 0;  // multiply-adds; a fork-join costs more than a small step's attention

@@ -223,8 +223,9 @@ void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t*
   }
 }
 
-void CpuBackend::gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+void CpuBackend::gather_cache_rows(const ops::KvCache& buf, const int32_t* dst, const int32_t* src, int64_t n,
                                    int64_t row_elems) {
+  float* cache = buf.fp32();
   // Copy the sources out first: a beam's parent may itself be overwritten in the same step.
   std::vector<float> tmp(static_cast<size_t>(n * row_elems));
   for (int64_t i = 0; i < n; ++i)

@@ -38,12 +38,12 @@ class CpuBackend : public ops::Backend {
               int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
 
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                         const int32_t* cache_rows, float* k_cache, float* v_cache,
+                         const int32_t* cache_rows, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                          const ops::AttentionShape& shape) override;
   void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
-                        const int32_t* past, float* k_cache, float* v_cache,
+                        const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
-  void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+  void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                          int64_t row_elems) override;
 
  private:

@@ -40,8 +40,8 @@ Engine::~Engine() { free_buffers(); }
 
 void Engine::free_buffers() {
   be_.forget_repeatables();  // recorded decode steps name these buffers
-  for (float* p : k_cache_) be_.release(p);
-  for (float* p : v_cache_) be_.release(p);
+  for (const ops::KvCache& c : k_cache_) be_.release_kv(c);
+  for (const ops::KvCache& c : v_cache_) be_.release_kv(c);
   k_cache_.clear();
   v_cache_.clear();
   for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
@@ -61,8 +61,8 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   length_.assign(static_cast<size_t>(rows_), 0);
   const size_t cache = static_cast<size_t>(rows_ * shape_.cache_row_elems());
   for (int64_t l = 0; l < cfg_.num_layer; ++l) {
-    k_cache_.push_back(be_.alloc(cache));
-    v_cache_.push_back(be_.alloc(cache));
+    k_cache_.push_back(be_.alloc_kv(cache));
+    v_cache_.push_back(be_.alloc_kv(cache));
   }
   const size_t T = static_cast<size_t>(max_tokens_);
   x_ = be_.alloc(T * H_);

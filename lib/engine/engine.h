@@ -69,7 +69,7 @@ class Engine {
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers
   std::vector<int64_t> length_;
-  std::vector<float*> k_cache_, v_cache_;  // per layer
+  std::vector<ops::KvCache> k_cache_, v_cache_;  // per layer
   float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,
         *f_ = nullptr, *inter_ = nullptr, *gate_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
 };

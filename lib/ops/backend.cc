@@ -18,6 +18,12 @@ const float* Weight::fp32() const {
   return static_cast<const float*>(data);
 }
 
+float* KvCache::fp32() const {
+  if (dtype != DType::kFloat32)
+    throw Error(std::string("internal: an fp32 KV cache was expected, this one is ") + dtype_name(dtype));
+  return static_cast<float*>(data);
+}
+
 namespace {
 
 bool is_weight_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }

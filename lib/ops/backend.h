@@ -4,8 +4,9 @@
 // engine (lib/engine/) never branches on the device.
 //
 // Conventions shared by every implementation:
-//  * Activations, KV cache, biases and norm parameters are `float*` in the backend's memory, fp32,
-//    row-major. Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the
+//  * Activations, biases and norm parameters are `float*` in the backend's memory, fp32,
+//    row-major. The KV cache is a `KvCache` in the backend's KV dtype (fp32; fp16/bf16 on a GPU
+//    holding half weights, rounding K and V as they are stored and widening them as they are read). Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the
 //    backend's weight dtype (fp32; fp16 or bf16 on a backend that supports it, whose GEMMs then
 //    round the activation operand to that dtype and accumulate in fp32). Weights are stored
 //    [in, out] as in FT files (so y = x · W).
@@ -36,6 +37,17 @@ struct Weight {
   Weight(const void* p, DType t) : data(p), dtype(t) {}
   explicit operator bool() const { return data != nullptr; }
   const float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
+};
+
+// One layer's K or V cache in the backend's memory and the dtype it is held in. A plain fp32
+// buffer from alloc() converts implicitly.
+struct KvCache {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  KvCache() = default;
+  KvCache(float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
+  KvCache(void* p, DType t) : data(p), dtype(t) {}
+  float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
 };
 
 struct AttentionShape {
@@ -73,6 +85,11 @@ class Backend {
   // the host and holds fp32.
   virtual Weight upload_weight(const void* src, DType src_dtype, size_t n);
   virtual void release_weight(const Weight& w);
+
+  // The dtype this backend holds the KV cache in, and its allocation (n elements).
+  virtual DType kv_dtype() const { return DType::kFloat32; }
+  virtual KvCache alloc_kv(size_t n) { return KvCache(alloc(n)); }
+  virtual void release_kv(const KvCache& c) { release(c.fp32()); }
 
   // ---- repeated steps ----
   // The ops between begin_repeatable(key) and end_repeatable() recur, whenever `key` recurs, with
@@ -133,15 +150,15 @@ class Backend {
   // the valid tokens to cache row cache_rows[b] slots [0, lengths[b]) and out[b,t] = causal
   // softmax attention over those slots (padded query positions get zeros).
   virtual void context_attention(float* out, const float* qkv, int64_t B, int64_t S,
-                                 const int32_t* lengths, const int32_t* cache_rows, float* k_cache,
-                                 float* v_cache, const AttentionShape& shape) = 0;
+                                 const int32_t* lengths, const int32_t* cache_rows, const KvCache& k_cache,
+                                 const KvCache& v_cache, const AttentionShape& shape) = 0;
   // One decode step for n rows: token r is written at slot past[r] of cache row cache_rows[r] and
   // attends to slots [0, past[r]].
   virtual void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
-                                const int32_t* past, float* k_cache, float* v_cache,
+                                const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
   // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering).
-  virtual void gather_cache_rows(float* cache, const int32_t* dst, const int32_t* src, int64_t n,
+  virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;
 };
 

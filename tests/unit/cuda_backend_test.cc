@@ -12,8 +12,10 @@
 //
 // Half-precision weights (--dtype fp16/bf16): a GEMM must equal the CPU's fp32 GEMM of the same
 // operands rounded to the half type, within 1e-5 of the GEMM scale (same products, fp32 sums), and
-// the unrounded fp32 GEMM within 1e-2 (fp16) / 4e-2 (bf16) of it; end to end, logits within those
-// tolerances of the CPU's fp32 run of the same model files (row's largest |logit|).
+// the unrounded fp32 GEMM within 1e-2 (fp16) / 4e-2 (bf16) of it; a half KV cache holds exactly
+// what the CPU's holds for half-representable inputs; end to end (half weights and half KV cache),
+// logits within those tolerances of the CPU's fp32 run of the same model files (row's largest
+// |logit|).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -563,6 +565,73 @@ TEST_F(CudaVsCpu, DecodeAttention) {
       EXPECT_TRUE(same(vc));
     }
 }
+
+#ifdef FTX_HAVE_CUDA
+// A half KV cache (the default with half weights): K and V are rounded when stored, widened when
+// read. With inputs already representable in the half type, storing is exact, so the GPU must
+// equal the CPU's fp32 cache bit for bit and its attention outputs within the fp32 tolerance
+// (prefill, then decode over up to 1000 slots, then a beam-style row gather).
+TEST_F(CudaVsCpu, HalfKvCache) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const AttnCase& c : {kAttnCases[0], kAttnCases[1], kAttnCases[2], kAttnCases[4], kAttnCases[8]}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + attn_name(c));
+      auto half = ops::make_backend("cuda", 1, t);
+      ASSERT_EQ(half->kv_dtype(), t);
+      const int64_t rows = 3, max_seq = 1000, S = 40;
+      std::vector<float> slopes;
+      const auto sh = attn_shape(c, max_seq, slopes);
+      const size_t cache_n = static_cast<size_t>(rows * sh.cache_row_elems());
+      // Same starting cache on both: rounded garbage (untouched slots must survive as they are).
+      const auto start = rounded(random(cache_n), t);
+      std::vector<uint16_t> bits(cache_n);
+      ops::convert_weight(start.data(), DType::kFloat32, bits.data(), t, cache_n);
+      const ops::KvCache kh = half->alloc_kv(cache_n), vh = half->alloc_kv(cache_n);
+      ASSERT_EQ(kh.dtype, t);
+      for (const ops::KvCache& kv : {kh, vh})
+        ASSERT_EQ(cudaMemcpy(kv.data, bits.data(), cache_n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      auto kc = dual(start), vc = dual(start);
+      auto cache_of = [&](const ops::KvCache& kv) {
+        std::vector<uint16_t> raw(cache_n);
+        EXPECT_EQ(cudaMemcpy(raw.data(), kv.data, cache_n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        std::vector<float> f(cache_n);
+        ops::convert_weight(raw.data(), t, f.data(), DType::kFloat32, cache_n);
+        return f;
+      };
+      auto run_both = [&](const std::vector<float>& qkv_host, int64_t n_out, auto&& cpu_call, auto&& gpu_call) {
+        auto qkv = dual(rounded(qkv_host, t));
+        auto out = dual_random(static_cast<size_t>(n_out));
+        cpu_call(out.c, qkv.c);
+        float* gout = half->alloc(out.n);
+        float* gqkv = half->alloc(qkv.n);
+        half->upload(gqkv, cpu_of(qkv).data(), qkv.n);
+        gpu_call(gout, gqkv);
+        EXPECT_TRUE(close(get(*half, gout, out.n), cpu_of(out)));
+        half->release(gout);
+        half->release(gqkv);
+      };
+      // Prefill two prompts into rows 2 and 0.
+      const std::vector<int32_t> lengths = {40, 17}, prow = {2, 0};
+      run_both(random(2 * S * sh.qkv_width(), -2.0f, 2.0f), 2 * S * c.q_heads * c.head_dim,
+               [&](float* o, const float* q) { cpu_->context_attention(o, q, 2, S, lengths.data(), prow.data(), kc.c, vc.c, sh); },
+               [&](float* o, const float* q) { half->context_attention(o, q, 2, S, lengths.data(), prow.data(), kh, vh, sh); });
+      EXPECT_EQ(cache_of(kh), cpu_of(kc));
+      EXPECT_EQ(cache_of(vh), cpu_of(vc));
+      // Decode: row 2 at slot 40, row 0 at 17, row 1 at the cache's last slot (over garbage history).
+      const std::vector<int32_t> drow = {2, 0, 1}, past = {40, 17, static_cast<int32_t>(max_seq - 1)};
+      run_both(random(3 * sh.qkv_width(), -2.0f, 2.0f), 3 * c.q_heads * c.head_dim,
+               [&](float* o, const float* q) { cpu_->decode_attention(o, q, 3, drow.data(), past.data(), kc.c, vc.c, sh); },
+               [&](float* o, const float* q) { half->decode_attention(o, q, 3, drow.data(), past.data(), kh, vh, sh); });
+      EXPECT_EQ(cache_of(kh), cpu_of(kc));
+      // Beam reorder with a row that is both read and overwritten.
+      const std::vector<int32_t> dst = {0, 1, 2}, src = {2, 0, 0};
+      cpu_->gather_cache_rows(kc.c, dst.data(), src.data(), 3, sh.cache_row_elems());
+      half->gather_cache_rows(kh, dst.data(), src.data(), 3, sh.cache_row_elems());
+      EXPECT_EQ(cache_of(kh), cpu_of(kc));
+      half->release_kv(kh);
+      half->release_kv(vh);
+    }
+}
+#endif
 
 // Prefill then decode steps on both: the cache written by one path is read by the other.
 TEST_F(CudaVsCpu, PrefillThenDecode) {
