@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "lib/engine/generator.h"
 #include "formats/error.h"
 #include "lib/ops/backend.h"
 
@@ -808,6 +809,68 @@ std::vector<std::tuple<std::string, DType>> half_engine_cases() {
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngineHalf, ::testing::ValuesIn(half_engine_cases()), [](const auto& info) {
   return std::get<0>(info.param) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
 });
+
+// Whole generations on the GPU: beam search (3 beams, diversity and length penalty) and seeded
+// top-k/top-p sampling give the same tokens on a second run, in fp32 and fp16; in fp32 a padded
+// batch gives each request what it gets alone (greedy), and the greedy tokens equal the CPU's.
+class CudaGenerate : public ::testing::TestWithParam<std::string> {};
+
+std::vector<GenerationOutput> generate_on(ops::Backend& be, const std::string& dir,
+                                          const std::vector<DecodeRequest>& requests) {
+  dist::SingleRank comm;
+  auto w = ModelWeights::load(dir + "/1-gpu", 0, 1, be);
+  Engine eng(w, be, comm);
+  Generator gen(eng, comm, GenerateOptions{});
+  return gen.run(requests);
+}
+
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<GenerationOutput>& outs) {
+  std::vector<std::vector<int32_t>> t;
+  for (const auto& o : outs)
+    for (const auto& b : o.result.beams) t.push_back(b.output_ids);
+  return t;
+}
+
+TEST_P(CudaGenerate, DeterministicAndBatchIndependent) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir);
+  auto requests_with = [&](SamplingConfig s) {
+    std::vector<DecodeRequest> r;
+    for (const auto& p : e.prompts) r.push_back({p, 6, s});
+    return r;
+  };
+  SamplingConfig beam;
+  beam.beam_width = 3;
+  beam.beam_search_diversity_rate = 0.5;
+  beam.len_penalty = 1.0;
+  SamplingConfig sample;
+  sample.top_k = 5;
+  sample.top_p = 0.9;
+  sample.temperature = 0.8;
+  sample.seed = 1234;
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto gpu = ops::make_backend("cuda", 1, t);
+    for (const SamplingConfig& s : {beam, sample}) {
+      const auto first = tokens_of(generate_on(*gpu, dir, requests_with(s)));
+      const auto second = tokens_of(generate_on(*gpu, dir, requests_with(s)));
+      EXPECT_EQ(first, second) << (s.beam_width > 1 ? "beam search" : "sampling") << " differs between runs";
+    }
+  }
+  auto gpu = ops::make_backend("cuda", 1);
+  auto cpu = ops::make_backend("cpu", 1);
+  const auto batch = tokens_of(generate_on(*gpu, dir, requests_with(SamplingConfig{})));
+  EXPECT_EQ(batch, tokens_of(generate_on(*cpu, dir, requests_with(SamplingConfig{})))) << "greedy: CUDA vs CPU";
+  for (size_t i = 0; i < e.prompts.size(); ++i) {
+    const auto alone = tokens_of(generate_on(*gpu, dir, {DecodeRequest{e.prompts[i], 6, SamplingConfig{}}}));
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0], batch[i]) << "prompt " << i << ": alone vs in the padded batch";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGenerate, ::testing::Values("gpt2", "gptj", "bloom", "santacoder"),
+                         [](const auto& info) { return info.param; });
 
 #ifdef FTX_HAVE_CUDA
 // Decode steps as CUDA graphs (CudaBackendOptions::graphs) give the same bits as eager launches:
