@@ -30,7 +30,8 @@ struct SamplingWorkspace {
   std::vector<double> bucket_mass;  // top-p
 };
 
-// log(sum(exp(logits))) in double; -inf when every logit is -inf.
+// log(sum(exp(logits))) in double; -inf when every logit is -inf. The logits hold no NaN
+// (process_logits turns NaN into -inf).
 double log_sum_exp(const float* logits, int64_t vocab);
 
 // Ids of the k largest logits, best first (ties: lower id first), written to ws.order[0, k).
