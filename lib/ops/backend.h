@@ -5,11 +5,13 @@
 //
 // Conventions shared by every implementation:
 //  * Activations, biases and norm parameters are `float*` in the backend's memory, fp32,
-//    row-major. The KV cache is a `KvCache` in the backend's KV dtype (fp32; fp16/bf16 on a GPU
-//    holding half weights, rounding K and V as they are stored and widening them as they are read). Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the
-//    backend's weight dtype (fp32; fp16 or bf16 on a backend that supports it, whose GEMMs then
-//    round the activation operand to that dtype and accumulate in fp32). Weights are stored
-//    [in, out] as in FT files (so y = x · W).
+//    row-major.
+//  * Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the backend's
+//    weight dtype: fp32, or fp16/bf16 on a backend that supports it, whose GEMMs then round the
+//    activation operand to that dtype and accumulate in fp32. Weights are stored [in, out] as in
+//    FT files (so y = x · W).
+//  * The KV cache is a `KvCache` in the backend's KV dtype: fp32, or fp16/bf16 on a GPU holding
+//    half weights (K and V rounded as they are stored, widened as they are read).
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
 //  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
