@@ -62,6 +62,32 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
   }
 }
 
+// Folds one tile of nk keys into a warp's online softmax for one query. Lane j holds key j's
+// score (-inf when masked; lane 0's is finite, so the tile maximum is), m and l are the running
+// maximum and sum, acc the lane's output dims lane + 32c, vs the tile's V rows [kKeyTile][d].
+__device__ __forceinline__ void fold_key_tile(float score, int nk, const float* vs, int d, int lane, float& m,
+                                              float& l, float (&acc)[kMaxChunks]) {
+  float tmax = score;
+  for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
+  const float mnew = fmaxf(m, tmax);
+  const float corr = expf(m - mnew);  // 0 on the first tile (m = -inf)
+  const float p = expf(score - mnew);  // 0 for masked lanes
+  float psum = p;
+  for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
+  l = l * corr + psum;
+  m = mnew;
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) acc[c] *= corr;
+  for (int j = 0; j < nk; ++j) {
+    const float pj = __shfl_sync(kFull, p, j);
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) {
+      const int i = lane + 32 * c;
+      if (i < d) acc[c] += pj * vs[j * d + i];
+    }
+  }
+}
+
 template <int QPW, typename T>
 __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   extern __shared__ float smem[];
@@ -130,26 +156,7 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
         for (int i = 0; i < d; ++i) dot += qq[i] * kk[i];
         score = dot * a.scale + slope * static_cast<float>(s - qpos);
       }
-      float tmax = score;
-      for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
-      // tmax is finite: lane 0's slot k0 <= qpos is unmasked.
-      const float mnew = fmaxf(m[q], tmax);
-      const float corr = expf(m[q] - mnew);  // 0 on the first tile (m = -inf)
-      const float p = expf(score - mnew);    // 0 for masked lanes
-      float psum = p;
-      for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
-      l[q] = l[q] * corr + psum;
-      m[q] = mnew;
-#pragma unroll
-      for (int c = 0; c < kMaxChunks; ++c) acc[q][c] *= corr;
-      for (int j = 0; j < nk; ++j) {
-        const float pj = __shfl_sync(kFull, p, j);
-#pragma unroll
-        for (int c = 0; c < kMaxChunks; ++c) {
-          const int i = lane + 32 * c;
-          if (i < d) acc[q][c] += pj * vs[j * d + i];
-        }
-      }
+      fold_key_tile(score, nk, vs, d, lane, m[q], l[q], acc[q]);  // lane 0's slot k0 <= qpos is unmasked
     }
   }
 
@@ -214,26 +221,7 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
       for (int i = 0; i < d; ++i) dot += qs[i] * kk[i];
       score = dot * a.scale + slope * static_cast<float>(s - qpos);
     }
-    float tmax = score;
-    for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
-    // tmax is finite: k0 < nkeys, so lane 0's key is unmasked.
-    const float mnew = fmaxf(m, tmax);
-    const float corr = expf(m - mnew);  // 0 on the warp's first tile
-    const float p = expf(score - mnew);
-    float psum = p;
-    for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
-    l = l * corr + psum;
-    m = mnew;
-#pragma unroll
-    for (int c = 0; c < kMaxChunks; ++c) acc[c] *= corr;
-    for (int j = 0; j < nk; ++j) {
-      const float pj = __shfl_sync(kFull, p, j);
-#pragma unroll
-      for (int c = 0; c < kMaxChunks; ++c) {
-        const int i = lane + 32 * c;
-        if (i < d) acc[c] += pj * vs[j * d + i];
-      }
-    }
+    fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < nkeys: lane 0's key is unmasked
   }
 
   // Merge the warps: out = Σ_w e^(m_w - M)·acc_w / Σ_w e^(m_w - M)·l_w; a warp that had no tile
@@ -274,9 +262,7 @@ void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
   // Warps: enough to cover the cache in one pass of tiles, at most 8, within the device's
   // opt-in shared memory. Chosen from max_seq, not from this step's lengths, so that every decode
   // step of a batch launches the same kernel (a recorded CUDA graph replays it).
-  int device = 0, optin = 0;
-  FTX_CUDA_CHECK(cudaGetDevice(&device));
-  FTX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int optin = a.smem_optin;
   int W = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, (a.max_seq + kKeyTile - 1) / kKeyTile)));
   while (W > 1 && decode_smem_bytes(a.head_dim, W) > static_cast<size_t>(optin)) --W;
   const size_t smem = decode_smem_bytes(a.head_dim, W);

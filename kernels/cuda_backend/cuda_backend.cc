@@ -31,11 +31,21 @@ ElemKind elem_kind(DType t) {
   }
 }
 
+// cuBLAS's name for a weight dtype (elem_kind() has refused the others).
+cudaDataType_t cuda_data_type(DType t) {
+  switch (elem_kind(t)) {
+    case ElemKind::kFp16: return CUDA_R_16F;
+    case ElemKind::kBf16: return CUDA_R_16BF;
+    case ElemKind::kFp32: break;
+  }
+  return CUDA_R_32F;
+}
+
 // The launch fields prefill and decode share (the caller adds lengths or past). cache_rows and
 // slopes are staged device copies.
 AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCache& k_cache,
                                  const ops::KvCache& v_cache, const ops::AttentionShape& sh, const void* cache_rows,
-                                 const void* slopes, int64_t items, int64_t S) {
+                                 const void* slopes, int64_t items, int64_t S, int smem_optin) {
   if (k_cache.dtype != v_cache.dtype)
     throw Error(std::string("CUDA attention: K cache in ") + dtype_name(k_cache.dtype) + ", V cache in " +
                 dtype_name(v_cache.dtype));
@@ -54,6 +64,7 @@ AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCach
   a.head_dim = sh.head_dim;
   a.max_seq = sh.max_seq;
   a.scale = sh.scale;
+  a.smem_optin = smem_optin;
   return a;
 }
 
@@ -125,6 +136,7 @@ CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs,
       throw Error(std::string("CUDA backend: weights and the KV cache cannot be held in ") + dtype_name(t) +
                   " (fp32, fp16 or bf16)");
   FTX_CUDA_CHECK(cudaSetDevice(device_));
+  FTX_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
   FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_ = arena_.allocate(kWorkspaceBytes);
@@ -485,9 +497,7 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   // rounded by gemm()) write an fp32 C with fp32 accumulation.
   GemmPlan p;
   const bool half = in_dtype != DType::kFloat32;
-  const cudaDataType_t in_type = in_dtype == DType::kFloat16    ? CUDA_R_16F
-                                 : in_dtype == DType::kBFloat16 ? CUDA_R_16BF
-                                                                : CUDA_R_32F;
+  const cudaDataType_t in_type = cuda_data_type(in_dtype);
   const cublasComputeType_t compute = tf32_ && !half ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -571,19 +581,17 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
     return;
   }
   const DType in_dtype = weight.dtype;
+  const ElemKind kind = elem_kind(in_dtype);  // Error for a dtype with no kernels
   const void* B = weight.data;
   const void* a = A;
-  cudaDataType_t in_type = CUDA_R_32F;
-  if (in_dtype == DType::kFloat16 || in_dtype == DType::kBFloat16) {
+  const cudaDataType_t in_type = cuda_data_type(in_dtype);
+  if (kind != ElemKind::kFp32) {
     // Round the activation operand to the weights' dtype (scratch is stream-ordered, so reusing
     // it in the next op is safe).
     const size_t n = static_cast<size_t>(M) * K;
     void* a_half = scratch((n + 1) / 2);
-    launch_cast(stream_, a_half, in_dtype == DType::kFloat16 ? HalfKind::kFp16 : HalfKind::kBf16, A, n);
+    launch_cast(stream_, a_half, kind, A, n);
     a = a_half;
-    in_type = in_dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
-  } else if (in_dtype != DType::kFloat32) {
-    throw Error(std::string("CUDA gemm: weights held in ") + dtype_name(in_dtype) + " are not supported");
   }
   const GemmPlan& p =
       plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in_dtype});
@@ -664,7 +672,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
   if (replaying()) return;
-  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S);
+  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S, smem_optin_);
   a.lengths = static_cast<const int32_t*>(dev[0]);
   launch_attention(stream_, a);
 }
@@ -683,7 +691,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
   const auto dev = stage({{past, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
   if (replaying()) return;
-  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1);
+  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1, smem_optin_);
   a.past = static_cast<const int32_t*>(dev[0]);
   launch_attention(stream_, a);
 }

@@ -151,6 +151,7 @@ class CudaBackend : public ops::Backend {
   DType weight_dtype_;
   DType kv_dtype_;
   bool graphs_;
+  int smem_optin_ = 48 * 1024;  // bytes of shared memory a block may opt in to (queried once)
   StepMode step_mode_ = StepMode::kOff;
   StepGraph* step_ = nullptr;
   uint64_t step_allocations_ = 0;  // arena allocations when the capture began

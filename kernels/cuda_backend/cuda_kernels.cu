@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "formats/error.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/cuda_backend/cuda_elem.cuh"
 #include "kernels/cuda_backend/cuda_kernels.h"
@@ -240,12 +241,14 @@ void launch_bias_activation(cudaStream_t stream, float* x, const float* bias, co
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_cast(cudaStream_t stream, void* dst, HalfKind kind, const float* src, size_t n) {
+void launch_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n) {
   if (n == 0) return;
-  if (kind == HalfKind::kFp16)
+  if (kind == ElemKind::kFp16)
     cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(dst), src, n);
-  else
+  else if (kind == ElemKind::kBf16)
     cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, n);
+  else
+    throw Error("CUDA cast: the target must be fp16 or bf16");
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 

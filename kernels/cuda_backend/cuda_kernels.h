@@ -13,11 +13,10 @@ namespace ftx::cuda {
 
 // The dtypes weights and the KV cache may be held in (the .cu files do not see formats/dtype.h).
 enum class ElemKind { kFp32, kFp16, kBf16 };
-enum class HalfKind { kFp16, kBf16 };
 
 void launch_fill(cudaStream_t stream, float* dst, float value, size_t n);
-// dst[i] = src[i] rounded to nearest even in fp16 or bf16 (a GEMM's activation operand).
-void launch_cast(cudaStream_t stream, void* dst, HalfKind kind, const float* src, size_t n);
+// dst[i] = src[i] rounded to nearest even in fp16 or bf16 (kind; a GEMM's activation operand).
+void launch_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n);
 // x *= s (s == 0 writes zeros, so NaN garbage in x does not survive, as BLAS with beta = 0).
 void launch_scale(cudaStream_t stream, float* x, float s, size_t n);
 
@@ -62,6 +61,7 @@ struct AttentionLaunch {
   int64_t items = 0, S = 1;
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0, max_seq = 0;
   float scale = 1.0f;
+  int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
 };
 // Largest head_dim the attention kernel takes.
 constexpr int64_t kMaxAttentionHeadDim = 256;

@@ -71,6 +71,7 @@ TEST(CpuOps, HalfWeightsAreWidenedAtUpload) {
   EXPECT_EQ(p[2], 96.5f);
   be.release_weight(w);
   EXPECT_THROW(ops::Weight(h, DType::kFloat16).fp32(), Error);
+  EXPECT_THROW(ops::KvCache(h, DType::kFloat16).fp32(), Error);  // nor a half KV cache
   EXPECT_THROW(ops::make_backend("cpu", 1, DType::kFloat16), UsageError);
   EXPECT_THROW(ops::make_backend("cpu", 1, DType::kInt8), UsageError);
 }
