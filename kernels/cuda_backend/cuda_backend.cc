@@ -696,6 +696,22 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   launch_attention(stream_, a);
 }
 
+size_t CudaBackend::available_memory() const {
+  size_t free_bytes = 0, total = 0;
+  FTX_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  // The arena keeps released blocks for reuse: they are free to this backend too.
+  return free_bytes + (arena_.bytes_reserved() - arena_.bytes_in_use());
+}
+
+void CudaBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src, int64_t src_pitch,
+                             int64_t width, int64_t height) {
+  if (dst.dtype != src.dtype) throw Error("CUDA copy_kv_2d: caches of different dtypes");
+  if (width <= 0 || height <= 0) return;
+  const size_t el = dtype_size(src.dtype);
+  FTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst_pitch * el, src.data, src_pitch * el, width * el, height,
+                                   cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudaBackend::gather_cache_rows(const ops::KvCache& kv, const int32_t* dst, const int32_t* src, int64_t n,
                                     int64_t row_elems) {
   if (n <= 0 || row_elems <= 0) return;

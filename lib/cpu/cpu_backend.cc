@@ -223,6 +223,16 @@ void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t*
   }
 }
 
+void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src,
+                            int64_t src_pitch, int64_t width, int64_t height) {
+  if (dst.dtype != src.dtype) throw Error("copy_kv_2d: caches of different dtypes");
+  const size_t el = dtype_size(src.dtype);
+  auto* d = static_cast<uint8_t*>(dst.data);
+  const auto* s = static_cast<const uint8_t*>(src.data);
+#pragma omp parallel for if (worth_parallel(width * height))
+  for (int64_t i = 0; i < height; ++i) std::memcpy(d + i * dst_pitch * el, s + i * src_pitch * el, width * el);
+}
+
 void CpuBackend::gather_cache_rows(const ops::KvCache& buf, const int32_t* dst, const int32_t* src, int64_t n,
                                    int64_t row_elems) {
   float* cache = buf.fp32();

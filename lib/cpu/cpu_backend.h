@@ -43,6 +43,8 @@ class CpuBackend : public ops::Backend {
   void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
                         const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
+  void copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src, int64_t src_pitch,
+                  int64_t width, int64_t height) override;
   void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                          int64_t row_elems) override;
 

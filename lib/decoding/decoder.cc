@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 #include <string>
 
 #ifdef _OPENMP
@@ -44,60 +45,76 @@ struct Row {
   double top_p = 0.0;  // top-p layer: current nucleus (factual-nucleus decay)
 };
 
-struct RequestState {
+// One request in its slot: the request (with temperature 0 resolved to greedy), its sampling mode
+// and its own random stream.
+struct SlotState {
   DecodeRequest request;
   SamplingMode mode;
-  RequestRng rng;
-  int64_t prompt_len;
-  int32_t fill_token;  // what a finished row emits: end_id when it is a real id, else 0
-  double top_p_decay;
-  double top_p_min;
+  RequestRng rng{0};
+  int64_t prompt_len = 0;
+  int32_t fill_token = 0;  // what a finished row emits: end_id when it is a real id, else 0
+  double top_p_decay = 1.0;
+  double top_p_min = 0.5;
 };
 
-std::string where(size_t b) { return "request " + std::to_string(b); }
+std::string where(size_t slot) { return "request " + std::to_string(slot); }
 
-void validate(const DecodeRequest& r, size_t b, int64_t vocab, int64_t beam_width) {
-  const SamplingConfig& s = r.sampling;
-  auto fail = [&](const std::string& msg) { throw Error(where(b) + ": " + msg); };
-  if (r.input_ids.empty()) fail("empty input_ids");
-  for (int32_t id : r.input_ids) {
-    if (id < 0 || id >= vocab) fail("input id " + std::to_string(id) + " outside vocab [0, " + std::to_string(vocab) + ")");
-  }
-  if (r.max_new_tokens < 0) fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is negative");
-  if (s.beam_width != beam_width)
-    fail("beam_width " + std::to_string(s.beam_width) + " differs from the batch's " + std::to_string(beam_width));
-  if (s.repetition_penalty != 1.0 && s.presence_penalty != 0.0)
-    fail("repetition_penalty " + std::to_string(s.repetition_penalty) + " and presence_penalty " +
-         std::to_string(s.presence_penalty) + " both set; use one");
-  if (!(s.repetition_penalty > 0.0)) fail("repetition_penalty " + std::to_string(s.repetition_penalty) + " must be > 0");
-  if (!std::isfinite(s.presence_penalty)) fail("presence_penalty is not finite");
-  if (!(s.temperature >= 0.0) || !std::isfinite(s.temperature))
-    fail("temperature " + std::to_string(s.temperature) + " must be >= 0");
-  if (s.top_k < 0) fail("top_k " + std::to_string(s.top_k) + " is negative");
-  if (std::isnan(s.top_p)) fail("top_p is NaN");
-  if (s.min_length < 0) fail("min_length " + std::to_string(s.min_length) + " is negative");
-  if (s.end_id >= vocab) fail("end_id " + std::to_string(s.end_id) + " outside vocab [0, " + std::to_string(vocab) + ")");
-  if (!std::isfinite(s.len_penalty)) fail("len_penalty is not finite");
-  if (!std::isfinite(s.beam_search_diversity_rate)) fail("beam_search_diversity_rate is not finite");
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
 }
 
 }  // namespace
 
+void check_decode_request(const DecodeRequest& r, int64_t vocab) {
+  const SamplingConfig& s = r.sampling;
+  auto fail = [](const std::string& msg) { throw Error(msg); };
+  if (r.input_ids.empty()) fail("empty prompt");
+  for (int32_t id : r.input_ids) {
+    if (id < 0 || id >= vocab)
+      fail("input id " + std::to_string(id) + " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  if (r.max_new_tokens < 0) fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is negative");
+  if (s.beam_width < 1 || s.beam_width > kMaxBeamWidth)
+    fail("beam_width " + std::to_string(s.beam_width) + " outside [1, " + std::to_string(kMaxBeamWidth) +
+         "] (FT's beam search kernels)");
+  if (s.top_k < 0 || s.top_k > kMaxTopK)
+    fail("top_k " + std::to_string(s.top_k) + " outside [0, " + std::to_string(kMaxTopK) + "] (FT's top-k kernels)");
+  if (!(s.top_p >= 0.0 && s.top_p <= 1.0)) fail("top_p " + fmt(s.top_p) + " outside [0, 1]");
+  if (!(s.temperature >= 0.0) || !std::isfinite(s.temperature))
+    fail("temperature " + fmt(s.temperature) + " must be >= 0 (0: greedy)");
+  if (s.temperature == 0.0 && s.beam_width > 1)
+    fail("temperature 0 (greedy) has no meaning with beam search (beam_width " + std::to_string(s.beam_width) + ")");
+  if (!(s.repetition_penalty > 0.0) || !std::isfinite(s.repetition_penalty))
+    fail("repetition_penalty " + fmt(s.repetition_penalty) + " must be > 0");
+  if (!std::isfinite(s.presence_penalty)) fail("presence_penalty " + fmt(s.presence_penalty) + " is not finite");
+  if (s.repetition_penalty != 1.0 && s.presence_penalty != 0.0)
+    fail("repetition_penalty " + fmt(s.repetition_penalty) + " and presence_penalty " + fmt(s.presence_penalty) +
+         " both set; use one");
+  if (s.min_length < 0) fail("min_length " + std::to_string(s.min_length) + " is negative");
+  if (!std::isfinite(s.len_penalty)) fail("len_penalty " + fmt(s.len_penalty) + " is not finite");
+  if (!std::isfinite(s.beam_search_diversity_rate))
+    fail("beam_search_diversity_rate " + fmt(s.beam_search_diversity_rate) + " is not finite");
+  if (!std::isfinite(s.top_p_decay) || !std::isfinite(s.top_p_min)) fail("top_p_decay/top_p_min not finite");
+}
+
 struct Decoder::Impl {
   int64_t vocab = 0;
   int64_t beam_width = 1;
-  std::vector<RequestState> requests;
+  std::vector<SlotState> slots;
+  std::vector<uint8_t> used;  // per slot
   std::vector<Row> rows;
   StepOutput out;
   std::vector<uint8_t> finished_now;  // per row; std::vector<bool> cannot take concurrent writes
-  // Per-thread scratch: requests are decoded in parallel, each wholly by one thread.
+  // Per-thread scratch: slots are decoded in parallel, each wholly by one thread.
   struct Scratch {
     decoding::SamplingWorkspace ws;
     std::vector<uint8_t> seen;  // repetition-penalty marks, all zero between uses
   };
   std::vector<Scratch> scratch;
 
-  void append(Row& row, const RequestState& rs, int32_t token, double log_prob, double output_log_prob) {
+  void append(Row& row, const SlotState& rs, int32_t token, double log_prob, double output_log_prob) {
     row.history.push_back(token);
     ++row.generated;
     if (!rs.request.sampling.return_log_probs) return;  // beam_step sets the beam's cum itself
@@ -106,7 +123,7 @@ struct Decoder::Impl {
   }
 
   // Stop criteria after a token was appended: end_id, then stop words, then the length limit.
-  void check_finished(Row& row, const RequestState& rs) {
+  void check_finished(Row& row, const SlotState& rs) {
     const SamplingConfig& s = rs.request.sampling;
     if (s.end_id >= 0 && row.history.back() == s.end_id) {
       row.finished = true;
@@ -127,7 +144,7 @@ struct Decoder::Impl {
   }
 
   void sampling_step(size_t b, float* logits, Scratch& sc) {
-    RequestState& rs = requests[b];
+    SlotState& rs = slots[b];
     const int64_t r = static_cast<int64_t>(b);
     Row& row = rows[r];
     out.parents[r] = static_cast<int32_t>(r);
@@ -152,7 +169,7 @@ struct Decoder::Impl {
   }
 
   void beam_step(size_t b, float* logits, Scratch& sc) {
-    RequestState& rs = requests[b];
+    SlotState& rs = slots[b];
     const SamplingConfig& s = rs.request.sampling;
     const int64_t K = beam_width;
     const int64_t r0 = static_cast<int64_t>(b) * K;
@@ -195,7 +212,7 @@ struct Decoder::Impl {
     }
   }
 
-  // Index of request b's best row: the highest length-penalised score, first on ties.
+  // Index of slot b's best row: the highest length-penalised score, first on ties.
   int64_t best_row(size_t b) const {
     const int64_t r0 = static_cast<int64_t>(b) * beam_width;
     int64_t best = r0;
@@ -204,85 +221,184 @@ struct Decoder::Impl {
     }
     return best;
   }
+
+  RequestResult result(size_t b) const {
+    const SlotState& rs = slots[b];
+    const int64_t K = beam_width;
+    const int64_t r0 = static_cast<int64_t>(b) * K;
+    std::vector<int64_t> order(K);
+    std::iota(order.begin(), order.end(), r0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return rows[x].score > rows[y].score; });
+    RequestResult res;
+    for (int64_t r : order) {
+      const Row& row = rows[r];
+      BeamResult beam;
+      beam.output_ids.assign(row.history.begin() + rs.prompt_len, row.history.end());
+      beam.cum_log_prob = row.cum_log_prob;
+      beam.output_log_probs = row.output_log_probs;
+      beam.finish_reason = row.finished ? row.reason : FinishReason::kNone;
+      res.beams.push_back(std::move(beam));
+    }
+    return res;
+  }
+
+  void check_slot(int64_t b) const {
+    if (b < 0 || b >= static_cast<int64_t>(slots.size()))
+      throw Error("decoder: slot " + std::to_string(b) + " out of range [0, " + std::to_string(slots.size()) + ")");
+  }
+  void check_occupied(int64_t b) const {
+    check_slot(b);
+    if (!used[b]) throw Error("decoder: slot " + std::to_string(b) + " is free");
+  }
 };
 
-Decoder::Decoder(std::vector<DecodeRequest> requests, int64_t vocab_size) : impl_(new Impl) {
+Decoder::Decoder(int64_t slots, int64_t beam_width, int64_t vocab_size) : impl_(new Impl) {
   try {
-    if (requests.empty()) throw Error("decoder: no requests");
+    if (slots < 1) throw Error("decoder: " + std::to_string(slots) + " slots");
     if (vocab_size <= 0 || vocab_size > INT32_MAX) throw Error("decoder: vocab_size " + std::to_string(vocab_size) + " out of range");
-    impl_->vocab = vocab_size;
-    impl_->beam_width = requests[0].sampling.beam_width;
-    if (impl_->beam_width < 1) throw Error(where(0) + ": beam_width " + std::to_string(impl_->beam_width) + " must be >= 1");
-    for (size_t b = 0; b < requests.size(); ++b) validate(requests[b], b, vocab_size, impl_->beam_width);
-    impl_->requests.reserve(requests.size());
-    for (auto& req : requests) {
-      const SamplingConfig& s = req.sampling;
-      const SamplingMode mode = decoding::resolve_sampling_mode(s.top_k, s.top_p, vocab_size);
-      const int32_t fill = s.end_id >= 0 ? s.end_id : 0;
-      // FT's computeToppDecay falls back to 1.0 / 0.5 for values outside (0, 1].
-      const double decay = (s.top_p_decay > 0.0 && s.top_p_decay <= 1.0) ? s.top_p_decay : 1.0;
-      const double min = (s.top_p_min > 0.0 && s.top_p_min <= 1.0) ? s.top_p_min : 0.5;
-      const int64_t prompt_len = static_cast<int64_t>(req.input_ids.size());
-      impl_->requests.push_back({std::move(req), mode, RequestRng(s.seed), prompt_len, fill, decay, min});
-    }
-    for (const RequestState& rs : impl_->requests) {
-      for (int64_t k = 0; k < impl_->beam_width; ++k) {
-        Row row;
-        row.history = rs.request.input_ids;
-        row.top_p = rs.mode.top_p;
-        // FT initialises cum_log_probs to 0 for beam 0 and -MAX for the others, so the first step
-        // expands beam 0 only (all beams share the prompt).
-        row.cum_log_prob = k == 0 ? 0.0 : -FLT_MAX;
-        row.score = row.cum_log_prob;
-        if (rs.request.max_new_tokens == 0) {
-          row.finished = true;
-          row.reason = FinishReason::kLength;
-        }
-        impl_->rows.push_back(std::move(row));
-      }
-    }
-    const size_t n = impl_->rows.size();
-    impl_->finished_now.assign(n, 0);
-    impl_->out.tokens.assign(n, 0);
-    impl_->out.parents.resize(n);
-    std::iota(impl_->out.parents.begin(), impl_->out.parents.end(), 0);
-    impl_->out.finished.assign(n, false);
+    if (beam_width < 1 || beam_width > kMaxBeamWidth)
+      throw Error("beam_width " + std::to_string(beam_width) + " outside [1, " + std::to_string(kMaxBeamWidth) + "]");
+    Impl& im = *impl_;
+    im.vocab = vocab_size;
+    im.beam_width = beam_width;
+    im.slots.resize(static_cast<size_t>(slots));
+    im.used.assign(static_cast<size_t>(slots), 0);
+    const size_t n = static_cast<size_t>(slots * beam_width);
+    im.rows.resize(n);
+    im.finished_now.assign(n, 1);
+    im.out.tokens.assign(n, 0);
+    im.out.parents.resize(n);
+    std::iota(im.out.parents.begin(), im.out.parents.end(), 0);
+    im.out.finished.assign(n, true);
   } catch (...) {
     delete impl_;
     throw;
   }
 }
 
+namespace {
+int64_t first_beam_width(const std::vector<DecodeRequest>& requests) {
+  if (requests.empty()) throw Error("decoder: no requests");
+  return requests[0].sampling.beam_width;
+}
+}  // namespace
+
+Decoder::Decoder(std::vector<DecodeRequest> requests, int64_t vocab_size)
+    : Decoder(static_cast<int64_t>(requests.size()), first_beam_width(requests), vocab_size) {
+  for (size_t b = 0; b < requests.size(); ++b) add(static_cast<int64_t>(b), std::move(requests[b]));
+}
+
 Decoder::~Decoder() { delete impl_; }
 
-int64_t Decoder::batch_size() const { return static_cast<int64_t>(impl_->requests.size()); }
+int64_t Decoder::batch_size() const { return static_cast<int64_t>(impl_->slots.size()); }
 int64_t Decoder::beam_width() const { return impl_->beam_width; }
+
+void Decoder::add(int64_t b, DecodeRequest req) {
+  Impl& im = *impl_;
+  im.check_slot(b);
+  if (im.used[b]) throw Error("decoder: slot " + std::to_string(b) + " is occupied");
+  try {
+    check_decode_request(req, im.vocab);
+    if (req.sampling.beam_width != im.beam_width)
+      throw Error("beam_width " + std::to_string(req.sampling.beam_width) + " differs from the batch's " +
+                  std::to_string(im.beam_width));
+  } catch (const Error& e) {
+    throw Error(where(static_cast<size_t>(b)) + ": " + e.what());
+  }
+  SamplingConfig& s = req.sampling;
+  if (s.temperature == 0.0) {  // documented meaning: greedy on the unscaled logits
+    s.temperature = 1.0;
+    s.top_k = 1;
+    s.top_p = 0.0;
+  }
+  SlotState& rs = im.slots[b];
+  rs.mode = decoding::resolve_sampling_mode(s.top_k, s.top_p, im.vocab);
+  rs.rng = RequestRng(s.seed);
+  rs.prompt_len = static_cast<int64_t>(req.input_ids.size());
+  rs.fill_token = (s.end_id >= 0 && s.end_id < im.vocab) ? s.end_id : 0;
+  // FT's computeToppDecay falls back to 1.0 / 0.5 for values outside (0, 1].
+  rs.top_p_decay = (s.top_p_decay > 0.0 && s.top_p_decay <= 1.0) ? s.top_p_decay : 1.0;
+  rs.top_p_min = (s.top_p_min > 0.0 && s.top_p_min <= 1.0) ? s.top_p_min : 0.5;
+  rs.request = std::move(req);
+  const int64_t K = im.beam_width;
+  for (int64_t k = 0; k < K; ++k) {
+    Row& row = im.rows[b * K + k];
+    row = Row();
+    row.history = rs.request.input_ids;
+    row.top_p = rs.mode.top_p;
+    // FT initialises cum_log_probs to 0 for beam 0 and -MAX for the others, so the first step
+    // expands beam 0 only (all beams share the prompt).
+    row.cum_log_prob = k == 0 ? 0.0 : -FLT_MAX;
+    row.score = row.cum_log_prob;
+    if (rs.request.max_new_tokens == 0) {
+      row.finished = true;
+      row.reason = FinishReason::kLength;
+    }
+    im.out.tokens[b * K + k] = 0;
+    im.out.parents[b * K + k] = static_cast<int32_t>(b * K + k);
+    im.out.finished[b * K + k] = row.finished;
+    im.finished_now[b * K + k] = row.finished;
+  }
+  im.used[b] = 1;
+}
+
+bool Decoder::occupied(int64_t b) const {
+  impl_->check_slot(b);
+  return impl_->used[b] != 0;
+}
+
+bool Decoder::slot_finished(int64_t b) const {
+  impl_->check_occupied(b);
+  const int64_t K = impl_->beam_width;
+  for (int64_t k = 0; k < K; ++k)
+    if (!impl_->rows[b * K + k].finished) return false;
+  return true;
+}
+
+RequestResult Decoder::take(int64_t b) {
+  Impl& im = *impl_;
+  im.check_occupied(b);
+  RequestResult res = im.result(static_cast<size_t>(b));
+  im.used[b] = 0;
+  const int64_t K = im.beam_width;
+  for (int64_t k = 0; k < K; ++k) {
+    im.rows[b * K + k] = Row();
+    im.out.finished[b * K + k] = true;
+    im.finished_now[b * K + k] = 1;
+  }
+  im.slots[b].request = DecodeRequest();  // frees the prompt and word lists now
+  return res;
+}
 
 const StepOutput& Decoder::step(float* logits) {
   Impl& im = *impl_;
-  const int64_t batch = batch_size();
+  std::vector<int64_t> live;
+  for (size_t b = 0; b < im.slots.size(); ++b)
+    if (im.used[b]) live.push_back(static_cast<int64_t>(b));
+  const int64_t n = static_cast<int64_t>(live.size());
   int threads = 1;
 #ifdef _OPENMP
   // Threads only pay off when there is real work per step (large vocab or many rows).
-  if (im.rows.size() * static_cast<size_t>(im.vocab) >= (size_t{1} << 16)) {
-    threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), batch));
+  if (n * im.beam_width * im.vocab >= (int64_t{1} << 16)) {
+    threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
   }
 #endif
   if (static_cast<int>(im.scratch.size()) < threads) {
     im.scratch.resize(threads);
     for (auto& sc : im.scratch) sc.seen.resize(im.vocab, 0);
   }
-  // Requests are independent (own rows, own RNG), so the result does not depend on the threads.
+  // Slots are independent (own rows, own RNG), so the result does not depend on the threads.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t b = 0; b < batch; ++b) {
+  for (int64_t i = 0; i < n; ++i) {
     int t = 0;
 #ifdef _OPENMP
     t = omp_get_thread_num();
 #endif
+    const size_t b = static_cast<size_t>(live[i]);
     if (im.beam_width == 1) {
-      im.sampling_step(static_cast<size_t>(b), logits, im.scratch[t]);
+      im.sampling_step(b, logits, im.scratch[t]);
     } else {
-      im.beam_step(static_cast<size_t>(b), logits, im.scratch[t]);
+      im.beam_step(b, logits, im.scratch[t]);
     }
   }
   for (size_t r = 0; r < im.finished_now.size(); ++r) im.out.finished[r] = im.finished_now[r] != 0;
@@ -290,36 +406,23 @@ const StepOutput& Decoder::step(float* logits) {
 }
 
 bool Decoder::all_finished() const {
-  return std::all_of(impl_->rows.begin(), impl_->rows.end(), [](const Row& r) { return r.finished; });
+  for (size_t b = 0; b < impl_->slots.size(); ++b)
+    if (impl_->used[b] && !slot_finished(static_cast<int64_t>(b))) return false;
+  return true;
 }
 
 std::vector<int32_t> Decoder::current_best(int64_t b) const {
-  if (b < 0 || b >= batch_size()) throw Error("decoder: request index " + std::to_string(b) + " out of range");
+  if (b < 0 || b >= batch_size() || !impl_->used[b])
+    throw Error("decoder: request index " + std::to_string(b) + " out of range");
   const Row& row = impl_->rows[impl_->best_row(b)];
-  const int64_t prompt_len = impl_->requests[b].prompt_len;
+  const int64_t prompt_len = impl_->slots[b].prompt_len;
   return std::vector<int32_t>(row.history.begin() + prompt_len, row.history.end());
 }
 
 std::vector<RequestResult> Decoder::results() const {
-  std::vector<RequestResult> results(impl_->requests.size());
-  const int64_t K = impl_->beam_width;
-  for (size_t b = 0; b < impl_->requests.size(); ++b) {
-    const RequestState& rs = impl_->requests[b];
-    const int64_t r0 = static_cast<int64_t>(b) * K;
-    std::vector<int64_t> order(K);
-    std::iota(order.begin(), order.end(), r0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t x, int64_t y) { return impl_->rows[x].score > impl_->rows[y].score; });
-    for (int64_t r : order) {
-      const Row& row = impl_->rows[r];
-      BeamResult beam;
-      beam.output_ids.assign(row.history.begin() + rs.prompt_len, row.history.end());
-      beam.cum_log_prob = row.cum_log_prob;
-      beam.output_log_probs = row.output_log_probs;
-      beam.finish_reason = row.finished ? row.reason : FinishReason::kNone;
-      results[b].beams.push_back(std::move(beam));
-    }
-  }
+  std::vector<RequestResult> results;
+  for (size_t b = 0; b < impl_->slots.size(); ++b)
+    if (impl_->used[b]) results.push_back(impl_->result(b));
   return results;
 }
 

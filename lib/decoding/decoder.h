@@ -1,11 +1,14 @@
 #pragma once
-// Decoder: everything between a step's logits and the next tokens, for one batch of requests
-// (FT's DynamicDecodeLayer + BeamSearchLayer + stop criteria). Device-neutral: it sees fp32 logits
-// on the host. The generator (lib/engine) runs the model on every row, calls step(), and reorders
+// Decoder: everything between a step's logits and the next tokens (FT's DynamicDecodeLayer +
+// BeamSearchLayer + stop criteria), for a set of request slots. Device-neutral: it sees fp32 logits
+// on the host. The scheduler (lib/engine) runs the model on every row, calls step(), and reorders
 // its KV cache by `parents` when beams are used.
 //
-// Rows: request b, beam k is row b * beam_width + k. beam_width is one value for the whole batch
-// (as in FT); a request's own beam_width must equal it.
+// Slots: the decoder has `slots` request slots of `beam_width` rows each; slot s, beam k is row
+// s * beam_width + k. A request joins a free slot with add() and leaves with take() once
+// slot_finished(), so requests come and go while others decode (continuous batching); each keeps its
+// own sampling parameters and random stream, so its tokens do not depend on its neighbours.
+// beam_width is one value for the decoder (as in FT); a request's own beam_width must equal it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +24,8 @@ struct SamplingConfig {
   double top_p_decay = 1.0;
   double top_p_min = 1e-6;
   int32_t top_p_reset_id = -1;
+  // 0 means greedy decoding (FT divides by T + 1e-6, which makes any draw the argmax); log probs
+  // are then those of the unscaled logits.
   double temperature = 1.0;
   double repetition_penalty = 1.0;      // exclusive with presence_penalty (both set: Error)
   double presence_penalty = 0.0;
@@ -29,7 +34,7 @@ struct SamplingConfig {
   int64_t beam_width = 1;
   double beam_search_diversity_rate = 0.0;
   uint64_t seed = 0;                    // per-request RNG: same seed, same samples, whatever the batch
-  int32_t end_id = -1;
+  int32_t end_id = -1;                  // < 0 or >= vocab: no end id (generation stops on length)
   std::vector<std::vector<int32_t>> stop_words;  // each word: a token sequence
   std::vector<std::vector<int32_t>> bad_words;
   bool return_log_probs = false;        // output_log_probs, and cum_log_prob when sampling
@@ -40,6 +45,18 @@ struct DecodeRequest {
   int64_t max_new_tokens = 0;
   SamplingConfig sampling;
 };
+
+// FT's limits (ft-runtime §2.1, §2.4): top-k kernels take at most 1024 candidates, beam kernels 64
+// beams.
+constexpr int64_t kMaxTopK = 1024;
+constexpr int64_t kMaxBeamWidth = 64;
+
+// Throws Error (the message names the field and value, no location) when a request breaks FT's
+// rules: an empty prompt or an id outside [0, vocab), max_new_tokens < 0 (0: nothing to generate), top_k outside [0, 1024],
+// top_p outside [0, 1], temperature < 0, repetition_penalty <= 0, both penalties set, min_length < 0,
+// beam_width outside [1, 64], non-finite values. An end_id outside the vocabulary is allowed (it
+// never matches).
+void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
 enum class FinishReason { kNone, kLength, kEndId, kStopWords };
 const char* finish_reason_name(FinishReason r);  // "length", "end_id", "stop_words"
@@ -58,26 +75,39 @@ struct RequestResult {
 struct StepOutput {
   std::vector<int32_t> tokens;          // [rows] token appended to each row this step
   std::vector<int32_t> parents;         // [rows] row whose history (and KV cache) this row continues
-  std::vector<bool> finished;           // [rows] row finished (after this step)
+  std::vector<bool> finished;           // [rows] row finished (after this step); free slots: true
 };
 
 class Decoder {
  public:
-  // vocab_size: logits width (padding columns beyond the real vocab are never chosen).
+  // `slots` free request slots of `beam_width` rows; vocab_size: logits width (padding columns
+  // beyond the real vocab are never chosen).
+  Decoder(int64_t slots, int64_t beam_width, int64_t vocab_size);
+  // The requests in slots 0..n-1 (the beam width is the first request's).
   Decoder(std::vector<DecodeRequest> requests, int64_t vocab_size);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
-  int64_t batch_size() const;
+  int64_t batch_size() const;  // slots
   int64_t beam_width() const;
   int64_t rows() const { return batch_size() * beam_width(); }
-  // logits: [rows, vocab_size] fp32, row-major; modified in place (penalties, bans, temperature).
-  // The first call takes the logits of each prompt's last position (beams of one request share it).
+
+  // Puts a request into a free slot (check_decode_request's errors, prefixed "request <slot>").
+  // Its first step() takes the logits of its prompt's last position in every one of its rows.
+  void add(int64_t slot, DecodeRequest request);
+  bool occupied(int64_t slot) const;
+  bool slot_finished(int64_t slot) const;  // every beam of the slot's request finished
+  // The slot's result; frees the slot.
+  RequestResult take(int64_t slot);
+
+  // logits: [rows, vocab_size] fp32, row-major; rows of occupied slots are read and modified in
+  // place (penalties, bans, temperature), the others ignored.
   const StepOutput& step(float* logits);
-  bool all_finished() const;
-  // Tokens generated so far for request b's current best beam (for streaming).
+  bool all_finished() const;  // every occupied slot finished
+  // Tokens generated so far for slot b's current best beam (for streaming).
   std::vector<int32_t> current_best(int64_t b) const;
+  // Results of the occupied slots, in slot order (slots stay occupied).
   std::vector<RequestResult> results() const;
 
  private:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "formats/error.h"
@@ -38,32 +39,93 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
 
 Engine::~Engine() { free_buffers(); }
 
-void Engine::free_buffers() {
-  be_.forget_repeatables();  // recorded decode steps name these buffers
-  for (const ops::KvCache& c : k_cache_) be_.release_kv(c);
-  for (const ops::KvCache& c : v_cache_) be_.release_kv(c);
-  k_cache_.clear();
-  v_cache_.clear();
+void Engine::free_workspace() {
   for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
     if (*p) be_.release(*p);
     *p = nullptr;
   }
 }
 
+void Engine::free_buffers() {
+  be_.forget_repeatables();  // recorded decode steps name these buffers
+  for (const ops::KvCache& c : k_cache_) be_.release_kv(c);
+  for (const ops::KvCache& c : v_cache_) be_.release_kv(c);
+  k_cache_.clear();
+  v_cache_.clear();
+  free_workspace();
+}
+
+int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
+  return 2 * cfg_.num_layer * rows * shape_.kv_heads * max_seq * shape_.head_dim *
+         static_cast<int64_t>(dtype_size(be_.kv_dtype()));
+}
+
+int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
+  const int64_t per_token = 4 * H_ + qkv_cols_ + shape_.q_heads * shape_.head_dim + 2 * local_inter_;
+  const int64_t logits = comm_.rank() == 0 ? rows * cfg_.vocab_size : 0;
+  return static_cast<int64_t>(sizeof(float)) * (max_tokens * per_token + rows * H_ + logits);
+}
+
+int64_t Engine::bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const {
+  return cache_bytes(rows, max_seq) + workspace_bytes(rows, std::max(max_prefill_tokens, rows));
+}
+
+namespace {
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
 void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) {
-  if (rows <= rows_ && max_seq <= max_seq_ && max_prefill_tokens <= max_tokens_) return;
-  free_buffers();
+  FTX_CHECK(rows > 0 && max_seq > 0 && max_prefill_tokens >= 0, "",
+            "reserve: rows " + std::to_string(rows) + ", max_seq " + std::to_string(max_seq));
+  const int64_t new_rows = std::max(rows, rows_), new_seq = std::max(max_seq, max_seq_);
+  const int64_t new_tokens = std::max({max_prefill_tokens, new_rows, max_tokens_});
+  const bool grow_cache = new_rows != rows_ || new_seq != max_seq_;
+  const bool grow_work = grow_cache || new_tokens != max_tokens_;
+  if (!grow_work) return;
+
+  // Refuse before allocating. Growing the cache holds the old and the new copy of one layer at once.
+  const int64_t held = rows_ > 0 ? cache_bytes(rows_, max_seq_) + workspace_bytes(rows_, max_tokens_) : 0;
+  const int64_t want_cache = cache_bytes(new_rows, new_seq), want_work = workspace_bytes(new_rows, new_tokens);
+  const int64_t transient = grow_cache && cfg_.num_layer > 0 ? want_cache / cfg_.num_layer : 0;
+  const int64_t extra = want_cache + want_work - held + transient;
+  const size_t avail = be_.available_memory();
+  if (extra > 0 && static_cast<uint64_t>(extra) > avail)
+    throw Error(be_.name() + " backend: out of memory before allocating: the KV cache for " + std::to_string(new_rows) +
+                " rows (batch x beam) x " + std::to_string(new_seq) + " tokens x " + std::to_string(cfg_.num_layer) +
+                " layers needs " + gib(want_cache) + " and the workspaces " + gib(want_work) + ", " + gib(extra) +
+                " more than now; " + gib(static_cast<int64_t>(avail)) +
+                " is available (lower --batch-size, --beam-width or --max-seq-len)");
+
+  be_.forget_repeatables();  // recorded decode steps name the buffers replaced here
   ++generation_;
-  rows_ = std::max(rows, rows_);
-  max_seq_ = std::max(max_seq, max_seq_);
-  max_tokens_ = std::max({max_prefill_tokens, rows_, max_tokens_});
-  shape_.max_seq = max_seq_;
-  length_.assign(static_cast<size_t>(rows_), 0);
-  const size_t cache = static_cast<size_t>(rows_ * shape_.cache_row_elems());
-  for (int64_t l = 0; l < cfg_.num_layer; ++l) {
-    k_cache_.push_back(be_.alloc_kv(cache));
-    v_cache_.push_back(be_.alloc_kv(cache));
+  if (grow_cache) {
+    const int64_t kvh = shape_.kv_heads, d = shape_.head_dim;
+    const size_t n = static_cast<size_t>(new_rows * kvh * new_seq * d);
+    for (int64_t l = 0; l < cfg_.num_layer; ++l) {
+      for (auto* caches : {&k_cache_, &v_cache_}) {
+        ops::KvCache grown = be_.alloc_kv(n);
+        if (static_cast<int64_t>(caches->size()) > l) {
+          // Each (row, head) block of max_seq·d elements keeps its place; the old slots are copied.
+          const ops::KvCache old = (*caches)[l];
+          be_.copy_kv_2d(grown, new_seq * d, old, max_seq_ * d, max_seq_ * d, rows_ * kvh);
+          be_.release_kv(old);
+          (*caches)[l] = grown;
+        } else {
+          caches->push_back(grown);
+        }
+      }
+    }
+    rows_ = new_rows;
+    max_seq_ = new_seq;
+    shape_.max_seq = max_seq_;
+    length_.resize(static_cast<size_t>(rows_), 0);
   }
+  free_workspace();
+  max_tokens_ = new_tokens;
   const size_t T = static_cast<size_t>(max_tokens_);
   x_ = be_.alloc(T * H_);
   ln_ = be_.alloc(T * H_);

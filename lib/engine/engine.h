@@ -25,10 +25,14 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Allocates the KV cache for `rows` rows of `max_seq` tokens and the workspaces for prefills of
-  // up to `max_prefill_tokens` (batch · padded width) tokens. Call before prefill/decode; calling
-  // again with larger numbers reallocates (and forgets all rows).
+  // Makes room for `rows` KV-cache rows of `max_seq` tokens and prefills of up to
+  // `max_prefill_tokens` (batch · padded width) tokens. Only what is too small grows, and growing
+  // keeps every row's cache and length, so the scheduler can grow while rows are decoding. Before
+  // allocating, the growth is checked against the backend's available memory: Error with the
+  // numbers when it does not fit.
   void reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens);
+  // Backend bytes the cache and workspaces take at these sizes.
+  int64_t bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const;
   int64_t rows() const { return rows_; }
   int64_t max_seq() const { return max_seq_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
@@ -56,6 +60,9 @@ class Engine {
   void compute_logits(float* hidden, int64_t n);
   void download_logits(int64_t n, float* logits);
   void free_buffers();
+  void free_workspace();
+  int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
+  int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 
   const ModelWeights& w_;
   const ModelConfig& cfg_;

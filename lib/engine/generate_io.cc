@@ -2,31 +2,24 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "formats/output_file.h"
+#include "lib/util/closest_match.h"
 
 namespace ftx {
 
 namespace {
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, std::string("cannot open: ") + std::strerror(errno));
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
-  return lines;
-}
 
 std::string trim(const std::string& s) {
   size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
@@ -46,60 +39,282 @@ std::string decode_text(const Tokenizer& tok, std::vector<int32_t> ids, int32_t 
   return tok.decode(known);
 }
 
-}  // namespace
-
-std::vector<std::vector<int32_t>> read_start_ids_csv(const std::string& path) {
-  auto lines = read_lines(path);
-  if (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int32_t> ids;
-    std::stringstream ss(lines[i]);
-    std::string field;
-    while (std::getline(ss, field, ',')) {
-      field = trim(field);
-      if (field.empty()) continue;
-      char* end = nullptr;
-      errno = 0;
-      const long long v = std::strtoll(field.c_str(), &end, 10);
-      if (*end != '\0' || errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
-        throw Error(path, "line " + std::to_string(i + 1) + ": '" + field + "' is not a token id");
-      ids.push_back(static_cast<int32_t>(v));
-    }
-    prompts.push_back(std::move(ids));
+std::vector<int32_t> parse_csv_ids(const std::string& line, const std::string& where) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(line);
+  std::string field;
+  while (std::getline(ss, field, ',')) {
+    field = trim(field);
+    if (field.empty()) continue;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(field.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+      throw Error(where + ": '" + field + "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
   }
-  if (prompts.empty()) throw Error(path, "no prompts");
-  return prompts;
+  return ids;
 }
 
-std::vector<std::string> read_text_prompts(const std::string& path) {
-  auto lines = read_lines(path);
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  bool jsonl = false;
-  for (const auto& l : lines)
-    if (!trim(l).empty()) {
-      jsonl = trim(l)[0] == '{';
-      break;
-    }
-  std::vector<std::string> prompts;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (!jsonl) {
-      prompts.push_back(lines[i]);
-      continue;
-    }
-    if (trim(lines[i]).empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(lines[i]);
-    } catch (const std::exception& e) {
-      throw Error(path, "line " + std::to_string(i + 1) + ": not JSON: " + e.what());
-    }
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-      throw Error(path, "line " + std::to_string(i + 1) + ": expected an object with a string \"text\"");
-    prompts.push_back(j["text"].get<std::string>());
+// Typed reads of a JSON field, with errors naming the field and the value found.
+int64_t json_int(const nlohmann::json& v, const std::string& key, const std::string& where) {
+  if (!v.is_number_integer()) throw Error(where + ": \"" + key + "\" must be an integer, not " + v.dump());
+  return v.get<int64_t>();
+}
+double json_number(const nlohmann::json& v, const std::string& key, const std::string& where) {
+  if (!v.is_number()) throw Error(where + ": \"" + key + "\" must be a number, not " + v.dump());
+  return v.get<double>();
+}
+bool json_bool(const nlohmann::json& v, const std::string& key, const std::string& where) {
+  if (!v.is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false, not " + v.dump());
+  return v.get<bool>();
+}
+
+// A word list: a CSV string (as the --stop-words flag), a list of strings (each tokenized alone) or
+// a list of id lists.
+std::vector<std::vector<int32_t>> json_words(const nlohmann::json& v, const std::string& key, const std::string& where,
+                                             const Tokenizer* tok) {
+  auto need_tok = [&] {
+    if (!tok) throw Error(where + ": \"" + key + "\" as text needs a tokenizer (pass --tokenizer DIR) or give id lists");
+  };
+  if (v.is_string()) {
+    need_tok();
+    return parse_word_list(v.get<std::string>(), *tok);
   }
-  if (prompts.empty()) throw Error(path, "no prompts");
-  return prompts;
+  if (!v.is_array()) throw Error(where + ": \"" + key + "\" must be a string or a list, not " + v.dump());
+  std::vector<std::vector<int32_t>> words;
+  for (const auto& w : v) {
+    if (w.is_string()) {
+      need_tok();
+      auto ids = tok->encode(w.get<std::string>());
+      if (!ids.empty()) words.push_back(std::move(ids));
+    } else if (w.is_array()) {
+      std::vector<int32_t> ids;
+      for (const auto& id : w) {
+        if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX)
+          throw Error(where + ": \"" + key + "\": " + id.dump() + " is not a token id");
+        ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      }
+      if (!ids.empty()) words.push_back(std::move(ids));
+    } else {
+      throw Error(where + ": \"" + key + "\": each word must be a string or a list of ids, not " + w.dump());
+    }
+  }
+  return words;
+}
+
+void hash_add(uint64_t& h, const void* p, size_t n) { h = fingerprint64(p, n, h); }
+template <typename T>
+void hash_value(uint64_t& h, const T& v) {
+  hash_add(h, &v, sizeof v);
+}
+void hash_ids(uint64_t& h, const std::vector<int32_t>& ids) {
+  hash_value(h, static_cast<uint64_t>(ids.size()));
+  if (!ids.empty()) hash_add(h, ids.data(), ids.size() * sizeof(int32_t));
+}
+void hash_words(uint64_t& h, const std::vector<std::vector<int32_t>>& words) {
+  hash_value(h, static_cast<uint64_t>(words.size()));
+  for (const auto& w : words) hash_ids(h, w);
+}
+
+}  // namespace
+
+const std::vector<std::string>& request_fields() {
+  static const std::vector<std::string> fields = {
+      "text", "ids", "max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
+      "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
+      "beam_search_diversity_rate"};
+  return fields;
+}
+
+PromptReader::PromptReader(const std::string& path, PromptFormat format, const Tokenizer* tokenizer,
+                           RequestDefaults defaults, PromptLimits limits)
+    : in_(path), format_(format), format_known_(format == PromptFormat::kStartIdsCsv), tok_(tokenizer),
+      defaults_(std::move(defaults)), limits_(limits) {}
+
+Request PromptReader::parse_json(const std::string& line, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const std::exception& e) {
+    throw Error(where + ": not JSON: " + e.what());
+  }
+  if (!j.is_object()) throw Error(where + ": expected a JSON object");
+  Request r;
+  r.decode.max_new_tokens = defaults_.max_new_tokens;
+  r.decode.sampling = defaults_.sampling;
+  r.output = defaults_.output;
+  SamplingConfig& s = r.decode.sampling;
+  const auto& known = request_fields();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      const std::string near = closest_match(k, known);
+      throw Error(where + ": unknown field \"" + k + "\"" + (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+  }
+  if (j.contains("text") == j.contains("ids")) throw Error(where + ": give exactly one of \"text\" and \"ids\"");
+  if (j.contains("text")) {
+    if (!j["text"].is_string()) throw Error(where + ": \"text\" must be a string");
+    if (!tok_) throw Error(where + ": \"text\" needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
+    r.decode.input_ids = tok_->encode(j["text"].get<std::string>());
+  } else {
+    if (!j["ids"].is_array()) throw Error(where + ": \"ids\" must be a list of token ids");
+    for (const auto& id : j["ids"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX)
+        throw Error(where + ": " + id.dump() + " is not a token id");
+      r.decode.input_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const nlohmann::json& v = it.value();
+    if (k == "max_new_tokens") r.decode.max_new_tokens = json_int(v, k, where);
+    else if (k == "top_k") s.top_k = json_int(v, k, where);
+    else if (k == "top_p") s.top_p = json_number(v, k, where);
+    else if (k == "temperature") s.temperature = json_number(v, k, where);
+    else if (k == "repetition_penalty") s.repetition_penalty = json_number(v, k, where);
+    else if (k == "presence_penalty") s.presence_penalty = json_number(v, k, where);
+    else if (k == "min_length") s.min_length = json_int(v, k, where);
+    else if (k == "seed") {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        throw Error(where + ": \"seed\" must be a non-negative integer, not " + v.dump());
+      s.seed = v.get<uint64_t>();
+    } else if (k == "stop_words") s.stop_words = json_words(v, k, where, tok_);
+    else if (k == "bad_words") s.bad_words = json_words(v, k, where, tok_);
+    else if (k == "end_id") {
+      const int64_t e = json_int(v, k, where);
+      if (e < INT32_MIN || e > INT32_MAX) throw Error(where + ": \"end_id\" " + v.dump() + " is not a token id");
+      s.end_id = static_cast<int32_t>(e);
+    } else if (k == "return_log_probs") {
+      r.output.log_probs = r.output.cum_log_probs = json_bool(v, k, where);
+    } else if (k == "beam_width") s.beam_width = json_int(v, k, where);
+    else if (k == "len_penalty") s.len_penalty = json_number(v, k, where);
+    else if (k == "beam_search_diversity_rate") s.beam_search_diversity_rate = json_number(v, k, where);
+  }
+  return r;
+}
+
+bool PromptReader::read_next() {
+  std::string line;
+  for (;;) {
+    if (!in_.next(line)) return false;
+    const std::string where = in_.name() + ": line " + std::to_string(in_.line_number()) + " (prompt " +
+                              std::to_string(next_index_ + 1) + ")";
+    std::string after;
+    const bool last = !in_.peek(after);
+    if (!format_known_) {
+      if (trim(line).empty()) {
+        if (last) return false;
+        continue;
+      }
+      format_known_ = true;
+      json_lines_ = trim(line)[0] == '{';
+    }
+    Request r;
+    if (format_ == PromptFormat::kText && json_lines_) {
+      if (trim(line).empty()) continue;  // blank lines between JSON lines
+      r = parse_json(line, where);
+    } else {
+      if (line.empty() && last) return false;  // a final empty line
+      r.decode.max_new_tokens = defaults_.max_new_tokens;
+      r.decode.sampling = defaults_.sampling;
+      r.output = defaults_.output;
+      if (format_ == PromptFormat::kStartIdsCsv) {
+        r.decode.input_ids = parse_csv_ids(line, where);
+      } else {
+        if (!tok_) throw Error(in_.name(), "text prompts need a tokenizer: none found in the model folder; pass --tokenizer DIR");
+        r.decode.input_ids = tok_->encode(line);
+      }
+    }
+    // FT semantics: a request with no input starts from start_id (only when one is given).
+    if (r.decode.input_ids.empty() && defaults_.start_id >= 0) r.decode.input_ids.push_back(defaults_.start_id);
+    if (r.decode.input_ids.empty())
+      throw Error(where + ": empty prompt" + (defaults_.start_id < 0 ? " (--start-id ID starts empty prompts from ID)" : ""));
+    for (int32_t id : r.decode.input_ids)
+      if (id < 0 || id >= limits_.vocab_size)
+        throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(limits_.vocab_size) + ")");
+    const int64_t total = static_cast<int64_t>(r.decode.input_ids.size()) + r.decode.max_new_tokens;
+    if (limits_.max_positions > 0 && total > limits_.max_positions)
+      throw Error(where + ": " + std::to_string(r.decode.input_ids.size()) + " prompt tokens + " +
+                  std::to_string(r.decode.max_new_tokens) + " new tokens = " + std::to_string(total) +
+                  " exceeds the model's max_pos_seq_len " + std::to_string(limits_.max_positions));
+    try {
+      check_decode_request(r.decode, limits_.vocab_size);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    const int32_t end_id = r.decode.sampling.end_id;
+    if (end_id >= limits_.vocab_size && warned_end_ids_.insert(end_id).second)
+      std::fprintf(stderr, "ftx: warning: %s: end_id %d is outside the vocabulary [0, %lld): generation will not stop on it\n",
+                   where.c_str(), end_id, static_cast<long long>(limits_.vocab_size));
+    r.output.end_id = end_id;
+    r.index = next_index_++;
+    r.fingerprint = request_fingerprint(r);
+    next_ = std::move(r);
+    return true;
+  }
+}
+
+const Request* PromptReader::peek() {
+  if (!have_ && !at_end_) {
+    have_ = read_next();
+    at_end_ = !have_;
+  }
+  return have_ ? &next_ : nullptr;
+}
+
+Request PromptReader::take() {
+  if (!peek()) throw Error(in_.name(), "internal: take() past the end of the prompts");
+  have_ = false;
+  return std::move(next_);
+}
+
+void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name) {
+  for (int64_t i = 0; i < journal.resumed(); ++i) {
+    const Request* r = source.peek();
+    if (!r)
+      throw Error(input_name, "has " + std::to_string(i) + " prompts, but " + journal.partial_path() + " holds " +
+                                  std::to_string(journal.resumed()) + " results: the input changed; --force starts over");
+    if (r->fingerprint != journal.fingerprint(i))
+      throw Error(input_name, "prompt " + std::to_string(i + 1) + " (or its parameters) differs from the one whose "
+                              "result " + journal.partial_path() + " holds: the input changed; --force starts over");
+    source.take();
+  }
+}
+
+std::string model_identity(const std::string& model_dir) {
+  uint64_t h = fingerprint64(nullptr, 0);
+  for (const char* name : {"config.ini", "manifest.json"}) {
+    std::ifstream in(model_dir + "/" + name, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    hash_value(h, static_cast<uint64_t>(text.size()));
+    hash_add(h, text.data(), text.size());
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+uint64_t request_fingerprint(const Request& r) {
+  uint64_t h = fingerprint64(nullptr, 0);
+  const SamplingConfig& s = r.decode.sampling;
+  hash_value(h, r.index);
+  hash_ids(h, r.decode.input_ids);
+  hash_value(h, r.decode.max_new_tokens);
+  for (double v : {s.top_p, s.top_p_decay, s.top_p_min, s.temperature, s.repetition_penalty, s.presence_penalty,
+                   s.len_penalty, s.beam_search_diversity_rate})
+    hash_value(h, v);
+  for (int64_t v : {s.top_k, s.min_length, s.beam_width, static_cast<int64_t>(s.top_p_reset_id),
+                    static_cast<int64_t>(s.end_id), static_cast<int64_t>(s.return_log_probs)})
+    hash_value(h, v);
+  hash_value(h, s.seed);
+  hash_words(h, s.stop_words);
+  hash_words(h, s.bad_words);
+  hash_value(h, static_cast<uint8_t>(r.output.log_probs));
+  hash_value(h, static_cast<uint8_t>(r.output.cum_log_probs));
+  return h;
 }
 
 std::vector<std::string> split_csv_record(const std::string& s) {
@@ -138,46 +353,30 @@ std::vector<std::vector<int32_t>> parse_word_list(const std::string& csv, const 
   return words;
 }
 
-void check_prompts(const std::vector<std::vector<int32_t>>& prompts, const std::string& origin,
-                   int64_t vocab, int64_t max_new_tokens, int64_t max_pos_seq_len) {
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string where = "prompt " + std::to_string(i + 1);
-    if (prompts[i].empty()) throw Error(origin, where + ": empty prompt");
-    for (int32_t id : prompts[i])
-      if (id < 0 || id >= vocab)
-        throw Error(origin, where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                std::to_string(vocab) + ")");
-    const int64_t total = static_cast<int64_t>(prompts[i].size()) + max_new_tokens;
-    if (max_pos_seq_len > 0 && total > max_pos_seq_len)
-      throw Error(origin, where + ": " + std::to_string(prompts[i].size()) + " prompt tokens + " +
-                              std::to_string(max_new_tokens) + " new tokens = " + std::to_string(total) +
-                              " exceeds the model's max_pos_seq_len " + std::to_string(max_pos_seq_len));
-  }
-}
-
-std::string result_json(int64_t index, const GenerationOutput& out, const ResultFormat& fmt) {
+std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
   nlohmann::ordered_json j;
-  j["index"] = index;
+  j["index"] = out.index;
   j["input_length"] = out.input_length;
   const auto& beams = out.result.beams;
   static const BeamResult empty;
   const BeamResult& best = beams.empty() ? empty : beams[0];
+  const int32_t end_id = out.output.end_id;
   j["output_ids"] = best.output_ids;
   j["sequence_length"] = out.input_length + static_cast<int64_t>(best.output_ids.size());
   j["finish_reason"] = finish_reason_name(best.finish_reason);
-  if (fmt.tokenizer) j["text"] = text_value(decode_text(*fmt.tokenizer, best.output_ids, fmt.end_id));
-  if (fmt.cum_log_probs) j["cum_log_prob"] = best.cum_log_prob;
-  if (fmt.log_probs) j["output_log_probs"] = best.output_log_probs;
-  if (fmt.beam_width > 1) {
+  if (fmt.tokenizer) j["text"] = text_value(decode_text(*fmt.tokenizer, best.output_ids, end_id));
+  if (out.output.cum_log_probs) j["cum_log_prob"] = best.cum_log_prob;
+  if (out.output.log_probs) j["output_log_probs"] = best.output_log_probs;
+  if (beams.size() > 1) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& b : beams) {
       nlohmann::ordered_json e;
       e["output_ids"] = b.output_ids;
       e["sequence_length"] = out.input_length + static_cast<int64_t>(b.output_ids.size());
       e["finish_reason"] = finish_reason_name(b.finish_reason);
-      if (fmt.tokenizer) e["text"] = text_value(decode_text(*fmt.tokenizer, b.output_ids, fmt.end_id));
+      if (fmt.tokenizer) e["text"] = text_value(decode_text(*fmt.tokenizer, b.output_ids, end_id));
       e["cum_log_prob"] = b.cum_log_prob;
-      if (fmt.log_probs) e["output_log_probs"] = b.output_log_probs;
+      if (out.output.log_probs) e["output_log_probs"] = b.output_log_probs;
       arr.push_back(std::move(e));
     }
     j["beams"] = std::move(arr);

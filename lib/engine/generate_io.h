@@ -1,45 +1,97 @@
 #pragma once
-// The files of `ftx generate`: prompt inputs (FT start_ids CSV, text lines, JSONL {"text"}),
-// FT-style word lists, and the JSON-lines results. Kept out of cmd/ so tests can call them.
+// The files of `ftx generate`: prompt inputs streamed as requests (FT start_ids CSV, text lines,
+// JSON lines with per-request parameters), FT-style word lists, and the JSON-lines results.
+// Kept out of cmd/ so tests can call them.
 #include <cstdint>
-#include <optional>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "lib/engine/generator.h"
+#include "formats/input_file.h"
+#include "formats/output_file.h"
+#include "lib/engine/scheduler.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace ftx {
-
-// FT start_ids.csv: one prompt per line, comma-separated ids (spaces allowed). A final empty line
-// is ignored; other empty lines are empty prompts (rejected later by check_prompts).
-std::vector<std::vector<int32_t>> read_start_ids_csv(const std::string& path);
-
-// Text prompts: JSON lines {"text": "..."} when the first non-blank line starts with '{', else one
-// prompt per line (a trailing "\r" is dropped; a final empty line is ignored).
-std::vector<std::string> read_text_prompts(const std::string& path);
 
 // FT word_list.py: the string is one CSV record (csv.reader: commas, "quoted, fields", "" escapes);
 // each word is tokenised on its own. Empty words are skipped.
 std::vector<std::string> split_csv_record(const std::string& s);
 std::vector<std::vector<int32_t>> parse_word_list(const std::string& csv, const Tokenizer& tok);
 
-// Errors naming `origin` and the 1-based prompt number: an empty prompt, an id outside
-// [0, vocab), or (learned positions, max_pos > 0) prompt + max_new_tokens beyond max_pos_seq_len.
-void check_prompts(const std::vector<std::vector<int32_t>>& prompts, const std::string& origin,
-                   int64_t vocab, int64_t max_new_tokens, int64_t max_pos_seq_len);
+// What every request starts from (the flags); a JSON line may override the per-request fields.
+struct RequestDefaults {
+  int64_t max_new_tokens = 0;
+  SamplingConfig sampling;
+  ResultOptions output;
+  int32_t start_id = -1;  // >= 0: an empty prompt starts from this id (FT's max_in = 0 case)
+};
+
+// What a prompt may not exceed.
+struct PromptLimits {
+  int64_t vocab_size = 0;
+  int64_t max_positions = 0;  // learned/sinusoidal position tables: prompt + new tokens; 0: none
+};
+
+enum class PromptFormat {
+  kStartIdsCsv,  // FT start_ids.csv: one prompt per line, comma-separated ids
+  kText,         // one prompt per line, or JSON lines (when the first non-blank line starts with '{')
+};
+
+// The JSON-line fields a request may carry besides "text" or "ids".
+const std::vector<std::string>& request_fields();
+
+// Streams requests from a prompt file ("-": standard input) one line at a time, so memory does not
+// grow with the input. Every error names the file, the line and the prompt number: an id outside
+// the vocabulary, an empty prompt (without start_id), a prompt too long for the position table,
+// a malformed or unknown JSON field, a value outside FT's range (check_decode_request).
+// A final empty line is ignored. An end_id outside the vocabulary is a warning (once per value):
+// FT runs such requests, they simply never stop on it.
+class PromptReader : public RequestSource {
+ public:
+  PromptReader(const std::string& path, PromptFormat format, const Tokenizer* tokenizer, RequestDefaults defaults,
+               PromptLimits limits);
+  const Request* peek() override;
+  Request take() override;
+  int64_t requests_read() const { return next_index_; }
+
+ private:
+  bool read_next();
+  Request parse_json(const std::string& line, const std::string& where);
+
+  LineReader in_;
+  PromptFormat format_;
+  bool format_known_ = false;  // kText: whether json_lines_ was decided (first non-blank line)
+  bool json_lines_ = false;
+  const Tokenizer* tok_;
+  RequestDefaults defaults_;
+  PromptLimits limits_;
+  int64_t next_index_ = 0;
+  bool have_ = false, at_end_ = false;
+  Request next_;
+  std::set<int32_t> warned_end_ids_;
+};
+
+// The fingerprint --resume compares: the prompt ids and every resolved parameter of the request.
+uint64_t request_fingerprint(const Request& r);
+
+// --resume: consumes the first journal.resumed() requests of `source`, checking each against the
+// fingerprint of the record OUT.partial holds for it. Error naming the input and the prompt when
+// one differs or the input has fewer prompts (the input or the options changed).
+void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name);
+
+// What identifies a model folder's contents for --resume: a hash of config.ini and manifest.json.
+std::string model_identity(const std::string& model_dir);
 
 struct ResultFormat {
-  int32_t end_id = -1;
-  int64_t beam_width = 1;
-  bool log_probs = false;      // output_log_probs
-  bool cum_log_probs = false;  // cum_log_prob
   bool context_embedding = false;
   const Tokenizer* tokenizer = nullptr;  // adds "text" when set
 };
 // One result line (no trailing newline). sequence_length = input_length + new tokens (the
-// compacted length; FT's own counter would also count a short row's padding).
-std::string result_json(int64_t index, const GenerationOutput& out, const ResultFormat& fmt);
+// compacted length; FT's own counter would also count a short row's padding). Beams (more than
+// one) add "beams", best first.
+std::string result_json(const GenerationOutput& out, const ResultFormat& fmt);
 // One streaming line: {"index", "step", "token"[, "text"][, "output_ids" (beams)]}.
 std::string stream_json(const StreamEvent& ev, const Tokenizer* tokenizer);
 

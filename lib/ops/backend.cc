@@ -2,7 +2,10 @@
 #include "lib/ops/backend.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
@@ -79,6 +82,45 @@ Weight Backend::upload_weight(const void* src, DType src_dtype, size_t n) {
 
 void Backend::release_weight(const Weight& w) {
   if (w) release(const_cast<float*>(w.fp32()));
+}
+
+namespace {
+
+// A number from a one-line file such as /sys/fs/cgroup/memory.max; -1 when absent or "max".
+int64_t read_number_file(const char* path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v) || v == "max") return -1;
+  try {
+    return std::stoll(v);
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+size_t Backend::available_memory() const {
+  int64_t avail = -1;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      avail = kb * 1024;
+      break;
+    }
+  }
+  // A container's limit is lower than what the host has free.
+  const int64_t limit = read_number_file("/sys/fs/cgroup/memory.max");
+  const int64_t used = read_number_file("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0) {
+    const int64_t headroom = std::max<int64_t>(0, limit - used);
+    avail = avail < 0 ? headroom : std::min(avail, headroom);
+  }
+  return avail < 0 ? SIZE_MAX : static_cast<size_t>(avail);
 }
 
 std::vector<float> alibi_slopes(int64_t num_heads) {

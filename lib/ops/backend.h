@@ -105,6 +105,11 @@ class Backend {
   virtual void abort_repeatable() {}
   virtual void forget_repeatables() {}
 
+  // Bytes this backend can still allocate: free device memory on a GPU; on the CPU the host's
+  // MemAvailable, lowered to the cgroup's memory.max headroom when one is set. Used to refuse a
+  // run that cannot fit before allocating it.
+  virtual size_t available_memory() const;
+
   // ---- memory (counts are in floats) ----
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;
@@ -159,6 +164,11 @@ class Backend {
   virtual void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
+  // dst[i·dst_pitch + j] := src[i·src_pitch + j] for i < height, j < width, in elements of the
+  // caches' dtype (both the same), dst and src distinct allocations. Growing a cache (more rows or
+  // slots per row) copies the old one into the new one so rows keep their histories.
+  virtual void copy_kv_2d(const KvCache& dst, int64_t dst_pitch, const KvCache& src, int64_t src_pitch,
+                          int64_t width, int64_t height) = 0;
   // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering).
   virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;

@@ -38,7 +38,8 @@ def run(args, mpi=0):
 def generate(tmp, model_dir, extra=(), mpi=0, name="out.jsonl", csv=None):
     out = os.path.join(tmp, name)
     csv = csv or os.path.join(os.path.dirname(model_dir), "start_ids.csv")
-    r = run(["-m", model_dir, "--input-ids", csv, "--max-new-tokens", "6", "--output", out, "--quiet", *extra], mpi)
+    r = run(["-m", model_dir, "--input-ids", csv, "--max-new-tokens", "6", "--output", out, "--force", "--quiet", *extra],
+            mpi)
     if r.returncode != 0:
         check(False, f"{model_dir} {extra}: exit {r.returncode}: {r.stderr.strip()}")
         return None, r
@@ -89,7 +90,7 @@ def test_cli(tmp):
     with open(prompts, "w") as f:
         f.write(json.dumps({"text": "Hello world, this is"}) + "\n" + json.dumps({"text": "The quick brown"}) + "\n")
     out = os.path.join(tmp, "text.jsonl")
-    r = run(["-m", bpe, "--prompts", prompts, "--max-new-tokens", "4", "--output", out, "--quiet"])
+    r = run(["-m", bpe, "--prompts", prompts, "--max-new-tokens", "4", "--output", out, "--force", "--quiet"])
     check(r.returncode == 0, f"text prompts: {r.stderr}")
     if r.returncode == 0:
         res = [json.loads(l) for l in open(out)]
@@ -105,7 +106,7 @@ def test_cli(tmp):
             with open(prompts, "w") as f:
                 f.write(json.dumps({"text": "Hello world, this is"}) + "\n")
             quoted = '"' + piece.replace('"', '""') + '"'
-            r = run(["-m", bpe, "--prompts", prompts, "--max-new-tokens", "4", "--output", out, "--quiet",
+            r = run(["-m", bpe, "--prompts", prompts, "--max-new-tokens", "4", "--output", out, "--force", "--quiet",
                      "--stop-words", quoted + ",unrelated words"])
             s = [json.loads(l) for l in open(out)][0] if r.returncode == 0 else {}
             first = res[0]["output_ids"].index(res[0]["output_ids"][1])  # generation stops at its first occurrence
@@ -146,12 +147,12 @@ def test_errors(tmp):
     out = os.path.join(tmp, "err.jsonl")
     base = ["--max-new-tokens", "4", "--output", out]
     expect_error("id >= vocab", ["-m", m, "--input-ids", csv("big.csv", "1,2,301\n"), *base],
-                 "prompt 1: token id 301 is outside the vocabulary [0, 301)")
+                 "big.csv: line 1 (prompt 1): token id 301 is outside the vocabulary [0, 301)")
     expect_error("negative id", ["-m", m, "--input-ids", csv("neg.csv", "5\n-1\n"), *base],
-                 "prompt 2: token id -1 is outside the vocabulary")
+                 "neg.csv: line 2 (prompt 2): token id -1 is outside the vocabulary")
     expect_error("empty prompt", ["-m", m, "--input-ids", csv("empty.csv", "1,2\n\n3\n"), *base],
-                 "prompt 2: empty prompt")
-    expect_error("not an id", ["-m", m, "--input-ids", csv("bad.csv", "1,x\n"), *base], "line 1: 'x' is not a token id")
+                 "empty.csv: line 2 (prompt 2): empty prompt")
+    expect_error("not an id", ["-m", m, "--input-ids", csv("bad.csv", "1,x\n"), *base], "bad.csv: line 1 (prompt 1): 'x' is not a token id")
     expect_error("beyond max_pos_seq_len", ["-m", m, "--input-ids", csv("long.csv", ",".join(["1"] * 60) + "\n"),
                                             "--max-new-tokens", "5", "--output", out],
                  "60 prompt tokens + 5 new tokens = 65 exceeds the model's max_pos_seq_len 64")

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
-#include "lib/engine/generator.h"
+#include "lib/engine/scheduler.h"
 #include "formats/error.h"
 #include "lib/ops/backend.h"
 
@@ -829,8 +829,10 @@ std::vector<GenerationOutput> generate_on(ops::Backend& be, const std::string& d
   dist::SingleRank comm;
   auto w = ModelWeights::load(dir + "/1-gpu", 0, 1, be);
   Engine eng(w, be, comm);
-  Generator gen(eng, comm, GenerateOptions{});
-  return gen.run(requests);
+  SchedulerOptions opt;
+  opt.batch_size = static_cast<int64_t>(requests.size());  // one padded batch
+  Scheduler scheduler(eng, comm, opt);
+  return scheduler.run_all(requests);
 }
 
 std::vector<std::vector<int32_t>> tokens_of(const std::vector<GenerationOutput>& outs) {

@@ -44,6 +44,88 @@ TEST(DecodingDecoder, MaxNewTokensFinishesWithReasonLength) {
   EXPECT_STREQ(finish_reason_name(FinishReason::kLength), "length");
 }
 
+// FT runs a folder whose end_id lies outside the vocabulary: generation never stops on it, and a
+// finished row is filled with id 0 rather than the impossible end_id.
+TEST(DecodingDecoder, EndIdOutsideTheVocabularyNeverMatches) {
+  SamplingConfig s;
+  s.end_id = 50256;
+  const int64_t vocab = 6;
+  const auto run = run_decoder({make_request({5}, 3, s)}, vocab, scripted([](int64_t) { return 3; }, 0, vocab));
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{3, 3, 3}));
+  EXPECT_EQ(run.results[0].beams[0].finish_reason, FinishReason::kLength);
+}
+
+// Temperature 0 is greedy decoding on the unscaled logits, whatever top_k/top_p say.
+TEST(DecodingDecoder, TemperatureZeroIsGreedy) {
+  const int64_t vocab = 6;
+  SamplingConfig s;
+  s.temperature = 0.0;
+  s.top_k = 4;
+  s.top_p = 0.9;
+  s.seed = 7;
+  s.return_log_probs = true;
+  // Nearly flat logits: a draw among the top 4 would leave the argmax most of the time.
+  auto flat = [&](int64_t step, int64_t, const std::vector<int32_t>&, float* l) {
+    std::fill(l, l + vocab, 0.9f);
+    l[step % 3] = 1.0f;
+  };
+  const auto run = run_decoder({make_request({5}, 8, s)}, vocab, flat);
+  EXPECT_EQ(run.results[0].beams[0].output_ids, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0, 1}));
+  // cum_log_prob sums log softmax of the unscaled logits: 8 x log(e^1 / (e^1 + 5 e^0.9)).
+  const double lp = 1.0 - std::log(std::exp(1.0) + 5 * std::exp(0.9));
+  EXPECT_NEAR(run.results[0].beams[0].cum_log_prob, 8 * lp, 1e-5);
+  SamplingConfig sampled = s;
+  sampled.temperature = 1.0;
+  const auto drawn = run_decoder({make_request({5}, 8, sampled)}, vocab, flat);
+  EXPECT_NE(drawn.results[0].beams[0].output_ids, run.results[0].beams[0].output_ids);
+}
+
+// Slots come and go: a request added to a freed slot decodes exactly as it would alone.
+TEST(DecodingDecoder, SlotsAreReusedWithoutCarryingState) {
+  const int64_t vocab = 8;
+  SamplingConfig s;
+  s.top_k = 5;
+  s.seed = 11;
+  s.return_log_probs = true;
+  std::vector<float> logits(2 * vocab);
+  auto fill = [&](int64_t row, int64_t step) {
+    for (int64_t v = 0; v < vocab; ++v) logits[row * vocab + v] = 0.1f * float((v * 7 + step * 3 + row) % vocab);
+  };
+  // Alone: slot 0 of a 1-slot decoder.
+  Decoder alone(1, 1, vocab);
+  alone.add(0, make_request({1, 2}, 3, s));
+  for (int64_t step = 0; step < 3; ++step) {
+    fill(0, step);
+    alone.step(logits.data());
+  }
+  const RequestResult want = alone.take(0);
+  // In slot 1 after another request used it, next to a different request in slot 0.
+  Decoder d(2, 1, vocab);
+  SamplingConfig other = s;
+  other.seed = 99;
+  d.add(1, make_request({3}, 1, other));
+  fill(1, 0);
+  d.step(logits.data());
+  ASSERT_TRUE(d.slot_finished(1));
+  d.take(1);
+  EXPECT_FALSE(d.occupied(1));
+  d.add(0, make_request({4, 4, 4}, 5, other));
+  d.add(1, make_request({1, 2}, 3, s));
+  for (int64_t step = 0; step < 3; ++step) {
+    fill(0, step + 10);
+    // The same logits as the lone run, in row 1.
+    for (int64_t v = 0; v < vocab; ++v) logits[vocab + v] = 0.1f * float((v * 7 + step * 3) % vocab);
+    d.step(logits.data());
+  }
+  ASSERT_TRUE(d.slot_finished(1));
+  const RequestResult got = d.take(1);
+  EXPECT_EQ(got.beams[0].output_ids, want.beams[0].output_ids);
+  EXPECT_EQ(got.beams[0].output_log_probs, want.beams[0].output_log_probs);
+  EXPECT_EQ(got.beams[0].cum_log_prob, want.beams[0].cum_log_prob);
+  EXPECT_THROW(d.add(0, make_request({1}, 1, s)), Error);  // occupied
+  EXPECT_THROW(d.take(1), Error);                          // free
+}
+
 TEST(DecodingDecoder, ZeroMaxNewTokensIsFinishedFromTheStart) {
   Decoder d({make_request({1}, 0)}, 4);
   EXPECT_TRUE(d.all_finished());
@@ -153,9 +235,19 @@ TEST(DecodingDecoder, InvalidRequestsAreErrors) {
   EXPECT_THROW(Decoder({make_request({}, 3)}, 4), Error);
   EXPECT_THROW(Decoder({make_request({9}, 3)}, 4), Error);  // prompt id outside vocab
   EXPECT_THROW(Decoder({make_request({1}, -1)}, 4), Error);
-  SamplingConfig s;
-  s.end_id = 4;
-  EXPECT_THROW(Decoder({make_request({1}, 3, s)}, 4), Error);
+  SamplingConfig p;
+  p.top_p = 5.0;
+  EXPECT_THROW(Decoder({make_request({1}, 3, p)}, 4), Error);
+  SamplingConfig big_k;
+  big_k.top_k = kMaxTopK + 1;
+  EXPECT_THROW(Decoder({make_request({1}, 3, big_k)}, 4), Error);
+  SamplingConfig wide;
+  wide.beam_width = kMaxBeamWidth + 1;
+  EXPECT_THROW(Decoder({make_request({1}, 3, wide)}, 4), Error);
+  SamplingConfig beam_t0;
+  beam_t0.beam_width = 2;
+  beam_t0.temperature = 0.0;
+  EXPECT_THROW(Decoder({make_request({1}, 3, beam_t0)}, 4), Error);
   SamplingConfig beam2;
   beam2.beam_width = 2;
   EXPECT_THROW(Decoder({make_request({1}, 3), make_request({1}, 3, beam2)}, 4), Error);

@@ -1,0 +1,59 @@
+#include "cmd/run_control.h"
+
+#include <csignal>
+#include <cstdio>
+
+#include "formats/error.h"
+
+namespace ftx::cmd {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void note_signal(int sig) { g_signal = sig; }
+
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = note_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;  // the second signal takes the default action
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+StopOnSignal::~StopOnSignal() {
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+bool StopOnSignal::requested() const { return g_signal != 0; }
+
+int StopOnSignal::report(const ResultJournal* journal) const {
+  const int sig = g_signal ? static_cast<int>(g_signal) : SIGTERM;
+  if (journal && !journal->direct())
+    std::fprintf(stderr, "ftx: stopped by signal %d: %lld results are in %s; run again with --resume to continue\n", sig,
+                 static_cast<long long>(journal->records()), journal->partial_path().c_str());
+  else if (journal)
+    std::fprintf(stderr, "ftx: stopped by signal %d after %lld results\n", sig, static_cast<long long>(journal->records()));
+  return 128 + sig;
+}
+
+void check_flags_as_request(const DecodeRequest& probe, int64_t vocab_size) {
+  try {
+    check_decode_request(probe, vocab_size);
+  } catch (const Error& e) {
+    // Messages start with the field ("top_p 5 outside [0, 1]"); the flag is the same name.
+    std::string msg = e.what();
+    const size_t space = msg.find(' ');
+    std::string field = msg.substr(0, space);
+    for (char& c : field)
+      if (c == '_') c = '-';
+    throw UsageError("--" + field + msg.substr(space));
+  }
+}
+
+}  // namespace ftx::cmd

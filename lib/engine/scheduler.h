@@ -1,0 +1,165 @@
+#pragma once
+// Scheduler: runs a stream of requests through an Engine and a Decoder. Cache rows are the unit of
+// scheduling: `batch_size` request slots of beam_width rows each. With continuous batching (the
+// default) a request that finishes gives its rows to the next waiting request at once: the
+// newcomers are prefilled into the freed rows, then decode steps go on over every live row. With
+// static batching a new batch starts only when the whole previous one has finished (FT's
+// behaviour). Either way each request keeps its own sampling parameters and random stream, so its
+// tokens do not depend on its neighbours.
+//
+// Requests are pulled one by one from a RequestSource and results are handed out as each request
+// finishes (completion order; OrderedResults restores input order), so memory is bounded by the
+// batch, not by the input. Beam width is one value per batch (as in FT): a request with another
+// width waits until the running ones have finished.
+//
+// Tensor parallelism: every rank runs the engine; rank 0 alone reads the requests, runs the Decoder
+// and hands out results. Each iteration it broadcasts what it admitted (slots and prompt ids) and
+// then the step's tokens/parents/finished flags, so the ranks never diverge and a bad request or a
+// stop reaches every rank as the same error.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/decoding/decoder.h"
+#include "lib/dist/communicator.h"
+#include "lib/engine/engine.h"
+
+namespace ftx {
+
+// What a result line carries besides the tokens (per request; flags give the defaults).
+struct ResultOptions {
+  bool log_probs = false;      // output_log_probs
+  bool cum_log_probs = false;  // cum_log_prob
+  int32_t end_id = -1;         // trailing end_ids are left out of the decoded "text"
+};
+
+struct Request {
+  int64_t index = 0;         // position in the input, 0-based: results are reported with it
+  DecodeRequest decode;
+  ResultOptions output;
+  uint64_t fingerprint = 0;  // identifies the request for --resume; carried to the result
+};
+
+// Pulled on rank 0 only. peek() may throw Error (a malformed input line): the scheduler turns it
+// into the same error on every rank.
+class RequestSource {
+ public:
+  virtual ~RequestSource() = default;
+  // The next request, not yet consumed; nullptr at the end of the input.
+  virtual const Request* peek() = 0;
+  virtual Request take() = 0;  // consumes the request peek() returned
+};
+
+// Requests held in memory (tests, benches, eval).
+class VectorSource : public RequestSource {
+ public:
+  explicit VectorSource(std::vector<Request> requests) : requests_(std::move(requests)) {}
+  const Request* peek() override { return next_ < requests_.size() ? &requests_[next_] : nullptr; }
+  Request take() override { return std::move(requests_[next_++]); }
+
+ private:
+  std::vector<Request> requests_;
+  size_t next_ = 0;
+};
+
+struct SchedulerOptions {
+  int64_t batch_size = 8;           // request slots decoded together
+  int64_t max_seq_len = 0;          // KV cache length per row; 0: grows with the requests
+  bool continuous = true;           // refill finished rows at once; false: static batches
+  bool context_embeddings = false;  // fill GenerationOutput::context_embedding
+};
+
+struct GenerationOutput {
+  int64_t index = 0;
+  uint64_t fingerprint = 0;
+  ResultOptions output;
+  int64_t input_length = 0;
+  RequestResult result;                  // from the Decoder
+  std::vector<float> context_embedding;  // [H]: sum over prompt tokens of the last layer output
+};
+
+// One new token of one request (rank 0), as soon as it exists. With beam search the best beam may
+// change its past, so `best` carries the current best beam's tokens so far.
+struct StreamEvent {
+  int64_t index = 0;   // request index
+  int64_t step = 0;    // 0-based index of this new token
+  int32_t token = 0;   // the new token (beam_width 1: of the request; beams: last of `best`)
+  std::vector<int32_t> best;  // beams only
+};
+using StreamCallback = std::function<void(const StreamEvent&)>;
+using ResultCallback = std::function<void(GenerationOutput&&)>;
+
+struct GenerateStats {
+  double first_token_s = -1;   // time to the first token of the run (prefill + first step)
+  double total_s = 0;          // wall time of the run
+  double prefill_s = 0;
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;  // new tokens of the best beams (end_id included when produced)
+  int64_t prefills = 0;          // admissions (static batching: batches)
+  int64_t steps = 0;             // decode steps
+};
+
+class Scheduler {
+ public:
+  Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions options);
+
+  enum class Status { kDone, kStopped };
+  // Every rank calls run(); rank 0 passes the source (others nullptr) and receives the callbacks.
+  // should_stop (rank 0) is polled before each step: true ends the run after the results already
+  // handed out (kStopped on every rank). Throws Error on every rank for a request the engine
+  // cannot hold or the decoder rejects.
+  Status run(RequestSource* source, const ResultCallback& on_result, const StreamCallback& on_token = nullptr,
+             const std::function<bool()>& should_stop = nullptr);
+  // All requests at once; outputs in input order (rank 0; other ranks get empty outputs).
+  std::vector<GenerationOutput> run_all(const std::vector<DecodeRequest>& requests,
+                                        const StreamCallback& on_token = nullptr);
+  const GenerateStats& stats() const { return stats_; }
+
+ private:
+  struct Plan;
+  struct Slot {
+    bool used = false;
+    int64_t index = 0;
+    int64_t need = 0;  // prompt + max_new_tokens: cache slots the request may fill
+    int64_t input_length = 0;
+    int64_t steps = 0;  // decoding steps taken (the next streamed token's index)
+    uint64_t fingerprint = 0;
+    ResultOptions output;
+    std::vector<float> context_embedding;
+  };
+  Plan plan(RequestSource* source, const std::function<bool()>& should_stop);
+  void share(Plan& p);
+  void admit(const Plan& p);
+  int64_t cache_length_for(int64_t need) const;
+
+  Engine& engine_;
+  dist::Communicator& comm_;
+  SchedulerOptions opt_;
+  GenerateStats stats_;
+  int64_t beam_ = 0;  // beam width of the running batch (0: none yet)
+  std::vector<Slot> slots_;
+  std::unique_ptr<Decoder> decoder_;  // rank 0
+  std::vector<float> logits_;         // rank 0: [slots · beam, V], each row's latest logits
+};
+
+// Restores input order: results arrive in completion order and leave in index order, starting
+// from `first` (the number of results a resumed run already has).
+class OrderedResults {
+ public:
+  using Sink = std::function<void(GenerationOutput&&)>;
+  OrderedResults(int64_t first, Sink sink) : next_(first), sink_(std::move(sink)) {}
+  void add(GenerationOutput&& out);
+  int64_t next() const { return next_; }
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  int64_t next_;
+  Sink sink_;
+  std::map<int64_t, GenerationOutput> pending_;
+};
+
+}  // namespace ftx
