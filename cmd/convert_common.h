@@ -4,6 +4,7 @@
 
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "formats/input_file.h"
 #include "lib/convert/conversion.h"
 
 namespace ftx::cmd {
@@ -23,13 +24,25 @@ inline void add_convert_flags(CLI::App* sub, ConvertFlags& f) {
   sub->add_option("-p,--processes", f.opt.processes, "worker threads")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--vocab-path", f.opt.vocab_path, "vocab.json to copy (and to read <|endoftext|> from)");
   sub->add_option("--merges-path", f.opt.merges_path, "merges.txt to copy");
+  sub->add_option("--start-id", f.opt.start_id, "config.ini start_id (default: the tokenizer's)");
+  sub->add_option("--end-id", f.opt.end_id, "config.ini end_id (default: the tokenizer's)");
   sub->add_flag("--force", f.opt.force, "replace an existing OUT/<N>-gpu/ folder");
   sub->add_flag("-q,--quiet", f.opt.quiet, "no progress on stderr");
 }
 
-// Checks the flags and runs plan -> write. Returns the exit code.
+// Checks the flags and runs plan -> write. Returns the exit code. `folder_only`: the source is
+// always a folder (names it), so it cannot come on standard input; else "-i -" spools stdin to a
+// temporary file (a .nemo archive on a pipe).
 template <typename Planner>
-int run_convert(ConvertFlags& f, Planner plan_fn) {
+int run_convert(ConvertFlags& f, Planner plan_fn, const char* folder_only = nullptr) {
+  if (f.opt.out_dir == "-") throw UsageError("-o: the output is a folder (OUT/<N>-gpu/), it cannot be standard output");
+  if (f.opt.in_path == "-") {
+    if (folder_only) throw UsageError(std::string("-i -: ") + folder_only + " is a folder; it cannot come on standard input");
+    f.opt.in_path = spool_input("-", "the checkpoint");
+  }
+  f.opt.vocab_path = f.opt.vocab_path.empty() ? "" : spool_input(f.opt.vocab_path, "--vocab-path");
+  f.opt.merges_path = f.opt.merges_path.empty() ? "" : spool_input(f.opt.merges_path, "--merges-path");
+  if (f.opt.start_id < -1 || f.opt.end_id < -1) throw UsageError("--start-id/--end-id must be token ids (>= 0)");
   DType dt;
   try {
     dt = dtype_from_name(f.dtype);

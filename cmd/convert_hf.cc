@@ -9,7 +9,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
   auto f = std::make_shared<ftx::cmd::ConvertFlags>();
   ftx::cmd::add_convert_flags(sub, *f);
   sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm");
-  return [f] { return ftx::cmd::run_convert(*f, ftx::plan_hf); };
+  return [f] { return ftx::cmd::run_convert(*f, ftx::plan_hf, "a HuggingFace model"); };
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
   ftx::cmd::add_convert_flags(sub, *f);
   sub->add_option("--head-num", f->opt.head_num, "attention heads (checkpoints without args)");
   sub->add_option("--trained-tensor-parallel-size", f->opt.trained_tp, "training TP size (checkpoints without args)");
-  return [f] { return ftx::cmd::run_convert(*f, ftx::plan_megatron); };
+  return [f] { return ftx::cmd::run_convert(*f, ftx::plan_megatron, "a Megatron checkpoint"); };
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "formats/input_file.h"
+#include "formats/output_file.h"
+#include "lib/engine/generate_io.h"
 #include "lib/dist/communicator.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/model_weights.h"
@@ -25,7 +29,7 @@ struct EvalFlags {
   std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu", dtype = "fp32";
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
-  bool quiet = false;
+  bool quiet = false, force = false, resume = false;
 };
 
 // --data, else the copy installed with ftx (share/ftx), else the source tree's data/.
@@ -41,19 +45,17 @@ std::string default_data_path() {
   throw ftx::Error(candidates.back().string(), "LAMBADA data not found; pass --data lambada_test.jsonl");
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw ftx::Error(path, "write failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ftx::Error(path, "cannot rename " + tmp);
-}
-
 int run_eval(const EvalFlags& f) {
-  if (f.batch_size < 1) throw ftx::UsageError("--batch-size must be at least 1");
+  if (f.batch_size < 1) throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " must be at least 1");
+  if (f.max_examples < 0) throw ftx::UsageError("--max-examples " + std::to_string(f.max_examples) + " is negative");
+  if (f.threads < 0) throw ftx::UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
+  if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
+  if (f.resume && f.output.empty()) throw ftx::UsageError("--resume continues the --output of an interrupted run: give --output");
+  ftx::cmd::StopOnSignal stop_signal;
   ftx::Runtime rt =
-      ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config, ftx::dtype_from_name(f.dtype)});
+      ftx::make_runtime({f.device, f.threads, f.model_dir,
+                         f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
+                         ftx::dtype_from_name(f.dtype)});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -62,35 +64,70 @@ int run_eval(const EvalFlags& f) {
   auto tokenizer = ftx::find_model_tokenizer(f.model_dir, f.tokenizer_dir);
   if (!tokenizer)
     throw ftx::Error(f.model_dir, "no tokenizer in the model folder or its parent; pass --tokenizer DIR");
-  const std::string data = f.data.empty() ? default_data_path() : f.data;
+  // Standard input reaches rank 0 only: it reads the data and every rank gets the token ids.
   std::vector<ftx::LambadaExample> examples;
-  for (const auto& text : ftx::read_lambada_jsonl(data, f.max_examples))
-    examples.push_back(ftx::prepare_lambada_example(text, *tokenizer));
+  std::string failure;
+  if (leader) {
+    try {
+      const std::string data = f.data.empty() ? default_data_path() : f.data;
+      for (const auto& text : ftx::read_lambada_jsonl(data, f.max_examples))
+        examples.push_back(ftx::prepare_lambada_example(text, *tokenizer));
+    } catch (const ftx::Error& e) {
+      failure = e.what();
+    }
+  }
+  if (!comm->all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not read the data" : failure);
+  ftx::broadcast_lambada_examples(*comm, examples);
 
-  auto weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+  // The summary of a resumed run counts the results it already has.
+  ftx::LambadaSummary earlier;
+  std::unique_ptr<ftx::ResultJournal> journal;
+  ftx::ModelWeights weights;
+  try {
+    weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+    if (leader && !f.output.empty()) {
+      nlohmann::ordered_json run;
+      run["model"] = ftx::model_identity(f.model_dir);
+      run["examples"] = examples.size();
+      journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
+      journal->for_each_resumed([&](int64_t i, const std::string& line) {
+        const std::string where = journal->partial_path() + ": line " + std::to_string(i + 1);
+        const ftx::LambadaResult r = ftx::lambada_result_from_json(line, where);
+        if (i >= static_cast<int64_t>(examples.size()) || r.index != i ||
+            journal->fingerprint(i) != ftx::lambada_fingerprint(i, examples[static_cast<size_t>(i)]))
+          throw ftx::Error(where, "does not match example " + std::to_string(i + 1) +
+                                      " of the data: the data changed; --force starts over");
+        earlier.add(r);
+      });
+    }
+  } catch (const ftx::UsageError&) {
+    throw;
+  } catch (const ftx::Error& e) {
+    failure = e.what();
+  }
+  if (!comm->all_true(failure.empty()))
+    throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
+  int64_t first = leader && journal ? journal->resumed() : 0;
+  comm->broadcast(&first, sizeof first, 0);
   ftx::Engine engine(weights, *backend, *comm);
 
-  std::string lines;
   auto on_result = [&](const ftx::LambadaResult& r) {
-    if (f.output.empty()) return;
-    nlohmann::ordered_json j;
-    j["index"] = r.index;
-    j["last_token_target"] = r.last_token_target;
-    j["last_token_predicted"] = r.last_token_predicted;
-    j["last_token_correct"] = r.last_token_correct;
-    j["word_target_ids"] = r.word_target_ids;
-    j["word_predicted_ids"] = r.word_predicted_ids;
-    j["word_correct"] = r.word_correct;
-    j["word_logprob"] = r.word_logprob;
-    lines += j.dump() + "\n";
+    if (journal) journal->append(ftx::lambada_result_json(r), ftx::lambada_fingerprint(r.index, examples[r.index]));
   };
   auto progress = [&](int64_t done, int64_t total) {
     if (f.quiet) return;
     std::fprintf(stderr, "%seval-lambada: %lld/%lld examples%s", tty ? "\r" : "", static_cast<long long>(done),
                  static_cast<long long>(total), tty && done < total ? "" : "\n");
   };
-  const auto s = ftx::evaluate_lambada(engine, *comm, examples, f.batch_size, on_result, progress);
+  bool stopped = false;
+  ftx::LambadaSummary s = ftx::evaluate_lambada(engine, *comm, examples, f.batch_size, on_result, progress, first,
+                                                [&] { return stop_signal.requested(); }, &stopped);
+  if (stopped) return stop_signal.report(journal.get());
   if (!leader) return 0;
+  if (journal) journal->finish();
+  const double seconds = s.seconds;
+  const int64_t evaluated = s.examples;
+  s.merge(earlier);
 
   // FT's two summary lines (Triton backend's evaluate_lambada.py and lambada_task_example.py).
   std::printf("[INFO] last token accuracy: %5.2f%% (total token num: %lld)\n", s.last_token_accuracy(),
@@ -98,9 +135,10 @@ int run_eval(const EvalFlags& f) {
   std::printf("[INFO] accuracy: %0.4f%% (total : %lld)\n", s.word_accuracy(), static_cast<long long>(s.examples));
   std::printf("[INFO] target word log-likelihood: %.4f per example, perplexity %.3f per target token\n",
               s.mean_word_logprob(), s.word_token_perplexity());
-  std::printf("[INFO] %lld examples in %.2f s (%.2f examples/s)\n", static_cast<long long>(s.examples), s.seconds,
-              s.seconds > 0 ? s.examples / s.seconds : 0.0);
-  if (!f.output.empty()) write_file_atomically(f.output, lines);
+  std::printf("[INFO] %lld examples in %.2f s (%.2f examples/s)%s\n", static_cast<long long>(evaluated), seconds,
+              seconds > 0 ? evaluated / seconds : 0.0,
+              earlier.examples ? (", " + std::to_string(earlier.examples) + " resumed").c_str() : "");
+  std::fflush(stdout);
   if (!f.summary_json.empty()) {
     nlohmann::ordered_json j;
     j["examples"] = s.examples;
@@ -111,9 +149,9 @@ int run_eval(const EvalFlags& f) {
     j["word_tokens"] = s.word_tokens;
     j["mean_word_logprob"] = s.mean_word_logprob();
     j["word_token_perplexity"] = s.word_token_perplexity();
-    j["seconds"] = s.seconds;
-    j["examples_per_second"] = s.seconds > 0 ? s.examples / s.seconds : 0.0;
-    write_file_atomically(f.summary_json, j.dump(2) + "\n");
+    j["seconds"] = seconds;
+    j["examples_per_second"] = seconds > 0 ? evaluated / seconds : 0.0;
+    ftx::write_output_file(f.summary_json, j.dump(2) + "\n", f.force || f.resume);
   }
   return 0;
 }
@@ -122,7 +160,8 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   auto f = std::make_shared<EvalFlags>();
   sub->add_option("-m,--model", f->model_dir, "FT model folder (OUT/N-gpu)")->required();
   sub->add_option("--tokenizer", f->tokenizer_dir, "Tokenizer folder (default: the model folder's)");
-  sub->add_option("--data", f->data, "LAMBADA JSONL, one {\"text\": ...} per line (default: the copy ftx ships)");
+  sub->add_option("--data", f->data,
+                  "LAMBADA JSONL, one {\"text\": ...} per line (-: stdin; default: the copy ftx ships)");
   sub->add_option("--batch-size", f->batch_size, "Examples per batch (default 16)");
   sub->add_option("--max-examples", f->max_examples, "Evaluate only the first N examples");
   sub->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -132,8 +171,11 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
-  sub->add_option("--output", f->output, "Per-example results, one JSON line each");
-  sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object");
+  sub->add_option("--output", f->output,
+                  "Per-example results, one JSON line each (-: stdout); written to OUTPUT.partial as they complete");
+  sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object (-: stdout)");
+  sub->add_flag("--force", f->force, "Replace existing outputs (or the .partial of an interrupted run)");
+  sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial");
   sub->add_flag("--quiet", f->quiet, "No progress on standard error");
   return [f] { return run_eval(*f); };
 }

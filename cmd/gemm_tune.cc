@@ -17,7 +17,7 @@ struct GemmTuneFlags {
   int64_t batch_size = 0, beam_width = 1, max_input_len = 0, tensor_para_size = 0, int8_mode = 0;
   int repeats = 9;
   std::string data_type, output = ftx::gemm::kGemmConfigFileName;
-  bool quiet = false;
+  bool quiet = false, force = false;
 };
 
 ftx::cmd::Action setup(CLI::App* sub) {
@@ -36,7 +36,8 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--data-type", f->data_type, "fp32, fp16 or bf16")->required();
   sub->add_option("--int8-mode", f->int8_mode, "0, 1 (weight-only) or 2 (SmoothQuant); recorded in the header");
   sub->add_option("--repeats", f->repeats, "timings per candidate; the median is kept (default 9)");
-  sub->add_option("-o,--output", f->output, "file to write (default gemm_config.in)");
+  sub->add_option("-o,--output", f->output, "file to write (default gemm_config.in; -: standard output)");
+  sub->add_flag("--force", f->force, "replace an existing output file");
   sub->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
   for (auto* o : {hn, sph, is, vs, nl}) o->excludes("--model-dir");
   (void)tp;
@@ -67,6 +68,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
     if (f->repeats < 1) throw ftx::UsageError("--repeats must be at least 1");
     a.int8_mode = f->int8_mode;
     a.output = f->output;
+    a.force = f->force;
     a.quiet = f->quiet;
     a.repeats = f->repeats;
     run_gemm_tune(a);

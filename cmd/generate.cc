@@ -10,6 +10,7 @@
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "formats/input_file.h"
 #include "formats/ft_dir.h"
 #include "formats/output_file.h"
 #include "lib/dist/communicator.h"
@@ -97,7 +98,9 @@ int run_generate(const GenerateFlags& f) {
   ftx::cmd::StopOnSignal stop_signal;
 
   ftx::Runtime rt =
-      ftx::make_runtime({f.device, f.threads, f.model_dir, f.gemm_config, ftx::dtype_from_name(f.dtype)});
+      ftx::make_runtime({f.device, f.threads, f.model_dir,
+                         f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
+                         ftx::dtype_from_name(f.dtype)});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;

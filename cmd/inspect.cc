@@ -6,6 +6,7 @@
 
 #include "cmd/subcommand.h"
 #include "formats/checkpoint.h"
+#include "formats/input_file.h"
 #include "lib/inspect/listing.h"
 
 namespace {
@@ -16,7 +17,8 @@ struct InspectFlags {
 };
 
 int run_inspect(const InspectFlags& f) {
-  ftx::CheckpointListing listing = ftx::list_any(f.path);
+  // A checkpoint on standard input ("-") is copied to a private temporary file: parsers map files.
+  ftx::CheckpointListing listing = ftx::list_any(ftx::spool_input(f.path, "the checkpoint"));
   for (const auto& t : listing.tensors) {
     ftx::TensorStats st;
     if (f.stats) {
@@ -62,7 +64,7 @@ int run_inspect(const InspectFlags& f) {
 ftx::cmd::Action setup_inspect(CLI::App* sub) {
   auto f = std::make_shared<InspectFlags>();
   sub->add_option("path", f->path,
-                  "checkpoint file, HF folder, .nemo, .safetensors, .npy, or FT N-gpu/ folder")
+                  "checkpoint file, HF folder, .nemo, .safetensors, .npy, or FT N-gpu/ folder (-: a file on stdin)")
       ->required();
   sub->add_flag("--stats", f->stats, "add sum, sum of absolute values, min and max (float64)");
   sub->add_flag("--json", f->json, "one JSON object per tensor");

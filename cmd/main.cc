@@ -5,9 +5,12 @@
 #include <exception>
 #include <map>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "lib/util/closest_match.h"
 
 namespace ftx::cmd {
 std::vector<SubcommandInfo>& registry() {
@@ -31,6 +34,18 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ftx: internal error while declaring flags: %s\n", e.what());
     return 70;
+  }
+  // CLI11 reports a mistyped subcommand as "A subcommand is required"; name the word and the
+  // nearest subcommand instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& s : subs) names.push_back(s.name);
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      const std::string near = ftx::closest_match(argv[1], names);
+      const std::string hint = near.empty() ? "" : "; did you mean '" + near + "'?";
+      std::fprintf(stderr, "ftx: error: unknown subcommand '%s'%s (`ftx --help` lists them)\n", argv[1], hint.c_str());
+      return 2;
+    }
   }
   try {
     app.parse(argc, argv);

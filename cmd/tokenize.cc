@@ -4,9 +4,12 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <streambuf>
 
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "formats/output_file.h"
 #include "lib/tokenizer/jsonl_tokenize.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -14,7 +17,7 @@ namespace {
 
 struct TokenizeOptions {
   std::string tokenizer_dir, input, output;
-  bool decode = false, quiet = false;
+  bool decode = false, quiet = false, force = false;
 };
 
 int run_tokenize(const TokenizeOptions& o) {
@@ -30,33 +33,35 @@ int run_tokenize(const TokenizeOptions& o) {
     input_name = o.input;
   }
 
-  // A file is written under a temporary name and renamed when complete, so a failed run leaves
-  // no half-written output behind.
-  const bool to_file = !o.output.empty() && o.output != "-";
-  const std::string tmp = o.output + ".tmp";
-  std::ofstream out_file;
-  if (to_file) {
-    out_file.open(tmp, std::ios::binary | std::ios::trunc);
-    if (!out_file) throw ftx::Error(o.output, "cannot create output");
-  }
-  std::ostream& out = to_file ? static_cast<std::ostream&>(out_file) : std::cout;
+  // A regular file appears only when complete; stdout, a pipe or /dev/stdout is written directly.
+  ftx::AtomicOutput out_file(o.output.empty() ? "-" : o.output, o.force);
+  struct FileBuf : std::streambuf {
+    explicit FileBuf(ftx::AtomicOutput& out) : out_(out) {}
+    int overflow(int c) override {
+      if (c != EOF) {
+        const char ch = static_cast<char>(c);
+        out_.write(&ch, 1);
+      }
+      return c;
+    }
+    std::streamsize xsputn(const char* s, std::streamsize n) override {
+      out_.write(s, static_cast<size_t>(n));
+      return n;
+    }
+    int sync() override {
+      out_.flush();
+      return 0;
+    }
+    ftx::AtomicOutput& out_;
+  } buf(out_file);
+  std::ostream out(&buf);
   std::ios::sync_with_stdio(false);
 
   ftx::JsonlTokenizeStats stats;
-  try {
-    auto direction = o.decode ? ftx::JsonlDirection::kDecode : ftx::JsonlDirection::kEncode;
-    stats = ftx::tokenize_jsonl(*tokenizer, direction, *in, input_name, out);
-    out.flush();
-    if (!out) throw ftx::Error(to_file ? o.output : "<stdout>", "write failed");
-    if (to_file) {
-      out_file.close();
-      if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
-        throw ftx::Error(o.output, std::string("cannot rename ") + tmp + ": " + std::strerror(errno));
-    }
-  } catch (...) {
-    if (to_file) std::remove(tmp.c_str());
-    throw;
-  }
+  auto direction = o.decode ? ftx::JsonlDirection::kDecode : ftx::JsonlDirection::kEncode;
+  stats = ftx::tokenize_jsonl(*tokenizer, direction, *in, input_name, out);
+  out.flush();
+  out_file.commit();
   if (!o.quiet)
     std::fprintf(stderr, "ftx tokenize: %llu lines, %llu tokens (%s, %s)\n",
                  static_cast<unsigned long long>(stats.lines), static_cast<unsigned long long>(stats.tokens),
@@ -72,7 +77,8 @@ ftx::cmd::Action setup_tokenize(CLI::App* sub) {
       ->required();
   sub->add_flag("--decode", o->decode, "Read {\"ids\": [...]} lines and write {\"text\": ...} lines");
   sub->add_option("--input", o->input, "JSON-lines input file (default: standard input)");
-  sub->add_option("--output", o->output, "JSON-lines output file (default: standard output)");
+  sub->add_option("--output", o->output, "JSON-lines output file (default or -: standard output)");
+  sub->add_flag("--force", o->force, "Replace an existing output file");
   sub->add_flag("--quiet", o->quiet, "Do not print the summary line on standard error");
   return [o] { return run_tokenize(*o); };
 }

@@ -37,9 +37,13 @@ struct ConvertOptions {
   int64_t trained_tp = 0;
   // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm).
   std::string model;
+  // config.ini start_id / end_id instead of the ones read from the tokenizer (-1: keep those).
+  int64_t start_id = -1, end_id = -1;
 };
 
 // Writes OUT/<tp>-gpu/ atomically: every tensor file, config.ini, manifest.json and side files.
+// start_id/end_id come from the options when given; an id outside the vocabulary is written (FT
+// runs such folders: generation never stops on that end_id) with a warning on stderr.
 // Checks the plan against ft_weight_files(cfg, tp) first: a missing or unexpected tensor, or a
 // shape that disagrees with the config, is an Error and no output folder appears.
 void write_conversion(ConversionPlan& plan, const ConvertOptions& opt);

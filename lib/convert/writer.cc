@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -19,6 +20,8 @@
 #include "formats/checksum.h"
 #include "formats/error.h"
 #include "formats/ft_dir.h"
+#include <cstdio>
+
 #include "lib/convert/conversion.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/util/progress.h"
@@ -81,6 +84,8 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   FTX_CHECK(opt.dtype == DType::kFloat32 || opt.dtype == DType::kFloat16 || opt.dtype == DType::kBFloat16,
             "", std::string("unsupported weight data type ") + dtype_name(opt.dtype) + " (use fp32, fp16 or bf16)");
 
+  if (opt.start_id >= 0) cfg.start_id = opt.start_id;
+  if (opt.end_id >= 0) cfg.end_id = opt.end_id;
   // The files config.ini implies; every job's output must be one of them with exactly this shape.
   cfg.validate(opt.tp, plan.source_path);
   const std::vector<FtWeightFile> expected = ft_weight_files(cfg, opt.tp);
@@ -187,6 +192,14 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   write_file(out.file("manifest.json"), text.data(), text.size());
   out.commit();
   progress.finish();
+  // After the output exists, so an error is never preceded by warnings about a folder not written.
+  for (auto [key, id] : {std::pair<const char*, int64_t>{"start_id", cfg.start_id}, {"end_id", cfg.end_id}})
+    if (id < 0 || id >= cfg.vocab_size)
+      std::fprintf(stderr,
+                   "ftx: warning: %s: config.ini %s = %lld is outside the vocabulary [0, %lld) (FT runs it; an end_id "
+                   "there never stops generation); --%s sets another\n",
+                   plan.source_path.c_str(), key, static_cast<long long>(id), static_cast<long long>(cfg.vocab_size),
+                   std::string(key).replace(std::string(key).find('_'), 1, "-").c_str());
 }
 
 }  // namespace ftx

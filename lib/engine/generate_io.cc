@@ -187,7 +187,7 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
       if (e < INT32_MIN || e > INT32_MAX) throw Error(where + ": \"end_id\" " + v.dump() + " is not a token id");
       s.end_id = static_cast<int32_t>(e);
     } else if (k == "return_log_probs") {
-      r.output.log_probs = r.output.cum_log_probs = json_bool(v, k, where);
+      s.return_log_probs = r.output.log_probs = r.output.cum_log_probs = json_bool(v, k, where);
     } else if (k == "beam_width") s.beam_width = json_int(v, k, where);
     else if (k == "len_penalty") s.len_penalty = json_number(v, k, where);
     else if (k == "beam_search_diversity_rate") s.beam_search_diversity_rate = json_number(v, k, where);

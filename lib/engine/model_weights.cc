@@ -5,6 +5,10 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -105,10 +109,35 @@ bool ends_with(const std::string& s, const char* p) {
   return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
 }
 
+// config.ini's num_layer against the layers the folder has files for, before the per-layer file
+// list is built: a config claiming 10^8 layers fails here at once instead of listing 10^9 files.
+void check_layer_count(const std::string& dir, const ModelConfig& cfg) {
+  int64_t layers = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (!starts_with(n, "model.layers.")) continue;
+      const int64_t l = std::strtoll(n.c_str() + 13, nullptr, 10);
+      if (l >= 0 && l < INT32_MAX) layers = std::max(layers, l + 1);
+    }
+    ::closedir(d);
+  }
+  if (cfg.num_layer > layers)
+    throw Error(join(dir, "config.ini"), "num_layer = " + std::to_string(cfg.num_layer) + ", but the folder has weight files for " +
+                                             std::to_string(layers) + " layer" + (layers == 1 ? "" : "s"));
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
 }  // namespace
 
 void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, int tp) {
   check_tp(dir, cfg, tp);
+  check_layer_count(dir, cfg);
   const auto files = ft_weight_files(cfg, tp);
   const size_t el = dtype_size(cfg.weight_data_type);
   std::set<std::string> expected;
@@ -249,8 +278,21 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
   if (file_dtype != DType::kFloat32 && file_dtype != DType::kFloat16 && file_dtype != DType::kBFloat16)
     throw Error(join(dir, "config.ini"), std::string("weight_data_type ") + dtype_name(file_dtype) +
                                              " is not supported by the engine (fp32, fp16, bf16)");
+  // What this rank will hold, against what the backend has, before anything is allocated.
+  const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
+  double need = 0;
+  for (const auto& f : files) {
+    if (f.rank >= 0 && f.rank != rank) continue;
+    if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
+    const size_t el = slot_for(f.name).matrix ? dtype_size(backend.weight_dtype()) : sizeof(float);
+    need += static_cast<double>(f.numel()) * static_cast<double>(el);
+  }
+  const size_t avail = backend.available_memory();
+  if (need > static_cast<double>(avail))
+    throw Error(dir, "the weights of rank " + std::to_string(rank) + " need " + gib(need) + " on the " + backend.name() +
+                         " backend, " + gib(static_cast<double>(avail)) + " is available");
   std::vector<float> host;
-  for (const auto& f : ft_weight_files(cfg, tp)) {
+  for (const auto& f : files) {
     if (f.rank >= 0 && f.rank != rank) continue;
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;

@@ -8,30 +8,31 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "formats/input_file.h"
+#include "formats/output_file.h"
 
 namespace ftx {
 
 std::vector<std::string> read_lambada_jsonl(const std::string& path, int64_t max_examples) {
-  std::ifstream in(path);
-  if (!in) throw Error(path, "cannot open LAMBADA data");
+  LineReader in(path);
+  const std::string name = in.name();
   std::vector<std::string> texts;
   std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
+  while (in.next(line)) {
+    const int64_t line_no = in.line_number();
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(path, "line " + std::to_string(line_no) + ": malformed JSON (" + e.what() + ")");
+      throw Error(name, "line " + std::to_string(line_no) + ": malformed JSON (" + e.what() + ")");
     }
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-      throw Error(path, "line " + std::to_string(line_no) + ": expected an object with a string \"text\"");
+      throw Error(name, "line " + std::to_string(line_no) + ": expected an object with a string \"text\"");
     texts.push_back(j["text"].get<std::string>());
     if (max_examples > 0 && static_cast<int64_t>(texts.size()) >= max_examples) break;
   }
-  if (texts.empty()) throw Error(path, "no examples (empty file)");
+  if (texts.empty()) throw Error(name, "no examples (empty file)");
   return texts;
 }
 
@@ -140,10 +141,96 @@ double LambadaSummary::word_token_perplexity() const {
   return word_tokens ? std::exp(-word_logprob_sum / static_cast<double>(word_tokens)) : 0;
 }
 
+std::string lambada_result_json(const LambadaResult& r) {
+  nlohmann::ordered_json j;
+  j["index"] = r.index;
+  j["last_token_target"] = r.last_token_target;
+  j["last_token_predicted"] = r.last_token_predicted;
+  j["last_token_correct"] = r.last_token_correct;
+  j["word_target_ids"] = r.word_target_ids;
+  j["word_predicted_ids"] = r.word_predicted_ids;
+  j["word_correct"] = r.word_correct;
+  j["word_logprob"] = r.word_logprob;
+  return j.dump();
+}
+
+LambadaResult lambada_result_from_json(const std::string& line, const std::string& where) {
+  try {
+    const auto j = nlohmann::json::parse(line);
+    LambadaResult r;
+    r.index = j.at("index").get<int64_t>();
+    r.last_token_target = j.at("last_token_target").get<int32_t>();
+    r.last_token_predicted = j.at("last_token_predicted").get<int32_t>();
+    r.last_token_correct = j.at("last_token_correct").get<bool>();
+    r.word_target_ids = j.at("word_target_ids").get<std::vector<int32_t>>();
+    r.word_predicted_ids = j.at("word_predicted_ids").get<std::vector<int32_t>>();
+    r.word_correct = j.at("word_correct").get<bool>();
+    r.word_logprob = j.at("word_logprob").get<double>();
+    return r;
+  } catch (const std::exception& e) {
+    throw Error(where, std::string("not an eval-lambada result: ") + e.what());
+  }
+}
+
+uint64_t lambada_fingerprint(int64_t index, const LambadaExample& ex) {
+  uint64_t h = fingerprint64(&index, sizeof index);
+  for (const auto* ids : {&ex.full_ids, &ex.context_ids, &ex.word_ids}) {
+    const uint64_t n = ids->size();
+    h = fingerprint64(&n, sizeof n, h);
+    h = fingerprint64(ids->data(), ids->size() * sizeof(int32_t), h);
+  }
+  return h;
+}
+
+void LambadaSummary::merge(const LambadaSummary& o) {
+  examples += o.examples;
+  last_token_correct += o.last_token_correct;
+  word_correct += o.word_correct;
+  word_tokens += o.word_tokens;
+  word_logprob_sum += o.word_logprob_sum;
+}
+
+void broadcast_lambada_examples(dist::Communicator& comm, std::vector<LambadaExample>& examples) {
+  if (comm.size() == 1) return;
+  // [count, then per example: three lengths and the ids]
+  std::vector<int32_t> flat;
+  if (comm.rank() == 0) {
+    flat.push_back(static_cast<int32_t>(examples.size()));
+    for (const auto& ex : examples)
+      for (const auto* ids : {&ex.full_ids, &ex.context_ids, &ex.word_ids}) {
+        flat.push_back(static_cast<int32_t>(ids->size()));
+        flat.insert(flat.end(), ids->begin(), ids->end());
+      }
+  }
+  int64_t n = static_cast<int64_t>(flat.size());
+  comm.broadcast(&n, sizeof n, 0);
+  flat.resize(static_cast<size_t>(n));
+  comm.broadcast(flat.data(), flat.size() * sizeof(int32_t), 0);
+  if (comm.rank() == 0) return;
+  examples.assign(static_cast<size_t>(flat[0]), LambadaExample());
+  size_t at = 1;
+  for (auto& ex : examples)
+    for (auto* ids : {&ex.full_ids, &ex.context_ids, &ex.word_ids}) {
+      const size_t len = static_cast<size_t>(flat[at++]);
+      ids->assign(flat.begin() + at, flat.begin() + at + len);
+      at += len;
+    }
+}
+
+void LambadaSummary::add(const LambadaResult& r) {
+  examples += 1;
+  last_token_correct += r.last_token_correct;
+  word_correct += r.word_correct;
+  word_tokens += static_cast<int64_t>(r.word_target_ids.size());
+  word_logprob_sum += r.word_logprob;
+}
+
 LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
                                 const std::vector<LambadaExample>& examples, int64_t batch_size,
                                 const std::function<void(const LambadaResult&)>& on_result,
-                                const std::function<void(int64_t, int64_t)>& progress) {
+                                const std::function<void(int64_t, int64_t)>& progress, int64_t first,
+                                const std::function<bool()>& should_stop, bool* stopped) {
+  if (stopped) *stopped = false;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(examples.size());
   const int64_t B = std::max<int64_t>(1, std::min(batch_size, N));
@@ -162,7 +249,14 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
   std::vector<float> logits(static_cast<size_t>(2 * B * V));
   LambadaSummary sum;
 
-  for (int64_t s = 0; s < N; s += B) {
+  for (int64_t s = first; s < N; s += B) {
+    // Every rank stops at the same batch: rank 0 decides.
+    int32_t stop = comm.rank() == 0 && should_stop && should_stop() ? 1 : 0;
+    comm.broadcast(&stop, sizeof stop, 0);
+    if (stop) {
+      if (stopped) *stopped = true;
+      break;
+    }
     const int64_t n = std::min(B, N - s);
     std::vector<LambadaResult> res(static_cast<size_t>(n));
     std::vector<int32_t> rows(static_cast<size_t>(n));
@@ -245,11 +339,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
         r.word_target_ids = w;
         r.word_predicted_ids.assign(pred.begin() + i * max_word, pred.begin() + i * max_word + w.size());
         r.word_correct = r.word_predicted_ids == w;
-        sum.examples += 1;
-        sum.last_token_correct += r.last_token_correct;
-        sum.word_correct += r.word_correct;
-        sum.word_tokens += static_cast<int64_t>(w.size());
-        sum.word_logprob_sum += r.word_logprob;
+        sum.add(r);
         if (on_result) on_result(r);
       }
       if (progress) progress(s + n, N);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "formats/error.h"
+#include "formats/output_file.h"
 
 namespace ftx::gemm {
 
@@ -61,22 +62,8 @@ std::string gemm_config_to_string(const GemmConfigFile& f) {
   return out;
 }
 
-void write_gemm_config(const std::string& path, const GemmConfigFile& f) {
-  const std::string text = gemm_config_to_string(f);
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) throw Error(path, std::string("cannot create file: ") + std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), fp) == text.size();
-  ok = (std::fclose(fp) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error(path, "write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    std::remove(tmp.c_str());
-    throw Error(path, std::string("cannot rename temporary file into place: ") + std::strerror(e));
-  }
+void write_gemm_config(const std::string& path, const GemmConfigFile& f, bool force) {
+  write_output_file(path, gemm_config_to_string(f), force);
 }
 
 namespace {

@@ -64,8 +64,9 @@ struct GemmConfigFile {
 std::string format_gemm_header(const GemmFileHeader& h);  // no trailing newline
 std::string format_gemm_row(const GemmAlgoRow& r);        // FT's printf layout, no trailing newline
 std::string gemm_config_to_string(const GemmConfigFile& f);
-// Writes under a temporary name and renames into place; Error naming the path on failure.
-void write_gemm_config(const std::string& path, const GemmConfigFile& f);
+// Writes through formats/output_file's AtomicOutput: "-" or a pipe directly, a regular file under a
+// temporary name renamed into place; an existing file only with `force`. Error naming the path.
+void write_gemm_config(const std::string& path, const GemmConfigFile& f, bool force = true);
 
 // Strict parse: the header must be FT's (with or without ftx metadata); each non-blank line after
 // it must be a complete row with integer fields, a known dtype code and positive sizes. The first

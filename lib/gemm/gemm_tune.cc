@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "formats/error.h"
+#include "formats/output_file.h"
 
 #ifdef FTX_HAVE_CUDA
 #include "kernels/gemm_tune/gemm_tuner.h"
@@ -40,6 +41,10 @@ static std::vector<GemmShape> checked_shapes(const GemmTuneArgs& args) {
   if (args.dtype != GemmDType::kFp32 && args.dtype != GemmDType::kFp16 && args.dtype != GemmDType::kBf16)
     throw Error(std::string("gemm-tune does not tune ") + gemm_dtype_name(args.dtype) +
                 " GEMMs (use fp32, fp16 or bf16)");
+  // Minutes of tuning must not end in a refusal to write: check the output first.
+  const OutputTarget out = classify_output(args.output);
+  if (out.kind == OutputKind::kRegular && out.exists && !args.force)
+    throw Error(args.output, "exists; use --force to overwrite");
   return gpt_gemm_shapes_all_batches(args.dims, args.workload);
 }
 
@@ -133,7 +138,7 @@ GemmConfigFile run_gemm_tune(const GemmTuneArgs& args) {
                    static_cast<double>(a.time_ms), a.cublaslt ? "cuBLASLt" : "cuBLAS", a.algo_id,
                    a.candidates_timed);
   }
-  write_gemm_config(args.output, file);
+  write_gemm_config(args.output, file, args.force);
   if (!args.quiet)
     std::fprintf(stderr, "gemm-tune: wrote %zu rows to %s in %.1f s\n", file.rows.size(), args.output.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

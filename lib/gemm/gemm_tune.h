@@ -13,7 +13,8 @@ struct GemmTuneArgs {
   GemmWorkload workload;
   GemmDType dtype = GemmDType::kFp16;
   int64_t int8_mode = 0;  // recorded in the header; weight GEMMs of int8 modes do not use cuBLAS
-  std::string output = kGemmConfigFileName;
+  std::string output = kGemmConfigFileName;  // "-": standard output
+  bool force = false;                        // replace an existing output file
   bool quiet = false;
   int repeats = 9;        // timings per candidate (the median is kept)
 };

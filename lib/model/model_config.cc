@@ -413,6 +413,15 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   positive("num_layer", num_layer);
   positive("vocab_size", vocab_size);
   positive("tensor parallel size", tp);
+  // Sizes come from a file: keep every product below int64 overflow before anyone multiplies them.
+  const int64_t kMaxDim = int64_t(1) << 24;
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"head_num", head_num}, {"size_per_head", size_per_head},
+                        {"inter_size", inter_size}, {"num_layer", num_layer}, {"vocab_size", vocab_size},
+                        {"max_pos_seq_len", max_pos_seq_len}})
+    FTX_CHECK(v <= kMaxDim, origin, std::string(key) + " = " + std::to_string(v) + " is implausibly large (limit " +
+                                        std::to_string(kMaxDim) + ")");
+  FTX_CHECK(head_num * size_per_head <= kMaxDim, origin,
+            "head_num x size_per_head = " + std::to_string(head_num * size_per_head) + " is implausibly large");
   FTX_CHECK(head_num % tp == 0, origin,
             "head_num " + std::to_string(head_num) + " is not divisible by tensor parallel size " + std::to_string(tp));
   FTX_CHECK(inter_size % tp == 0, origin,

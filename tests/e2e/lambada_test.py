@@ -139,7 +139,7 @@ def ftx_eval(tag, model, batch, mpi=0):
     out = os.path.join(OUT, f"{tag}.jsonl")
     summ = os.path.join(OUT, f"{tag}.summary.json")
     cmd = [FTX, "eval-lambada", "-m", model, "--max-examples", str(N), "--batch-size", str(batch),
-           "--output", out, "--summary-json", summ, "--quiet"]
+           "--output", out, "--summary-json", summ, "--force", "--quiet"]
     if mpi:
         cmd = ["mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"] + cmd + ["--threads", "1"]
     r = run(cmd)
