@@ -11,6 +11,7 @@
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "formats/ft_dir.h"
 #include "formats/input_file.h"
 #include "formats/output_file.h"
 #include "lib/engine/generate_io.h"
@@ -72,6 +73,9 @@ int run_eval(const EvalFlags& f) {
       const std::string data = f.data.empty() ? default_data_path() : f.data;
       for (const auto& text : ftx::read_lambada_jsonl(data, f.max_examples))
         examples.push_back(ftx::prepare_lambada_example(text, *tokenizer));
+      const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
+      const bool learned = cfg.position == ftx::PositionEmbedding::kLearned;
+      ftx::check_lambada_lengths(examples, learned ? cfg.max_pos_seq_len : 0, ftx::input_display_name(data));
     } catch (const ftx::Error& e) {
       failure = e.what();
     }

@@ -87,7 +87,9 @@ int run_generate(const GenerateFlags& f) {
     throw ftx::UsageError("give exactly one of --input-ids FILE.csv and --prompts FILE");
   if (f.output == "-" && f.stream) throw ftx::UsageError("--stream and --output - would both write to standard output");
   if (f.max_new_tokens < 1) throw ftx::UsageError("--max-new-tokens must be at least 1");
-  if (f.batch_size < 1) throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " must be at least 1");
+  if (f.batch_size < 1 || f.batch_size > ftx::kMaxBatchSize)
+    throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " outside [1, " +
+                          std::to_string(ftx::kMaxBatchSize) + "]");
   if (f.max_seq_len < 0) throw ftx::UsageError("--max-seq-len " + std::to_string(f.max_seq_len) + " is negative");
   if (f.threads < 0) throw ftx::UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");

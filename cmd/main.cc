@@ -50,8 +50,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; every other flag error is a usage error, exit 2.
-    return app.exit(e) == 0 ? 0 : 2;
+    // --help and --version exit 0; every other flag error is a usage error: one line, exit 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "ftx: error: %s (--help lists the flags)\n", e.what());
+    return 2;
   }
   try {
     for (auto& kv : actions)

@@ -96,9 +96,8 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   if (extra > 0 && static_cast<uint64_t>(extra) > avail)
     throw Error(be_.name() + " backend: out of memory before allocating: the KV cache for " + std::to_string(new_rows) +
                 " rows (batch x beam) x " + std::to_string(new_seq) + " tokens x " + std::to_string(cfg_.num_layer) +
-                " layers needs " + gib(want_cache) + " and the workspaces " + gib(want_work) + ", " + gib(extra) +
-                " more than now; " + gib(static_cast<int64_t>(avail)) +
-                " is available (lower --batch-size, --beam-width or --max-seq-len)");
+                " layers needs " + gib(want_cache) + " and the workspaces " + gib(want_work) + "; " +
+                gib(static_cast<int64_t>(avail)) + " is available (lower --batch-size, --beam-width or --max-seq-len)");
 
   be_.forget_repeatables();  // recorded decode steps name the buffers replaced here
   ++generation_;
@@ -137,6 +136,13 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   gate_ = be_.alloc(T * local_inter_);
   last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
   if (comm_.rank() == 0) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
+}
+
+void Engine::check_position(int64_t pos) const {
+  // A learned position table has max_pos_seq_len rows: a later position would read past it.
+  if (w_.wpe && pos >= cfg_.max_pos_seq_len)
+    throw Error("position " + std::to_string(pos) + " is beyond the model's position table (max_pos_seq_len " +
+                std::to_string(cfg_.max_pos_seq_len) + ")");
 }
 
 void Engine::ffn(const LayerWeights& lw, const float* in, float* out, int64_t n) {
@@ -258,6 +264,7 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
     const auto& p = prompts[b];
     FTX_CHECK(!p.empty(), "", "prefill: empty prompt");
     FTX_CHECK(static_cast<int64_t>(p.size()) <= max_seq_, "", "prompt longer than the KV cache");
+    check_position(static_cast<int64_t>(p.size()) - 1);
     FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "prefill: cache row out of range");
     lengths[b] = static_cast<int32_t>(p.size());
     for (int64_t t = 0; t < S; ++t) {
@@ -301,6 +308,7 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
     FTX_CHECK(length_[row] < max_seq_, "",
               "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
     positions[i] = static_cast<int32_t>(length_[row]);
+    check_position(positions[i]);
   }
   int64_t offset = 0;
   const auto table = table_for(w_, cfg_, &offset);

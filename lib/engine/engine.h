@@ -61,6 +61,7 @@ class Engine {
   void download_logits(int64_t n, float* logits);
   void free_buffers();
   void free_workspace();
+  void check_position(int64_t pos) const;
   int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
   int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 

@@ -34,7 +34,8 @@ struct Scheduler::Plan {
 
 Scheduler::Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions options)
     : engine_(engine), comm_(comm), opt_(options) {
-  if (opt_.batch_size < 1) throw Error("batch size " + std::to_string(opt_.batch_size) + " must be at least 1");
+  if (opt_.batch_size < 1 || opt_.batch_size > kMaxBatchSize)
+    throw Error("batch size " + std::to_string(opt_.batch_size) + " outside [1, " + std::to_string(kMaxBatchSize) + "]");
   if (opt_.max_seq_len < 0) throw Error("max_seq_len " + std::to_string(opt_.max_seq_len) + " is negative");
   slots_.resize(static_cast<size_t>(opt_.batch_size));
 }
@@ -141,33 +142,44 @@ void Scheduler::admit(const Plan& p) {
   const bool leader = comm_.rank() == 0;
   const int64_t V = engine_.vocab_size();
   const int64_t B = static_cast<int64_t>(slots_.size());
-  if (p.beam != beam_) {
-    // A new batch width (no request is running): every slot takes beam rows.
-    beam_ = p.beam;
-    if (leader) {
-      decoder_ = std::make_unique<Decoder>(B, beam_, V);
-      logits_.assign(static_cast<size_t>(B * beam_ * V), 0.0f);
-    }
-  }
   const int64_t n = static_cast<int64_t>(p.slot.size());
   if (n == 0) return;
-  const int64_t K = beam_;
+  const int64_t K = p.beam;
   int64_t need = 0, longest = 0;
-  for (const Slot& s : slots_)
-    if (s.used) need = std::max(need, s.need);
+  if (K == beam_)
+    for (const Slot& s : slots_)
+      if (s.used) need = std::max(need, s.need);
   for (int64_t i = 0; i < n; ++i) {
     need = std::max(need, p.need[i]);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.prompts[i].size()));
   }
-  // Every rank checks its own memory; all stop together when one cannot allocate.
+  // Every rank checks its own memory before allocating; all stop together when one cannot.
   std::string failed;
   try {
     engine_.reserve(B * K, cache_length_for(need), n * longest);
+    if (leader && K != beam_) {
+      // Rank 0's host side: each row's latest logits, the step's logits, the decoder's rows.
+      const double host = static_cast<double>(B * K) * (2.0 * static_cast<double>(V) * sizeof(float) + 256.0);
+      const size_t avail = ops::host_available_memory();
+      if (host > static_cast<double>(avail))
+        throw Error("out of memory before allocating: the logits of " + std::to_string(B * K) +
+                    " rows (batch x beam) x " + std::to_string(V) + " tokens need " +
+                    std::to_string(static_cast<int64_t>(host / (1 << 20))) + " MiB of host memory, " +
+                    std::to_string(avail >> 20) + " MiB is available (lower --batch-size or --beam-width)");
+    }
   } catch (const Error& e) {
     failed = e.what();
   }
   if (!comm_.all_true(failed.empty()))
     throw Error(failed.empty() ? "another rank could not allocate its KV cache (see its error)" : failed);
+  if (K != beam_) {
+    // A new batch width (no request is running): every slot takes K rows.
+    beam_ = K;
+    if (leader) {
+      decoder_ = std::make_unique<Decoder>(B, beam_, V);
+      logits_.assign(static_cast<size_t>(B * beam_ * V), 0.0f);
+    }
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> first_rows;

@@ -65,6 +65,9 @@ class VectorSource : public RequestSource {
   size_t next_ = 0;
 };
 
+// More request slots than any batch a GPU or CPU decodes at once; bounds the host tables.
+constexpr int64_t kMaxBatchSize = 65536;
+
 struct SchedulerOptions {
   int64_t batch_size = 8;           // request slots decoded together
   int64_t max_seq_len = 0;          // KV cache length per row; 0: grows with the requests

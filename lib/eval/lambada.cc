@@ -190,6 +190,19 @@ void LambadaSummary::merge(const LambadaSummary& o) {
   word_logprob_sum += o.word_logprob_sum;
 }
 
+void check_lambada_lengths(const std::vector<LambadaExample>& examples, int64_t max_positions,
+                           const std::string& origin) {
+  if (max_positions <= 0) return;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const auto& ex = examples[i];
+    const size_t need = std::max(ex.full_ids.size(), ex.context_ids.size() + ex.word_ids.size());
+    if (static_cast<int64_t>(need) > max_positions)
+      throw Error(origin, "example " + std::to_string(i + 1) + " is " + std::to_string(need) +
+                              " tokens long, more than the model's max_pos_seq_len " + std::to_string(max_positions) +
+                              "");
+  }
+}
+
 void broadcast_lambada_examples(dist::Communicator& comm, std::vector<LambadaExample>& examples) {
   if (comm.size() == 1) return;
   // [count, then per example: three lengths and the ids]

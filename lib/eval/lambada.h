@@ -32,6 +32,10 @@ struct LambadaExample {
 // Splits and tokenizes one text. Throws Error when the text has no word or tokenizes to < 2 ids.
 LambadaExample prepare_lambada_example(const std::string& text, const Tokenizer& tok);
 
+// Error naming `origin` and the example when an example needs more positions than a learned position
+// table has (max_positions > 0): the whole text, or the context plus the word.
+void check_lambada_lengths(const std::vector<LambadaExample>& examples, int64_t max_positions, const std::string& origin);
+
 // Rank 0's examples to every rank (rank 0 alone reads standard input under mpirun).
 void broadcast_lambada_examples(dist::Communicator& comm, std::vector<LambadaExample>& examples);
 

@@ -100,7 +100,9 @@ int64_t read_number_file(const char* path) {
 
 }  // namespace
 
-size_t Backend::available_memory() const {
+size_t Backend::available_memory() const { return host_available_memory(); }
+
+size_t host_available_memory() {
   int64_t avail = -1;
   std::ifstream in("/proc/meminfo");
   std::string key;

@@ -198,6 +198,9 @@ class RepeatableStep {
   bool done_ = false;
 };
 
+// The host's MemAvailable, lowered to the cgroup's memory.max headroom when one is set.
+size_t host_available_memory();
+
 // Host conversion of n weight elements from `from` to `to` (each fp32, fp16 or bf16; round to
 // nearest even when narrowing). Throws Error naming an unsupported dtype.
 void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
