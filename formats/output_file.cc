@@ -202,6 +202,19 @@ uint64_t fingerprint64(const void* data, size_t n, uint64_t h) {
 
 ResultJournal::ResultJournal(const std::string& path, const Options& o)
     : target_(classify_output(path)), force_(o.force) {
+  try {
+    open(path, o);
+  } catch (...) {
+    // The destructor does not run for a constructor that throws: release the files and the lock.
+    if (out_ && lock_fd_ != -2) std::fclose(out_);
+    else if (lock_fd_ >= 0) ::close(lock_fd_);
+    if (idx_) std::fclose(idx_);
+    out_ = idx_ = nullptr;
+    throw;
+  }
+}
+
+void ResultJournal::open(const std::string& path, const Options& o) {
   if (target_.kind != OutputKind::kRegular) {
     if (o.resume)
       throw UsageError("--resume needs a regular output file; " + output_display_name(path) +

@@ -99,6 +99,7 @@ class ResultJournal {
   const std::string& partial_path() const { return partial_; }
 
  private:
+  void open(const std::string& path, const Options& options);
   void open_fresh();
   void reopen_for_resume(const std::string& run);
 

@@ -7,3 +7,11 @@ foreach(part resume streams rss mixed continuous tinyvocab badvalues)
   set_tests_properties(batch_jobs_${part} PROPERTIES FIXTURES_REQUIRED "engine_models;convert_fx"
                        ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600 LABELS e2e)
 endforeach()
+if(FTX_HAVE_MPI)
+  find_program(FTX_MPIRUN NAMES mpirun mpiexec)
+  if(FTX_MPIRUN)
+    add_test(NAME batch_jobs_tp COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/batch_jobs_test.py tp)
+    set_tests_properties(batch_jobs_tp PROPERTIES FIXTURES_REQUIRED engine_models ENVIRONMENT "${FTX_TEST_ENV}"
+                         TIMEOUT 600 LABELS e2e)
+  endif()
+endif()

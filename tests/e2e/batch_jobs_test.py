@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Batch jobs at scale (issue 15), end to end on the engine fixtures.
 
-Usage: batch_jobs_test.py {resume|streams|rss|mixed|continuous|tinyvocab|badvalues}
+Usage: batch_jobs_test.py {resume|streams|rss|mixed|continuous|tp|tinyvocab|badvalues}
   resume:     a multi-batch `generate` killed with SIGKILL (and stopped with SIGTERM) part way, rerun
               with --resume, gives a file byte-identical to an uninterrupted run (greedy and seeded
               top-p); the same for eval-lambada; a changed input or option with --resume is a one-line
@@ -15,6 +15,9 @@ Usage: batch_jobs_test.py {resume|streams|rss|mixed|continuous|tinyvocab|badvalu
               words, min_length, end_id, temperature 0); log probs within 1e-5.
   continuous: continuous batching gives the tokens of one-by-one runs and of static batching,
               with requests of several beam widths interleaved.
+  tp:         under `mpirun -np 2`: continuous batching of mixed requests gives the tokens of TP 1
+              one-by-one; a run stopped with SIGTERM and resumed gives the uninterrupted file; a bad
+              request stops both ranks with the same error.
   tinyvocab:  a Megatron folder whose end_id (50256) lies outside its 128-token vocabulary generates,
               with a warning naming config.ini and --end-id.
   badvalues:  each bad flag, JSON field or config value is a one-line error, exit 1 or 2, within a few
@@ -429,6 +432,68 @@ def test_continuous(tmp):
         check(len(lengths) > 5, f"{model}: requests of many lengths ({sorted(lengths)})")
 
 
+# ---- tensor parallelism ----
+
+def mpirun(n, *args, popen=False):
+    cmd = [shutil.which("mpirun") or "mpirun", "-np", str(n), "--oversubscribe", "--allow-run-as-root",
+           "-x", "OMP_NUM_THREADS=1", FTX, *args]
+    if popen:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_tp(tmp):
+    rng = random.Random(9)
+    reqs = []
+    for i in range(30):
+        r = {"ids": [rng.randrange(1, 300) for _ in range(rng.randint(1, 9))], "max_new_tokens": rng.randint(1, 16),
+             "seed": i}
+        if i % 3 == 1:
+            r.update(top_k=5)
+        if 10 <= i < 14:
+            r = {"ids": r["ids"], "max_new_tokens": r["max_new_tokens"], "beam_width": 2}
+        reqs.append(r)
+    path = write(os.path.join(tmp, "reqs.jsonl"), "".join(json.dumps(r) + "\n" for r in reqs))
+    for model in ["gptneox", "bloom"]:
+        one = ftx("generate", "-m", os.path.join(ENGINE, model, "1-gpu"), "--prompts", path, "--max-new-tokens", "8",
+                  "--batch-size", "1", "--output", "-", "--quiet")
+        two = mpirun(2, "generate", "-m", os.path.join(ENGINE, model, "2-gpu"), "--prompts", path, "--max-new-tokens",
+                     "8", "--batch-size", "4", "--output", "-", "--quiet")
+        if not check(one.returncode == 0 and two.returncode == 0, f"{model} TP: {one.stderr} {two.stderr}"):
+            continue
+        a = [json.loads(l)["output_ids"] for l in one.stdout.splitlines()]
+        b = [json.loads(l)["output_ids"] for l in two.stdout.splitlines()]
+        check(a == b, f"{model}: continuous batching at TP 2 differs from TP 1 one-by-one")
+    # Stopped under mpirun (SIGTERM reaches every rank), resumed under mpirun: the same file.
+    csv = random_csv(os.path.join(tmp, "p.csv"), 40000)
+    base = ["generate", "-m", os.path.join(ENGINE, "gpt2", "2-gpu"), "--input-ids", csv, "--max-new-tokens", "8",
+            "--batch-size", "8", "--quiet"]
+    ref = os.path.join(tmp, "ref.jsonl")
+    r = mpirun(2, *base, "--output", ref)
+    if not check(r.returncode == 0, f"TP 2 reference: {r.stderr}"):
+        return
+    out = os.path.join(tmp, "out.jsonl")
+    p = mpirun(2, *base, "--output", out, popen=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(out + ".partial") and lines_of(out + ".partial") >= 2000:
+            p.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.005)
+    p.communicate(timeout=120)
+    kept = lines_of(out + ".partial") if os.path.exists(out + ".partial") else 0
+    check(0 < kept < 40000 and not os.path.exists(out), f"TP 2 stopped: {kept} results kept")
+    r = mpirun(2, *base, "--output", out, "--resume")
+    check(r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read(),
+          f"TP 2 resumed file differs: {r.stderr.strip()}")
+    # A bad request mid-stream stops every rank with the same error, no hang.
+    bad = write(os.path.join(tmp, "bad.jsonl"), json.dumps({"ids": [1]}) + "\n" + json.dumps({"ids": [2], "top_k": -1}) + "\n")
+    r = mpirun(2, "generate", "-m", os.path.join(ENGINE, "gpt2", "2-gpu"), "--prompts", bad, "--max-new-tokens", "2",
+               "--output", os.path.join(tmp, "bad.out"))
+    check(r.returncode != 0 and r.stderr.count("line 2 (prompt 2): top_k -1 outside [0, 1024]") == 2,
+          f"TP 2 bad request: {r.returncode} {r.stderr.strip()!r}")
+
+
 # ---- tiny vocabulary ----
 
 def test_tinyvocab(tmp):
@@ -527,7 +592,8 @@ def main():
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         {"resume": test_resume, "streams": test_streams, "rss": test_rss, "mixed": test_mixed,
-         "continuous": test_continuous, "tinyvocab": test_tinyvocab, "badvalues": test_badvalues}[what](tmp)
+         "continuous": test_continuous, "tinyvocab": test_tinyvocab, "badvalues": test_badvalues,
+         "tp": test_tp}[what](tmp)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -1039,3 +1039,41 @@ TEST(CudaBackendFactory, NoDeviceIsAClearError) {
 
 }  // namespace
 }  // namespace ftx
+
+namespace ftx {
+namespace {
+
+// copy_kv_2d (growing the KV cache keeps every row): a pitched block copy, equal to the CPU's, in
+// fp32 and in a half cache; the destination's other slots are left alone. And the backend reports
+// free device memory for the engine's up-front check.
+TEST_F(CudaVsCpu, CopyKv2dGrowsACacheLikeTheCpu) {
+  const int64_t height = 6, width = 40, src_pitch = 48, dst_pitch = 112;
+  const auto src = random(static_cast<size_t>(height * src_pitch));
+  const auto dst = random(static_cast<size_t>(height * dst_pitch));
+  auto s = dual(src), d = dual(dst);
+  cpu_->copy_kv_2d(ops::KvCache(d.c), dst_pitch, ops::KvCache(s.c), src_pitch, width, height);
+  gpu_->copy_kv_2d(ops::KvCache(d.g), dst_pitch, ops::KvCache(s.g), src_pitch, width, height);
+  EXPECT_EQ(get(*gpu_, d.g, d.n), cpu_of(d));
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    auto half = ops::make_backend("cuda", 1, t);
+    const ops::KvCache hs = half->alloc_kv(src.size()), hd = half->alloc_kv(dst.size());
+    std::vector<uint16_t> sb(src.size()), db(dst.size());
+    ops::convert_weight(src.data(), DType::kFloat32, sb.data(), t, src.size());
+    ops::convert_weight(dst.data(), DType::kFloat32, db.data(), t, dst.size());
+    ASSERT_EQ(cudaMemcpy(hs.data, sb.data(), sb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(hd.data, db.data(), db.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    half->copy_kv_2d(hd, dst_pitch, hs, src_pitch, width, height);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> got(db.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), hd.data, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t i = 0; i < height; ++i)
+      for (int64_t j = 0; j < dst_pitch; ++j)
+        EXPECT_EQ(got[i * dst_pitch + j], j < width ? sb[i * src_pitch + j] : db[i * dst_pitch + j]);
+    half->release_kv(hs);
+    half->release_kv(hd);
+  }
+  EXPECT_GT(gpu_->available_memory(), size_t(1) << 20);
+}
+
+}  // namespace
+}  // namespace ftx
