@@ -27,7 +27,7 @@ namespace {
 struct GenerateFlags {
   std::string gemm_config;
   std::string model_dir, tokenizer_dir, input_ids, prompts, output, batching = "continuous";
-  int64_t max_new_tokens = 0, batch_size = 16, max_seq_len = 0;
+  int64_t max_new_tokens = 0, batch_size = 16, max_seq_len = 0, session_len = 0, memory_len = 0;
   int64_t top_k = 0;
   double top_p = 0.0, temperature = 1.0, repetition_penalty = 1.0, presence_penalty = 0.0, len_penalty = 0.0;
   int64_t min_length = 0, beam_width = 1;
@@ -93,10 +93,29 @@ int run_generate(const GenerateFlags& f) {
   if (f.max_seq_len < 0) throw ftx::UsageError("--max-seq-len " + std::to_string(f.max_seq_len) + " is negative");
   if (f.threads < 0) throw ftx::UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
+  if (f.session_len < 0) throw ftx::UsageError("--session-len " + std::to_string(f.session_len) + " is negative");
+  if (f.memory_len < 0) throw ftx::UsageError("--memory-len " + std::to_string(f.memory_len) + " is negative");
+  if (f.memory_len > 0 && f.max_seq_len > 0)
+    throw ftx::UsageError("--memory-len sets the KV cache length; --max-seq-len cannot be given with it");
 
   const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
   auto tokenizer = ftx::find_model_tokenizer(f.model_dir, f.tokenizer_dir);
   const ftx::RequestDefaults defaults = request_defaults(f, cfg, tokenizer.get());
+  // FT's interactive limits (ft-runtime §2.11): a learned position table bounds a session, and a
+  // memory shorter than the session is worth a warning (older tokens drop out of attention).
+  GenerateFlags g = f;
+  if (cfg.position == ftx::PositionEmbedding::kLearned && g.session_len > cfg.max_pos_seq_len) {
+    std::fprintf(stderr, "ftx: warning: --session-len %lld exceeds the model's max_pos_seq_len %lld; using %lld\n",
+                 static_cast<long long>(g.session_len), static_cast<long long>(cfg.max_pos_seq_len),
+                 static_cast<long long>(cfg.max_pos_seq_len));
+    g.session_len = cfg.max_pos_seq_len;
+  }
+  if (g.memory_len > 0 && g.session_len > 0 && g.memory_len != g.session_len)
+    std::fprintf(stderr,
+                 "ftx: warning: --memory-len %lld differs from --session-len %lld: attention sees only the last %lld "
+                 "tokens of a session\n",
+                 static_cast<long long>(g.memory_len), static_cast<long long>(g.session_len),
+                 static_cast<long long>(g.memory_len));
   ftx::cmd::StopOnSignal stop_signal;
 
   ftx::Runtime rt =
@@ -134,7 +153,6 @@ int run_generate(const GenerateFlags& f) {
       run["context_embeddings"] = f.context_embeddings;
       journal = std::make_unique<ftx::ResultJournal>(f.output,
                                                      ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
-      ftx::skip_resumed(*reader, *journal, ftx::input_display_name(csv ? f.input_ids : f.prompts));
     }
   } catch (const ftx::UsageError&) {
     throw;
@@ -144,13 +162,27 @@ int run_generate(const GenerateFlags& f) {
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
 
-  ftx::Engine engine(weights, *backend, *comm);
+  ftx::Engine engine(weights, *backend, *comm, ftx::EngineOptions{f.memory_len});
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
   so.continuous = f.batching == "continuous";
   so.context_embeddings = f.context_embeddings;
+  so.session_len = g.session_len;
+  so.memory_len = f.memory_len;
+  so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
   ftx::Scheduler scheduler(engine, *comm, so);
+  // --resume: the prompts whose results are kept are read again, checked, and their sessions'
+  // contexts restored.
+  if (leader) {
+    try {
+      ftx::skip_resumed(*reader, *journal, ftx::input_display_name(f.input_ids.empty() ? f.prompts : f.input_ids),
+                        &scheduler);
+    } catch (const ftx::Error& e) {
+      failure = e.what();
+    }
+  }
+  if (!comm->all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not resume" : failure);
 
   ftx::StreamCallback on_token;
   if (f.stream && leader)
@@ -206,6 +238,10 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
                   "waits for its longest request")
       ->check(CLI::IsMember({"continuous", "static"}));
   sub->add_option("--max-seq-len", f->max_seq_len, "KV cache length per row (default: grows with the requests)");
+  sub->add_option("--session-len", f->session_len,
+                  "Most tokens a session (JSON lines with \"session\") may hold: context, new tokens and output");
+  sub->add_option("--memory-len", f->memory_len,
+                  "Circular KV cache of the last N tokens per row (FT's memory_len); positions keep counting");
   sub->add_option("--top-k", f->top_k, "Top-k sampling, 0..1024 (0 with top-p 0: greedy)");
   sub->add_option("--top-p", f->top_p, "Top-p (nucleus) sampling, 0..1");
   sub->add_option("--temperature", f->temperature, "Logit temperature (0: greedy)");

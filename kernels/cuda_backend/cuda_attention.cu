@@ -54,7 +54,8 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
     const int64_t b = static_cast<int64_t>(rest / a.S);
     const int64_t nvalid = a.lengths ? a.lengths[b] : 1;
     if (j >= nvalid) continue;
-    const int64_t slot = (a.past ? a.past[b] : 0) + j;
+    int64_t slot = (a.past ? a.past[b] : 0) + j;
+    if (a.memory_len > 0) slot %= a.memory_len;
     const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
     const int64_t dst = static_cast<int64_t>(a.cache_rows[b]) * row_elems + (h * a.max_seq + slot) * d + i;
     static_cast<T*>(a.k_cache)[dst] = from_float<T>(k[0]);
@@ -190,7 +191,10 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   float* red_acc = red_l + W;
 
   const int64_t b = blockIdx.x, h = blockIdx.y;
-  const int64_t qpos = a.past[b], nkeys = qpos + 1;
+  // A circular cache (memory_len) holds the last memory_len positions; slot s holds position
+  // qpos - ((qpos - s) mod memory_len), which is what ALiBi needs.
+  const int64_t ring = a.memory_len;
+  const int64_t qpos = a.past[b], nkeys = ring > 0 ? min(qpos + 1, ring) : qpos + 1;
   const int64_t width = (a.q_heads + 2 * a.kv_heads) * d;
   for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = a.qkv[b * width + h * d + i];
   const int64_t group = a.q_heads / a.kv_heads;
@@ -219,7 +223,8 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
       const float* kk = ks + lane * dp;
       float dot = 0.0f;
       for (int i = 0; i < d; ++i) dot += qs[i] * kk[i];
-      score = dot * a.scale + slope * static_cast<float>(s - qpos);
+      const int64_t kpos = ring > 0 ? qpos - ((qpos - s) % ring + ring) % ring : s;
+      score = dot * a.scale + slope * static_cast<float>(kpos - qpos);
     }
     fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < nkeys: lane 0's key is unmasked
   }
@@ -297,9 +302,9 @@ template <typename T>
 void attend(cudaStream_t stream, const AttentionLaunch& a, unsigned store_blocks) {
   store_kv_kernel<T><<<store_blocks, 256, 0, stream>>>(a);
   FTX_CUDA_CHECK(cudaGetLastError());
-  if (a.past)
+  if (!a.lengths)  // decode: one query per row
     launch_decode_attention<T>(stream, a);
-  else
+  else  // prefill, or an append after past[b] tokens
     launch_attention_kernel<4, T>(stream, a, 4);
 }
 

@@ -63,6 +63,7 @@ AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCach
   a.kv_heads = sh.kv_heads;
   a.head_dim = sh.head_dim;
   a.max_seq = sh.max_seq;
+  a.memory_len = sh.memory_len;
   a.scale = sh.scale;
   a.smem_optin = smem_optin;
   return a;
@@ -658,22 +659,25 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
 
 void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
                                     const int32_t* cache_rows, const ops::KvCache& k_cache,
-                                    const ops::KvCache& v_cache, const ops::AttentionShape& sh) {
+                                    const ops::KvCache& v_cache, const ops::AttentionShape& sh, const int32_t* past) {
   if (B <= 0 || S <= 0) return;
   check_attention_shape(sh, "context_attention");
   // The CPU trusts these (the engine checks them); here a bad value would corrupt device memory
-  // silently, so check on the host, where it is free.
-  for (int64_t b = 0; b < B; ++b)
-    if (lengths[b] < 0 || lengths[b] > S || lengths[b] > sh.max_seq || cache_rows[b] < 0)
-      throw Error("CUDA context_attention: row " + std::to_string(b) + " has length " + std::to_string(lengths[b]) +
-                  " (padded width " + std::to_string(S) + ", cache " + std::to_string(sh.max_seq) + ") and cache row " +
-                  std::to_string(cache_rows[b]));
+  // silently, so check on the host, where it is free. An append never wraps a circular cache.
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t p0 = past ? past[b] : 0;
+    if (lengths[b] < 0 || lengths[b] > S || p0 < 0 || p0 + lengths[b] > sh.max_seq || cache_rows[b] < 0)
+      throw Error("CUDA context_attention: row " + std::to_string(b) + " appends " + std::to_string(lengths[b]) +
+                  " tokens after " + std::to_string(p0) + " (padded width " + std::to_string(S) + ", cache " +
+                  std::to_string(sh.max_seq) + ") to cache row " + std::to_string(cache_rows[b]));
+  }
   const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
-  const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}, {past, past ? ib : 0}});
   if (replaying()) return;
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S, smem_optin_);
   a.lengths = static_cast<const int32_t*>(dev[0]);
+  a.past = past ? static_cast<const int32_t*>(dev[3]) : nullptr;
   launch_attention(stream_, a);
 }
 
@@ -683,7 +687,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   if (n <= 0) return;
   check_attention_shape(sh, "decode_attention");
   for (int64_t r = 0; r < n; ++r)
-    if (past[r] < 0 || past[r] >= sh.max_seq || cache_rows[r] < 0)
+    if (past[r] < 0 || (sh.memory_len == 0 && past[r] >= sh.max_seq) || cache_rows[r] < 0)
       throw Error("CUDA decode_attention: row " + std::to_string(r) + " writes slot " + std::to_string(past[r]) +
                   " of cache row " + std::to_string(cache_rows[r]) + " (cache length " + std::to_string(sh.max_seq) +
                   ")");

@@ -55,11 +55,12 @@ struct AttentionLaunch {
   void* v_cache = nullptr;
   ElemKind kv_kind = ElemKind::kFp32;
   const int32_t* cache_rows = nullptr;  // [items]
-  const int32_t* lengths = nullptr;     // [items] prefill (nvalid), or null for decode
-  const int32_t* past = nullptr;        // [items] decode (base_pos), or null for prefill
+  const int32_t* lengths = nullptr;     // [items] prefill/append (nvalid), or null for decode
+  const int32_t* past = nullptr;        // [items] first position (decode; an append), or null: 0
   const float* alibi_slopes = nullptr;  // [q_heads] or null
   int64_t items = 0, S = 1;
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0, max_seq = 0;
+  int64_t memory_len = 0;  // > 0: circular cache, position p at slot p % memory_len (decode only wraps)
   float scale = 1.0f;
   int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
 };

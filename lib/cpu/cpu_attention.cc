@@ -4,24 +4,33 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
 
 namespace ftx::cpu {
 
 namespace {
 
-// out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head.
+// Position of what slot s of a circular cache of `ring` slots holds when the newest position is
+// q_pos (the latest p <= q_pos with p % ring == s); a linear cache (ring 0) holds position s.
+inline int64_t slot_position(int64_t s, int64_t q_pos, int64_t ring) {
+  return ring > 0 ? q_pos - ((q_pos - s) % ring + ring) % ring : s;
+}
+
+// out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
+// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions).
 void attend_one(float* out, const float* q, const float* k, const float* v, int64_t n, int64_t d,
-                float scale, float slope, int64_t q_pos, std::vector<float>& scores) {
+                float scale, float slope, int64_t q_pos, int64_t ring, std::vector<float>& scores) {
   scores.resize(static_cast<size_t>(n));
   float mx = -INFINITY;
   for (int64_t s = 0; s < n; ++s) {
     const float* ks = k + s * d;
     float dot = 0.0f;
     for (int64_t i = 0; i < d; ++i) dot += q[i] * ks[i];
-    dot = dot * scale + slope * static_cast<float>(s - q_pos);
+    dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
     scores[s] = dot;
     mx = std::max(mx, dot);
   }
@@ -39,10 +48,11 @@ void attend_one(float* out, const float* q, const float* k, const float* v, int6
   }
 }
 
-// Stores token's K and V (from its fused qkv row) at `slot` of cache row `row`.
-void store_kv(const float* qkv_row, int64_t row, int64_t slot, float* k_cache, float* v_cache,
+// Stores the K and V of the token at position `pos` (from its fused qkv row) in cache row `row`.
+void store_kv(const float* qkv_row, int64_t row, int64_t pos, float* k_cache, float* v_cache,
               const ops::AttentionShape& sh) {
   const int64_t d = sh.head_dim;
+  const int64_t slot = sh.memory_len > 0 ? pos % sh.memory_len : pos;
   const float* k = qkv_row + sh.q_heads * d;
   const float* v = k + sh.kv_heads * d;
   for (int64_t h = 0; h < sh.kv_heads; ++h) {
@@ -56,14 +66,19 @@ void store_kv(const float* qkv_row, int64_t row, int64_t slot, float* k_cache, f
 
 void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
                                    const int32_t* lengths, const int32_t* cache_rows, const ops::KvCache& k_buf,
-                                   const ops::KvCache& v_buf, const ops::AttentionShape& sh) {
+                                   const ops::KvCache& v_buf, const ops::AttentionShape& sh, const int32_t* past) {
   float* k_cache = k_buf.fp32();  // the CPU holds its cache in fp32
   float* v_cache = v_buf.fp32();
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t p0 = past ? past[b] : 0;
+    if (sh.memory_len > 0 && p0 + lengths[b] > sh.memory_len)
+      throw Error("context_attention: positions " + std::to_string(p0) + ".." + std::to_string(p0 + lengths[b] - 1) +
+                  " wrap the circular cache of " + std::to_string(sh.memory_len));
     for (int64_t t = 0; t < lengths[b]; ++t)
-      store_kv(qkv + (b * S + t) * width, cache_rows[b], t, k_cache, v_cache, sh);
+      store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_cache, v_cache, sh);
+  }
 #pragma omp parallel
   {
     std::vector<float> scores;
@@ -79,8 +94,9 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
           const int64_t kv = h / group;
           const int64_t base = cache_rows[b] * sh.cache_row_elems() + kv * sh.max_seq * d;
           const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-          attend_one(o, qkv + (b * S + t) * width + h * d, k_cache + base, v_cache + base, t + 1, d,
-                     sh.scale, slope, t, scores);
+          const int64_t pos = (past ? past[b] : 0) + t;
+          attend_one(o, qkv + (b * S + t) * width + h * d, k_cache + base, v_cache + base, pos + 1, d,
+                     sh.scale, slope, pos, 0, scores);
         }
   }
 }
@@ -93,9 +109,12 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
   int64_t work = 0;  // multiply-adds; a fork-join costs more than a small step's attention
+  auto keys = [&](int64_t r) -> int64_t {
+    return sh.memory_len > 0 ? std::min<int64_t>(past[r] + 1, sh.memory_len) : past[r] + 1;
+  };
   for (int64_t r = 0; r < n; ++r) {
     store_kv(qkv + r * width, cache_rows[r], past[r], k_cache, v_cache, sh);
-    work += 2 * (past[r] + 1) * d * sh.q_heads;
+    work += 2 * keys(r) * d * sh.q_heads;
   }
 #pragma omp parallel if (work > (int64_t(1) << 17))
   {
@@ -107,7 +126,7 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
         const int64_t base = cache_rows[r] * sh.cache_row_elems() + kv * sh.max_seq * d;
         const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
         attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k_cache + base,
-                   v_cache + base, past[r] + 1, d, sh.scale, slope, past[r], scores);
+                   v_cache + base, keys(r), d, sh.scale, slope, past[r], sh.memory_len, scores);
       }
   }
 }

@@ -39,7 +39,7 @@ class CpuBackend : public ops::Backend {
 
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const int32_t* cache_rows, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
-                         const ops::AttentionShape& shape) override;
+                         const ops::AttentionShape& shape, const int32_t* past = nullptr) override;
   void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
                         const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;

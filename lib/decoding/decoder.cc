@@ -411,6 +411,12 @@ bool Decoder::all_finished() const {
   return true;
 }
 
+int64_t Decoder::best_beam(int64_t b) const {
+  impl_->check_occupied(b);
+  // results() orders beams by score with a stable sort, so its first beam is the first best row.
+  return impl_->best_row(static_cast<size_t>(b)) - b * impl_->beam_width;
+}
+
 std::vector<int32_t> Decoder::current_best(int64_t b) const {
   if (b < 0 || b >= batch_size() || !impl_->used[b])
     throw Error("decoder: request index " + std::to_string(b) + " out of range");

@@ -105,6 +105,8 @@ class Decoder {
   // place (penalties, bans, temperature), the others ignored.
   const StepOutput& step(float* logits);
   bool all_finished() const;  // every occupied slot finished
+  // Which beam (0..beam_width-1) of slot b is the best now: the first of results()'s beams.
+  int64_t best_beam(int64_t b) const;
   // Tokens generated so far for slot b's current best beam (for streaming).
   std::vector<int32_t> current_best(int64_t b) const;
   // Results of the occupied slots, in slot order (slots stay occupied).

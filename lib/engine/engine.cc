@@ -18,8 +18,9 @@
 
 namespace ftx {
 
-Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm)
-    : w_(weights), cfg_(weights.config()), be_(backend), comm_(comm) {
+Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm, EngineOptions options)
+    : w_(weights), cfg_(weights.config()), be_(backend), comm_(comm), memory_len_(options.memory_len) {
+  FTX_CHECK(memory_len_ >= 0, "", "memory_len " + std::to_string(memory_len_) + " is negative");
   const int64_t tp = weights.tp();
   H_ = cfg_.hidden();
   local_inter_ = cfg_.inter_size / tp;
@@ -28,6 +29,7 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
   shape_.kv_heads = cfg_.attention == AttentionKind::kMultiQuery ? 1 : shape_.q_heads;
   shape_.head_dim = cfg_.size_per_head;
   shape_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.size_per_head)));
+  shape_.memory_len = memory_len_;
   if (cfg_.position == PositionEmbedding::kAlibi) {
     const auto all = ops::alibi_slopes(cfg_.head_num);
     alibi_.assign(all.begin() + weights.rank() * shape_.q_heads,
@@ -81,6 +83,8 @@ std::string gib(int64_t bytes) {
 void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) {
   FTX_CHECK(rows > 0 && max_seq > 0 && max_prefill_tokens >= 0, "",
             "reserve: rows " + std::to_string(rows) + ", max_seq " + std::to_string(max_seq));
+  // A circular cache holds exactly memory_len slots per row, whatever the sequences' lengths.
+  if (memory_len_ > 0) max_seq = memory_len_;
   const int64_t new_rows = std::max(rows, rows_), new_seq = std::max(max_seq, max_seq_);
   const int64_t new_tokens = std::max({max_prefill_tokens, new_rows, max_tokens_});
   const bool grow_cache = new_rows != rows_ || new_seq != max_seq_;
@@ -252,25 +256,55 @@ ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int6
 
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                      float* logits, std::vector<float>* context_embeddings) {
-  const int64_t B = static_cast<int64_t>(prompts.size());
-  FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "prefill: one cache row per prompt");
+  FTX_CHECK(prompts.size() == cache_rows.size(), "", "prefill: one cache row per prompt");
+  for (int32_t row : cache_rows) {
+    FTX_CHECK(row >= 0 && row < rows_, "", "prefill: cache row out of range");
+    length_[row] = 0;
+  }
+  append(prompts, cache_rows, logits, context_embeddings);
+}
+
+void Engine::append(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                    float* logits, std::vector<float>* context_embeddings) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "append: one cache row per token list");
   int64_t S = 0;
-  for (const auto& p : prompts) S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
+  bool wraps = false;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = tokens[b];
+    const int32_t row = cache_rows[b];
+    FTX_CHECK(!p.empty(), "", "append: no tokens");
+    FTX_CHECK(row >= 0 && row < rows_, "", "append: cache row out of range");
+    const int64_t end = length_[row] + static_cast<int64_t>(p.size());
+    if (memory_len_ > 0) {
+      wraps |= end > memory_len_;
+    } else {
+      FTX_CHECK(end <= max_seq_, "", "row " + std::to_string(row) + " would hold " + std::to_string(end) +
+                                         " tokens, more than the KV cache's " + std::to_string(max_seq_));
+    }
+    check_position(end - 1);
+    S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
+  }
+  if (wraps) {
+    // Positions that wrap a circular cache would overwrite keys that earlier queries of the same
+    // append still need: feed them one at a time (FT's continue_gen does the same).
+    append_stepwise(tokens, cache_rows, logits);
+    return;
+  }
   const int64_t n = B * S;
   FTX_CHECK(n <= max_tokens_ && B <= rows_, "",
-            "prefill of " + std::to_string(n) + " tokens exceeds the reserved workspace");
-  std::vector<int32_t> ids(static_cast<size_t>(n), 0), positions(static_cast<size_t>(n), 0), lengths(B);
+            "append of " + std::to_string(n) + " tokens exceeds the reserved workspace");
+  std::vector<int32_t> ids(static_cast<size_t>(n), 0), positions(static_cast<size_t>(n), 0), lengths(B), past(B);
+  bool any_past = false;
   for (int64_t b = 0; b < B; ++b) {
-    const auto& p = prompts[b];
-    FTX_CHECK(!p.empty(), "", "prefill: empty prompt");
-    FTX_CHECK(static_cast<int64_t>(p.size()) <= max_seq_, "", "prompt longer than the KV cache");
-    check_position(static_cast<int64_t>(p.size()) - 1);
-    FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "prefill: cache row out of range");
+    const auto& p = tokens[b];
     lengths[b] = static_cast<int32_t>(p.size());
+    past[b] = static_cast<int32_t>(length_[cache_rows[b]]);
+    any_past |= past[b] > 0;
     for (int64_t t = 0; t < S; ++t) {
-      // Right padding: pads repeat id 0 at position t and are masked out of attention.
+      // Right padding: pads repeat id 0 at the next position and are masked out of attention.
       ids[b * S + t] = t < lengths[b] ? p[t] : 0;
-      positions[b * S + t] = static_cast<int32_t>(t);
+      positions[b * S + t] = static_cast<int32_t>(past[b] + t);
     }
   }
   int64_t offset = 0;
@@ -280,7 +314,8 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
   if (w_.pre_ln_gamma)
     be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
   run_layers(n, positions, [&](int64_t l) {
-    be_.context_attention(attn_, qkv_, B, S, lengths.data(), cache_rows.data(), k_cache_[l], v_cache_[l], shape_);
+    be_.context_attention(attn_, qkv_, B, S, lengths.data(), cache_rows.data(), k_cache_[l], v_cache_[l], shape_,
+                          any_past ? past.data() : nullptr);
   });
   if (context_embeddings) {
     std::vector<float> host(static_cast<size_t>(n * H_));
@@ -292,10 +327,35 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
   }
   for (int64_t b = 0; b < B; ++b) {
     be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
-    length_[cache_rows[b]] = lengths[b];
+    length_[cache_rows[b]] += lengths[b];
   }
   compute_logits(last_, B);
   download_logits(B, logits);
+}
+
+void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                             float* logits) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  const int64_t V = cfg_.vocab_size;
+  const bool leader = comm_.rank() == 0 && logits;
+  std::vector<float> step_logits(leader ? static_cast<size_t>(B * V) : 0);
+  size_t longest = 0;
+  for (const auto& t : tokens) longest = std::max(longest, t.size());
+  for (size_t i = 0; i < longest; ++i) {
+    std::vector<int32_t> feed, rows, which;
+    for (int64_t b = 0; b < B; ++b)
+      if (i < tokens[b].size()) {
+        feed.push_back(tokens[b][i]);
+        rows.push_back(cache_rows[b]);
+        which.push_back(static_cast<int32_t>(b));
+      }
+    decode(feed, rows, leader ? step_logits.data() : nullptr);
+    if (!leader) continue;
+    // Each row's logits are those after its own last token.
+    for (size_t j = 0; j < which.size(); ++j)
+      if (i + 1 == tokens[which[j]].size())
+        std::copy_n(step_logits.begin() + static_cast<int64_t>(j) * V, V, logits + static_cast<int64_t>(which[j]) * V);
+  }
 }
 
 void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits) {
@@ -305,7 +365,7 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
   for (int64_t i = 0; i < n; ++i) {
     const int32_t row = cache_rows[i];
     FTX_CHECK(row >= 0 && row < rows_, "", "decode: cache row out of range");
-    FTX_CHECK(length_[row] < max_seq_, "",
+    FTX_CHECK(memory_len_ > 0 || length_[row] < max_seq_, "",
               "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
     positions[i] = static_cast<int32_t>(length_[row]);
     check_position(positions[i]);

@@ -18,9 +18,15 @@
 
 namespace ftx {
 
+struct EngineOptions {
+  // > 0: every row's KV cache is circular and keeps only the last memory_len tokens (FT's
+  // memory_len); positions keep counting, so a row can go on past memory_len tokens.
+  int64_t memory_len = 0;
+};
+
 class Engine {
  public:
-  Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm);
+  Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -36,14 +42,22 @@ class Engine {
   int64_t rows() const { return rows_; }
   int64_t max_seq() const { return max_seq_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
+  int64_t hidden() const { return H_; }
   int64_t row_length(int64_t row) const { return length_[static_cast<size_t>(row)]; }
 
-  // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`.
-  // logits (rank 0; may be null elsewhere): [prompts, V] host, of each prompt's last token.
-  // context_embeddings (optional): [prompts, H] host, sum over the prompt's tokens of the last
-  // layer's output (before the final layernorm; padded positions excluded).
+  // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`,
+  // which start empty: append() after forgetting the rows' histories.
   void prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                float* logits, std::vector<float>* context_embeddings = nullptr);
+  // Appends tokens[i] (≥ 1 of them) to cache row cache_rows[i] after the row's current length (its
+  // positions continue from there), as one right-padded batch: a prefill that starts where the row
+  // is, so the next round of a session, or a newcomer in a freed row, costs only its new tokens.
+  // logits (rank 0; may be null elsewhere): [rows, V] host, after each row's last new token.
+  // context_embeddings (optional): [rows, H] host, sum over the new tokens of the last layer's
+  // output (before the final layernorm; padded positions excluded).
+  void append(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+              float* logits, std::vector<float>* context_embeddings = nullptr);
+  int64_t memory_len() const { return memory_len_; }
   // Appends tokens[i] to cache row cache_rows[i] (at position row_length) and returns the next
   // logits [n, V] (rank 0).
   void decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits);
@@ -61,6 +75,9 @@ class Engine {
   void download_logits(int64_t n, float* logits);
   void free_buffers();
   void free_workspace();
+  // A circular cache's append that wraps: one decode step per token.
+  void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                       float* logits);
   void check_position(int64_t pos) const;
   int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
   int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
@@ -73,6 +90,7 @@ class Engine {
   std::vector<float> alibi_;  // this rank's heads
   int64_t H_, local_inter_, qkv_cols_;
   bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
+  int64_t memory_len_ = 0;
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers

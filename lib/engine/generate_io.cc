@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -123,7 +124,7 @@ const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
       "text", "ids", "max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
       "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
-      "beam_search_diversity_rate"};
+      "beam_search_diversity_rate", "session", "session_end"};
   return fields;
 }
 
@@ -191,7 +192,14 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
     } else if (k == "beam_width") s.beam_width = json_int(v, k, where);
     else if (k == "len_penalty") s.len_penalty = json_number(v, k, where);
     else if (k == "beam_search_diversity_rate") s.beam_search_diversity_rate = json_number(v, k, where);
+    else if (k == "session") {
+      if (v.is_string()) r.session = v.get<std::string>();
+      else if (v.is_number_integer()) r.session = std::to_string(v.get<int64_t>());
+      else throw Error(where + ": \"session\" must be a string or an integer, not " + v.dump());
+      if (r.session.empty()) throw Error(where + ": \"session\" is empty");
+    } else if (k == "session_end") r.session_end = json_bool(v, k, where);
   }
+  if (r.session_end && r.session.empty()) throw Error(where + ": \"session_end\" without a \"session\"");
   return r;
 }
 
@@ -271,7 +279,16 @@ Request PromptReader::take() {
   return std::move(next_);
 }
 
-void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name) {
+void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name,
+                  Scheduler* scheduler) {
+  struct Context {
+    std::vector<int32_t> tokens;
+    int64_t rounds = 0;
+  };
+  std::unordered_map<std::string, Context> sessions;
+  std::unique_ptr<LineReader> lines;
+  if (scheduler && journal.resumed() > 0) lines = std::make_unique<LineReader>(journal.partial_path());
+  std::string line;
   for (int64_t i = 0; i < journal.resumed(); ++i) {
     const Request* r = source.peek();
     if (!r)
@@ -280,8 +297,25 @@ void skip_resumed(RequestSource& source, const ResultJournal& journal, const std
     if (r->fingerprint != journal.fingerprint(i))
       throw Error(input_name, "prompt " + std::to_string(i + 1) + " (or its parameters) differs from the one whose "
                               "result " + journal.partial_path() + " holds: the input changed; --force starts over");
-    source.take();
+    const Request kept = source.take();
+    if (!lines) continue;
+    if (!lines->next(line)) throw Error(journal.partial_path(), "shorter than its index");
+    if (kept.session.empty()) continue;
+    if (kept.session_end) {
+      sessions.erase(kept.session);
+      continue;
+    }
+    Context& c = sessions[kept.session];
+    c.tokens.insert(c.tokens.end(), kept.decode.input_ids.begin(), kept.decode.input_ids.end());
+    try {
+      const auto out = nlohmann::json::parse(line).at("output_ids").get<std::vector<int32_t>>();
+      c.tokens.insert(c.tokens.end(), out.begin(), out.end());
+    } catch (const std::exception& e) {
+      throw Error(journal.partial_path(), "line " + std::to_string(i + 1) + ": no output_ids (" + e.what() + ")");
+    }
+    ++c.rounds;
   }
+  for (auto& kv : sessions) scheduler->restore_session(kv.first, std::move(kv.second.tokens), kv.second.rounds);
 }
 
 std::string model_identity(const std::string& model_dir) {
@@ -314,6 +348,9 @@ uint64_t request_fingerprint(const Request& r) {
   hash_words(h, s.bad_words);
   hash_value(h, static_cast<uint8_t>(r.output.log_probs));
   hash_value(h, static_cast<uint8_t>(r.output.cum_log_probs));
+  hash_value(h, static_cast<uint64_t>(r.session.size()));
+  hash_add(h, r.session.data(), r.session.size());
+  hash_value(h, static_cast<uint8_t>(r.session_end));
   return h;
 }
 
@@ -356,13 +393,19 @@ std::vector<std::vector<int32_t>> parse_word_list(const std::string& csv, const 
 std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
   nlohmann::ordered_json j;
   j["index"] = out.index;
+  if (!out.session.empty()) {
+    j["session"] = out.session;
+    j["round"] = out.round;
+    j["context_length"] = out.context_length;
+  }
   j["input_length"] = out.input_length;
   const auto& beams = out.result.beams;
   static const BeamResult empty;
   const BeamResult& best = beams.empty() ? empty : beams[0];
   const int32_t end_id = out.output.end_id;
   j["output_ids"] = best.output_ids;
-  j["sequence_length"] = out.input_length + static_cast<int64_t>(best.output_ids.size());
+  // A session round counts its whole session, as FT's output_seq_len does.
+  j["sequence_length"] = out.context_length + out.input_length + static_cast<int64_t>(best.output_ids.size());
   j["finish_reason"] = finish_reason_name(best.finish_reason);
   if (fmt.tokenizer) j["text"] = text_value(decode_text(*fmt.tokenizer, best.output_ids, end_id));
   if (out.output.cum_log_probs) j["cum_log_prob"] = best.cum_log_prob;
@@ -372,7 +415,7 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
     for (const auto& b : beams) {
       nlohmann::ordered_json e;
       e["output_ids"] = b.output_ids;
-      e["sequence_length"] = out.input_length + static_cast<int64_t>(b.output_ids.size());
+      e["sequence_length"] = out.context_length + out.input_length + static_cast<int64_t>(b.output_ids.size());
       e["finish_reason"] = finish_reason_name(b.finish_reason);
       if (fmt.tokenizer) e["text"] = text_value(decode_text(*fmt.tokenizer, b.output_ids, end_id));
       e["cum_log_prob"] = b.cum_log_prob;

@@ -78,8 +78,11 @@ uint64_t request_fingerprint(const Request& r);
 
 // --resume: consumes the first journal.resumed() requests of `source`, checking each against the
 // fingerprint of the record OUT.partial holds for it. Error naming the input and the prompt when
-// one differs or the input has fewer prompts (the input or the options changed).
-void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name);
+// one differs or the input has fewer prompts (the input or the options changed). Sessions whose
+// rounds were among them continue: their contexts (each round's tokens and output_ids) go to
+// `scheduler` (rank 0).
+void skip_resumed(RequestSource& source, const ResultJournal& journal, const std::string& input_name,
+                  Scheduler* scheduler = nullptr);
 
 // What identifies a model folder's contents for --resume: a hash of config.ini and manifest.json.
 std::string model_identity(const std::string& model_dir);

@@ -1,4 +1,5 @@
-// Admission, prefill into free rows, the step loop, streaming and results. See scheduler.h.
+// Admission (requests and session rounds into free or parked rows), the step loop, streaming and
+// results. See scheduler.h.
 #include "lib/engine/scheduler.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "formats/error.h"
+#include "lib/ops/backend.h"
 
 namespace ftx {
 
@@ -25,11 +27,15 @@ constexpr int64_t kCacheGrain = 64;
 struct Scheduler::Plan {
   enum Flag : int64_t { kEnd = 1, kStop = 2, kError = 4 };
   int64_t flags = 0;
-  int64_t beam = 0;  // beam width of the batch after this admission
+  int64_t beam = 0;                                // beam width of the batch after this admission
+  std::vector<std::pair<int32_t, int32_t>> moves;  // cache rows (dst, src) to copy first
   std::vector<int64_t> slot, need;
-  std::vector<std::vector<int32_t>> prompts;
+  std::vector<uint8_t> append;                     // 1: feed goes after the row's cached tokens
+  std::vector<std::vector<int32_t>> feed;          // tokens to run for each newcomer
   std::string error;
-  std::vector<Request> requests;  // rank 0 only
+  // Rank 0 only: the requests (decode.input_ids = the whole context) and their slot metadata.
+  std::vector<Request> requests;
+  std::vector<Slot> meta;
 };
 
 Scheduler::Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions options)
@@ -37,7 +43,131 @@ Scheduler::Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions 
   if (opt_.batch_size < 1 || opt_.batch_size > kMaxBatchSize)
     throw Error("batch size " + std::to_string(opt_.batch_size) + " outside [1, " + std::to_string(kMaxBatchSize) + "]");
   if (opt_.max_seq_len < 0) throw Error("max_seq_len " + std::to_string(opt_.max_seq_len) + " is negative");
+  if (opt_.memory_len != engine_.memory_len())
+    throw Error("scheduler memory_len " + std::to_string(opt_.memory_len) + " differs from the engine's " +
+                std::to_string(engine_.memory_len()));
   slots_.resize(static_cast<size_t>(opt_.batch_size));
+  parked_by_.resize(slots_.size());
+}
+
+bool Scheduler::any_decoding() const {
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.used; });
+}
+
+void Scheduler::restore_session(const std::string& session, std::vector<int32_t> context, int64_t rounds) {
+  Session& s = sessions_[session];
+  s = Session();
+  s.context = std::move(context);
+  s.rounds = rounds;
+}
+
+int64_t Scheduler::take_free_slot(std::vector<int64_t>& free, Plan& p) {
+  (void)p;
+  if (!free.empty()) {
+    const int64_t s = free.front();
+    free.erase(free.begin());
+    return s;
+  }
+  // No free slot: the least recently used idle session gives up its cache (its context stays).
+  Session* victim = nullptr;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].parked) continue;
+    Session& cand = sessions_.at(parked_by_[i]);
+    if (!victim || cand.last_used < victim->last_used) victim = &cand;
+  }
+  if (!victim) return -1;
+  const int64_t s = victim->slot;
+  victim->slot = -1;
+  victim->cached = 0;
+  slots_[static_cast<size_t>(s)].parked = false;
+  ++stats_.evictions;
+  return s;
+}
+
+void Scheduler::end_session(const std::string& id, Plan& p) {
+  (void)p;
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  if (it->second.slot >= 0) slots_[static_cast<size_t>(it->second.slot)].parked = false;
+  sessions_.erase(it);
+}
+
+bool Scheduler::try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam) {
+  // A request is judged only once it could start, so that the results before a bad one come out.
+  const auto sit = r.session.empty() ? sessions_.end() : sessions_.find(r.session);
+  const bool resident = sit != sessions_.end() && sit->second.slot >= 0;
+  const bool evictable = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.parked; });
+  if (!resident && free.empty() && !evictable) return false;
+  const std::string who = "request " + std::to_string(r.index + 1) +
+                          (r.session.empty() ? "" : " (session \"" + r.session + "\")");
+  try {
+    check_decode_request(r.decode, engine_.vocab_size());
+  } catch (const Error& e) {
+    throw Error(who + ": " + e.what());
+  }
+  const std::vector<int32_t>& ids = r.decode.input_ids;
+  Slot meta;
+  meta.index = r.index;
+  meta.fingerprint = r.fingerprint;
+  meta.output = r.output;
+  meta.input_length = static_cast<int64_t>(ids.size());
+  meta.session = r.session;
+  meta.session_end = r.session_end;
+  Request dec = r;  // what the decoder sees: the whole context, so penalties and stop words span it
+  std::vector<int32_t> feed;
+  bool append = false;
+  int64_t slot = -1;
+  if (r.session.empty()) {
+    slot = take_free_slot(free, p);
+    if (slot < 0) return false;
+    feed = ids;
+  } else {
+    if (opt_.memory_len > 0 && static_cast<int64_t>(ids.size()) > opt_.memory_len)
+      throw Error(who + ": " + std::to_string(ids.size()) + " new tokens exceed --memory-len " +
+                  std::to_string(opt_.memory_len) + " (FT requires a round's input to fit the memory)");
+    Session& s = sessions_[r.session];
+    const int64_t total = static_cast<int64_t>(s.context.size() + ids.size()) + r.decode.max_new_tokens;
+    if (opt_.session_len > 0 && total > opt_.session_len)
+      throw Error(who + ": the session would hold " + std::to_string(total) + " tokens (" +
+                  std::to_string(s.context.size()) + " so far, " + std::to_string(ids.size()) + " new, " +
+                  std::to_string(r.decode.max_new_tokens) + " to generate), more than --session-len " +
+                  std::to_string(opt_.session_len));
+    if (opt_.max_positions > 0 && total > opt_.max_positions)
+      throw Error(who + ": the session would reach position " + std::to_string(total) +
+                  ", beyond the model's max_pos_seq_len " + std::to_string(opt_.max_positions));
+    if (s.slot >= 0) {
+      slot = s.slot;  // its cache is still here: feed only what it does not hold
+      slots_[static_cast<size_t>(slot)].parked = false;
+      append = s.cached > 0;
+    } else {
+      slot = take_free_slot(free, p);
+      if (slot < 0) return false;
+      s.cached = 0;
+    }
+    meta.context_length = static_cast<int64_t>(s.context.size());
+    dec.decode.input_ids = s.context;
+    dec.decode.input_ids.insert(dec.decode.input_ids.end(), ids.begin(), ids.end());
+    feed.assign(dec.decode.input_ids.begin() + s.cached, dec.decode.input_ids.end());
+    s.context = dec.decode.input_ids;  // the round's tokens join the context; its output follows
+    s.slot = slot;
+    s.busy = true;
+    s.last_used = ++clock_;
+    meta.round = ++s.rounds;
+  }
+  const int64_t need = static_cast<int64_t>(dec.decode.input_ids.size()) + r.decode.max_new_tokens;
+  if (opt_.max_seq_len > 0 && opt_.memory_len == 0 && need > opt_.max_seq_len)
+    throw Error(who + ": " + std::to_string(dec.decode.input_ids.size()) + " context tokens + " +
+                std::to_string(r.decode.max_new_tokens) + " new tokens exceed --max-seq-len " +
+                std::to_string(opt_.max_seq_len));
+  (void)beam;
+  meta.need = need;
+  p.slot.push_back(slot);
+  p.need.push_back(need);
+  p.append.push_back(append ? 1 : 0);
+  p.feed.push_back(std::move(feed));
+  p.requests.push_back(std::move(dec));
+  p.meta.push_back(std::move(meta));
+  return true;
 }
 
 Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool()>& should_stop) {
@@ -48,40 +178,59 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
     return p;
   }
   try {
-    const bool any_used = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.used; });
-    if (opt_.continuous || !any_used) {
+    p.moves.swap(row_moves_);
+    const bool decoding = any_decoding();
+    // Look ahead a little, so that a session's next round waiting for its previous one does not
+    // hold up the requests behind it.
+    const size_t window = static_cast<size_t>(std::max<int64_t>(16, 2 * opt_.batch_size));
+    while (pending_.size() < window) {
+      const Request* r = source->peek();
+      if (!r) break;
+      pending_.push_back(source->take());
+    }
+    if (opt_.continuous || !decoding) {
       std::vector<int64_t> free;
       for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s)
-        if (!slots_[s].used) free.push_back(s);
-      size_t next_free = 0;
-      while (next_free < free.size()) {
-        const Request* r = source->peek();
-        if (!r) break;
-        const int64_t k = r->decode.sampling.beam_width;
+        if (!slots_[s].used && !slots_[s].parked) free.push_back(s);
+      for (size_t i = 0; i < pending_.size();) {
+        const Request& r = pending_[i];
+        auto sit = r.session.empty() ? sessions_.end() : sessions_.find(r.session);
+        const bool busy = sit != sessions_.end() && sit->second.busy;
+        if (r.is_control()) {
+          if (!busy) {
+            end_session(r.session, p);
+            pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          } else {
+            ++i;
+          }
+          continue;
+        }
+        const int64_t k = r.decode.sampling.beam_width;
         if (k != p.beam) {
           // Beam width is one value per batch: a request with another one waits for the running
-          // requests to finish, then starts a batch of its own width.
-          if (any_used || !p.slot.empty()) break;
+          // requests to finish, then starts a batch of its own width. The row layout changes, so
+          // idle sessions lose their caches.
+          if (decoding || !p.slot.empty()) break;
           p.beam = k;
+          for (auto& kv : sessions_)
+            if (kv.second.slot >= 0) {
+              slots_[static_cast<size_t>(kv.second.slot)].parked = false;
+              kv.second.slot = -1;
+              kv.second.cached = 0;
+            }
+          p.moves.clear();
+          free.clear();
+          for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) free.push_back(s);
         }
-        try {
-          check_decode_request(r->decode, engine_.vocab_size());
-        } catch (const Error& e) {
-          throw Error("request " + std::to_string(r->index + 1) + ": " + e.what());
+        if (busy) {  // the session's previous round is still running
+          ++i;
+          continue;
         }
-        const int64_t need = static_cast<int64_t>(r->decode.input_ids.size()) + r->decode.max_new_tokens;
-        if (opt_.max_seq_len > 0 && need > opt_.max_seq_len)
-          throw Error("request " + std::to_string(r->index + 1) + ": " + std::to_string(r->decode.input_ids.size()) +
-                      " prompt tokens + " + std::to_string(r->decode.max_new_tokens) +
-                      " new tokens exceed --max-seq-len " + std::to_string(opt_.max_seq_len));
-        Request req = source->take();
-        p.slot.push_back(free[next_free++]);
-        p.need.push_back(need);
-        p.prompts.push_back(req.decode.input_ids);
-        p.requests.push_back(std::move(req));
+        if (!try_admit(r, p, free, p.beam)) break;
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
       }
-      if (p.slot.empty() && !any_used && source->peek() == nullptr) p.flags |= Plan::kEnd;
     }
+    if (p.slot.empty() && !decoding && pending_.empty() && source->finished()) p.flags |= Plan::kEnd;
   } catch (const Error& e) {
     p.flags |= Plan::kError;
     p.error = e.what();
@@ -92,35 +241,40 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
 void Scheduler::share(Plan& p) {
   if (comm_.size() == 1) return;
   int64_t ids = 0;
-  for (const auto& q : p.prompts) ids += static_cast<int64_t>(q.size());
-  int64_t head[5] = {p.flags, p.beam, static_cast<int64_t>(p.slot.size()), ids, static_cast<int64_t>(p.error.size())};
+  for (const auto& q : p.feed) ids += static_cast<int64_t>(q.size());
+  int64_t head[6] = {p.flags, p.beam, static_cast<int64_t>(p.slot.size()), ids, static_cast<int64_t>(p.error.size()),
+                     static_cast<int64_t>(p.moves.size())};
   comm_.broadcast(head, sizeof head, 0);
   p.flags = head[0];
   p.beam = head[1];
-  const int64_t n = head[2];
-  if (n > 0) {
-    // [slot, need, length] per newcomer, then every prompt's ids.
+  const int64_t n = head[2], nmoves = head[5];
+  if (n > 0 || nmoves > 0) {
+    // [dst, src] per move, [slot, need, append, length] per newcomer, then every feed's ids.
     std::vector<int64_t> body;
     if (comm_.rank() == 0) {
-      for (size_t i = 0; i < p.slot.size(); ++i) {
-        body.push_back(p.slot[i]);
-        body.push_back(p.need[i]);
-        body.push_back(static_cast<int64_t>(p.prompts[i].size()));
-      }
-      for (const auto& q : p.prompts) body.insert(body.end(), q.begin(), q.end());
+      for (const auto& m : p.moves) body.insert(body.end(), {m.first, m.second});
+      for (size_t i = 0; i < p.slot.size(); ++i)
+        body.insert(body.end(), {p.slot[i], p.need[i], p.append[i], static_cast<int64_t>(p.feed[i].size())});
+      for (const auto& q : p.feed) body.insert(body.end(), q.begin(), q.end());
     }
-    body.resize(static_cast<size_t>(3 * n + head[3]));
+    body.resize(static_cast<size_t>(2 * nmoves + 4 * n + head[3]));
     comm_.broadcast(body.data(), body.size() * sizeof(int64_t), 0);
     if (comm_.rank() != 0) {
+      p.moves.clear();
+      for (int64_t i = 0; i < nmoves; ++i)
+        p.moves.emplace_back(static_cast<int32_t>(body[2 * i]), static_cast<int32_t>(body[2 * i + 1]));
+      const int64_t* e = body.data() + 2 * nmoves;
+      size_t at = static_cast<size_t>(2 * nmoves + 4 * n);
       p.slot.clear();
       p.need.clear();
-      p.prompts.clear();
-      size_t at = static_cast<size_t>(3 * n);
+      p.append.clear();
+      p.feed.clear();
       for (int64_t i = 0; i < n; ++i) {
-        p.slot.push_back(body[3 * i]);
-        p.need.push_back(body[3 * i + 1]);
-        const int64_t len = body[3 * i + 2];
-        p.prompts.emplace_back(body.begin() + at, body.begin() + at + len);
+        p.slot.push_back(e[4 * i]);
+        p.need.push_back(e[4 * i + 1]);
+        p.append.push_back(static_cast<uint8_t>(e[4 * i + 2]));
+        const int64_t len = e[4 * i + 3];
+        p.feed.emplace_back(body.begin() + at, body.begin() + at + len);
         at += static_cast<size_t>(len);
       }
     }
@@ -142,6 +296,15 @@ void Scheduler::admit(const Plan& p) {
   const bool leader = comm_.rank() == 0;
   const int64_t V = engine_.vocab_size();
   const int64_t B = static_cast<int64_t>(slots_.size());
+  if (!p.moves.empty()) {
+    // A finished session round's best beam becomes its slot's first row.
+    std::vector<int32_t> dst, src;
+    for (const auto& m : p.moves) {
+      dst.push_back(m.first);
+      src.push_back(m.second);
+    }
+    engine_.copy_rows(dst, src);
+  }
   const int64_t n = static_cast<int64_t>(p.slot.size());
   if (n == 0) return;
   const int64_t K = p.beam;
@@ -151,7 +314,7 @@ void Scheduler::admit(const Plan& p) {
       if (s.used) need = std::max(need, s.need);
   for (int64_t i = 0; i < n; ++i) {
     need = std::max(need, p.need[i]);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.prompts[i].size()));
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.feed[i].size()));
   }
   // Every rank checks its own memory before allocating; all stop together when one cannot.
   std::string failed;
@@ -182,43 +345,80 @@ void Scheduler::admit(const Plan& p) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int32_t> first_rows;
-  for (int64_t i = 0; i < n; ++i) first_rows.push_back(static_cast<int32_t>(p.slot[i] * K));
-  std::vector<float> prompt_logits(leader ? static_cast<size_t>(n * V) : 0);
-  std::vector<float> ctx;
-  engine_.prefill(p.prompts, first_rows, leader ? prompt_logits.data() : nullptr,
-                  opt_.context_embeddings ? &ctx : nullptr);
+  // Fresh rows are prefilled, rows that hold a session's context are appended to; each newcomer's
+  // logits land in row i of `run_logits`.
+  std::vector<float> run_logits(leader ? static_cast<size_t>(n * V) : 0);
+  std::vector<float> ctx(opt_.context_embeddings ? static_cast<size_t>(n * engine_.hidden()) : 0);
+  for (const uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+    std::vector<std::vector<int32_t>> feeds;
+    std::vector<int32_t> rows;
+    std::vector<int64_t> which;
+    for (int64_t i = 0; i < n; ++i)
+      if (p.append[i] == kind) {
+        feeds.push_back(p.feed[i]);
+        rows.push_back(static_cast<int32_t>(p.slot[i] * K));
+        which.push_back(i);
+      }
+    if (feeds.empty()) continue;
+    std::vector<float> lg(leader ? static_cast<size_t>(feeds.size() * V) : 0), c;
+    if (kind == 0)
+      engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
+    else
+      engine_.append(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
+    const int64_t H = engine_.hidden();
+    for (size_t j = 0; j < which.size(); ++j) {
+      if (leader) std::copy_n(lg.begin() + static_cast<int64_t>(j) * V, V, run_logits.begin() + which[j] * V);
+      if (!c.empty()) std::copy_n(c.begin() + static_cast<int64_t>(j) * H, H, ctx.begin() + which[j] * H);
+    }
+  }
   if (K > 1) {
-    // Every beam starts from its request's prompt.
+    // Every beam starts from its request's context.
     std::vector<int32_t> dst, src;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t k = 1; k < K; ++k) {
         dst.push_back(static_cast<int32_t>(p.slot[i] * K + k));
-        src.push_back(first_rows[i]);
+        src.push_back(static_cast<int32_t>(p.slot[i] * K));
       }
     engine_.copy_rows(dst, src);
   }
-  const int64_t H = opt_.context_embeddings && n > 0 ? static_cast<int64_t>(ctx.size()) / n : 0;
+  const int64_t H = engine_.hidden();
   for (int64_t i = 0; i < n; ++i) {
     Slot& s = slots_[static_cast<size_t>(p.slot[i])];
-    s = Slot();
+    s = leader ? p.meta[static_cast<size_t>(i)] : Slot();
     s.used = true;
+    s.parked = false;
     s.need = p.need[i];
-    s.input_length = static_cast<int64_t>(p.prompts[i].size());
-    if (H > 0) s.context_embedding.assign(ctx.begin() + i * H, ctx.begin() + (i + 1) * H);
-    stats_.prompt_tokens += s.input_length;
+    if (!ctx.empty()) s.context_embedding.assign(ctx.begin() + i * H, ctx.begin() + (i + 1) * H);
+    stats_.prompt_tokens += static_cast<int64_t>(p.feed[i].size());
     if (!leader) continue;
-    const Request& req = p.requests[static_cast<size_t>(i)];
-    s.index = req.index;
-    s.fingerprint = req.fingerprint;
-    s.output = req.output;
-    decoder_->add(p.slot[i], req.decode);
+    decoder_->add(p.slot[i], p.requests[static_cast<size_t>(i)].decode);
     for (int64_t k = 0; k < K; ++k)
-      std::copy_n(prompt_logits.begin() + i * V, V, logits_.begin() + (p.slot[i] * K + k) * V);
+      std::copy_n(run_logits.begin() + i * V, V, logits_.begin() + (p.slot[i] * K + k) * V);
   }
   stats_.requests += n;
   ++stats_.prefills;
   stats_.prefill_s += seconds_since(t0);
+}
+
+void Scheduler::finish_round(int64_t s, int64_t best_beam, const GenerationOutput& out) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  auto it = sessions_.find(slot.session);
+  if (it == sessions_.end()) return;
+  Session& sess = it->second;
+  if (slot.session_end) {
+    sessions_.erase(it);
+    return;
+  }
+  // The session goes on from its best beam: its tokens join the context, its row is kept.
+  const int64_t best_row = s * beam_ + best_beam;
+  const std::vector<int32_t>& best = out.result.beams.front().output_ids;
+  sess.context.insert(sess.context.end(), best.begin(), best.end());
+  sess.cached = engine_.row_length(best_row);
+  if (best_row != s * beam_) row_moves_.emplace_back(static_cast<int32_t>(s * beam_), static_cast<int32_t>(best_row));
+  sess.busy = false;
+  sess.slot = s;
+  slot.parked = true;
+  parked_by_[static_cast<size_t>(s)] = slot.session;
 }
 
 Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on_result,
@@ -249,7 +449,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     if (old_beam != K || static_cast<int64_t>(was_finished.size()) != rows) was_finished.assign(static_cast<size_t>(rows), 1);
     for (int64_t s : p.slot)
       for (int64_t k = 0; k < K; ++k) was_finished[static_cast<size_t>(s * K + k)] = 0;
-    if (std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.used; })) continue;
+    if (!any_decoding()) continue;
 
     // One decoding step for every live request: rank 0 decides, every rank receives
     // [tokens | parents | finished] for all rows.
@@ -267,6 +467,20 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     const int32_t* tokens = msg.data();
     const int32_t* parents = msg.data() + rows;
     const int32_t* finished = msg.data() + 2 * rows;
+
+    // Beams are reordered before anything reads their rows (a finished round's best beam row).
+    std::vector<int32_t> dst, src;
+    for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
+      if (!slots_[static_cast<size_t>(s)].used || K == 1) continue;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = s * K + k;
+        if (parents[r] != r) {
+          dst.push_back(static_cast<int32_t>(r));
+          src.push_back(parents[r]);
+        }
+      }
+    }
+    if (!dst.empty()) engine_.copy_rows(dst, src);
 
     for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
       Slot& slot = slots_[static_cast<size_t>(s)];
@@ -297,34 +511,35 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
         out.output = slot.output;
         out.input_length = slot.input_length;
         out.context_embedding = std::move(slot.context_embedding);
+        out.session = slot.session;
+        out.round = slot.round;
+        out.context_length = slot.context_length;
+        const int64_t best_beam = decoder_->best_beam(s);
         out.result = decoder_->take(s);
         if (!out.result.beams.empty()) stats_.generated_tokens += static_cast<int64_t>(out.result.beams[0].output_ids.size());
+        if (!slot.session.empty()) finish_round(s, best_beam, out);
         on_result(std::move(out));
       }
+      const bool parked = slot.parked;  // a session keeps its cache in the slot until its next round
       slot = Slot();
+      slot.parked = parked;
     }
     for (int64_t r = 0; r < rows; ++r) was_finished[r] = finished[r] != 0;
     ++stats_.steps;
 
-    // Reorder the beams' caches, then run every unfinished row of a live request one step.
-    std::vector<int32_t> dst, src;
+    // Run every unfinished row of a live request one step.
     feed.clear();
     step_logits_rows.clear();
     for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
       if (!slots_[static_cast<size_t>(s)].used) continue;
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = s * K + k;
-        if (K > 1 && parents[r] != r) {
-          dst.push_back(static_cast<int32_t>(r));
-          src.push_back(parents[r]);
-        }
         if (!finished[r]) {
           step_logits_rows.push_back(static_cast<int32_t>(r));
           feed.push_back(tokens[r]);
         }
       }
     }
-    if (!dst.empty()) engine_.copy_rows(dst, src);
     const int64_t na = static_cast<int64_t>(feed.size());
     if (na == 0) continue;
     if (leader) step_logits.resize(static_cast<size_t>(na * V));

@@ -7,20 +7,32 @@
 // behaviour). Either way each request keeps its own sampling parameters and random stream, so its
 // tokens do not depend on its neighbours.
 //
-// Requests are pulled one by one from a RequestSource and results are handed out as each request
-// finishes (completion order; OrderedResults restores input order), so memory is bounded by the
-// batch, not by the input. Beam width is one value per batch (as in FT): a request with another
-// width waits until the running ones have finished.
+// Sessions (FT's interactive generation): requests that name the same session are its rounds. A
+// round's tokens are appended to the session's context (its earlier prompts and generated tokens)
+// and only what the cache does not hold yet runs through the model (Engine::append): between
+// rounds the session keeps its slot ("parked"), its best beam's row holding the context. A
+// session's next round waits for the previous one; rounds of different sessions batch together.
+// When slots run out, the least recently used idle session loses its cache (its context stays on
+// the host and is run again at its next round), so any number of sessions fit in bounded memory;
+// a session ends (and frees everything) with a round marked session_end, or a control request.
+//
+// Requests are pulled one by one from a RequestSource into a short look-ahead queue (a session's
+// next round must not hold up others) and results are handed out as each request finishes
+// (completion order; OrderedResults restores input order), so memory is bounded by the batch, not
+// by the input. Beam width is one value per batch (as in FT): a request with another width waits
+// until the running ones have finished.
 //
 // Tensor parallelism: every rank runs the engine; rank 0 alone reads the requests, runs the Decoder
-// and hands out results. Each iteration it broadcasts what it admitted (slots and prompt ids) and
-// then the step's tokens/parents/finished flags, so the ranks never diverge and a bad request or a
-// stop reaches every rank as the same error.
+// and keeps the sessions. Each iteration it broadcasts what it admitted (slots, tokens to feed, row
+// copies) and then the step's tokens/parents/finished flags, so the ranks never diverge and a bad
+// request or a stop reaches every rank as the same error.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lib/decoding/decoder.h"
@@ -38,9 +50,13 @@ struct ResultOptions {
 
 struct Request {
   int64_t index = 0;         // position in the input, 0-based: results are reported with it
-  DecodeRequest decode;
+  DecodeRequest decode;      // a session round: decode.input_ids are the round's new tokens
   ResultOptions output;
   uint64_t fingerprint = 0;  // identifies the request for --resume; carried to the result
+  std::string session;       // "" : not part of a session
+  bool session_end = false;  // the session's last round: its cache and context are freed after it
+  // A control request (index < 0, no tokens, session_end): ends `session` without a round.
+  bool is_control() const { return index < 0; }
 };
 
 // Pulled on rank 0 only. peek() may throw Error (a malformed input line): the scheduler turns it
@@ -48,9 +64,13 @@ struct Request {
 class RequestSource {
  public:
   virtual ~RequestSource() = default;
-  // The next request, not yet consumed; nullptr at the end of the input.
+  // The next request, not yet consumed; nullptr when there is none now.
   virtual const Request* peek() = 0;
   virtual Request take() = 0;  // consumes the request peek() returned
+  // No request will ever come again. A file is finished once peek() returns nullptr; an
+  // interactive source (ftx chat) returns nullptr from peek() while a round is running and blocks
+  // in peek() for the next line only when none is.
+  virtual bool finished() { return peek() == nullptr; }
 };
 
 // Requests held in memory (tests, benches, eval).
@@ -73,15 +93,25 @@ struct SchedulerOptions {
   int64_t max_seq_len = 0;          // KV cache length per row; 0: grows with the requests
   bool continuous = true;           // refill finished rows at once; false: static batches
   bool context_embeddings = false;  // fill GenerationOutput::context_embedding
+  // A session's context plus a round's new tokens may not exceed this (0: no limit but the
+  // model's position table).
+  int64_t session_len = 0;
+  // > 0: circular KV cache of this many tokens (EngineOptions::memory_len must match); a round's
+  // new tokens may not exceed it.
+  int64_t memory_len = 0;
+  int64_t max_positions = 0;  // learned position table rows (0: none): bounds a session's context
 };
 
 struct GenerationOutput {
   int64_t index = 0;
   uint64_t fingerprint = 0;
   ResultOptions output;
-  int64_t input_length = 0;
+  int64_t input_length = 0;              // the round's new tokens (a session's context not counted)
   RequestResult result;                  // from the Decoder
-  std::vector<float> context_embedding;  // [H]: sum over prompt tokens of the last layer output
+  std::vector<float> context_embedding;  // [H]: sum over the tokens run of the last layer output
+  std::string session;
+  int64_t round = 0;                     // 1-based round of the session (0: none)
+  int64_t context_length = 0;            // tokens of the session before this round's new ones
 };
 
 // One new token of one request (rank 0), as soon as it exists. With beam search the best beam may
@@ -100,10 +130,11 @@ struct GenerateStats {
   double total_s = 0;          // wall time of the run
   double prefill_s = 0;
   int64_t requests = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;     // tokens run through prefills and appends
   int64_t generated_tokens = 0;  // new tokens of the best beams (end_id included when produced)
   int64_t prefills = 0;          // admissions (static batching: batches)
   int64_t steps = 0;             // decode steps
+  int64_t evictions = 0;         // idle sessions whose cache was dropped for want of a slot
 };
 
 class Scheduler {
@@ -120,24 +151,46 @@ class Scheduler {
   // All requests at once; outputs in input order (rank 0; other ranks get empty outputs).
   std::vector<GenerationOutput> run_all(const std::vector<DecodeRequest>& requests,
                                         const StreamCallback& on_token = nullptr);
+  // --resume (rank 0, before run): a session whose earlier rounds' results are already written
+  // continues from `context` (its prompts and generated tokens) after `rounds` rounds.
+  void restore_session(const std::string& session, std::vector<int32_t> context, int64_t rounds);
   const GenerateStats& stats() const { return stats_; }
 
  private:
   struct Plan;
   struct Slot {
-    bool used = false;
+    bool used = false;    // a request is decoding in it
+    bool parked = false;  // a session keeps its cache here between rounds
     int64_t index = 0;
-    int64_t need = 0;  // prompt + max_new_tokens: cache slots the request may fill
+    int64_t need = 0;  // cache slots the request may fill (its context, new tokens and output)
     int64_t input_length = 0;
     int64_t steps = 0;  // decoding steps taken (the next streamed token's index)
     uint64_t fingerprint = 0;
     ResultOptions output;
     std::vector<float> context_embedding;
+    std::string session;
+    int64_t round = 0, context_length = 0;
+    bool session_end = false;
   };
+  struct Session {
+    std::vector<int32_t> context;  // every token of the session so far (prompts and outputs)
+    int64_t cached = 0;            // of those, how many the parked slot's row holds
+    int64_t slot = -1;             // parked slot, or -1 (not resident: run again from the start)
+    bool busy = false;             // a round is decoding
+    int64_t rounds = 0;
+    uint64_t last_used = 0;
+  };
+
   Plan plan(RequestSource* source, const std::function<bool()>& should_stop);
+  // Rank 0: whether `r` can start now; fills the plan entry and consumes slots/sessions if so.
+  bool try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam);
+  int64_t take_free_slot(std::vector<int64_t>& free, Plan& p);
+  void end_session(const std::string& id, Plan& p);
   void share(Plan& p);
   void admit(const Plan& p);
+  void finish_round(int64_t s, int64_t best_beam, const GenerationOutput& out);
   int64_t cache_length_for(int64_t need) const;
+  bool any_decoding() const;
 
   Engine& engine_;
   dist::Communicator& comm_;
@@ -147,6 +200,12 @@ class Scheduler {
   std::vector<Slot> slots_;
   std::unique_ptr<Decoder> decoder_;  // rank 0
   std::vector<float> logits_;         // rank 0: [slots · beam, V], each row's latest logits
+  // Rank 0 only:
+  std::deque<Request> pending_;       // look-ahead: pulled from the source, not yet admitted
+  std::unordered_map<std::string, Session> sessions_;
+  std::vector<std::string> parked_by_;  // per slot: the session parked there (when Slot::parked)
+  std::vector<std::pair<int32_t, int32_t>> row_moves_;  // (dst, src) to apply before the next admission
+  uint64_t clock_ = 0;
 };
 
 // Restores input order: results arrive in completion order and leave in index order, starting

@@ -15,7 +15,8 @@
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
 //  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
-//    lives at slot t. Rows advance independently (no lock-step padding gap).
+//    lives at slot t (t % memory_len for a circular cache, AttentionShape::memory_len). Rows
+//    advance independently (no lock-step padding gap).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,9 @@ struct AttentionShape {
   int64_t head_dim = 0;
   int64_t max_seq = 0;      // KV cache capacity per row
   float scale = 1.0f;       // applied to Q·K (1/sqrt(head_dim))
+  // > 0: the cache is circular (FT's memory_len): position p lives at slot p % memory_len
+  // (max_seq == memory_len) and attends to the last memory_len positions [p - memory_len + 1, p].
+  int64_t memory_len = 0;
   const float* alibi_slopes = nullptr;  // host, [q_heads] for this rank's heads; nullptr: no ALiBi
 
   // One token's fused QKV row: [Q (q_heads·d) | K (kv_heads·d) | V (kv_heads·d)].
@@ -153,14 +157,19 @@ class Backend {
                       double base) = 0;
 
   // ---- attention ----
-  // Prefill. qkv: [B, S, qkv_width] (right-padded, row b valid for t < lengths[b]). Writes K,V of
-  // the valid tokens to cache row cache_rows[b] slots [0, lengths[b]) and out[b,t] = causal
-  // softmax attention over those slots (padded query positions get zeros).
+  // Prefill, or an append to rows that already hold past[b] tokens (past null: none). qkv:
+  // [B, S, qkv_width] (right-padded, row b valid for t < lengths[b]). Writes K,V of the valid
+  // tokens to cache row cache_rows[b] at positions [past[b], past[b] + lengths[b]) and out[b,t] =
+  // causal softmax attention of position past[b] + t over positions [0, past[b] + t] (padded query
+  // positions get zeros). With a circular cache the positions must not wrap (the engine feeds a
+  // wrapping append one token at a time, as FT's continue_gen does).
   virtual void context_attention(float* out, const float* qkv, int64_t B, int64_t S,
                                  const int32_t* lengths, const int32_t* cache_rows, const KvCache& k_cache,
-                                 const KvCache& v_cache, const AttentionShape& shape) = 0;
-  // One decode step for n rows: token r is written at slot past[r] of cache row cache_rows[r] and
-  // attends to slots [0, past[r]].
+                                 const KvCache& v_cache, const AttentionShape& shape,
+                                 const int32_t* past = nullptr) = 0;
+  // One decode step for n rows: token r, at position past[r], is written to cache row
+  // cache_rows[r] and attends to positions [0, past[r]] (the last memory_len of them when the
+  // cache is circular).
   virtual void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
