@@ -28,5 +28,11 @@ if(FTX_HAVE_MPI)
                      $<TARGET_FILE:engine_tp_test>)
     set_tests_properties(engine_tp_mpi PROPERTIES FIXTURES_REQUIRED engine_models
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+    # Sessions and the circular cache at TP 2: the engine_session_test binary under two ranks.
+    add_test(NAME engine_session_mpi
+             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
+                     $<TARGET_FILE:engine_session_test>)
+    set_tests_properties(engine_session_mpi PROPERTIES FIXTURES_REQUIRED engine_models
+                         ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
   endif()
 endif()

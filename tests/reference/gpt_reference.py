@@ -85,8 +85,10 @@ def _lin(x, w, b):
     return y + b if b is not None else y
 
 
-def forward(cfg, W, ids):
-    """Logits [S, V] (float64) of every position of `ids`."""
+def forward(cfg, W, ids, window=0):
+    """Logits [S, V] (float64) of every position of `ids`. window > 0: each position attends only to
+    the last `window` positions up to itself (FT's memory_len: a circular KV cache), in every layer;
+    positions keep their absolute values."""
     ids = torch.tensor(ids, dtype=torch.long)
     S = ids.shape[0]
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
@@ -103,6 +105,8 @@ def forward(cfg, W, ids):
     if W.get("pre_ln") is not None:
         x = _ln(x, W["pre_ln"], eps)
     causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
+    if window > 0:
+        causal &= (pos[:, None] - pos[None, :]) < window
     rel = (pos[None, :] - pos[:, None]).to(torch.float64)        # k_pos - q_pos
     slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
 
