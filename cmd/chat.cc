@@ -1,0 +1,113 @@
+// ftx chat: an interactive session over the model: each line of input is a round appended to the
+// session (its KV cache kept between rounds), the continuation streams out as it is generated.
+// On a terminal or in a pipe; under mpirun rank 0 owns the terminal. See man/ftx-chat.1.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cmd/decoding_flags.h"
+#include "cmd/subcommand.h"
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "lib/engine/chat_source.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/model_weights.h"
+#include "lib/engine/scheduler.h"
+#include "lib/tokenizer/incremental_text.h"
+#include "lib/tokenizer/model_tokenizer.h"
+
+namespace {
+
+struct ChatFlags {
+  ftx::cmd::DecodingFlags d;
+  std::string input = "-";
+  bool quiet = false;
+};
+
+int run_chat(ChatFlags& f) {
+  ftx::cmd::DecodingFlags& d = f.d;
+  ftx::cmd::check_decoding_flags(d);
+  const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(d.model_dir + "/config.ini"));
+  auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
+  if (!tokenizer) throw ftx::Error(d.model_dir, "chat needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
+  const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
+
+  ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
+  auto& comm = rt.comm;
+  const bool leader = comm->rank() == 0;
+  ftx::ModelWeights weights;
+  std::string failure;
+  try {
+    weights = ftx::ModelWeights::load(d.model_dir, comm->rank(), comm->size(), *rt.backend);
+  } catch (const ftx::Error& e) {
+    failure = e.what();
+  }
+  if (!comm->all_true(failure.empty()))
+    throw ftx::Error(failure.empty() ? "another rank failed to load the model (see its error)" : failure);
+  ftx::Engine engine(weights, *rt.backend, *comm, ftx::EngineOptions{d.memory_len});
+  ftx::SchedulerOptions so;
+  so.batch_size = 1;  // one session: its cache stays in the one slot between rounds
+  so.session_len = d.session_len;
+  so.memory_len = d.memory_len;
+  so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
+  ftx::Scheduler scheduler(engine, *comm, so);
+
+  const bool terminal = f.input == "-" && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  std::unique_ptr<ftx::ChatSource> source;
+  if (leader)
+    source = std::make_unique<ftx::ChatSource>(
+        f.input, *tokenizer, defaults, cfg.vocab_size,
+        [terminal] {
+          if (terminal) std::fputs("> ", stdout), std::fflush(stdout);
+        },
+        [](const std::string& msg) { std::fprintf(stderr, "ftx: error: %s\n", msg.c_str()); });
+
+  // Each round streams its text as tokens arrive (beam search: its best beam at the end).
+  ftx::IncrementalText text(*tokenizer, defaults.sampling.end_id);
+  std::chrono::steady_clock::time_point first_token;
+  int64_t streamed = 0;
+  auto on_token = [&](const ftx::StreamEvent& ev) {
+    if (streamed++ == 0) first_token = std::chrono::steady_clock::now();
+    if (!ev.best.empty()) return;
+    std::fputs(text.add(ev.token).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  auto on_result = [&](ftx::GenerationOutput&& out) {
+    const auto done = std::chrono::steady_clock::now();
+    const auto& best = out.result.beams.front().output_ids;
+    if (out.result.beams.size() > 1)
+      for (int32_t t : best) std::fputs(text.add(t).c_str(), stdout);
+    std::fputs((text.flush() + "\n").c_str(), stdout);
+    std::fflush(stdout);
+    if (!f.quiet) {
+      const double ttft = std::chrono::duration<double>(first_token - source->read_at()).count();
+      const double total = std::chrono::duration<double>(done - source->read_at()).count();
+      std::fprintf(stderr,
+                   "[round %lld: %zu tokens, %.1f tokens/s, first token %.1f ms; context %lld tokens, %lld new]\n",
+                   static_cast<long long>(out.round), best.size(),
+                   total > 0 ? static_cast<double>(best.size()) / total : 0.0, ttft * 1e3,
+                   static_cast<long long>(out.context_length), static_cast<long long>(out.input_length));
+    }
+    text.reset();
+    streamed = 0;
+    source->round_done();
+  };
+  scheduler.run(source.get(), on_result, on_token);
+  return 0;
+}
+
+ftx::cmd::Action setup_chat(CLI::App* sub) {
+  auto f = std::make_shared<ChatFlags>();
+  f->d.max_new_tokens = 64;
+  ftx::cmd::add_decoding_flags(sub, f->d, false);
+  sub->add_option("--input", f->input, "Lines to send, one round each (default -: standard input)");
+  sub->add_flag("--quiet", f->quiet, "No per-round statistics on standard error");
+  return [f] { return run_chat(*f); };
+}
+
+FTX_SUBCOMMAND("chat", "Interactive session: each line continues the conversation, its KV cache kept (FT's interactive generation)",
+               setup_chat);
+
+}  // namespace

@@ -1,0 +1,109 @@
+#include "cmd/decoding_flags.h"
+
+#include <cstdio>
+
+#include "cmd/run_control.h"
+#include "formats/error.h"
+#include "formats/input_file.h"
+
+namespace ftx::cmd {
+
+void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_required) {
+  sub->add_option("-m,--model", f.model_dir, "FT model folder (OUT/N-gpu) with config.ini and .bin files")->required();
+  sub->add_option("--tokenizer", f.tokenizer_dir, "Tokenizer folder or .model file (default: the model folder's)");
+  auto* mnt = sub->add_option("--max-new-tokens", f.max_new_tokens, "Tokens to generate per prompt");
+  if (max_new_tokens_required) mnt->required();
+  sub->add_option("--top-k", f.top_k, "Top-k sampling, 0..1024 (0 with top-p 0: greedy)");
+  sub->add_option("--top-p", f.top_p, "Top-p (nucleus) sampling, 0..1");
+  sub->add_option("--temperature", f.temperature, "Logit temperature (0: greedy)");
+  sub->add_option("--repetition-penalty", f.repetition_penalty, "Repetition penalty (1.0: off)");
+  sub->add_option("--presence-penalty", f.presence_penalty, "Presence penalty (0.0: off)");
+  sub->add_option("--len-penalty", f.len_penalty, "Beam search length penalty");
+  sub->add_option("--min-length", f.min_length, "Ban end_id until this many tokens are generated");
+  sub->add_option("--beam-width", f.beam_width, "Beam search width, 1..64 (1: sampling)");
+  sub->add_option("--beam-search-diversity-rate", f.diversity_rate, "Diverse beam search rate");
+  sub->add_option("--seed", f.seed, "Random seed (every prompt uses it unless its JSON line has \"seed\")");
+  sub->add_option("--start-id", f.start_id, "Id an empty prompt starts from (default: empty prompts are an error)");
+  sub->add_option("--end-id", f.end_id, "End-of-sequence id (default: config.ini end_id)");
+  sub->add_option("--stop-words", f.stop_words, "CSV of words that end generation (each tokenized separately)");
+  sub->add_option("--bad-words", f.bad_words, "CSV of words that are never generated");
+  sub->add_option("--session-len", f.session_len,
+                  "Most tokens a session may hold: its context, a round's new tokens and output");
+  sub->add_option("--memory-len", f.memory_len,
+                  "Circular KV cache of the last N tokens per row (FT's memory_len); positions keep counting");
+  sub->add_option("--device", f.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--gemm-config", f.gemm_config,
+                  "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
+  sub->add_option("--dtype", f.dtype,
+                  "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda "
+                  "(fp32 accumulation, activations and KV cache)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
+  sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
+}
+
+void check_decoding_flags(const DecodingFlags& f) {
+  if (f.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
+  if (f.threads < 0) throw UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
+  if (f.session_len < 0) throw UsageError("--session-len " + std::to_string(f.session_len) + " is negative");
+  if (f.memory_len < 0) throw UsageError("--memory-len " + std::to_string(f.memory_len) + " is negative");
+}
+
+RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok) {
+  RequestDefaults d;
+  d.max_new_tokens = f.max_new_tokens;
+  SamplingConfig& s = d.sampling;
+  s.top_k = f.top_k;
+  s.top_p = f.top_p;
+  s.temperature = f.temperature;
+  s.repetition_penalty = f.repetition_penalty;
+  s.presence_penalty = f.presence_penalty;
+  s.len_penalty = f.len_penalty;
+  s.min_length = f.min_length;
+  s.beam_width = f.beam_width;
+  s.beam_search_diversity_rate = f.diversity_rate;
+  s.seed = f.seed;
+  s.end_id = static_cast<int32_t>(f.end_id >= 0 ? f.end_id : cfg.end_id);
+  s.return_log_probs = f.log_probs || f.cum_log_probs;
+  d.output.log_probs = f.log_probs;
+  d.output.cum_log_probs = f.cum_log_probs;
+  d.output.end_id = s.end_id;
+  if (!f.stop_words.empty() || !f.bad_words.empty()) {
+    if (!tok) throw Error(f.model_dir, "--stop-words/--bad-words need a tokenizer; pass --tokenizer DIR");
+    if (!f.stop_words.empty()) s.stop_words = parse_word_list(f.stop_words, *tok);
+    if (!f.bad_words.empty()) s.bad_words = parse_word_list(f.bad_words, *tok);
+  }
+  DecodeRequest probe{{0}, f.max_new_tokens, s};
+  check_flags_as_request(probe, cfg.vocab_size);
+  if (f.start_id >= cfg.vocab_size)
+    throw UsageError("--start-id " + std::to_string(f.start_id) + " is outside the vocabulary [0, " +
+                     std::to_string(cfg.vocab_size) + ")");
+  d.start_id = static_cast<int32_t>(f.start_id);
+  if (s.end_id >= cfg.vocab_size)
+    std::fprintf(stderr,
+                 "ftx: warning: %s: end_id %d is outside the vocabulary [0, %lld): generation will not stop on it "
+                 "(FT's behaviour); --end-id sets another\n",
+                 (f.end_id >= 0 ? std::string("--end-id") : f.model_dir + "/config.ini").c_str(), s.end_id,
+                 static_cast<long long>(cfg.vocab_size));
+  // FT's interactive limits (ft-runtime §2.11): a learned position table bounds a session, and a
+  // memory shorter than the session is worth a warning (older tokens drop out of attention).
+  if (cfg.position == PositionEmbedding::kLearned && f.session_len > cfg.max_pos_seq_len) {
+    std::fprintf(stderr, "ftx: warning: --session-len %lld exceeds the model's max_pos_seq_len %lld; using %lld\n",
+                 static_cast<long long>(f.session_len), static_cast<long long>(cfg.max_pos_seq_len),
+                 static_cast<long long>(cfg.max_pos_seq_len));
+    f.session_len = cfg.max_pos_seq_len;
+  }
+  if (f.memory_len > 0 && f.session_len > 0 && f.memory_len != f.session_len)
+    std::fprintf(stderr,
+                 "ftx: warning: --memory-len %lld differs from --session-len %lld: attention sees only the last %lld "
+                 "tokens of a session\n",
+                 static_cast<long long>(f.memory_len), static_cast<long long>(f.session_len),
+                 static_cast<long long>(f.memory_len));
+  return d;
+}
+
+Runtime decoding_runtime(const DecodingFlags& f) {
+  return make_runtime({f.device, f.threads, f.model_dir, f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"),
+                       dtype_from_name(f.dtype)});
+}
+
+}  // namespace ftx::cmd

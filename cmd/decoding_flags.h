@@ -1,0 +1,46 @@
+#pragma once
+// The flags `ftx generate` and `ftx chat` share: the model and runtime (device, dtype, threads,
+// GEMM config), sampling (FT's names and ranges), sessions (--session-len, --memory-len), and how
+// they become the defaults of every request. One definition, so the two commands cannot drift.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cmd/subcommand.h"
+#include "lib/engine/generate_io.h"
+#include "lib/engine/runtime.h"
+#include "lib/model/model_config.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace ftx::cmd {
+
+struct DecodingFlags {
+  std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype = "fp32";
+  int threads = 0;
+  int64_t max_new_tokens = 0;
+  int64_t top_k = 0;
+  double top_p = 0.0, temperature = 1.0, repetition_penalty = 1.0, presence_penalty = 0.0, len_penalty = 0.0;
+  int64_t min_length = 0, beam_width = 1;
+  double diversity_rate = 0.0;
+  uint64_t seed = 0;
+  int64_t start_id = -1, end_id = -1;
+  std::string stop_words, bad_words;
+  bool log_probs = false, cum_log_probs = false;
+  int64_t session_len = 0, memory_len = 0;
+};
+
+// Declares the flags on `sub`. max_new_tokens_required: generate requires it, chat has a default.
+void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_required);
+
+// Range checks that need no model (usage errors naming the flag).
+void check_decoding_flags(const DecodingFlags& f);
+
+// The flags' values as the defaults of every request, checked with FT's rules (usage errors naming
+// the flag); warns about an end_id outside the vocabulary (naming config.ini or --end-id) and about
+// FT's session limits (a learned position table bounds --session-len, which is lowered to it).
+RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok);
+
+// The backend and communicator (--gemm-config "-" is read from standard input).
+Runtime decoding_runtime(const DecodingFlags& f);
+
+}  // namespace ftx::cmd
