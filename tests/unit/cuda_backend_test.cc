@@ -1077,3 +1077,92 @@ TEST_F(CudaVsCpu, CopyKv2dGrowsACacheLikeTheCpu) {
 
 }  // namespace
 }  // namespace ftx
+
+namespace ftx {
+namespace {
+
+// Appending to rows that already hold tokens (a session's next round): context_attention with past
+// offsets equals the CPU's, cache and outputs.
+TEST_F(CudaVsCpu, ContextAttentionAppendsAfterPast) {
+  for (const AttnCase& c : kAttnCases) {
+    SCOPED_TRACE(attn_name(c));
+    const int64_t cache_rows = 4, max_seq = 120, S = 19;
+    std::vector<float> slopes;
+    const auto sh = attn_shape(c, max_seq, slopes);
+    const std::vector<int32_t> lengths = {19, 4, 1}, rows = {2, 0, 3}, past = {0, 33, 100};
+    const int64_t B = 3;
+    auto qkv = dual(random(B * S * sh.qkv_width(), -2.0f, 2.0f));
+    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+    auto out = dual_random(B * S * c.q_heads * c.head_dim);
+    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), rows.data(), kc.c, vc.c, sh, past.data());
+    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), rows.data(), kc.g, vc.g, sh, past.data());
+    EXPECT_TRUE(same(out));
+    EXPECT_TRUE(same(kc));
+    EXPECT_TRUE(same(vc));
+  }
+}
+
+// A circular cache (memory_len): decode positions before, at and well past the wrap, against the
+// CPU (slot = position % memory_len, attention over the last memory_len positions, ALiBi by
+// position).
+TEST_F(CudaVsCpu, DecodeAttentionOverACircularCache) {
+  for (const AttnCase& c : kAttnCases) {
+    SCOPED_TRACE(attn_name(c));
+    const int64_t M = 48, cache_rows = 5;
+    std::vector<float> slopes;
+    auto sh = attn_shape(c, M, slopes);
+    sh.memory_len = M;
+    const std::vector<int32_t> rows = {1, 4, 0, 3, 2}, past = {3, 47, 48, 100, 1000};
+    const int64_t n = 5;
+    auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
+    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+    auto out = dual_random(n * c.q_heads * c.head_dim);
+    cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
+    gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
+    EXPECT_TRUE(same(out));
+    EXPECT_TRUE(same(kc));
+    EXPECT_TRUE(same(vc));
+  }
+}
+
+// A session round on the GPU: the logits after appending round 2 to a row's cached context, and
+// with a circular cache after wrapping it, equal the CPU engine's (1e-4).
+class CudaSessions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaSessions, AppendAndCircularCacheMatchCpu) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir);
+  for (const int64_t memory : {int64_t(0), int64_t(8)}) {
+    SCOPED_TRACE("memory_len " + std::to_string(memory));
+    auto cpu = ops::make_backend("cpu", 1);
+    auto gpu = ops::make_backend("cuda", 1);
+    dist::SingleRank comm;
+    auto wc = ModelWeights::load(dir + "/1-gpu", 0, 1, *cpu);
+    auto wg = ModelWeights::load(dir + "/1-gpu", 0, 1, *gpu);
+    Engine ec(wc, *cpu, comm, EngineOptions{memory}), eg(wg, *gpu, comm, EngineOptions{memory});
+    const int64_t V = e.vocab;
+    ec.reserve(1, 64, 64);
+    eg.reserve(1, 64, 64);
+    std::vector<float> lc(V), lg(V);
+    ec.prefill({e.prompts[1]}, {0}, lc.data());
+    eg.prefill({e.prompts[1]}, {0}, lg.data());
+    EXPECT_TRUE(test::logits_close(lg.data(), lc.data(), V, 1e-4));
+    for (const auto& round : {e.prompts[2], e.prompts[0], e.prompts[3]}) {
+      ec.append({round}, {0}, lc.data());
+      eg.append({round}, {0}, lg.data());
+      EXPECT_TRUE(test::logits_close(lg.data(), lc.data(), V, 1e-4)) << "after " << ec.row_length(0) << " tokens";
+      const int32_t t = static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin());
+      ec.decode({t}, {0}, lc.data());
+      eg.decode({t}, {0}, lg.data());
+      EXPECT_TRUE(test::logits_close(lg.data(), lc.data(), V, 1e-4));
+    }
+    EXPECT_EQ(eg.row_length(0), ec.row_length(0));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSessions, ::testing::Values("gpt2", "gptneox", "bloom"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ftx
