@@ -17,6 +17,10 @@ enum class ElemKind { kFp32, kFp16, kBf16 };
 void launch_fill(cudaStream_t stream, float* dst, float value, size_t n);
 // dst[i] = src[i] rounded to nearest even in fp16 or bf16 (kind; a GEMM's activation operand).
 void launch_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n);
+// dst[k][n] = q[k][n] · scale[n] for a [K, N] int8 matrix, stored in `kind` (weight-only INT8:
+// the GEMM then reads an ordinary fp32/fp16/bf16 operand).
+void launch_dequantize_int8_columns(cudaStream_t stream, void* dst, ElemKind kind, const int8_t* q,
+                                    const float* scale, int64_t K, int64_t N);
 // x *= s (s == 0 writes zeros, so NaN garbage in x does not survive, as BLAS with beta = 0).
 void launch_scale(cudaStream_t stream, float* x, float s, size_t n);
 
