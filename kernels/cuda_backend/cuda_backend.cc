@@ -18,6 +18,9 @@
 
 namespace ftx::cuda {
 
+// gemm_config.in's classic algo ids are cublasGemmAlgo_t values (gemm::tuned_gemm_route).
+static_assert(CUBLAS_GEMM_DEFAULT == -1, "gemm_config.in writes CUBLAS_GEMM_DEFAULT as -1");
+
 namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -257,7 +260,7 @@ void CudaBackend::fill(float* dst, float value, size_t n) {
 float* CudaBackend::scratch(size_t n) {
   if (scratch_cap_ < n) {
     const size_t cap = std::max(n, scratch_cap_ * 2);
-    arena_.release(scratch_);  // work already queued on the stream still runs before any reuse
+    release_graph_memory(scratch_);  // recorded graphs may hold its address
     scratch_ = nullptr;
     scratch_cap_ = 0;
     scratch_ = static_cast<float*>(arena_.allocate(cap * sizeof(float)));
@@ -429,6 +432,7 @@ void CudaBackend::end_repeatable() {
       } else {  // addresses taken during the capture may be handed out again: run it this once only
         FTX_CUDA_CHECK(cudaGraphExecDestroy(exec));
       }
+      finish_deferred_releases();
       return;
     }
   }
@@ -443,6 +447,30 @@ void CudaBackend::abort_repeatable() {
   }
   step_mode_ = StepMode::kOff;
   step_ = nullptr;
+  try {  // called from destructors (RepeatableStep): an error here must not escape
+    finish_deferred_releases();
+  } catch (const std::exception&) {
+  }
+}
+
+void CudaBackend::release_graph_memory(void* p) {
+  if (!p) return;
+  if (step_mode_ == StepMode::kCapture) {
+    // No synchronising inside a capture: the buffer is released, and the graphs holding it retired,
+    // when the capture ends (finish_deferred_releases). The graph being captured allocates, so it
+    // runs once and is not kept (end_repeatable).
+    deferred_releases_.push_back(p);
+    return;
+  }
+  retire_graphs();   // synchronises first when a graph exists: none can run with the address again
+  arena_.release(p);  // eager work still queued on the stream runs before any reuse (stream order)
+}
+
+void CudaBackend::finish_deferred_releases() {
+  if (deferred_releases_.empty()) return;
+  retire_graphs();
+  for (void* p : deferred_releases_) arena_.release(p);
+  deferred_releases_.clear();
 }
 
 void CudaBackend::retire_graphs() {
@@ -532,8 +560,10 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
     f.reduction = static_cast<uint32_t>(row->reduction_scheme);
     f.swizzle = static_cast<uint32_t>(row->swizzle);
     f.custom = static_cast<uint32_t>(row->custom_option);
-    if (!row->is_cublaslt()) {  // FT's gpt_gemm writes classic winners (all fp32 rows are): run them as FT does
-      p.classic_algo = row->algo_id;
+    if (const gemm::TunedGemmRoute route = gemm::tuned_gemm_route(*row); route.classic) {
+      // FT's gpt_gemm writes classic winners (all fp32 rows are): run them as FT does.
+      p.classic = true;
+      p.classic_algo = route.classic_algo;
       return plans_.emplace(key, p).first->second;
     }
     size_t ws_needed = 0;
@@ -597,7 +627,7 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
   const GemmPlan& p =
       plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in_dtype});
   const float alpha = 1.0f;
-  if (p.classic_algo >= 0) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
+  if (p.classic) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
     FTX_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
                                   static_cast<int>(M), static_cast<int>(K), &alpha, B, in_type,
                                   static_cast<int>(trans_b ? K : N), a, in_type, static_cast<int>(K), &beta, C,
