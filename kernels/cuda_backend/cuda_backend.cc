@@ -1,5 +1,6 @@
 // CudaBackend: memory (arena, staging, transfers), cuBLASLt GEMMs, and the host side of every op
-// (argument checks, metadata staging, kernel launches from cuda_kernels.h).
+// (argument checks, metadata staging, then one launcher per op from the kernel rooms: attention/,
+// embeddings/, memory/, norms/). It stays the thin adapter from ops to launchers.
 #include "kernels/cuda_backend/cuda_backend.h"
 
 #include <algorithm>
@@ -14,7 +15,11 @@
 #include "kernels/common/lt_algo.h"
 #include "kernels/gemm_tune/gemm_tuner.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
-#include "kernels/cuda_backend/cuda_kernels.h"
+#include "kernels/attention/attention_kernels.h"
+#include "kernels/attention/rotary_kernels.h"
+#include "kernels/embeddings/embedding_kernels.h"
+#include "kernels/memory/memory_kernels.h"
+#include "kernels/norms/norm_kernels.h"
 
 namespace ftx::cuda {
 
@@ -254,7 +259,7 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {
 }
 
 void CudaBackend::fill(float* dst, float value, size_t n) {
-  if (!replaying()) launch_fill(stream_, dst, value, n);
+  if (!replaying()) invoke_fill(stream_, dst, value, n);
 }
 
 float* CudaBackend::scratch(size_t n) {
@@ -608,7 +613,7 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
                        float* C, float beta) {
   if (M <= 0 || N <= 0 || replaying()) return;
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
-    launch_scale(stream_, C, beta, static_cast<size_t>(M) * N);
+    invoke_scale(stream_, C, beta, static_cast<size_t>(M) * N);
     return;
   }
   const DType in_dtype = weight.dtype;
@@ -621,7 +626,7 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
     // it in the next op is safe).
     const size_t n = static_cast<size_t>(M) * K;
     void* a_half = scratch((n + 1) / 2);
-    launch_cast(stream_, a_half, kind, A, n);
+    invoke_cast(stream_, a_half, kind, A, n);
     a = a_half;
   }
   const GemmPlan& p =
@@ -645,24 +650,24 @@ void CudaBackend::layer_norm(float* out, const float* x, const float* gamma, con
                              int64_t H, float eps) {
   // x is only read: the kernel writes x back only when a residual (y or bias) is given.
   if (replaying()) return;
-  launch_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
 }
 
 void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
                                           const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
-  launch_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
   if (replaying()) return;
-  launch_add_bias(stream_, x, bias, rows, N);
+  invoke_add_bias(stream_, x, bias, rows, N);
 }
 
 void CudaBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                                   int64_t rows, int64_t N, Activation act) {
   if (replaying()) return;
-  launch_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
+  invoke_add_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
 }
 
 void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
@@ -672,8 +677,9 @@ void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
-  launch_embedding(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table), position_offset,
-                   static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]), rows, H, scale);
+  invoke_embedding_lookup(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table),
+                          position_offset, static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]),
+                          rows, H, scale);
 }
 
 void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
@@ -681,7 +687,7 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
   if (rot_dim <= 0 || rows <= 0) return;
   const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
   if (replaying()) return;
-  launch_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
+  invoke_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
                 style == RotaryStyle::kInterleaved, base);
 }
 
@@ -708,7 +714,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S, smem_optin_);
   a.lengths = static_cast<const int32_t*>(dev[0]);
   a.past = past ? static_cast<const int32_t*>(dev[3]) : nullptr;
-  launch_attention(stream_, a);
+  invoke_attention(stream_, a);
 }
 
 void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
@@ -727,7 +733,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   if (replaying()) return;
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1, smem_optin_);
   a.past = static_cast<const int32_t*>(dev[0]);
-  launch_attention(stream_, a);
+  invoke_attention(stream_, a);
 }
 
 size_t CudaBackend::available_memory() const {
@@ -784,9 +790,9 @@ void CudaBackend::gather_cache_rows(const ops::KvCache& kv, const int32_t* dst, 
   const size_t staged_bytes = staged.size() * static_cast<size_t>(row_bytes);
   float* tmp = staged.empty() ? nullptr : scratch((staged_bytes + sizeof(float) - 1) / sizeof(float));
   if (!staged.empty())
-    launch_copy_rows(stream_, tmp, nullptr, kv.data, nullptr, static_cast<const int32_t*>(dev[2]),
+    invoke_copy_rows(stream_, tmp, nullptr, kv.data, nullptr, static_cast<const int32_t*>(dev[2]),
                      static_cast<int64_t>(staged.size()), row_bytes);
-  launch_copy_rows(stream_, kv.data, static_cast<const int32_t*>(dev[0]), kv.data, tmp,
+  invoke_copy_rows(stream_, kv.data, static_cast<const int32_t*>(dev[0]), kv.data, tmp,
                    static_cast<const int32_t*>(dev[1]), static_cast<int64_t>(to.size()), row_bytes);
 }
 
