@@ -274,9 +274,7 @@ void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
   if (smem > static_cast<size_t>(optin))
     throw Error("CUDA decode attention: head_dim " + std::to_string(a.head_dim) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(optin));
-  if (smem > 48 * 1024)
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+  allow_dynamic_smem(decode_attention_kernel<T>, smem);
   const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads));
   decode_attention_kernel<T><<<grid, W * 32, smem, stream>>>(a);
   FTX_CUDA_CHECK(cudaGetLastError());
@@ -288,9 +286,8 @@ void launch_attention_kernel(cudaStream_t stream, const AttentionLaunch& a, int 
   const int64_t tiles = (a.S + QT - 1) / QT;
   const size_t smem = static_cast<size_t>(kKeyTile * (a.head_dim + 1) + kKeyTile * a.head_dim + QT * a.head_dim) *
                       sizeof(float);
-  if (smem > 48 * 1024)  // beyond the default dynamic limit (head_dim > ~150): opt in, Hopper has 227 KB
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<QPW, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+  // Beyond the default dynamic limit (head_dim > ~150): opt in (once), Hopper has 227 KB.
+  allow_dynamic_smem(attention_kernel<QPW, T>, smem);
   const dim3 grid(static_cast<unsigned>(a.items * tiles), static_cast<unsigned>(a.q_heads));
   attention_kernel<QPW, T><<<grid, warps * 32, smem, stream>>>(a, tiles);
   FTX_CUDA_CHECK(cudaGetLastError());
