@@ -11,9 +11,7 @@
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
-#ifdef FTX_HAVE_CUDA
-#include "kernels/cuda_backend/cuda_backend.h"
-#endif
+#include "lib/ops/backend_registry.h"
 
 namespace ftx::ops {
 
@@ -187,15 +185,17 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DT
                        ": the cpu backend computes in fp32 only (fp16/bf16 weight files are converted at load)");
     return std::make_unique<cpu::CpuBackend>(threads);
   }
-#ifdef FTX_HAVE_CUDA
-  if (device == "cuda") {
-    cuda::CudaBackendOptions options;
+  // Other devices register themselves (lib/ops/backend_registry.h): the CUDA backend from kernels/.
+  if (const BackendFactory* factory = find_backend_factory(device)) {
+    BackendOptions options;
+    options.threads = threads;
     options.weight_dtype = weight_dtype;
-    return cuda::make_cuda_backend(options);  // Error when there is no device
+    return (*factory)(options);  // the CUDA backend: Error when there is no device
   }
-#endif
   if (device == "cuda") throw Error("--device cuda: the CUDA backend is not built in this version");
-  throw Error("--device " + device + ": unknown device (expected cpu or cuda)");
+  std::string known = "cpu";
+  for (const std::string& d : registered_backends()) known += " or " + d;
+  throw Error("--device " + device + ": unknown device (expected " + known + ")");
 }
 
 }  // namespace ftx::ops
