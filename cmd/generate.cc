@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/prompt_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -27,6 +28,7 @@ namespace {
 
 struct GenerateFlags {
   ftx::cmd::DecodingFlags d;
+  ftx::cmd::PromptFlags prompt;
   std::string input_ids, prompts, output, batching = "continuous";
   int64_t batch_size = 16, max_seq_len = 0;
   bool context_embeddings = false, stream = false, quiet = false, force = false, resume = false;
@@ -49,6 +51,8 @@ int run_generate(GenerateFlags& f) {
   const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(d.model_dir + "/config.ini"));
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
+  int64_t default_task = -1;
+  const auto prompt_tables = ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task);
   ftx::cmd::StopOnSignal stop_signal;
 
   ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
@@ -75,6 +79,7 @@ int run_generate(GenerateFlags& f) {
       reader = std::make_unique<ftx::PromptReader>(csv ? f.input_ids : f.prompts,
                                                    csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,
                                                    tokenizer.get(), defaults, limits);
+      reader->set_prompt_tables(prompt_tables.get(), default_task);
       // What must not change between a run and its --resume besides each request (which its
       // fingerprint covers): the model and the shape of a result line.
       nlohmann::ordered_json run;
@@ -92,7 +97,10 @@ int run_generate(GenerateFlags& f) {
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
 
-  ftx::Engine engine(weights, *backend, *comm, ftx::EngineOptions{d.memory_len});
+  ftx::EngineOptions eo;
+  eo.memory_len = d.memory_len;
+  eo.prompts = prompt_tables.get();
+  ftx::Engine engine(weights, *backend, *comm, eo);
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
@@ -150,6 +158,7 @@ int run_generate(GenerateFlags& f) {
 ftx::cmd::Action setup_generate(CLI::App* sub) {
   auto f = std::make_shared<GenerateFlags>();
   ftx::cmd::add_decoding_flags(sub, f->d, true);
+  ftx::cmd::add_prompt_flags(sub, f->prompt);
   sub->add_option("--input-ids", f->input_ids, "FT start_ids CSV: one prompt of comma-separated ids per line (-: stdin)");
   sub->add_option("--prompts", f->prompts,
                   "Text prompts: one per line, or JSON lines with \"text\" or \"ids\" and per-request parameters "

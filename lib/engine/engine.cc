@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "formats/error.h"
+#include "lib/engine/prompt_tables.h"
 #include "lib/model/ft_weight_layout.h"
 
 namespace ftx {
@@ -37,9 +39,19 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
     shape_.alibi_slopes = alibi_.data();
   }
   bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
+  if (const PromptTables* p = options.prompts) {
+    FTX_CHECK(p->hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p->hidden()) +
+                                         " for a model of hidden size " + std::to_string(H_));
+    prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
+    prompt_start_ = p->start_id();
+    prompt_end_ = p->end_engine_id();
+  }
 }
 
-Engine::~Engine() { free_buffers(); }
+Engine::~Engine() {
+  free_buffers();
+  if (prompt_w_) be_.release_weight(prompt_w_);
+}
 
 void Engine::free_workspace() {
   for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
@@ -240,6 +252,13 @@ void Engine::download_logits(int64_t n, float* logits) {
   if (comm_.rank() == 0 && logits) be_.download(logits, logits_, static_cast<size_t>(n * cfg_.vocab_size));
 }
 
+bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const {
+  if (!prompt_w_) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] >= virtual_from) return true;
+  return false;
+}
+
 namespace {
 
 ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int64_t* offset) {
@@ -253,6 +272,37 @@ ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int6
 }
 
 }  // namespace
+
+void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from) {
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  const float scale = static_cast<float>(cfg_.embedding_scale);
+  if (!has_virtual(ids, n, virtual_from)) {
+    be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
+    return;
+  }
+  // Virtual tokens (p-tuning): the real ones from wte, then the virtual ones from the prompt
+  // tables into scratch (a_ is free until the first layer), copied over their rows run by run.
+  std::vector<int32_t> real(ids, ids + n), rows, pos;
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < virtual_from) continue;
+    FTX_CHECK(ids[i] < prompt_end_, "", "virtual token id " + std::to_string(ids[i]) + " beyond the prompt tables");
+    rows.push_back(static_cast<int32_t>(ids[i] - prompt_start_));
+    pos.push_back(positions[i]);
+    at.push_back(i);
+    real[i] = 0;
+  }
+  be_.embedding(x_, w_.wte, w_.wpe, table, offset, real.data(), positions, n, H_, scale);
+  const int64_t m = static_cast<int64_t>(at.size());
+  be_.embedding(a_, prompt_w_, w_.wpe, table, offset, rows.data(), pos.data(), m, H_, scale);
+  for (int64_t j = 0; j < m;) {
+    int64_t k = j + 1;
+    while (k < m && at[k] == at[k - 1] + 1) ++k;
+    be_.copy(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
+    j = k;
+  }
+}
 
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                      float* logits, std::vector<float>* context_embeddings) {
@@ -307,10 +357,7 @@ void Engine::append(const std::vector<std::vector<int32_t>>& tokens, const std::
       positions[b * S + t] = static_cast<int32_t>(past[b] + t);
     }
   }
-  int64_t offset = 0;
-  const auto table = table_for(w_, cfg_, &offset);
-  be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids.data(), positions.data(), n, H_,
-                static_cast<float>(cfg_.embedding_scale));
+  embed(ids.data(), positions.data(), n, prompt_start_);
   if (w_.pre_ln_gamma)
     be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
   run_layers(n, positions, [&](int64_t l) {
@@ -370,21 +417,26 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
     positions[i] = static_cast<int32_t>(length_[row]);
     check_position(positions[i]);
   }
-  int64_t offset = 0;
-  const auto table = table_for(w_, cfg_, &offset);
   // A decode step of n rows repeats the same ops on the same buffers; only ids, positions and
-  // cache rows change. The key names this engine's buffers (generation) and n.
-  ops::RepeatableStep step(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) + " generation " +
-                                    std::to_string(generation_) + " decode " + std::to_string(n));
-  be_.embedding(x_, w_.wte, w_.wpe, table, offset, tokens.data(), positions.data(), n, H_,
-                static_cast<float>(cfg_.embedding_scale));
+  // cache rows change. The key names this engine's buffers (generation) and n. Generated tokens
+  // are real (< vocab_size) even when prompt_learning_start_id lies inside the vocabulary; a
+  // virtual token reaches decode only from a wrapping append (append_stepwise), whose step is not
+  // a repeat.
+  const int64_t virtual_from = std::max<int64_t>(prompt_start_, cfg_.vocab_size);
+  const bool repeat = !has_virtual(tokens.data(), n, virtual_from);
+  std::unique_ptr<ops::RepeatableStep> step;
+  if (repeat)
+    step = std::make_unique<ops::RepeatableStep>(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) +
+                                                          " generation " + std::to_string(generation_) + " decode " +
+                                                          std::to_string(n));
+  embed(tokens.data(), positions.data(), n, virtual_from);
   if (w_.pre_ln_gamma)
     be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
   run_layers(n, positions, [&](int64_t l) {
     be_.decode_attention(attn_, qkv_, n, cache_rows.data(), positions.data(), k_cache_[l], v_cache_[l], shape_);
   });
   compute_logits(x_, n);
-  step.finish();
+  if (step) step->finish();
   for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
   download_logits(n, logits);
 }

@@ -18,10 +18,16 @@
 
 namespace ftx {
 
+class PromptTables;
+
 struct EngineOptions {
   // > 0: every row's KV cache is circular and keeps only the last memory_len tokens (FT's
   // memory_len); positions keep counting, so a row can go on past memory_len tokens.
   int64_t memory_len = 0;
+  // p-tuning tables (lib/engine/prompt_tables.h): an input id in [start_id, end_engine_id()) is
+  // embedded as that row of the stacked tables, at its real position. Uploaded by the engine; the
+  // object need not outlive the constructor.
+  const PromptTables* prompts = nullptr;
 };
 
 class Engine {
@@ -75,6 +81,9 @@ class Engine {
   void download_logits(int64_t n, float* logits);
   void free_buffers();
   void free_workspace();
+  // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
+  void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
+  bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
   // A circular cache's append that wraps: one decode step per token.
   void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
                        float* logits);
@@ -91,6 +100,8 @@ class Engine {
   int64_t H_, local_inter_, qkv_cols_;
   bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
   int64_t memory_len_ = 0;
+  ops::Weight prompt_w_;  // stacked p-tuning tables [prompt_end_ - prompt_start_, H]; null: none
+  int64_t prompt_start_ = INT64_MAX, prompt_end_ = 0;
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers

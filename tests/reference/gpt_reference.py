@@ -85,16 +85,21 @@ def _lin(x, w, b):
     return y + b if b is not None else y
 
 
-def forward(cfg, W, ids, window=0):
+def forward(cfg, W, ids, window=0, embeds=None):
     """Logits [S, V] (float64) of every position of `ids`. window > 0: each position attends only to
     the last `window` positions up to itself (FT's memory_len: a circular KV cache), in every layer;
-    positions keep their absolute values."""
-    ids = torch.tensor(ids, dtype=torch.long)
-    S = ids.shape[0]
+    positions keep their absolute values. embeds: {position: [H] tensor} token embeddings used
+    instead of wte rows at those positions (prompt learning's virtual tokens; ids there are
+    ignored), before the scale and the position term."""
+    S = len(ids)
+    ids = torch.tensor([0 if embeds and t in embeds else v for t, v in enumerate(ids)], dtype=torch.long)
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps = cfg["eps"]
     pos = torch.arange(S)
-    x = W["wte"][ids] * cfg.get("embedding_scale", 1.0)
+    x = W["wte"][ids].clone()
+    for t, e in (embeds or {}).items():
+        x[t] = e
+    x = x * cfg.get("embedding_scale", 1.0)
     if W.get("project_in") is not None:
         x = x @ W["project_in"]
     off = cfg.get("position_offset", 0)
