@@ -32,7 +32,11 @@ inline std::unique_ptr<PromptTables> load_prompt_tables(const PromptFlags& f, co
     if (!t)
       throw UsageError("--task " + f.task + ": " + model_dir +
                        "/config.ini has no prompt tasks (ftx prompt-convert --model-dir adds them; or give --prompt-table)");
-    *default_task = t->task(f.task, "--task");
+    try {
+      *default_task = t->task(f.task, "--task");
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   }
   return t;
 }
