@@ -54,15 +54,6 @@ int run_eval(const EvalFlags& f) {
   if (f.threads < 0) throw ftx::UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (f.resume && f.output.empty()) throw ftx::UsageError("--resume continues the --output of an interrupted run: give --output");
-  // p-tuning: with --task, every example starts with all of the task's virtual tokens.
-  const auto model_cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
-  int64_t task = -1;
-  const auto prompt_tables = ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task);
-  std::vector<int32_t> virtual_prefix;
-  if (task >= 0) {
-    virtual_prefix = prompt_tables->virtual_ids(task, prompt_tables->tasks()[task].length, "--task");
-    prompt_tables->map_ids(virtual_prefix, task, "--task");
-  }
   ftx::cmd::StopOnSignal stop_signal;
   ftx::Runtime rt =
       ftx::make_runtime({f.device, f.threads, f.model_dir,
@@ -72,6 +63,18 @@ int run_eval(const EvalFlags& f) {
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // Prompt learning: with --task, every example starts with all of the task's virtual tokens (or
+  // its prefix prompt).
+  const auto model_cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
+  int64_t task = -1;
+  const auto prompt_tables =
+      ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task, comm->rank(), comm->size());
+  std::vector<int32_t> virtual_prefix;  // engine ids: the task's virtual tokens, or its prefix marker
+  if (task >= 0) {
+    if (!prompt_tables->prefix())
+      virtual_prefix = prompt_tables->virtual_ids(task, prompt_tables->tasks()[task].length, "--task");
+    prompt_tables->map_ids(virtual_prefix, task, "--task");
+  }
 
   auto tokenizer = ftx::find_model_tokenizer(f.model_dir, f.tokenizer_dir);
   if (!tokenizer)

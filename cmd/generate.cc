@@ -51,13 +51,14 @@ int run_generate(GenerateFlags& f) {
   const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(d.model_dir + "/config.ini"));
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
-  int64_t default_task = -1;
-  const auto prompt_tables = ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task);
   ftx::cmd::StopOnSignal stop_signal;
 
   ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
   auto& backend = rt.backend;
   auto& comm = rt.comm;
+  int64_t default_task = -1;
+  const auto prompt_tables =
+      ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task, comm->rank(), comm->size());
   const bool leader = comm->rank() == 0;
 
   // Model, input and output. A rank that fails must not leave the others waiting in a collective:

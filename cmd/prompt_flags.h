@@ -24,9 +24,11 @@ inline void add_prompt_flags(CLI::App* sub, PromptFlags& f) {
 
 // The run's prompt tables (nullptr: none) and the default task index (-1: none). --task without
 // tables is a UsageError.
+// Prefix prompts: the tables of TP rank `rank` of `tp`.
 inline std::unique_ptr<PromptTables> load_prompt_tables(const PromptFlags& f, const std::string& model_dir,
-                                                        const ModelConfig& cfg, int64_t* default_task) {
-  auto t = f.table.empty() ? PromptTables::from_model_dir(model_dir, cfg) : PromptTables::from_npy(f.table, cfg);
+                                                        const ModelConfig& cfg, int64_t* default_task, int rank = 0,
+                                                        int tp = 1) {
+  auto t = f.table.empty() ? PromptTables::from_model_dir(model_dir, cfg, rank, tp) : PromptTables::from_npy(f.table, cfg);
   *default_task = -1;
   if (!f.task.empty()) {
     if (!t)

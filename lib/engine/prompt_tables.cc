@@ -21,12 +21,14 @@ std::string task_list(const std::vector<PromptTask>& tasks) {
 
 }  // namespace
 
-std::unique_ptr<PromptTables> PromptTables::from_model_dir(const std::string& dir, const ModelConfig& cfg) {
+std::unique_ptr<PromptTables> PromptTables::from_model_dir(const std::string& dir, const ModelConfig& cfg, int rank,
+                                                           int tp) {
   if (!cfg.prompt.any()) return nullptr;
   const std::string ini = dir + "/config.ini";
-  FTX_CHECK(cfg.prompt.type == PromptLearningType::kPTuning, ini,
+  FTX_CHECK(cfg.prompt.type == PromptLearningType::kPTuning || cfg.prompt.type == PromptLearningType::kPrefixPrompt,
+            ini,
             "prompt_learning_type = " + std::to_string(static_cast<int>(cfg.prompt.type)) +
-                ": only p-tuning tables (3) are supported at run time");
+                ": only p-tuning (3) and prefix prompts (2) are supported at run time");
   FTX_CHECK(cfg.prompt.start_id >= 0 && cfg.prompt.start_id < INT32_MAX / 2, ini,
             "prompt_learning_start_id = " + std::to_string(cfg.prompt.start_id) + " is out of range");
   auto t = std::make_unique<PromptTables>();
@@ -35,6 +37,23 @@ std::unique_ptr<PromptTables> PromptTables::from_model_dir(const std::string& di
   t->dtype_ = cfg.weight_data_type;
   t->tasks_ = cfg.prompt.tasks;
   const size_t el = dtype_size(t->dtype_);
+  if (cfg.prompt.type == PromptLearningType::kPrefixPrompt) {
+    t->prefix_ = true;
+    const int64_t per_token = 2 * cfg.num_layer * (cfg.head_num / tp) * cfg.size_per_head;
+    for (const auto& task : t->tasks_) {
+      const std::string path = dir + "/model.prefix_prompt." + task.name + ".weight." + std::to_string(rank) + ".bin";
+      auto mf = MappedFile::open(path);
+      const uint64_t want = static_cast<uint64_t>(task.length * per_token) * el;
+      FTX_CHECK(mf->size() == want, path,
+                std::to_string(mf->size()) + " bytes, expected " + std::to_string(want) + " ([" +
+                    std::to_string(cfg.num_layer) + ", 2, " + std::to_string(cfg.head_num / tp) + ", " +
+                    std::to_string(task.length) + ", " + std::to_string(cfg.size_per_head) + "] " + dtype_name(t->dtype_) + ")");
+      t->offset_.push_back(static_cast<int64_t>(t->rows_.size() / el));
+      t->rows_total_ += task.length;
+      t->rows_.insert(t->rows_.end(), mf->data(), mf->data() + want);
+    }
+    return t;
+  }
   for (const auto& task : t->tasks_) {
     const std::string path = dir + "/model.prompt_table." + task.name + ".weight.bin";
     auto mf = MappedFile::open(path);
@@ -82,6 +101,14 @@ int64_t PromptTables::task(const std::string& name_or_id, const std::string& whe
 }
 
 void PromptTables::map_ids(std::vector<int32_t>& ids, int64_t task, const std::string& where) const {
+  if (prefix_) {
+    for (int32_t id : ids)
+      if (id >= start_id_)
+        throw Error(where + ": token id " + std::to_string(id) + " >= prompt_learning_start_id " +
+                    std::to_string(start_id_) + ": the model's tasks are prefix prompts, which take no virtual tokens");
+    if (task >= 0) ids.insert(ids.begin(), static_cast<int32_t>(start_id_ + task));
+    return;
+  }
   for (int32_t& id : ids) {
     if (id < start_id_) continue;
     const int64_t row = id - start_id_;
@@ -99,6 +126,7 @@ void PromptTables::map_ids(std::vector<int32_t>& ids, int64_t task, const std::s
 
 std::vector<int32_t> PromptTables::virtual_ids(int64_t task, int64_t n, const std::string& where) const {
   if (task < 0) throw Error(where + ": \"virtual_tokens\" needs a task (--task, or \"task\" per request)");
+  if (prefix_) throw Error(where + ": \"virtual_tokens\": the model's tasks are prefix prompts, which take none");
   const PromptTask& t = tasks_[static_cast<size_t>(task)];
   if (n < 0 || n > t.length)
     throw Error(where + ": \"virtual_tokens\" " + std::to_string(n) + " outside [0, " + std::to_string(t.length) +
