@@ -1,6 +1,6 @@
 // GPU twin of engine_prompt_test (label gpu; skips without a CUDA device or a CUDA build): the
-// p-tuning substitution on the CUDA backend (fp32) gives the float64 reference's logits within 1e-4
-// and the CPU backend's within 1e-5, for the mixed batch of tasks.
+// p-tuning substitution and the prefix prompts on the CUDA backend (fp32) give the float64
+// reference's logits within 1e-4 and the CPU backend's within 1e-5, for the mixed batch of tasks.
 #include <gtest/gtest.h>
 
 #include "engine_prompt_util.h"
@@ -32,14 +32,17 @@ TEST(EnginePromptTuningGpu, CudaMatchesCpuAndReference) {
   dist::SingleRank single;
   for (const auto& m : test::prompt_models()) {
     SCOPED_TRACE(m);
-    const auto e = test::load(fx, m);
-    const std::string dir = test::folder_with_tables(eng + "/" + m + "/1-gpu", fx);
+    for (bool prefix : {false, true}) {
+    SCOPED_TRACE(prefix ? "prefix prompts" : "p-tuning");
+    const auto e = test::load(fx, m, prefix);
+    const std::string dir =
+        prefix ? fx + "/prefix/" + m + "/1-gpu" : test::folder_with_tables(eng + "/" + m + "/1-gpu", fx);
     std::vector<size_t> all;
     for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
     auto gpu = ops::make_backend("cuda", 1);
     const auto got = test::run_paths(dir, e, all, single, gpu.get());
     const auto cpu = test::run_paths(dir, e, all, single);
-    std::filesystem::remove_all(dir);
+    if (!prefix) std::filesystem::remove_all(dir);
     for (size_t i = 0; i < all.size(); ++i)
       for (size_t s = 0; s < got[i].size(); ++s) {
         EXPECT_TRUE(test::logits_close(got[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
@@ -47,6 +50,7 @@ TEST(EnginePromptTuningGpu, CudaMatchesCpuAndReference) {
         EXPECT_TRUE(test::logits_close(got[i][s].data(), cpu[i][s].data(), e.vocab, 1e-5))
             << "request " << i << " step " << s;
       }
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 // request alone: logits along the reference's greedy paths within 1e-4 of the float64 reference
 // that substitutes the embeddings (tests/reference/gpt_reference.py `embeds`). Under
 // `mpirun -np 2` (tests/e2e/prompt.cmake) the 2-gpu folders: equal to 1 rank within 1e-5.
+// Prefix prompts (type 2): the fixture's prefix/<model> folders, the reference prepending each
+// layer's K/V prefix, the same checks.
 #include <gtest/gtest.h>
 
 #include "engine_prompt_util.h"
@@ -39,6 +41,55 @@ TEST(EnginePromptTuning, MixedBatchAndSingleRequestsMatchReference) {
       }
     }
     std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(EnginePrefixPrompt, MixedBatchAndSingleRequestsMatchReference) {
+  if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
+  const std::string fx = prompt_fixtures();
+  dist::SingleRank single;
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m, /*prefix=*/true);
+    const std::string dir = fx + "/prefix/" + m + "/1-gpu";
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const auto batch = run_paths(dir, e, all, single);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto alone = run_paths(dir, e, {i}, single);
+      ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
+      for (size_t s = 0; s < batch[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (batch)";
+        EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (alone)";
+      }
+    }
+  }
+}
+
+TEST(EnginePrefixPrompt, TwoRanksMatchOneAndReference) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  if (comm->rank() == 0) prompt_fixtures();
+  comm->barrier();
+  const std::string fx = prompt_fixtures();
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m, /*prefix=*/true);
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm);
+    if (comm->rank() != 0) continue;
+    dist::SingleRank single;
+    const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single);
+    for (size_t i = 0; i < all.size(); ++i)
+      for (size_t s = 0; s < tp2[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5)) << "request " << i << " step " << s;
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s;
+      }
   }
 }
 

@@ -31,9 +31,11 @@ struct PromptExpected {
   std::vector<std::vector<std::vector<double>>> greedy_logits;  // [request][step][V]
 };
 
-inline PromptExpected load(const std::string& fixtures, const std::string& model) {
-  std::ifstream in(fixtures + "/generate.json");
-  auto j = nlohmann::json::parse(in)[model];
+// p-tuning: generate.json's entry for `model`; prefix prompts (prefix = true): prefix/<model>/expected.json.
+inline PromptExpected load(const std::string& fixtures, const std::string& model, bool prefix = false) {
+  std::ifstream in(prefix ? fixtures + "/prefix/" + model + "/expected.json" : fixtures + "/generate.json");
+  auto j = nlohmann::json::parse(in);
+  if (!prefix) j = j[model];
   PromptExpected e;
   e.vocab = j["vocab_size"].get<int64_t>();
   for (auto& r : j["requests"]) {
@@ -64,7 +66,7 @@ inline std::vector<std::vector<std::vector<float>>> run_paths(const std::string&
   cpu::CpuBackend cpu_be(0);
   ops::Backend& be = backend ? *backend : cpu_be;
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
-  auto tables = PromptTables::from_model_dir(dir, w.config());
+  auto tables = PromptTables::from_model_dir(dir, w.config(), comm.rank(), comm.size());
   EXPECT_TRUE(tables != nullptr);
   EngineOptions eo;
   eo.prompts = tables.get();
