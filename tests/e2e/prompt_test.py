@@ -12,7 +12,9 @@ Usage: prompt_test.py {convert|generate|errors}
   generate: `ftx generate` with the tables: greedy tokens equal the reference for a mixed batch
             (three tasks, no task; explicit virtual ids and "virtual_tokens"), at --batch-size 1, on
             `mpirun -np 2` with the 2-gpu folder, with --prompt-table x.npy (TRT-LLM's form), and
-            start_ids CSV with --task; eval-lambada --task runs and differs from no task.
+            start_ids CSV with --task; prefix prompts (type 2) the same at TP 1 and 2, and a session
+            whose second round continues a prefixed first; eval-lambada --task runs and differs
+            from no task.
   errors:   truncated archive, config without task_templates and peft, tables of the wrong hidden
             size, an existing folder's tasks without --force, an unknown task, a virtual id beyond
             its table, a virtual id without a task: exit 1 with one `ftx: error:` line, and
@@ -203,6 +205,30 @@ def test_generate(tmp):
     got = greedy(tmp, os.path.join(ENG, "gptnext", "1-gpu"), reqs, ["--prompt-table", npy])
     check(got == exp["greedy"], f"gptnext --prompt-table: {got}")
 
+    # Prefix prompts (prompt_learning_type 2): the fixture's prefix folders.
+    for model in ("gpt2", "gptnext"):
+        exp = json.load(open(os.path.join(PF, "prefix", model, "expected.json")))
+        reqs = [dict({"ids": r["ids"]}, **({"task": ["summ", 1][r["task"]]} if r["task"] is not None else {}))
+                for r in exp["requests"]]
+        for tp, extra in ((1, ()), (1, ("--batch-size", "1")), (2, ())):
+            got = greedy(tmp, os.path.join(PF, "prefix", model, f"{tp}-gpu"), reqs, extra, mpi=2 if tp == 2 else 0)
+            check(got == exp["greedy"], f"{model} prefix tp{tp} {extra}: {got} != reference {exp['greedy']}")
+        # A session with a prefix: the second round continues the first (its context holds the prefix).
+        r0, r1 = exp["requests"][0]["ids"][:2], exp["requests"][0]["ids"][2:]
+        sess = [{"ids": r0, "task": "summ", "session": "s", "max_new_tokens": 1},
+                {"ids": r1, "task": None, "session": "s"}]
+        p = os.path.join(tmp, "sess.jsonl")
+        with open(p, "w") as f:
+            f.write("\n".join(json.dumps(x) for x in sess) + "\n")
+        r = ftx("generate", "-m", os.path.join(PF, "prefix", model, "1-gpu"), "--prompts", p, "--max-new-tokens", "6",
+                "--output", "-", "--quiet")
+        if ok(r, f"{model}: prefix session"):
+            lines = [json.loads(l) for l in r.stdout.splitlines()]
+            # Round 2 sees prefix + r0 + round 1's token + r1: compare with one request of that context.
+            one = greedy(tmp, os.path.join(PF, "prefix", model, "1-gpu"),
+                         [{"ids": r0 + lines[0]["output_ids"] + r1, "task": "summ"}])
+            check(one is not None and lines[1]["output_ids"] == one[0], f"{model}: prefix session round 2 {lines}")
+
     # eval-lambada --task on the GPT-2-vocabulary fixture (hidden 32): runs, and the virtual tokens
     # change the predictions' log-likelihood.
     d = copy_model(tmp, "gpt2_bpe")
@@ -251,6 +277,12 @@ def test_errors(tmp):
     r = ftx("generate", "-m", os.path.join(ENG, "gpt2", "1-gpu"), "--input-ids", "-", "--task", "squad",
             "--max-new-tokens", "2", "--output", "-", stdin="1\n")
     check(r.returncode == 2 and "no prompt tasks" in r.stderr, f"--task without tables: {r.stderr.strip()}")
+    # Prefix prompts take no virtual ids, and no circular cache.
+    pd = os.path.join(PF, "prefix", "gpt2", "1-gpu")
+    error(["generate", "-m", pd, "--prompts", "-", "--max-new-tokens", "2", "--output", "-"], "prefix prompts",
+          "virtual id with prefix prompts", stdin=json.dumps({"ids": [V, 2], "task": "summ"}) + "\n")
+    error(["generate", "-m", pd, "--prompts", "-", "--max-new-tokens", "2", "--output", "-", "--memory-len", "8"],
+          "--memory-len", "prefix with --memory-len", stdin=json.dumps({"ids": [1, 2], "task": "summ"}) + "\n")
     # A table of the wrong hidden size given with --prompt-table.
     npy = os.path.join(tmp, "h32.npy")
     ok(ftx("prompt-convert", "-i", os.path.join(PF, "wrong_hidden.nemo"), "-o", npy, "-q"), "h32 npy")
