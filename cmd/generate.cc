@@ -87,6 +87,7 @@ int run_generate(GenerateFlags& f) {
       run["model"] = ftx::model_identity(d.model_dir);
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
+      if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);
       journal = std::make_unique<ftx::ResultJournal>(f.output,
                                                      ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
     }

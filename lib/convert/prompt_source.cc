@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -114,7 +115,8 @@ PromptArchive read_prompt_nemo(const std::string& path) {
   for (auto& t : a.tables) {
     FTX_CHECK(t.table.shape.size() == 2 && t.table.shape[0] > 0 && t.table.shape[1] > 0, worigin,
               t.source + " has shape " + shape_to_string(t.table.shape) + ", not [virtual tokens, hidden]");
-    FTX_CHECK(dtype_is_float(t.table.dtype) && dtype_size(t.table.dtype) <= 4, worigin,
+    FTX_CHECK(t.table.dtype == DType::kFloat32 || t.table.dtype == DType::kFloat16 || t.table.dtype == DType::kBFloat16,
+              worigin,
               t.source + " has dtype " + dtype_name(t.table.dtype) + " (expected float32, float16 or bfloat16)");
     if (a.hidden == 0) a.hidden = t.table.shape[1];
     FTX_CHECK(t.table.shape[1] == a.hidden, worigin,
@@ -249,9 +251,13 @@ void add_prompt_tables(const PromptArchive& a, const std::string& model_dir_in, 
         throw Error(from, "model folder holds a sub-folder; prompt-convert --model-dir updates plain folders only");
       }
       if (::link(from.c_str(), to.c_str()) != 0) {
-        const int err = errno;
-        ::closedir(d);
-        throw Error(from, std::string("cannot link into the updated folder: ") + std::strerror(err));
+        // A file system without hard links: copy instead.
+        std::error_code ec;
+        std::filesystem::copy_file(from, to, ec);
+        if (ec) {
+          ::closedir(d);
+          throw Error(from, "cannot copy into the updated folder: " + ec.message());
+        }
       }
     }
     ::closedir(d);
