@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/prompt_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -33,6 +34,7 @@ struct EvalFlags {
   int threads = 0;
   int int8_mode = 0;
   bool quiet = false, force = false, resume = false;
+  ftx::cmd::PromptFlags prompt;
 };
 
 // --data, else the copy installed with ftx (share/ftx), else the source tree's data/.
@@ -63,6 +65,18 @@ int run_eval(const EvalFlags& f) {
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // Prompt learning: with --task, every example starts with all of the task's virtual tokens (or
+  // its prefix prompt).
+  const auto model_cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
+  int64_t task = -1;
+  const auto prompt_tables =
+      ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task, comm->rank(), comm->size());
+  std::vector<int32_t> virtual_prefix;  // engine ids: the task's virtual tokens, or its prefix marker
+  if (task >= 0) {
+    if (!prompt_tables->prefix())
+      virtual_prefix = prompt_tables->virtual_ids(task, prompt_tables->tasks()[task].length, "--task");
+    prompt_tables->map_ids(virtual_prefix, task, "--task");
+  }
 
   auto tokenizer = ftx::find_model_tokenizer(f.model_dir, f.tokenizer_dir);
   if (!tokenizer)
@@ -73,8 +87,12 @@ int run_eval(const EvalFlags& f) {
   if (leader) {
     try {
       const std::string data = f.data.empty() ? default_data_path() : f.data;
-      for (const auto& text : ftx::read_lambada_jsonl(data, f.max_examples))
+      for (const auto& text : ftx::read_lambada_jsonl(data, f.max_examples)) {
         examples.push_back(ftx::prepare_lambada_example(text, *tokenizer));
+        auto& ex = examples.back();
+        ex.full_ids.insert(ex.full_ids.begin(), virtual_prefix.begin(), virtual_prefix.end());
+        ex.context_ids.insert(ex.context_ids.begin(), virtual_prefix.begin(), virtual_prefix.end());
+      }
       const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned;
       ftx::check_lambada_lengths(examples, learned ? cfg.max_pos_seq_len : 0, ftx::input_display_name(data));
@@ -116,7 +134,9 @@ int run_eval(const EvalFlags& f) {
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
   int64_t first = leader && journal ? journal->resumed() : 0;
   comm->broadcast(&first, sizeof first, 0);
-  ftx::Engine engine(weights, *backend, *comm);
+  ftx::EngineOptions eo;
+  eo.prompts = prompt_tables.get();
+  ftx::Engine engine(weights, *backend, *comm, eo);
 
   auto on_result = [&](const ftx::LambadaResult& r) {
     if (journal) journal->append(ftx::lambada_result_json(r), ftx::lambada_fingerprint(r.index, examples[r.index]));
@@ -185,6 +205,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_flag("--force", f->force, "Replace existing outputs (or the .partial of an interrupted run)");
   sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial");
   sub->add_flag("--quiet", f->quiet, "No progress on standard error");
+  ftx::cmd::add_prompt_flags(sub, f->prompt);
   return [f] { return run_eval(*f); };
 }
 

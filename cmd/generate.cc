@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/prompt_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -27,6 +28,7 @@ namespace {
 
 struct GenerateFlags {
   ftx::cmd::DecodingFlags d;
+  ftx::cmd::PromptFlags prompt;
   std::string input_ids, prompts, output, batching = "continuous";
   int64_t batch_size = 16, max_seq_len = 0;
   bool context_embeddings = false, stream = false, quiet = false, force = false, resume = false;
@@ -54,6 +56,9 @@ int run_generate(GenerateFlags& f) {
   ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
   auto& backend = rt.backend;
   auto& comm = rt.comm;
+  int64_t default_task = -1;
+  const auto prompt_tables =
+      ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task, comm->rank(), comm->size());
   const bool leader = comm->rank() == 0;
 
   // Model, input and output. A rank that fails must not leave the others waiting in a collective:
@@ -75,6 +80,7 @@ int run_generate(GenerateFlags& f) {
       reader = std::make_unique<ftx::PromptReader>(csv ? f.input_ids : f.prompts,
                                                    csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,
                                                    tokenizer.get(), defaults, limits);
+      reader->set_prompt_tables(prompt_tables.get(), default_task);
       // What must not change between a run and its --resume besides each request (which its
       // fingerprint covers): the model and the shape of a result line.
       nlohmann::ordered_json run;
@@ -82,6 +88,7 @@ int run_generate(GenerateFlags& f) {
       if (d.int8_mode != 0) run["int8_mode"] = d.int8_mode;  // quantised weights give other results
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
+      if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);
       journal = std::make_unique<ftx::ResultJournal>(f.output,
                                                      ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
     }
@@ -93,7 +100,10 @@ int run_generate(GenerateFlags& f) {
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
 
-  ftx::Engine engine(weights, *backend, *comm, ftx::EngineOptions{d.memory_len});
+  ftx::EngineOptions eo;
+  eo.memory_len = d.memory_len;
+  eo.prompts = prompt_tables.get();
+  ftx::Engine engine(weights, *backend, *comm, eo);
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
@@ -151,6 +161,7 @@ int run_generate(GenerateFlags& f) {
 ftx::cmd::Action setup_generate(CLI::App* sub) {
   auto f = std::make_shared<GenerateFlags>();
   ftx::cmd::add_decoding_flags(sub, f->d, true);
+  ftx::cmd::add_prompt_flags(sub, f->prompt);
   sub->add_option("--input-ids", f->input_ids, "FT start_ids CSV: one prompt of comma-separated ids per line (-: stdin)");
   sub->add_option("--prompts", f->prompts,
                   "Text prompts: one per line, or JSON lines with \"text\" or \"ids\" and per-request parameters "

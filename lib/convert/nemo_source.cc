@@ -1,9 +1,6 @@
 // NeMo GPT source adapter (spec §3.6, §4): a .nemo archive (tar or tar.gz) or its extracted folder;
 // model_config.yaml decides sizes, bias, activation (swiglu -> gated FFN), normalization
 // (layernorm1p), position embedding (learned / rope) and TP x PP; tokenizer files are copied.
-#include <dirent.h>
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -15,62 +12,12 @@
 #include "formats/tar_archive.h"
 #include "formats/torch_checkpoint.h"
 #include "lib/convert/conversion.h"
+#include "lib/convert/nemo_files.h"
 #include "lib/convert/shard_groups.h"
 
 namespace ftx {
 
 namespace {
-
-// The members of a .nemo, whether archived or extracted, by relative name.
-class NemoFiles {
- public:
-  explicit NemoFiles(const std::string& path) : path_(path) {
-    if (is_directory(path)) {
-      walk(path, "", 0);
-    } else {
-      tar_ = TarArchive::open(path);
-      for (auto& e : tar_->entries())
-        if (e.is_file()) names_.push_back(e.name);
-    }
-  }
-  const std::vector<std::string>& names() const { return names_; }
-  bool has(const std::string& n) const { return std::find(names_.begin(), names_.end(), n) != names_.end(); }
-  Storage get(const std::string& n) const {
-    if (tar_) return tar_->member(n);
-    auto mf = MappedFile::open(path_ + "/" + n);
-    return Storage{mf->data(), mf->size(), mf, mf, 0, path_ + "/" + n};
-  }
-  std::string origin(const std::string& n) const { return path_ + (tar_ ? ":" : "/") + n; }
-  // Top-level members matching a shell pattern (a non-recursive glob, like TL's).
-  std::vector<std::string> glob(const std::string& pattern) const {
-    std::vector<std::string> out;
-    for (auto& n : names_)
-      if (::fnmatch(pattern.c_str(), n.c_str(), FNM_PATHNAME) == 0) out.push_back(n);
-    return out;
-  }
-
- private:
-  void walk(const std::string& dir, const std::string& rel, int depth) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return;
-    std::vector<std::string> entries;
-    while (dirent* e = ::readdir(d)) entries.push_back(e->d_name);
-    ::closedir(d);
-    std::sort(entries.begin(), entries.end());
-    for (auto& n : entries) {
-      if (n == "." || n == "..") continue;
-      std::string full = dir + "/" + n, r = rel.empty() ? n : rel + "/" + n;
-      if (is_directory(full)) {
-        if (depth < 2) walk(full, r, depth + 1);
-      } else {
-        names_.push_back(r);
-      }
-    }
-  }
-  std::string path_;
-  std::shared_ptr<TarArchive> tar_;
-  std::vector<std::string> names_;
-};
 
 int64_t y_int(const YAML::Node& n, const char* k, const std::string& origin) {
   if (!n[k]) throw Error(origin, std::string("missing key '") + k + "'");

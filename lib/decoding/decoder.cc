@@ -72,7 +72,7 @@ void check_decode_request(const DecodeRequest& r, int64_t vocab) {
   auto fail = [](const std::string& msg) { throw Error(msg); };
   if (r.input_ids.empty()) fail("empty prompt");
   for (int32_t id : r.input_ids) {
-    if (id < 0 || id >= vocab)
+    if (id < 0 || (id >= vocab && id >= r.virtual_id_end))
       fail("input id " + std::to_string(id) + " outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
   if (r.max_new_tokens < 0) fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is negative");

@@ -44,6 +44,9 @@ struct DecodeRequest {
   std::vector<int32_t> input_ids;       // the prompt (non-empty)
   int64_t max_new_tokens = 0;
   SamplingConfig sampling;
+  // > vocab: input ids in [vocab, virtual_id_end) are prompt-learning virtual tokens (rows of the
+  // engine's prompt tables, lib/engine/prompt_tables.h), valid in the prompt only.
+  int64_t virtual_id_end = 0;
 };
 
 // FT's limits (ft-runtime §2.1, §2.4): top-k kernels take at most 1024 candidates, beam kernels 64

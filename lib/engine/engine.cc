@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "formats/error.h"
+#include "lib/engine/prompt_tables.h"
 #include "lib/model/ft_weight_layout.h"
 
 namespace ftx {
@@ -37,9 +39,61 @@ Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communi
     shape_.alibi_slopes = alibi_.data();
   }
   bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
+  if (const PromptTables* p = options.prompts) {
+    FTX_CHECK(p->hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p->hidden()) +
+                                         " for a model of hidden size " + std::to_string(H_));
+    prompt_start_ = p->start_id();
+    prompt_end_ = p->end_engine_id();
+    if (!p->prefix()) {
+      prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
+    } else {
+      // The prefix goes into the KV cache as is (copy_kv_2d), so the cache must be fp32 here.
+      FTX_CHECK(be_.kv_dtype() == DType::kFloat32, "",
+                std::string("prefix prompts need an fp32 KV cache; the ") + be_.name() + " backend holds it in " +
+                    dtype_name(be_.kv_dtype()) + " (run with --dtype fp32)");
+      FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
+      const size_t el = dtype_size(p->dtype());
+      for (size_t t = 0; t < p->tasks().size(); ++t) {
+        const int64_t len = p->tasks()[t].length;
+        const size_t n = static_cast<size_t>(2 * cfg_.num_layer * shape_.kv_heads * len * shape_.head_dim);
+        std::vector<float> host(n);
+        ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
+                            DType::kFloat32, n);
+        float* dev = be_.alloc(n);
+        be_.upload(dev, host.data(), n);
+        prefix_kv_.push_back(dev);
+        prefix_len_.push_back(len);
+        max_prefix_ = std::max(max_prefix_, len);
+      }
+    }
+  }
 }
 
-Engine::~Engine() { free_buffers(); }
+Engine::~Engine() {
+  free_buffers();
+  if (prompt_w_) be_.release_weight(prompt_w_);
+  for (float* p : prefix_kv_) be_.release(p);
+}
+
+std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, int32_t row) {
+  if (prefix_kv_.empty() || tokens.empty() || tokens[0] < prompt_start_) return tokens;
+  const int64_t t = tokens[0] - prompt_start_;
+  FTX_CHECK(t < static_cast<int64_t>(prefix_kv_.size()), "", "prefix task marker " + std::to_string(tokens[0]) + " unknown");
+  FTX_CHECK(length_[row] == 0, "", "a prefix prompt can only start an empty cache row");
+  const int64_t len = prefix_len_[t], kvh = shape_.kv_heads, d = shape_.head_dim;
+  const size_t el = dtype_size(be_.kv_dtype());
+  for (int64_t l = 0; l < cfg_.num_layer; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      const ops::KvCache& cache = kv == 0 ? k_cache_[l] : v_cache_[l];
+      // Row `row`, every head, slots [0, len): [kv_heads, len, d] of the file's [layers, 2, ...].
+      ops::KvCache dst(static_cast<char*>(cache.data) + static_cast<size_t>(row * kvh * max_seq_ * d) * el, cache.dtype);
+      ops::KvCache src(prefix_kv_[t] + (l * 2 + kv) * kvh * len * d);
+      be_.copy_kv_2d(dst, max_seq_ * d, src, len * d, len * d, kvh);
+    }
+  length_[row] = len;
+  row_prefix_[row] = len;
+  return std::vector<int32_t>(tokens.begin() + 1, tokens.end());
+}
 
 void Engine::free_workspace() {
   for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
@@ -85,6 +139,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
             "reserve: rows " + std::to_string(rows) + ", max_seq " + std::to_string(max_seq));
   // A circular cache holds exactly memory_len slots per row, whatever the sequences' lengths.
   if (memory_len_ > 0) max_seq = memory_len_;
+  max_seq += max_prefix_;  // a prefix prompt's K/V sit ahead of the row's tokens
   const int64_t new_rows = std::max(rows, rows_), new_seq = std::max(max_seq, max_seq_);
   const int64_t new_tokens = std::max({max_prefill_tokens, new_rows, max_tokens_});
   const bool grow_cache = new_rows != rows_ || new_seq != max_seq_;
@@ -126,6 +181,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
     max_seq_ = new_seq;
     shape_.max_seq = max_seq_;
     length_.resize(static_cast<size_t>(rows_), 0);
+    row_prefix_.resize(static_cast<size_t>(rows_), 0);
   }
   free_workspace();
   max_tokens_ = new_tokens;
@@ -240,6 +296,13 @@ void Engine::download_logits(int64_t n, float* logits) {
   if (comm_.rank() == 0 && logits) be_.download(logits, logits_, static_cast<size_t>(n * cfg_.vocab_size));
 }
 
+bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const {
+  if (!prompt_w_) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] >= virtual_from) return true;
+  return false;
+}
+
 namespace {
 
 ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int64_t* offset) {
@@ -254,20 +317,60 @@ ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int6
 
 }  // namespace
 
+void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from) {
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  const float scale = static_cast<float>(cfg_.embedding_scale);
+  if (!has_virtual(ids, n, virtual_from)) {
+    be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
+    return;
+  }
+  // Virtual tokens (p-tuning): the real ones from wte, then the virtual ones from the prompt
+  // tables into scratch (a_ is free until the first layer), copied over their rows run by run.
+  std::vector<int32_t> real(ids, ids + n), rows, pos;
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < virtual_from) continue;
+    FTX_CHECK(ids[i] < prompt_end_, "", "virtual token id " + std::to_string(ids[i]) + " beyond the prompt tables");
+    rows.push_back(static_cast<int32_t>(ids[i] - prompt_start_));
+    pos.push_back(positions[i]);
+    at.push_back(i);
+    real[i] = 0;
+  }
+  be_.embedding(x_, w_.wte, w_.wpe, table, offset, real.data(), positions, n, H_, scale);
+  const int64_t m = static_cast<int64_t>(at.size());
+  be_.embedding(a_, prompt_w_, w_.wpe, table, offset, rows.data(), pos.data(), m, H_, scale);
+  for (int64_t j = 0; j < m;) {
+    int64_t k = j + 1;
+    while (k < m && at[k] == at[k - 1] + 1) ++k;
+    be_.copy(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
+    j = k;
+  }
+}
+
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                      float* logits, std::vector<float>* context_embeddings) {
   FTX_CHECK(prompts.size() == cache_rows.size(), "", "prefill: one cache row per prompt");
   for (int32_t row : cache_rows) {
     FTX_CHECK(row >= 0 && row < rows_, "", "prefill: cache row out of range");
     length_[row] = 0;
+    row_prefix_[row] = 0;
   }
   append(prompts, cache_rows, logits, context_embeddings);
 }
 
-void Engine::append(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const std::vector<int32_t>& cache_rows,
                     float* logits, std::vector<float>* context_embeddings) {
-  const int64_t B = static_cast<int64_t>(tokens.size());
+  const int64_t B = static_cast<int64_t>(all_tokens.size());
   FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "append: one cache row per token list");
+  // Prefix prompts: a leading task marker becomes K/V in the cache, the rest runs as usual.
+  std::vector<std::vector<int32_t>> stripped;
+  if (!prefix_kv_.empty())
+    for (int64_t b = 0; b < B; ++b) {
+      FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "append: cache row out of range");
+      stripped.push_back(place_prefix(all_tokens[b], cache_rows[b]));
+    }
+  const std::vector<std::vector<int32_t>>& tokens = prefix_kv_.empty() ? all_tokens : stripped;
   int64_t S = 0;
   bool wraps = false;
   for (int64_t b = 0; b < B; ++b) {
@@ -282,7 +385,7 @@ void Engine::append(const std::vector<std::vector<int32_t>>& tokens, const std::
       FTX_CHECK(end <= max_seq_, "", "row " + std::to_string(row) + " would hold " + std::to_string(end) +
                                          " tokens, more than the KV cache's " + std::to_string(max_seq_));
     }
-    check_position(end - 1);
+    check_position(end - 1 - row_prefix_[row]);
     S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
   }
   if (wraps) {
@@ -304,13 +407,10 @@ void Engine::append(const std::vector<std::vector<int32_t>>& tokens, const std::
     for (int64_t t = 0; t < S; ++t) {
       // Right padding: pads repeat id 0 at the next position and are masked out of attention.
       ids[b * S + t] = t < lengths[b] ? p[t] : 0;
-      positions[b * S + t] = static_cast<int32_t>(past[b] + t);
+      positions[b * S + t] = static_cast<int32_t>(past[b] - row_prefix_[cache_rows[b]] + t);
     }
   }
-  int64_t offset = 0;
-  const auto table = table_for(w_, cfg_, &offset);
-  be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids.data(), positions.data(), n, H_,
-                static_cast<float>(cfg_.embedding_scale));
+  embed(ids.data(), positions.data(), n, prompt_start_);
   if (w_.pre_ln_gamma)
     be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
   run_layers(n, positions, [&](int64_t l) {
@@ -361,30 +461,36 @@ void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, co
 void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
-  std::vector<int32_t> positions(static_cast<size_t>(n));
+  std::vector<int32_t> positions(static_cast<size_t>(n)), slots(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const int32_t row = cache_rows[i];
     FTX_CHECK(row >= 0 && row < rows_, "", "decode: cache row out of range");
     FTX_CHECK(memory_len_ > 0 || length_[row] < max_seq_, "",
               "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
-    positions[i] = static_cast<int32_t>(length_[row]);
+    slots[i] = static_cast<int32_t>(length_[row]);
+    positions[i] = static_cast<int32_t>(length_[row] - row_prefix_[row]);  // a prefix takes slots, not positions
     check_position(positions[i]);
   }
-  int64_t offset = 0;
-  const auto table = table_for(w_, cfg_, &offset);
   // A decode step of n rows repeats the same ops on the same buffers; only ids, positions and
-  // cache rows change. The key names this engine's buffers (generation) and n.
-  ops::RepeatableStep step(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) + " generation " +
-                                    std::to_string(generation_) + " decode " + std::to_string(n));
-  be_.embedding(x_, w_.wte, w_.wpe, table, offset, tokens.data(), positions.data(), n, H_,
-                static_cast<float>(cfg_.embedding_scale));
+  // cache rows change. The key names this engine's buffers (generation) and n. Generated tokens
+  // are real (< vocab_size) even when prompt_learning_start_id lies inside the vocabulary; a
+  // virtual token reaches decode only from a wrapping append (append_stepwise), whose step is not
+  // a repeat.
+  const int64_t virtual_from = std::max<int64_t>(prompt_start_, cfg_.vocab_size);
+  const bool repeat = !has_virtual(tokens.data(), n, virtual_from);
+  std::unique_ptr<ops::RepeatableStep> step;
+  if (repeat)
+    step = std::make_unique<ops::RepeatableStep>(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) +
+                                                          " generation " + std::to_string(generation_) + " decode " +
+                                                          std::to_string(n));
+  embed(tokens.data(), positions.data(), n, virtual_from);
   if (w_.pre_ln_gamma)
     be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
   run_layers(n, positions, [&](int64_t l) {
-    be_.decode_attention(attn_, qkv_, n, cache_rows.data(), positions.data(), k_cache_[l], v_cache_[l], shape_);
+    be_.decode_attention(attn_, qkv_, n, cache_rows.data(), slots.data(), k_cache_[l], v_cache_[l], shape_);
   });
   compute_logits(x_, n);
-  step.finish();
+  if (step) step->finish();
   for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
   download_logits(n, logits);
 }
@@ -396,9 +502,15 @@ void Engine::copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_
     be_.gather_cache_rows(k_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
     be_.gather_cache_rows(v_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
   }
-  std::vector<int64_t> len(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) len[i] = length_[src[i]];
-  for (int64_t i = 0; i < n; ++i) length_[dst[i]] = len[i];
+  std::vector<int64_t> len(static_cast<size_t>(n)), pre(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    len[i] = length_[src[i]];
+    pre[i] = row_prefix_[src[i]];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    length_[dst[i]] = len[i];
+    row_prefix_[dst[i]] = pre[i];
+  }
 }
 
 }  // namespace ftx

@@ -18,10 +18,18 @@
 
 namespace ftx {
 
+class PromptTables;
+
 struct EngineOptions {
   // > 0: every row's KV cache is circular and keeps only the last memory_len tokens (FT's
   // memory_len); positions keep counting, so a row can go on past memory_len tokens.
   int64_t memory_len = 0;
+  // p-tuning tables (lib/engine/prompt_tables.h): an input id in [start_id, end_engine_id()) is
+  // embedded as that row of the stacked tables, at its real position. Prefix prompts: a row's
+  // first token start_id + t puts task t's K/V prefix in the row's cache instead (the prompt's
+  // positions still start at 0; the cache holds max_seq tokens besides the longest prefix).
+  // Uploaded by the engine; the object need not outlive the constructor.
+  const PromptTables* prompts = nullptr;
 };
 
 class Engine {
@@ -40,10 +48,14 @@ class Engine {
   // Backend bytes the cache and workspaces take at these sizes.
   int64_t bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const;
   int64_t rows() const { return rows_; }
-  int64_t max_seq() const { return max_seq_; }
+  // Tokens a row holds as callers count them: a prefix prompt's slots are extra, its marker counts one.
+  int64_t max_seq() const { return max_seq_ - max_prefix_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t hidden() const { return H_; }
-  int64_t row_length(int64_t row) const { return length_[static_cast<size_t>(row)]; }
+  int64_t row_length(int64_t row) const {
+    const int64_t pre = row_prefix_[static_cast<size_t>(row)];
+    return length_[static_cast<size_t>(row)] - pre + (pre > 0 ? 1 : 0);
+  }
 
   // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`,
   // which start empty: append() after forgetting the rows' histories.
@@ -75,6 +87,12 @@ class Engine {
   void download_logits(int64_t n, float* logits);
   void free_buffers();
   void free_workspace();
+  // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the (empty) row
+  // and drops the marker. Returns the tokens to run.
+  std::vector<int32_t> place_prefix(const std::vector<int32_t>& tokens, int32_t row);
+  // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
+  void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
+  bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
   // A circular cache's append that wraps: one decode step per token.
   void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
                        float* logits);
@@ -91,6 +109,12 @@ class Engine {
   int64_t H_, local_inter_, qkv_cols_;
   bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
   int64_t memory_len_ = 0;
+  ops::Weight prompt_w_;  // stacked p-tuning tables [prompt_end_ - prompt_start_, H]; null: none
+  int64_t prompt_start_ = INT64_MAX, prompt_end_ = 0;
+  std::vector<float*> prefix_kv_;       // per prefix task: [layers, 2, kv_heads, len, d] fp32
+  std::vector<int64_t> prefix_len_;     // per prefix task
+  int64_t max_prefix_ = 0;
+  std::vector<int64_t> row_prefix_;     // per cache row: prefix slots ahead of position 0
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers

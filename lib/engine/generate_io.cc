@@ -124,7 +124,7 @@ const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
       "text", "ids", "max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
       "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
-      "beam_search_diversity_rate", "session", "session_end"};
+      "beam_search_diversity_rate", "session", "session_end", "task", "virtual_tokens"};
   return fields;
 }
 
@@ -133,7 +133,7 @@ PromptReader::PromptReader(const std::string& path, PromptFormat format, const T
     : in_(path), format_(format), format_known_(format == PromptFormat::kStartIdsCsv), tok_(tokenizer),
       defaults_(std::move(defaults)), limits_(limits) {}
 
-Request PromptReader::parse_json(const std::string& line, const std::string& where) {
+Request PromptReader::parse_json(const std::string& line, const std::string& where, PromptChoice& prompt) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
@@ -198,6 +198,12 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
       else throw Error(where + ": \"session\" must be a string or an integer, not " + v.dump());
       if (r.session.empty()) throw Error(where + ": \"session\" is empty");
     } else if (k == "session_end") r.session_end = json_bool(v, k, where);
+    else if (k == "task") {
+      prompt.has_task = true;
+      if (v.is_string()) prompt.task = v.get<std::string>();
+      else if (v.is_number_integer() && v.get<int64_t>() >= 0) prompt.task = std::to_string(v.get<int64_t>());
+      else if (!v.is_null()) throw Error(where + ": \"task\" must be a task name, an id or null, not " + v.dump());
+    } else if (k == "virtual_tokens") prompt.virtual_tokens = json_int(v, k, where);
   }
   if (r.session_end && r.session.empty()) throw Error(where + ": \"session_end\" without a \"session\"");
   return r;
@@ -220,9 +226,10 @@ bool PromptReader::read_next() {
       json_lines_ = trim(line)[0] == '{';
     }
     Request r;
+    PromptChoice choice;
     if (format_ == PromptFormat::kText && json_lines_) {
       if (trim(line).empty()) continue;  // blank lines between JSON lines
-      r = parse_json(line, where);
+      r = parse_json(line, where, choice);
     } else {
       if (line.empty() && last) return false;  // a final empty line
       r.decode.max_new_tokens = defaults_.max_new_tokens;
@@ -235,12 +242,13 @@ bool PromptReader::read_next() {
         r.decode.input_ids = tok_->encode(line);
       }
     }
+    apply_prompt(r, choice, where);
     // FT semantics: a request with no input starts from start_id (only when one is given).
     if (r.decode.input_ids.empty() && defaults_.start_id >= 0) r.decode.input_ids.push_back(defaults_.start_id);
     if (r.decode.input_ids.empty())
       throw Error(where + ": empty prompt" + (defaults_.start_id < 0 ? " (--start-id ID starts empty prompts from ID)" : ""));
     for (int32_t id : r.decode.input_ids)
-      if (id < 0 || id >= limits_.vocab_size)
+      if (id < 0 || (id >= limits_.vocab_size && id >= r.decode.virtual_id_end))
         throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                     std::to_string(limits_.vocab_size) + ")");
     const int64_t total = static_cast<int64_t>(r.decode.input_ids.size()) + r.decode.max_new_tokens;
@@ -263,6 +271,23 @@ bool PromptReader::read_next() {
     next_ = std::move(r);
     return true;
   }
+}
+
+void PromptReader::apply_prompt(Request& r, const PromptChoice& c, const std::string& where) const {
+  if (!prompts_) {
+    if (c.has_task || c.virtual_tokens)
+      throw Error(where + ": \"" + (c.has_task ? "task" : "virtual_tokens") +
+                  "\" needs prompt tables: the model folder's config.ini has no tasks (ftx prompt-convert "
+                  "--model-dir adds them) and no --prompt-table was given");
+    return;
+  }
+  const int64_t task = c.has_task ? (c.task.empty() ? -1 : prompts_->task(c.task, where)) : default_task_;
+  if (c.virtual_tokens != 0) {
+    auto v = prompts_->virtual_ids(task, c.virtual_tokens, where);
+    r.decode.input_ids.insert(r.decode.input_ids.begin(), v.begin(), v.end());
+  }
+  prompts_->map_ids(r.decode.input_ids, task, where);
+  r.decode.virtual_id_end = prompts_->end_engine_id();
 }
 
 const Request* PromptReader::peek() {

@@ -10,6 +10,7 @@
 
 #include "formats/input_file.h"
 #include "formats/output_file.h"
+#include "lib/engine/prompt_tables.h"
 #include "lib/engine/scheduler.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -55,10 +56,24 @@ class PromptReader : public RequestSource {
   const Request* peek() override;
   Request take() override;
   int64_t requests_read() const { return next_index_; }
+  // p-tuning (prompt_tables.h): each request's task is its JSON "task" (a name or an id; null for
+  // none), else default_task (-1: none). "virtual_tokens": N prepends the task's first N virtual
+  // ids (start_id .. start_id + N - 1); ids may also give them explicitly (FT's way). Virtual ids
+  // are checked against the task's table and rewritten to engine ids.
+  void set_prompt_tables(const PromptTables* tables, int64_t default_task) {
+    prompts_ = tables;
+    default_task_ = default_task;
+  }
 
  private:
+  struct PromptChoice {
+    bool has_task = false;
+    std::string task;          // "" with has_task: JSON null, no task
+    int64_t virtual_tokens = 0;
+  };
   bool read_next();
-  Request parse_json(const std::string& line, const std::string& where);
+  Request parse_json(const std::string& line, const std::string& where, PromptChoice& prompt);
+  void apply_prompt(Request& r, const PromptChoice& c, const std::string& where) const;
 
   LineReader in_;
   PromptFormat format_;
@@ -71,6 +86,8 @@ class PromptReader : public RequestSource {
   bool have_ = false, at_end_ = false;
   Request next_;
   std::set<int32_t> warned_end_ids_;
+  const PromptTables* prompts_ = nullptr;
+  int64_t default_task_ = -1;
 };
 
 // The fingerprint --resume compares: the prompt ids and every resolved parameter of the request.

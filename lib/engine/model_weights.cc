@@ -287,8 +287,13 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
   // What this rank will hold, against what the backend has, before anything is allocated.
   const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
   double need = 0;
+  // Prompt-learning tables are checked with the rest but held by PromptTables (prompt_tables.h).
+  auto is_prompt_table = [](const std::string& n) {
+    return starts_with(n, "model.prompt_table.") || starts_with(n, "model.prefix_prompt.");
+  };
   for (const auto& f : files) {
     if (f.rank >= 0 && f.rank != rank) continue;
+    if (is_prompt_table(f.name)) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
     const Slot slot = slot_for(f.name);
     const double el = !slot.matrix ? sizeof(float)
@@ -303,6 +308,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
   std::vector<float> host;
   for (const auto& f : files) {
     if (f.rank >= 0 && f.rank != rank) continue;
+    if (is_prompt_table(f.name)) continue;
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
     const Slot slot = slot_for(f.name);

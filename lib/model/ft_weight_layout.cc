@@ -56,6 +56,15 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
   }
 
+  // Prompt tables (§3.1): p-tuning [len, H] replicated; prefix [layers, 2, n/T, len, d] per rank.
+  for (const PromptTask& t : cfg.prompt.tasks) {
+    if (cfg.prompt.type == PromptLearningType::kPTuning)
+      l.repl("model.prompt_table." + t.name + ".weight", {t.length, H});
+    else if (cfg.prompt.type == PromptLearningType::kPrefixPrompt)
+      l.split("model.prefix_prompt." + t.name + ".weight",
+              {cfg.num_layer, 2, cfg.head_num / tp, t.length, cfg.size_per_head});
+  }
+
   for (int64_t L = 0; L < cfg.num_layer; ++L) {
     const std::string p = "model.layers." + std::to_string(L) + ".";
     l.repl(p + "input_layernorm.weight", {H});

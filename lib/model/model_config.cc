@@ -181,6 +181,45 @@ Activation activation_from_name(const std::string& s) {
   throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu)");
 }
 
+namespace {
+
+// [gpt] num_tasks, prompt_learning_type, prompt_learning_start_id (default end_id + 1) and the
+// sections [task_K] (the Triton model folder's) or [<model_name>_task_K] (FT's C++ example's).
+void read_prompt_learning(const Reader& r, ModelConfig& c, const std::string& origin) {
+  const int64_t n = r.i_or("num_tasks", 0);
+  const int64_t type = r.i_or("prompt_learning_type", 0);
+  FTX_CHECK(type >= 0 && type <= 3, origin, "prompt_learning_type = " + std::to_string(type) +
+                                                " is not 0 (none), 1 (soft), 2 (prefix) or 3 (p-tuning)");
+  FTX_CHECK(n >= 0 && n <= 100000, origin, "num_tasks = " + std::to_string(n) + " is out of range");
+  c.prompt.type = static_cast<PromptLearningType>(type);
+  c.prompt.start_id = r.i_or("prompt_learning_start_id", c.end_id + 1);
+  for (int64_t k = 0; k < n; ++k) {
+    std::string sec = "task_" + std::to_string(k);
+    if (!r.ini.has_section(sec)) sec = c.model_name + "_task_" + std::to_string(k);
+    FTX_CHECK(r.ini.has_section(sec), origin,
+              "num_tasks = " + std::to_string(n) + " but there is no section [task_" + std::to_string(k) + "]");
+    PromptTask t{r.ini.get(sec, "task_name"), r.ini.get_int(sec, "prompt_length")};
+    FTX_CHECK(!t.name.empty() && t.name.find('/') == std::string::npos, origin,
+              "[" + sec + "] task_name '" + t.name + "' is not a plain name");
+    FTX_CHECK(t.length > 0 && t.length <= (int64_t(1) << 24), origin,
+              "[" + sec + "] prompt_length = " + std::to_string(t.length) + " is out of range");
+    c.prompt.tasks.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
+int64_t PromptLearning::find(const std::string& name_or_id) const {
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].name == name_or_id) return static_cast<int64_t>(i);
+  if (!name_or_id.empty() && name_or_id.find_first_not_of("0123456789") == std::string::npos &&
+      name_or_id.size() < 10) {
+    const int64_t id = std::stoll(name_or_id);
+    if (id < static_cast<int64_t>(tasks.size())) return id;
+  }
+  return -1;
+}
+
 ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   const std::string origin = ini.path();
   std::string sec;
@@ -330,6 +369,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   if (c.position != PositionEmbedding::kLearned && c.position != PositionEmbedding::kSinusoidal &&
       c.arch != Architecture::kGptJ && c.arch != Architecture::kGptNeoX && !r.has("max_pos_seq_len"))
     c.max_pos_seq_len = 0;
+  read_prompt_learning(r, c, origin);
   return c;
 }
 
@@ -400,6 +440,16 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
+  if (prompt.any()) {
+    ini.set(s, "num_tasks", std::to_string(prompt.tasks.size()));
+    ini.set(s, "prompt_learning_start_id", std::to_string(prompt.start_id));
+    ini.set(s, "prompt_learning_type", std::to_string(static_cast<int>(prompt.type)));
+    for (size_t k = 0; k < prompt.tasks.size(); ++k) {
+      const std::string t = "task_" + std::to_string(k);
+      ini.set(t, "task_name", prompt.tasks[k].name);
+      ini.set(t, "prompt_length", std::to_string(prompt.tasks[k].length));
+    }
+  }
   return ini;
 }
 

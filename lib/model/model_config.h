@@ -6,6 +6,7 @@
 // keys so that ftx never has to guess.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formats/dtype.h"
 #include "formats/ft_dir.h"
@@ -23,6 +24,23 @@ const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox",
 Architecture architecture_from_name(const std::string& s);  // Error listing the supported names
 const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh" for ftx
 Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
+
+// Prompt learning (ft-runtime.md §6): config.ini's num_tasks, prompt_learning_start_id,
+// prompt_learning_type and [task_K] task_name, prompt_length. Task K's table is
+// model.prompt_table.<name>.weight.bin (p-tuning) or model.prefix_prompt.<name>.weight.R.bin (prefix).
+enum class PromptLearningType { kNone = 0, kSoftPrompt = 1, kPrefixPrompt = 2, kPTuning = 3 };
+struct PromptTask {
+  std::string name;
+  int64_t length = 0;  // virtual tokens (table rows)
+};
+struct PromptLearning {
+  PromptLearningType type = PromptLearningType::kNone;
+  int64_t start_id = -1;  // an input id >= start_id is a virtual token (FT's default: end_id + 1)
+  std::vector<PromptTask> tasks;
+  bool any() const { return !tasks.empty(); }
+  // Index of a task given by name or by decimal id; -1 when there is none.
+  int64_t find(const std::string& name_or_id) const;
+};
 
 struct ModelConfig {
   Architecture arch = Architecture::kGpt;
@@ -57,6 +75,8 @@ struct ModelConfig {
 
   int64_t tensor_para_size = 1;     // the TP size the folder was written for
   DType weight_data_type = DType::kFloat32;
+
+  PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 
   int64_t hidden() const { return head_num * size_per_head; }
 

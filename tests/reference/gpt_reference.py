@@ -85,16 +85,23 @@ def _lin(x, w, b):
     return y + b if b is not None else y
 
 
-def forward(cfg, W, ids, window=0):
+def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
     """Logits [S, V] (float64) of every position of `ids`. window > 0: each position attends only to
     the last `window` positions up to itself (FT's memory_len: a circular KV cache), in every layer;
-    positions keep their absolute values."""
-    ids = torch.tensor(ids, dtype=torch.long)
-    S = ids.shape[0]
+    positions keep their absolute values. embeds: {position: [H] tensor} token embeddings used
+    instead of wte rows at those positions (prompt learning's virtual tokens; ids there are
+    ignored), before the scale and the position term. prefix: per layer (K, V), each [P, kv_heads, d]:
+    keys and values every position attends to ahead of the sequence's own (FT's prefix prompts;
+    taken as stored, no rotary), while the sequence's positions still start at 0."""
+    S = len(ids)
+    ids = torch.tensor([0 if embeds and t in embeds else v for t, v in enumerate(ids)], dtype=torch.long)
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps = cfg["eps"]
     pos = torch.arange(S)
-    x = W["wte"][ids] * cfg.get("embedding_scale", 1.0)
+    x = W["wte"][ids].clone()
+    for t, e in (embeds or {}).items():
+        x[t] = e
+    x = x * cfg.get("embedding_scale", 1.0)
     if W.get("project_in") is not None:
         x = x @ W["project_in"]
     off = cfg.get("position_offset", 0)
@@ -110,19 +117,23 @@ def forward(cfg, W, ids, window=0):
     rel = (pos[None, :] - pos[:, None]).to(torch.float64)        # k_pos - q_pos
     slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
 
-    def attention(h, L):
+    def attention(h, L, pre=None):
         q = _lin(h, L["wq"], L["bq"]).view(S, nh, d)
         k = _lin(h, L["wk"], L["bk"]).view(S, kvh, d)
         v = _lin(h, L["wv"], L["bv"]).view(S, kvh, d)
         if cfg["position"] == "rope":
             q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
             k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
+        mask = causal
+        if pre is not None:
+            k, v = torch.cat([pre[0], k]), torch.cat([pre[1], v])
+            mask = torch.cat([torch.ones(S, pre[0].shape[0], dtype=torch.bool), causal], dim=1)
         k = k.repeat_interleave(nh // kvh, dim=1)
         v = v.repeat_interleave(nh // kvh, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(d)
         if slopes is not None:
             scores = scores + slopes[:, None, None] * rel[None]
-        scores = scores.masked_fill(~causal[None], float("-inf"))
+        scores = scores.masked_fill(~mask[None], float("-inf"))
         p = torch.softmax(scores, dim=-1)
         o = torch.einsum("hqk,khd->qhd", p, v).reshape(S, nh * d)
         return _lin(o, L["wo"], L["bo"])
@@ -133,7 +144,10 @@ def forward(cfg, W, ids, window=0):
             a = a * _lin(h, L["wg"], L["bg"])
         return _lin(a, L["w2"], L["b2"])
 
-    for L in W["layers"]:
+    for li, L in enumerate(W["layers"]):
+        pre = prefix[li] if prefix is not None else None
+        if pre is not None:
+            assert cfg["norm"] == "pre" and not cfg["parallel_residual"] and slopes is None
         if cfg["norm"] == "post":
             x = _ln(x + attention(x, L), L["ln1"], eps)
             x = _ln(x + ffn(x, L), L["ln2"], eps)
@@ -142,7 +156,7 @@ def forward(cfg, W, ids, window=0):
             h2 = h1 if cfg["shared_input_norm"] else _ln(x, L["ln2"], eps)
             x = x + attention(h1, L) + ffn(h2, L)
         else:
-            x = x + attention(_ln(x, L["ln1"], eps), L)
+            x = x + attention(_ln(x, L["ln1"], eps), L, pre)
             x = x + ffn(_ln(x, L["ln2"], eps), L)
     if W.get("final_ln") is not None:
         x = _ln(x, W["final_ln"], eps)

@@ -1,0 +1,23 @@
+# Prompt learning (issue 13): `ftx prompt-convert`, convert-nemo --prompt-in-file, p-tuning in
+# generate / eval-lambada. Archives and references: scripts/fixtures/make_prompt_fixtures.py,
+# tests/reference/prompt_reference.py; the engine logits: tests/unit/engine_prompt_test.cc.
+add_test(NAME prompt_fixtures
+         COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/make_prompt_fixtures.py ${FTX_FIXTURES}/prompt)
+set_tests_properties(prompt_fixtures PROPERTIES FIXTURES_SETUP prompt_fx ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+
+foreach(part convert generate errors)
+  add_test(NAME prompt_${part} COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/prompt_test.py ${part})
+  set_tests_properties(prompt_${part} PROPERTIES FIXTURES_REQUIRED "prompt_fx;engine_models;convert_fx"
+                       ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600)
+endforeach()
+
+if(FTX_HAVE_MPI)
+  find_program(FTX_MPIRUN NAMES mpirun mpiexec)
+  if(FTX_MPIRUN)
+    add_test(NAME engine_prompt_mpi
+             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
+                     $<TARGET_FILE:engine_prompt_test>)
+    set_tests_properties(engine_prompt_mpi PROPERTIES FIXTURES_REQUIRED "prompt_fx;engine_models"
+                         ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+  endif()
+endif()

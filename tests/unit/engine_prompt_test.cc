@@ -1,0 +1,131 @@
+// p-tuning in the engine (issue 13): the engine fixtures gpt2 (fp16 files) and gptnext (NeMo
+// GPT-Next, fp32) with the tables of scripts/fixtures/make_prompt_fixtures.py's classic.nemo added
+// the FT way (add_prompt_tables, as `ftx prompt-convert --model-dir`). A mixed batch (three tasks
+// and a request with no task; virtual tokens first, and in the middle of a prompt) and each
+// request alone: logits along the reference's greedy paths within 1e-4 of the float64 reference
+// that substitutes the embeddings (tests/reference/gpt_reference.py `embeds`). Under
+// `mpirun -np 2` (tests/e2e/prompt.cmake) the 2-gpu folders: equal to 1 rank within 1e-5.
+// Prefix prompts (type 2): the fixture's prefix/<model> folders, the reference prepending each
+// layer's K/V prefix, the same checks.
+#include <gtest/gtest.h>
+
+#include "engine_prompt_util.h"
+
+namespace ftx {
+namespace {
+
+using test::folder_with_tables;
+using test::load;
+using test::prompt_fixtures;
+using test::run_paths;
+
+TEST(EnginePromptTuning, MixedBatchAndSingleRequestsMatchReference) {
+  if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
+  const std::string fx = prompt_fixtures(), eng = test::engine_fixtures();
+  dist::SingleRank single;
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m);
+    const std::string dir = folder_with_tables(eng + "/" + m + "/1-gpu", fx);
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const auto batch = run_paths(dir, e, all, single);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto alone = run_paths(dir, e, {i}, single);
+      ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
+      for (size_t s = 0; s < batch[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (batch)";
+        EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (alone)";
+      }
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(EnginePrefixPrompt, MixedBatchAndSingleRequestsMatchReference) {
+  if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
+  const std::string fx = prompt_fixtures();
+  dist::SingleRank single;
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m, /*prefix=*/true);
+    const std::string dir = fx + "/prefix/" + m + "/1-gpu";
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const auto batch = run_paths(dir, e, all, single);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto alone = run_paths(dir, e, {i}, single);
+      ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
+      for (size_t s = 0; s < batch[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (batch)";
+        EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s << " (alone)";
+      }
+    }
+  }
+}
+
+TEST(EnginePrefixPrompt, TwoRanksMatchOneAndReference) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  if (comm->rank() == 0) prompt_fixtures();
+  comm->barrier();
+  const std::string fx = prompt_fixtures();
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m, /*prefix=*/true);
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm);
+    if (comm->rank() != 0) continue;
+    dist::SingleRank single;
+    const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single);
+    for (size_t i = 0; i < all.size(); ++i)
+      for (size_t s = 0; s < tp2[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5)) << "request " << i << " step " << s;
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s;
+      }
+  }
+}
+
+TEST(EnginePromptTuning, TwoRanksMatchOneAndReference) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  std::string fx, eng;
+  if (comm->rank() == 0) {  // fixtures made once, by rank 0
+    fx = prompt_fixtures();
+    eng = test::engine_fixtures();
+  }
+  comm->barrier();
+  fx = prompt_fixtures();
+  eng = test::engine_fixtures();
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m);
+    std::vector<size_t> all;
+    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+    const std::string dir2 = folder_with_tables(eng + "/" + m + "/2-gpu", fx);
+    const auto tp2 = run_paths(dir2, e, all, *comm);
+    std::filesystem::remove_all(dir2);
+    if (comm->rank() != 0) continue;
+    dist::SingleRank single;
+    const std::string dir1 = folder_with_tables(eng + "/" + m + "/1-gpu", fx);
+    const auto tp1 = run_paths(dir1, e, all, single);
+    std::filesystem::remove_all(dir1);
+    for (size_t i = 0; i < all.size(); ++i)
+      for (size_t s = 0; s < tp2[i].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5)) << "request " << i << " step " << s;
+        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+            << "request " << i << " step " << s;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace ftx
