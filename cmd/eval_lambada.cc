@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/parallel_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -31,6 +32,7 @@ struct EvalFlags {
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   bool quiet = false, force = false, resume = false;
+  ftx::cmd::ParallelFlags parallel;
 };
 
 // --data, else the copy installed with ftx (share/ftx), else the source tree's data/.
@@ -53,10 +55,11 @@ int run_eval(const EvalFlags& f) {
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (f.resume && f.output.empty()) throw ftx::UsageError("--resume continues the --output of an interrupted run: give --output");
   ftx::cmd::StopOnSignal stop_signal;
-  ftx::Runtime rt =
-      ftx::make_runtime({f.device, f.threads, f.model_dir,
+  ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
-                         ftx::dtype_from_name(f.dtype)});
+                         ftx::dtype_from_name(f.dtype)};
+  ftx::cmd::apply_parallel_flags(f.parallel, ro);
+  ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -88,7 +91,7 @@ int run_eval(const EvalFlags& f) {
   std::unique_ptr<ftx::ResultJournal> journal;
   ftx::ModelWeights weights;
   try {
-    weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+    weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend);
     if (leader && !f.output.empty()) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
@@ -113,7 +116,7 @@ int run_eval(const EvalFlags& f) {
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
   int64_t first = leader && journal ? journal->resumed() : 0;
   comm->broadcast(&first, sizeof first, 0);
-  ftx::Engine engine(weights, *backend, *comm);
+  ftx::Engine engine(weights, *backend, *rt.groups);
 
   auto on_result = [&](const ftx::LambadaResult& r) {
     if (journal) journal->append(ftx::lambada_result_json(r), ftx::lambada_fingerprint(r.index, examples[r.index]));
@@ -175,6 +178,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
+  ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,
                   "Per-example results, one JSON line each (-: stdout); written to OUTPUT.partial as they complete");
   sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object (-: stdout)");
