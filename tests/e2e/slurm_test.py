@@ -14,6 +14,7 @@ cannot come up on this machine (their logs' last lines are printed).
 Environment: FTX_BIN, FTX_FIXTURES (fixtures in $FTX_FIXTURES/pp), FTX_SOURCE_DIR.
 """
 import getpass
+import random
 import os
 import shutil
 import signal
@@ -50,7 +51,10 @@ def tail(path, n=15):
 
 
 class Cluster:
-    """munged + slurmctld + slurmd, each a child of this process (killed by pid at the end)."""
+    """munged + slurmctld + slurmd, each a child of this process (killed by pid at the end).
+
+    Job steps' scratch (the PMIx plugin's spmix_appdir_*) goes under TmpFS in the temporary folder,
+    and job ids start at a random FirstJobId, so nothing collides with an earlier run's leftovers."""
 
     def __init__(self, tmp):
         self.tmp = tmp
@@ -79,7 +83,7 @@ class Cluster:
                               f"--seed-file={self.path('munged.seed')}"])
         if not self.wait(lambda: os.path.exists(sock), 15):
             return "munged did not create its socket:\n" + tail(self.path("munged.out"))
-        for d in ("state", "spool"):
+        for d in ("state", "spool", "tmpfs"):
             os.makedirs(self.path(d))
         user = getpass.getuser()
         cpus = os.cpu_count() or 2
@@ -95,6 +99,8 @@ AuthInfo=socket={sock}
 CredType=cred/munge
 StateSaveLocation={self.path('state')}
 SlurmdSpoolDir={self.path('spool')}
+TmpFS={self.path('tmpfs')}
+FirstJobId={random.randint(1000, 10**6)}
 SlurmctldPidFile={self.path('slurmctld.pid')}
 SlurmdPidFile={self.path('slurmd.pid')}
 SlurmctldLogFile={self.path('slurmctld.log')}
