@@ -12,11 +12,12 @@ ParallelLayout ParallelLayout::resolve(int tp, int pp, int world_size, int rank,
   l.pp = pp == 0 ? 1 : pp;
   l.tp = tp == 0 ? world_size / l.pp : tp;
   l.rank = rank;
-  if (l.tp < 1 || static_cast<int64_t>(l.tp) * l.pp != world_size)
-    throw UsageError("--tensor-para-size " + std::to_string(tp == 0 ? l.tp : tp) + " x --pipeline-para-size " +
-                     std::to_string(l.pp) + " needs " +
-                     std::to_string(static_cast<int64_t>(tp == 0 ? (l.tp < 1 ? 1 : l.tp) : tp) * l.pp) +
-                     " ranks, but this run has " + std::to_string(world_size) + " (mpirun -np)");
+  if (l.tp < 1 || static_cast<int64_t>(l.tp) * l.pp != world_size) {
+    const int64_t shown = l.tp < 1 ? 1 : l.tp;  // a defaulted T that rounds to 0 is shown as 1
+    throw UsageError("--tensor-para-size " + std::to_string(shown) + " x --pipeline-para-size " + std::to_string(l.pp) +
+                     " needs " + std::to_string(shown * l.pp) + " ranks, but this run has " +
+                     std::to_string(world_size) + " (mpirun -np)");
+  }
   if (num_layer >= 0 && l.pp > num_layer)
     throw UsageError("--pipeline-para-size " + std::to_string(l.pp) + " is more than the model's " +
                      std::to_string(num_layer) + " layers (num_layer in config.ini)");

@@ -17,5 +17,9 @@ if(FTX_HAVE_MPI)
       set_tests_properties(pp_${part} PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
                            TIMEOUT 600 LABELS e2e)
     endforeach()
+    # CUDA: NCCL send/recv between stages; skips itself with fewer GPUs than its 2 ranks.
+    add_test(NAME pp_cuda COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/pp_test.py cuda)
+    set_tests_properties(pp_cuda PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
+                         TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77)
   endif()
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Pipeline parallelism end to end: every TP x PP grid under mpirun gives what one rank gives.
 
-Usage: pp_test.py {generate MODEL|lambada|errors}
+Usage: pp_test.py {generate MODEL|lambada|errors|cuda}
   generate MODEL: for each grid TP x PP in {1x2, 2x2, 1x4, 2x1} (the 5-layer model: 1x2, 2x2, 1x4,
           stages of unequal size) `ftx generate` under `mpirun --oversubscribe` equals the same run
           on one rank (TP 1 x PP 1, the 1-gpu folder): output ids identical, log probs, cumulative
@@ -13,6 +13,9 @@ Usage: pp_test.py {generate MODEL|lambada|errors}
           predictions and flags; word log-likelihood within 1e-5), on the first 40 examples.
   errors: a rank count other than T x P, and P larger than the number of layers: exit code non-zero
           and one `ftx: error:` line from each rank, naming the problem; no rank hangs (timeout).
+  cuda:   (label gpu) --device cuda with NCCL send/recv between stages: TP 1 x PP 2 and TP 2 x PP 1
+          give the greedy tokens of one CPU rank (log probs within 1e-3: TF32 GEMMs). Skipped
+          (exit 77) with fewer GPUs than ranks (2) or an ftx built without CUDA.
 Environment: FTX_BIN, FTX_FIXTURES (fixtures in $FTX_FIXTURES/pp, scripts/fixtures/make_pp_models.py).
 """
 import json
@@ -172,6 +175,31 @@ def test_errors():
                "needs 4 ranks, but this run has 2")
 
 
+def test_cuda():
+    try:
+        gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+    except OSError:
+        gpus = 0
+    linked = subprocess.run(["ldd", FTX], capture_output=True, text=True).stdout
+    if "libcudart" not in linked:
+        print("SKIP: ftx was built without CUDA")
+        sys.exit(77)
+    if gpus < 2:
+        print(f"SKIP: pipeline parallelism on CUDA needs one GPU per rank: 2 ranks, {gpus} GPU(s) here")
+        sys.exit(77)
+    global TOL
+    csv = ["--input-ids", os.path.join(FIX, "gpt2", "start_ids.csv")]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = generate(tmp, "gpt2", 1, 1, "cpu", csv, ["--return-log-probs"])
+        for tp, pp in ((1, 2), (2, 1)):
+            got = generate(tmp, "gpt2", tp, pp, f"cuda_{tp}x{pp}", csv, ["--return-log-probs", "--device", "cuda"])
+            if got is None or base is None:
+                continue
+            TOL = 1e-3
+            ok = close(got[0], base[0], f"cuda {tp}x{pp}")
+            print(f"gpt2 CUDA TP {tp} x PP {pp}: {'same as one CPU rank' if ok else 'DIFFERENT'}")
+
+
 def main():
     part = sys.argv[1]
     if part == "generate":
@@ -180,6 +208,8 @@ def main():
         test_lambada()
     elif part == "errors":
         test_errors()
+    elif part == "cuda":
+        test_cuda()
     else:
         sys.exit(f"unknown part {part}")
     if failures:
