@@ -46,6 +46,11 @@ class NcclCommunicator : public dist::Communicator {
     if (n == 0 || backend_.replaying()) return;  // a replayed step's graph holds the all-reduce
     FTX_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
   }
+  void all_gather(float* data, size_t n) override {
+    if (n == 0 || backend_.replaying()) return;
+    // In place: this rank's part already sits at data + rank·n.
+    FTX_NCCL_CHECK(ncclAllGather(data + static_cast<size_t>(rank()) * n, data, n, ncclFloat32, comm_, stream_));
+  }
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
   void barrier() override { host_->barrier(); }
   bool all_true(bool ok) override { return host_->all_true(ok); }

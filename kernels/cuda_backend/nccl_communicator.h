@@ -13,6 +13,7 @@
 //  * send(data, n, peer) / recv(data, n, peer): DEVICE memory, ncclSend/ncclRecv on the backend's
 //    stream (pipeline stages pass their hidden states); like the all-reduce they return once
 //    enqueued and are skipped while a recorded decode step replays (the graph holds them).
+//  * all_gather(data, n): DEVICE memory, in place (ncclAllGather from data + rank·n into data).
 //  * send_host / recv_host: HOST memory, through the host communicator (the last stage's logits to
 //    rank 0).
 //  * split(color, key): the host communicator splits (MPI_Comm_split) and the sub-group makes its own

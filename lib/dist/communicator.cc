@@ -68,6 +68,10 @@ class MpiCommunicator : public Communicator {
       FTX_MPI(MPI_Allreduce(MPI_IN_PLACE, data + off, cnt, MPI_FLOAT, MPI_SUM, comm_));
     }
   }
+  void all_gather(float* data, size_t n) override {
+    if (n > kChunk) throw Error("MPI all-gather of " + std::to_string(n) + " floats per rank is too large");
+    FTX_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(n), MPI_FLOAT, comm_));
+  }
   void broadcast(void* data, size_t bytes, int root) override {
     FTX_MPI(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_));
   }

@@ -15,6 +15,9 @@ class Communicator {
   virtual int size() const = 0;
   // In place: every rank ends with the element-wise sum over ranks (identical bits on every rank).
   virtual void all_reduce_sum(float* data, size_t n) = 0;
+  // In place: rank i's n floats are at data + i·n; every rank ends with all size()·n of them.
+  // Backend memory, like all_reduce_sum.
+  virtual void all_gather(float* data, size_t n) = 0;
   // In place: every rank ends with root's bytes.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
@@ -40,6 +43,7 @@ class SingleRank : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   void all_reduce_sum(float*, size_t) override {}
+  void all_gather(float*, size_t) override {}
   void broadcast(void*, size_t, int) override {}
   void barrier() override {}
   bool all_true(bool ok) override { return ok; }

@@ -316,9 +316,24 @@ ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int6
 
 }  // namespace
 
+// FT halves inter-stage traffic with TP: each TP rank sends only its 1/T slice of the hidden
+// states to its peer of the next stage, which all-gathers the slices within its TP group
+// (ft-runtime.md §2.11b). Used when the slices divide evenly; else every rank sends everything.
+bool Engine::sliced_transfer(int64_t n) const {
+  const int T = par_.layout().tp;
+  return T > 1 && (n * H_) % T == 0;
+}
+
 void Engine::stage_input(const int32_t* ids, const int32_t* positions, int64_t n) {
   if (!w_.has_embeddings()) {
-    par_.pp().recv(x_, static_cast<size_t>(n * H_), par_.layout().stage() - 1);
+    const int prev = par_.layout().stage() - 1;
+    if (sliced_transfer(n)) {
+      const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
+      par_.pp().recv(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, prev);
+      tp_.all_gather(x_, part);
+    } else {
+      par_.pp().recv(x_, static_cast<size_t>(n * H_), prev);
+    }
     return;
   }
   int64_t offset = 0;
@@ -329,7 +344,14 @@ void Engine::stage_input(const int32_t* ids, const int32_t* positions, int64_t n
 }
 
 void Engine::stage_output(int64_t n) {
-  if (!par_.layout().last_stage()) par_.pp().send(x_, static_cast<size_t>(n * H_), par_.layout().stage() + 1);
+  if (par_.layout().last_stage()) return;
+  const int next = par_.layout().stage() + 1;
+  if (sliced_transfer(n)) {
+    const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
+    par_.pp().send(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, next);
+  } else {
+    par_.pp().send(x_, static_cast<size_t>(n * H_), next);
+  }
 }
 
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,

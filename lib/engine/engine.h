@@ -14,7 +14,7 @@
 // Pipeline parallelism (ft-runtime.md §2.11b): the engine of stage p holds only its layers' weights
 // and KV cache. Every call (prefill, append, decode, copy_rows, reserve) is made by every rank with
 // the same arguments; stage 0 embeds the tokens, each stage runs its layers and sends the hidden
-// states [tokens, H] to the next stage, the last stage computes the logits and sends them (host
+// states [tokens, H] to the next stage (with TP, each rank 1/T of them, all-gathered there), the last stage computes the logits and sends them (host
 // memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
 #include <cstdint>
@@ -115,6 +115,7 @@ class Engine {
   void stage_input(const int32_t* ids, const int32_t* positions, int64_t n);
   // A stage other than the last sends x_ (n tokens) to the next.
   void stage_output(int64_t n);
+  bool sliced_transfer(int64_t n) const;  // each TP rank sends 1/T of the hidden states
   // logits_ rows [0, n) into host `logits` on world rank 0 (null there: received and dropped).
   void deliver_logits(int64_t n, float* logits);
   // The last stage's context embeddings to world rank 0 (pipeline parallelism only).
