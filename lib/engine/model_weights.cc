@@ -55,8 +55,9 @@ void check_tp(const std::string& dir, const ModelConfig& cfg, int tp) {
   throw Error(dir, "model folder was converted for tensor parallel size " +
                        std::to_string(cfg.tensor_para_size) + "; run with `mpirun -np " +
                        std::to_string(cfg.tensor_para_size) + "` or convert again with -g " +
-                       std::to_string(tp) + " (this run has " + std::to_string(tp) + " rank" +
-                       (tp == 1 ? "" : "s") + ")");
+                       std::to_string(tp) + " (this run has tensor parallel size " + std::to_string(tp) +
+                       "; with pipeline stages: --tensor-para-size " + std::to_string(cfg.tensor_para_size) +
+                       " and that times --pipeline-para-size ranks)");
 }
 
 // manifest.json, when a converter wrote one: every file it names must have the size it says.

@@ -11,7 +11,8 @@ Usage: pp_test.py {generate MODEL|lambada|errors|cuda}
           size 2 (continuous batching admits while others decode). The streamed lines must match too.
   lambada: `ftx eval-lambada` at TP 2 x PP 2 gives the per-example results of one rank (equal
           predictions and flags; word log-likelihood within 1e-5), on the first 40 examples.
-  errors: a rank count other than T x P, and P larger than the number of layers: exit code non-zero
+  errors: a rank count other than T x P, P larger than the number of layers, a T-gpu folder run at
+          another TP size: exit code non-zero
           and one `ftx: error:` line from each rank, naming the problem; no rank hangs (timeout).
   cuda:   (label gpu) --device cuda with NCCL send/recv between stages: TP 1 x PP 2 and TP 2 x PP 1
           give the greedy tokens of one CPU rank (log probs within 1e-3: TF32 GEMMs). Skipped
@@ -170,6 +171,9 @@ def test_errors():
         expect("3 ranks for PP 2", 3, gen + ["--pipeline-para-size", "2"], "needs")
         expect("PP 5 > 4 layers", 5, gen + ["--tensor-para-size", "1", "--pipeline-para-size", "5"],
                "--pipeline-para-size 5 is more than the model's 4 layers")
+        gen2 = ["generate", "-m", os.path.join(FIX, "gpt2", "2-gpu")] + gen[3:]
+        expect("2-gpu folder at TP 1 x PP 2", 2, gen2 + ["--pipeline-para-size", "2"],
+               "model folder was converted for tensor parallel size 2")
         lam = ["eval-lambada", "-m", os.path.join(FIX, "gpt2_bpe", "1-gpu"), "--max-examples", "2"]
         expect("eval-lambada: 2 ranks for TP 2 x PP 2", 2, lam + ["--tensor-para-size", "2", "--pipeline-para-size", "2"],
                "needs 4 ranks, but this run has 2")
