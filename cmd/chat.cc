@@ -40,13 +40,13 @@ int run_chat(ChatFlags& f) {
   ftx::ModelWeights weights;
   std::string failure;
   try {
-    weights = ftx::ModelWeights::load(d.model_dir, comm->rank(), comm->size(), *rt.backend);
+    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *rt.backend);
   } catch (const ftx::Error& e) {
     failure = e.what();
   }
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to load the model (see its error)" : failure);
-  ftx::Engine engine(weights, *rt.backend, *comm, ftx::EngineOptions{d.memory_len});
+  ftx::Engine engine(weights, *rt.backend, *rt.groups, ftx::EngineOptions{d.memory_len});
   ftx::SchedulerOptions so;
   so.batch_size = 1;  // one session: its cache stays in the one slot between rounds
   so.session_len = d.session_len;

@@ -40,6 +40,7 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
+  add_parallel_flags(sub, f.parallel);
 }
 
 void add_int8_mode_flag(CLI::App* sub, int& int8_mode) {
@@ -109,8 +110,10 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
 }
 
 Runtime decoding_runtime(const DecodingFlags& f) {
-  return make_runtime({f.device, f.threads, f.model_dir, f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"),
-                       dtype_from_name(f.dtype), f.int8_mode});
+  RuntimeOptions o{f.device, f.threads, f.model_dir,
+                   f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"), dtype_from_name(f.dtype), f.int8_mode};
+  apply_parallel_flags(f.parallel, o);
+  return make_runtime(o);
 }
 
 }  // namespace ftx::cmd

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cmd/parallel_flags.h"
 #include "cmd/subcommand.h"
 #include "lib/engine/generate_io.h"
 #include "lib/engine/runtime.h"
@@ -28,6 +29,7 @@ struct DecodingFlags {
   std::string stop_words, bad_words;
   bool log_probs = false, cum_log_probs = false;
   int64_t session_len = 0, memory_len = 0;
+  ParallelFlags parallel;
 };
 
 // Declares the flags on `sub`. max_new_tokens_required: generate requires it, chat has a default.

@@ -10,6 +10,7 @@
 
 #include "cmd/decoding_flags.h"
 #include "cmd/prompt_flags.h"
+#include "cmd/parallel_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -35,6 +36,7 @@ struct EvalFlags {
   int int8_mode = 0;
   bool quiet = false, force = false, resume = false;
   ftx::cmd::PromptFlags prompt;
+  ftx::cmd::ParallelFlags parallel;
 };
 
 // --data, else the copy installed with ftx (share/ftx), else the source tree's data/.
@@ -57,10 +59,11 @@ int run_eval(const EvalFlags& f) {
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (f.resume && f.output.empty()) throw ftx::UsageError("--resume continues the --output of an interrupted run: give --output");
   ftx::cmd::StopOnSignal stop_signal;
-  ftx::Runtime rt =
-      ftx::make_runtime({f.device, f.threads, f.model_dir,
+  ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
-                         ftx::dtype_from_name(f.dtype), f.int8_mode});
+                         ftx::dtype_from_name(f.dtype), f.int8_mode};
+  ftx::cmd::apply_parallel_flags(f.parallel, ro);
+  ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -108,7 +111,7 @@ int run_eval(const EvalFlags& f) {
   std::unique_ptr<ftx::ResultJournal> journal;
   ftx::ModelWeights weights;
   try {
-    weights = ftx::ModelWeights::load(f.model_dir, comm->rank(), comm->size(), *backend);
+    weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend);
     if (leader && !f.output.empty()) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
@@ -136,7 +139,7 @@ int run_eval(const EvalFlags& f) {
   comm->broadcast(&first, sizeof first, 0);
   ftx::EngineOptions eo;
   eo.prompts = prompt_tables.get();
-  ftx::Engine engine(weights, *backend, *comm, eo);
+  ftx::Engine engine(weights, *backend, *rt.groups, eo);
 
   auto on_result = [&](const ftx::LambadaResult& r) {
     if (journal) journal->append(ftx::lambada_result_json(r), ftx::lambada_fingerprint(r.index, examples[r.index]));
@@ -199,6 +202,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
+  ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,
                   "Per-example results, one JSON line each (-: stdout); written to OUTPUT.partial as they complete");
   sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object (-: stdout)");

@@ -71,7 +71,7 @@ int run_generate(GenerateFlags& f) {
   fmt.tokenizer = tokenizer.get();
   std::string failure;
   try {
-    weights = ftx::ModelWeights::load(d.model_dir, comm->rank(), comm->size(), *backend);
+    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *backend);
     if (leader) {
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned ||
                            cfg.position == ftx::PositionEmbedding::kSinusoidal;
@@ -103,7 +103,7 @@ int run_generate(GenerateFlags& f) {
   ftx::EngineOptions eo;
   eo.memory_len = d.memory_len;
   eo.prompts = prompt_tables.get();
-  ftx::Engine engine(weights, *backend, *comm, eo);
+  ftx::Engine engine(weights, *backend, *rt.groups, eo);
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
@@ -147,12 +147,12 @@ int run_generate(GenerateFlags& f) {
     std::fprintf(stderr,
                  "ftx generate: %lld prompts (%lld prompt tokens), %lld new tokens in %.3f s: %.2f tokens/s; "
                  "time to first token %.1f ms; prefill %.1f ms in %lld admissions; %lld steps; %s batching of %lld; "
-                 "%s, %d rank(s)%s\n",
+                 "%s, %d rank(s) (%s)%s\n",
                  static_cast<long long>(st.requests), static_cast<long long>(st.prompt_tokens),
                  static_cast<long long>(st.generated_tokens), st.total_s,
                  st.total_s > 0 ? st.generated_tokens / st.total_s : 0.0, st.first_token_s * 1e3, st.prefill_s * 1e3,
                  static_cast<long long>(st.prefills), static_cast<long long>(st.steps), f.batching.c_str(),
-                 static_cast<long long>(f.batch_size), backend->name().c_str(), comm->size(),
+                 static_cast<long long>(f.batch_size), backend->name().c_str(), comm->size(), rt.layout().describe().c_str(),
                  journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "");
   }
   return 0;

@@ -46,13 +46,33 @@ class NcclCommunicator : public dist::Communicator {
     if (n == 0 || backend_.replaying()) return;  // a replayed step's graph holds the all-reduce
     FTX_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
   }
+  void all_gather(float* data, size_t n) override {
+    if (n == 0 || backend_.replaying()) return;
+    // In place: this rank's part already sits at data + rank·n.
+    FTX_NCCL_CHECK(ncclAllGather(data + static_cast<size_t>(rank()) * n, data, n, ncclFloat32, comm_, stream_));
+  }
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
   void barrier() override { host_->barrier(); }
   bool all_true(bool ok) override { return host_->all_true(ok); }
+  // Inter-stage activations (device memory), enqueued on the backend's stream like the all-reduce.
+  void send(const float* data, size_t n, int peer) override {
+    if (n == 0 || backend_.replaying()) return;
+    FTX_NCCL_CHECK(ncclSend(data, n, ncclFloat32, peer, comm_, stream_));
+  }
+  void recv(float* data, size_t n, int peer) override {
+    if (n == 0 || backend_.replaying()) return;
+    FTX_NCCL_CHECK(ncclRecv(data, n, ncclFloat32, peer, comm_, stream_));
+  }
+  void send_host(const void* data, size_t bytes, int peer) override { host_->send_host(data, bytes, peer); }
+  void recv_host(void* data, size_t bytes, int peer) override { host_->recv_host(data, bytes, peer); }
+  // The host communicator splits; the sub-group makes its own NCCL communicator over it.
+  std::unique_ptr<dist::Communicator> split(int color, int key) override {
+    return make_nccl_communicator(host_->split(color, key), backend_);
+  }
 
  private:
   std::unique_ptr<dist::Communicator> host_;
-  const CudaBackend& backend_;
+  CudaBackend& backend_;
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
 };

@@ -10,6 +10,14 @@
 //    every rank gets the same bits (NCCL's ring/tree reduce each element once and broadcast it).
 //  * broadcast, barrier, all_true: HOST memory, through the host communicator (MPI) this one was
 //    built from — the engine broadcasts token ids and flags, not device tensors.
+//  * send(data, n, peer) / recv(data, n, peer): DEVICE memory, ncclSend/ncclRecv on the backend's
+//    stream (pipeline stages pass their hidden states); like the all-reduce they return once
+//    enqueued and are skipped while a recorded decode step replays (the graph holds them).
+//  * all_gather(data, n): DEVICE memory, in place (ncclAllGather from data + rank·n into data).
+//  * send_host / recv_host: HOST memory, through the host communicator (the last stage's logits to
+//    rank 0).
+//  * split(color, key): the host communicator splits (MPI_Comm_split) and the sub-group makes its own
+//    NCCL communicator over it, as FT makes one per TP row and one per PP column.
 // With a host communicator of size 1 there is nothing to reduce; make_nccl_communicator returns the
 // host communicator itself.
 //

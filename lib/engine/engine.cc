@@ -5,6 +5,12 @@
 // that one all-reduce completes. Row-parallel biases are replicated and added once, after the
 // all-reduce, except GPT-NeoX with parallel residual, whose `mlp.attention.bias.sum` file holds
 // (attention bias + MLP bias) / TP for adding on every rank before it, as FT's runtime does.
+//
+// Pipeline parallelism (ft-runtime.md §2.11b): see engine.h. Each call splits its rows into
+// micro-batches; a stage sends micro-batch m on and goes on with m+1 while the next stage works on
+// m. The last stage keeps every micro-batch's logits on the device and sends them to world rank 0
+// once, after the last micro-batch: a send per micro-batch could deadlock with blocking sends
+// (rank 0 still sending micro-batch m+1 while the last stage sends it the logits of m).
 #include "lib/engine/engine.h"
 
 #include <algorithm>
@@ -21,8 +27,35 @@
 namespace ftx {
 
 Engine::Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm, EngineOptions options)
-    : w_(weights), cfg_(weights.config()), be_(backend), comm_(comm), memory_len_(options.memory_len) {
+    : Engine(std::make_unique<dist::ParallelGroups>(dist::ParallelGroups::tensor_only(comm)), weights, backend,
+             options) {}
+
+Engine::Engine(const ModelWeights& weights, ops::Backend& backend, const dist::ParallelGroups& groups,
+               EngineOptions options)
+    : Engine(nullptr, weights, backend, options, &groups) {}
+
+Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
+               EngineOptions options, const dist::ParallelGroups* groups)
+    : own_groups_(std::move(own)),
+      w_(weights),
+      cfg_(weights.config()),
+      be_(backend),
+      par_(groups ? *groups : *own_groups_),
+      comm_(par_.world()),
+      tp_(par_.tp()),
+      micro_batch_(options.micro_batch),
+      memory_len_(options.memory_len) {
   FTX_CHECK(memory_len_ >= 0, "", "memory_len " + std::to_string(memory_len_) + " is negative");
+  FTX_CHECK(micro_batch_ >= 0, "", "micro_batch " + std::to_string(micro_batch_) + " is negative");
+  const dist::ParallelLayout& lay = par_.layout();
+  FTX_CHECK(weights.tp() == lay.tp && weights.rank() == lay.tp_rank() &&
+                weights.first_layer() == lay.first_layer(cfg_.num_layer) &&
+                static_cast<int64_t>(weights.layers.size()) ==
+                    lay.end_layer(cfg_.num_layer) - lay.first_layer(cfg_.num_layer),
+            "", "engine: the weights were loaded for another rank than " + lay.describe() + " rank " +
+                    std::to_string(lay.rank));
+  computes_logits_ = lay.last_stage() && lay.tp_rank() == 0;
+  delivers_logits_ = computes_logits_ && lay.rank != 0;
   const int64_t tp = weights.tp();
   H_ = cfg_.hidden();
   local_inter_ = cfg_.inter_size / tp;
@@ -82,12 +115,15 @@ std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, in
   FTX_CHECK(length_[row] == 0, "", "a prefix prompt can only start an empty cache row");
   const int64_t len = prefix_len_[t], kvh = shape_.kv_heads, d = shape_.head_dim;
   const size_t el = dtype_size(be_.kv_dtype());
-  for (int64_t l = 0; l < cfg_.num_layer; ++l)
+  // This stage's layers only (all of them without pipeline parallelism): cache layer l is model
+  // layer first_layer() + l, whose prefix sits at that index of the file's [layers, 2, ...].
+  for (size_t l = 0; l < k_cache_.size(); ++l)
     for (int kv = 0; kv < 2; ++kv) {
       const ops::KvCache& cache = kv == 0 ? k_cache_[l] : v_cache_[l];
       // Row `row`, every head, slots [0, len): [kv_heads, len, d] of the file's [layers, 2, ...].
       ops::KvCache dst(static_cast<char*>(cache.data) + static_cast<size_t>(row * kvh * max_seq_ * d) * el, cache.dtype);
-      ops::KvCache src(prefix_kv_[t] + (l * 2 + kv) * kvh * len * d);
+      const int64_t model_layer = w_.first_layer() + static_cast<int64_t>(l);
+      ops::KvCache src(prefix_kv_[t] + (model_layer * 2 + kv) * kvh * len * d);
       be_.copy_kv_2d(dst, max_seq_ * d, src, len * d, len * d, kvh);
     }
   length_[row] = len;
@@ -112,13 +148,13 @@ void Engine::free_buffers() {
 }
 
 int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
-  return 2 * cfg_.num_layer * rows * shape_.kv_heads * max_seq * shape_.head_dim *
+  return 2 * static_cast<int64_t>(w_.layers.size()) * rows * shape_.kv_heads * max_seq * shape_.head_dim *
          static_cast<int64_t>(dtype_size(be_.kv_dtype()));
 }
 
 int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
   const int64_t per_token = 4 * H_ + qkv_cols_ + shape_.q_heads * shape_.head_dim + 2 * local_inter_;
-  const int64_t logits = comm_.rank() == 0 ? rows * cfg_.vocab_size : 0;
+  const int64_t logits = computes_logits_ ? rows * cfg_.vocab_size : 0;
   return static_cast<int64_t>(sizeof(float)) * (max_tokens * per_token + rows * H_ + logits);
 }
 
@@ -149,12 +185,13 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   // Refuse before allocating. Growing the cache holds the old and the new copy of one layer at once.
   const int64_t held = rows_ > 0 ? cache_bytes(rows_, max_seq_) + workspace_bytes(rows_, max_tokens_) : 0;
   const int64_t want_cache = cache_bytes(new_rows, new_seq), want_work = workspace_bytes(new_rows, new_tokens);
-  const int64_t transient = grow_cache && cfg_.num_layer > 0 ? want_cache / cfg_.num_layer : 0;
+  const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
+  const int64_t transient = grow_cache && L > 0 ? want_cache / L : 0;
   const int64_t extra = want_cache + want_work - held + transient;
   const size_t avail = be_.available_memory();
   if (extra > 0 && static_cast<uint64_t>(extra) > avail)
     throw Error(be_.name() + " backend: out of memory before allocating: the KV cache for " + std::to_string(new_rows) +
-                " rows (batch x beam) x " + std::to_string(new_seq) + " tokens x " + std::to_string(cfg_.num_layer) +
+                " rows (batch x beam) x " + std::to_string(new_seq) + " tokens x " + std::to_string(L) +
                 " layers needs " + gib(want_cache) + " and the workspaces " + gib(want_work) + "; " +
                 gib(static_cast<int64_t>(avail)) + " is available (lower --batch-size, --beam-width or --max-seq-len)");
 
@@ -163,7 +200,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   if (grow_cache) {
     const int64_t kvh = shape_.kv_heads, d = shape_.head_dim;
     const size_t n = static_cast<size_t>(new_rows * kvh * new_seq * d);
-    for (int64_t l = 0; l < cfg_.num_layer; ++l) {
+    for (int64_t l = 0; l < L; ++l) {
       for (auto* caches : {&k_cache_, &v_cache_}) {
         ops::KvCache grown = be_.alloc_kv(n);
         if (static_cast<int64_t>(caches->size()) > l) {
@@ -195,7 +232,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   inter_ = be_.alloc(T * local_inter_);
   gate_ = be_.alloc(T * local_inter_);
   last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
-  if (comm_.rank() == 0) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
+  if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
 }
 
 void Engine::check_position(int64_t pos) const {
@@ -217,14 +254,14 @@ template <typename Attend>
 void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend) {
   const bool pre = cfg_.norm == NormPlacement::kPre;
   const float eps = static_cast<float>(cfg_.layernorm_eps);
-  const int64_t L = cfg_.num_layer;
+  const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
   const int64_t local_h = shape_.q_heads * shape_.head_dim;
   const int64_t rot_heads = shape_.q_heads + shape_.kv_heads;
   const bool rotary = cfg_.position == PositionEmbedding::kRotary && cfg_.rotary_dim > 0;
   // Completes a row-parallel partial sum; returns the bias still to be added after it.
   auto reduce = [&](float* partial, const float* bias) -> const float* {
     if (bias_before_reduce_ && bias) be_.add_bias(partial, bias, n, H_);
-    comm_.all_reduce_sum(partial, static_cast<size_t>(n * H_));
+    tp_.all_reduce_sum(partial, static_cast<size_t>(n * H_));
     return bias_before_reduce_ ? nullptr : bias;
   };
 
@@ -256,9 +293,9 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
       if (bias_before_reduce_) {
         be_.add_bias(a_, lw.dense_b, n, H_);
         be_.add_bias(a_, lw.proj_b, n, H_);
-        comm_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+        tp_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
       } else {
-        comm_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+        tp_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
         if (lw.dense_b && lw.proj_b) be_.add_bias(x_, lw.dense_b, n, H_);
         bias = lw.proj_b ? lw.proj_b : lw.dense_b;
       }
@@ -282,18 +319,46 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
   }
 }
 
-void Engine::compute_logits(float* hidden, int64_t n) {
-  if (comm_.rank() != 0) return;
+
+void Engine::compute_logits(float* hidden, int64_t n, int64_t first) {
+  if (!computes_logits_) return;
   if (w_.final_ln_gamma)
     be_.layer_norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n, H_,
                    static_cast<float>(cfg_.layernorm_eps));
   const int64_t V = cfg_.vocab_size;
-  be_.gemm(n, V, H_, hidden, w_.lm_head_w, true, logits_, 0.0f);
-  be_.add_bias(logits_, w_.lm_head_b, n, V);
+  float* out = logits_ + first * V;
+  be_.gemm(n, V, H_, hidden, w_.lm_head_w, true, out, 0.0f);
+  be_.add_bias(out, w_.lm_head_b, n, V);
 }
 
-void Engine::download_logits(int64_t n, float* logits) {
-  if (comm_.rank() == 0 && logits) be_.download(logits, logits_, static_cast<size_t>(n * cfg_.vocab_size));
+void Engine::deliver_logits(int64_t n, float* logits) {
+  const size_t count = static_cast<size_t>(n * cfg_.vocab_size);
+  if (comm_.rank() == 0 && computes_logits_) {
+    if (logits) be_.download(logits, logits_, count);
+  } else if (delivers_logits_) {
+    std::vector<float> host(count);
+    be_.download(host.data(), logits_, count);
+    comm_.send_host(host.data(), count * sizeof(float), 0);
+  } else if (comm_.rank() == 0) {
+    std::vector<float> scratch(logits ? 0 : count);
+    comm_.recv_host(logits ? logits : scratch.data(), count * sizeof(float), last_stage_leader());
+  }
+}
+
+void Engine::deliver_context_embeddings(std::vector<float>* ctx) {
+  if (!ctx || par_.layout().pp == 1) return;
+  const size_t bytes = ctx->size() * sizeof(float);
+  if (delivers_logits_) comm_.send_host(ctx->data(), bytes, 0);
+  else if (comm_.rank() == 0) comm_.recv_host(ctx->data(), bytes, last_stage_leader());
+}
+
+int Engine::last_stage_leader() const { return par_.layout().world_rank(par_.layout().pp - 1, 0); }
+
+int64_t Engine::micro_batch_rows(int64_t n) const {
+  const int64_t P = par_.layout().pp;
+  if (P == 1) return std::max<int64_t>(n, 1);
+  if (micro_batch_ > 0) return micro_batch_;
+  return std::max<int64_t>(1, (n + P - 1) / P);
 }
 
 bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const {
@@ -348,6 +413,42 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
   }
 }
 
+// FT halves inter-stage traffic with TP: each TP rank sends only its 1/T slice of the hidden
+// states to its peer of the next stage, which all-gathers the slices within its TP group
+// (ft-runtime.md §2.11b). Used when the slices divide evenly; else every rank sends everything.
+bool Engine::sliced_transfer(int64_t n) const {
+  const int T = par_.layout().tp;
+  return T > 1 && (n * H_) % T == 0;
+}
+
+void Engine::stage_input(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from) {
+  if (!w_.has_embeddings()) {
+    const int prev = par_.layout().stage() - 1;
+    if (sliced_transfer(n)) {
+      const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
+      par_.pp().recv(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, prev);
+      tp_.all_gather(x_, part);
+    } else {
+      par_.pp().recv(x_, static_cast<size_t>(n * H_), prev);
+    }
+    return;
+  }
+  embed(ids, positions, n, virtual_from);
+  if (w_.pre_ln_gamma)
+    be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
+}
+
+void Engine::stage_output(int64_t n) {
+  if (par_.layout().last_stage()) return;
+  const int next = par_.layout().stage() + 1;
+  if (sliced_transfer(n)) {
+    const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
+    par_.pp().send(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, next);
+  } else {
+    par_.pp().send(x_, static_cast<size_t>(n * H_), next);
+  }
+}
+
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                      float* logits, std::vector<float>* context_embeddings) {
   FTX_CHECK(prompts.size() == cache_rows.size(), "", "prefill: one cache row per prompt");
@@ -371,7 +472,6 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
       stripped.push_back(place_prefix(all_tokens[b], cache_rows[b]));
     }
   const std::vector<std::vector<int32_t>>& tokens = prefix_kv_.empty() ? all_tokens : stripped;
-  int64_t S = 0;
   bool wraps = false;
   for (int64_t b = 0; b < B; ++b) {
     const auto& p = tokens[b];
@@ -386,7 +486,6 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
                                          " tokens, more than the KV cache's " + std::to_string(max_seq_));
     }
     check_position(end - 1 - row_prefix_[row]);
-    S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
   }
   if (wraps) {
     // Positions that wrap a circular cache would overwrite keys that earlier queries of the same
@@ -394,9 +493,30 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
     append_stepwise(tokens, cache_rows, logits);
     return;
   }
+  FTX_CHECK(B <= rows_, "", "append of " + std::to_string(B) + " rows exceeds the reserved " + std::to_string(rows_));
+  if (context_embeddings) context_embeddings->assign(static_cast<size_t>(B * H_), 0.0f);
+  const int64_t mb = micro_batch_rows(B);
+  for (int64_t b0 = 0; b0 < B; b0 += mb) {
+    const int64_t b1 = std::min(B, b0 + mb);
+    if (b0 == 0 && b1 == B) {
+      append_batch(tokens, cache_rows, 0, context_embeddings ? context_embeddings->data() : nullptr);
+      continue;
+    }
+    const std::vector<std::vector<int32_t>> sub(tokens.begin() + b0, tokens.begin() + b1);
+    const std::vector<int32_t> rows(cache_rows.begin() + b0, cache_rows.begin() + b1);
+    append_batch(sub, rows, b0, context_embeddings ? context_embeddings->data() + b0 * H_ : nullptr);
+  }
+  deliver_context_embeddings(context_embeddings);
+  deliver_logits(B, logits);
+}
+
+void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                          int64_t first, float* context_embeddings) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  int64_t S = 0;
+  for (const auto& p : tokens) S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
   const int64_t n = B * S;
-  FTX_CHECK(n <= max_tokens_ && B <= rows_, "",
-            "append of " + std::to_string(n) + " tokens exceeds the reserved workspace");
+  FTX_CHECK(n <= max_tokens_, "", "append of " + std::to_string(n) + " tokens exceeds the reserved workspace");
   std::vector<int32_t> ids(static_cast<size_t>(n), 0), positions(static_cast<size_t>(n), 0), lengths(B), past(B);
   bool any_past = false;
   for (int64_t b = 0; b < B; ++b) {
@@ -410,27 +530,23 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
       positions[b * S + t] = static_cast<int32_t>(past[b] - row_prefix_[cache_rows[b]] + t);
     }
   }
-  embed(ids.data(), positions.data(), n, prompt_start_);
-  if (w_.pre_ln_gamma)
-    be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
+  stage_input(ids.data(), positions.data(), n, prompt_start_);
   run_layers(n, positions, [&](int64_t l) {
     be_.context_attention(attn_, qkv_, B, S, lengths.data(), cache_rows.data(), k_cache_[l], v_cache_[l], shape_,
                           any_past ? past.data() : nullptr);
   });
+  stage_output(n);
+  for (int64_t b = 0; b < B; ++b) length_[cache_rows[b]] += lengths[b];
+  if (!par_.layout().last_stage()) return;
   if (context_embeddings) {
     std::vector<float> host(static_cast<size_t>(n * H_));
     be_.download(host.data(), x_, host.size());
-    context_embeddings->assign(static_cast<size_t>(B * H_), 0.0f);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < lengths[b]; ++t)
-        for (int64_t i = 0; i < H_; ++i) (*context_embeddings)[b * H_ + i] += host[(b * S + t) * H_ + i];
+        for (int64_t i = 0; i < H_; ++i) context_embeddings[b * H_ + i] += host[(b * S + t) * H_ + i];
   }
-  for (int64_t b = 0; b < B; ++b) {
-    be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
-    length_[cache_rows[b]] += lengths[b];
-  }
-  compute_logits(last_, B);
-  download_logits(B, logits);
+  for (int64_t b = 0; b < B; ++b) be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
+  compute_logits(last_, B, first);
 }
 
 void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
@@ -461,6 +577,7 @@ void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, co
 void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
+  FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == n, "", "decode: one cache row per token");
   std::vector<int32_t> positions(static_cast<size_t>(n)), slots(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const int32_t row = cache_rows[i];
@@ -471,34 +588,41 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
     positions[i] = static_cast<int32_t>(length_[row] - row_prefix_[row]);  // a prefix takes slots, not positions
     check_position(positions[i]);
   }
+  FTX_CHECK(n <= rows_, "", "decode of " + std::to_string(n) + " rows exceeds the reserved " + std::to_string(rows_));
+  const int64_t mb = micro_batch_rows(n);
+  for (int64_t i0 = 0; i0 < n; i0 += mb)
+    decode_batch(tokens.data() + i0, cache_rows.data() + i0, positions.data() + i0, slots.data() + i0,
+                 std::min(mb, n - i0), i0);
+  deliver_logits(n, logits);
+}
+
+void Engine::decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions,
+                          const int32_t* slots, int64_t n, int64_t first) {
   // A decode step of n rows repeats the same ops on the same buffers; only ids, positions and
-  // cache rows change. The key names this engine's buffers (generation) and n. Generated tokens
-  // are real (< vocab_size) even when prompt_learning_start_id lies inside the vocabulary; a
-  // virtual token reaches decode only from a wrapping append (append_stepwise), whose step is not
-  // a repeat.
+  // cache rows change. The key names this engine's buffers (generation), n and where its logits go.
+  // Generated tokens are real (< vocab_size) even when prompt_learning_start_id lies inside the
+  // vocabulary; a virtual token reaches decode only from a wrapping append (append_stepwise), whose
+  // step is not a repeat.
   const int64_t virtual_from = std::max<int64_t>(prompt_start_, cfg_.vocab_size);
-  const bool repeat = !has_virtual(tokens.data(), n, virtual_from);
   std::unique_ptr<ops::RepeatableStep> step;
-  if (repeat)
+  if (!has_virtual(tokens, n, virtual_from))
     step = std::make_unique<ops::RepeatableStep>(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) +
                                                           " generation " + std::to_string(generation_) + " decode " +
-                                                          std::to_string(n));
-  embed(tokens.data(), positions.data(), n, virtual_from);
-  if (w_.pre_ln_gamma)
-    be_.layer_norm(x_, x_, w_.pre_ln_gamma, w_.pre_ln_beta, n, H_, static_cast<float>(cfg_.layernorm_eps));
-  run_layers(n, positions, [&](int64_t l) {
-    be_.decode_attention(attn_, qkv_, n, cache_rows.data(), slots.data(), k_cache_[l], v_cache_[l], shape_);
+                                                          std::to_string(n) + " at " + std::to_string(first));
+  stage_input(tokens, positions, n, virtual_from);
+  run_layers(n, std::vector<int32_t>(positions, positions + n), [&](int64_t l) {
+    be_.decode_attention(attn_, qkv_, n, cache_rows, slots, k_cache_[l], v_cache_[l], shape_);
   });
-  compute_logits(x_, n);
+  stage_output(n);
+  compute_logits(x_, n, first);
   if (step) step->finish();
   for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
-  download_logits(n, logits);
 }
 
 void Engine::copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src) {
   const int64_t n = static_cast<int64_t>(dst.size());
   if (n == 0) return;
-  for (int64_t l = 0; l < cfg_.num_layer; ++l) {
+  for (size_t l = 0; l < k_cache_.size(); ++l) {
     be_.gather_cache_rows(k_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
     be_.gather_cache_rows(v_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
   }

@@ -8,11 +8,21 @@
 // appends one token to each row it is given. Each row keeps its own length, so rows of different
 // prompt lengths never leave gaps in the cache.
 //
-// Logits are computed only on rank 0 (the rank that decodes); the other ranks skip the lm_head GEMM.
+// Logits are computed only on one rank (TP rank 0 of the last pipeline stage) and delivered to
+// world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM.
+//
+// Pipeline parallelism (ft-runtime.md §2.11b): the engine of stage p holds only its layers' weights
+// and KV cache. Every call (prefill, append, decode, copy_rows, reserve) is made by every rank with
+// the same arguments; stage 0 embeds the tokens, each stage runs its layers and sends the hidden
+// states [tokens, H] to the next stage (with TP, each rank 1/T of them, all-gathered there), the last stage computes the logits and sends them (host
+// memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
+// stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "lib/dist/communicator.h"
+#include "lib/dist/parallel.h"
 #include "lib/engine/model_weights.h"
 #include "lib/ops/backend.h"
 
@@ -30,11 +40,19 @@ struct EngineOptions {
   // positions still start at 0; the cache holds max_seq tokens besides the longest prefix).
   // Uploaded by the engine; the object need not outlive the constructor.
   const PromptTables* prompts = nullptr;
+  // Pipeline parallelism: rows per micro-batch (0: FT's rule, the rows split into one micro-batch
+  // per stage). Any value gives the same logits.
+  int64_t micro_batch = 0;
 };
 
 class Engine {
  public:
+  // Tensor parallelism over `comm` (one stage).
   Engine(const ModelWeights& weights, ops::Backend& backend, dist::Communicator& comm, EngineOptions options = {});
+  // Tensor × pipeline parallelism: `weights` must be this rank's stage (ModelWeights::load with
+  // groups.layout()); `groups` must outlive the engine.
+  Engine(const ModelWeights& weights, ops::Backend& backend, const dist::ParallelGroups& groups,
+         EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -82,9 +100,9 @@ class Engine {
   template <typename Attend>
   void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
   void ffn(const LayerWeights& lw, const float* in, float* out, int64_t n);
-  // Rank 0: final layernorm (in place on hidden) and lm_head into logits_; then the host copy.
-  void compute_logits(float* hidden, int64_t n);
-  void download_logits(int64_t n, float* logits);
+  // The last stage's TP rank 0: final layernorm (in place on hidden) and lm_head into logits_ rows
+  // [first, first + n).
+  void compute_logits(float* hidden, int64_t n, int64_t first);
   void free_buffers();
   void free_workspace();
   // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the (empty) row
@@ -100,10 +118,40 @@ class Engine {
   int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
   int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 
+  Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
+         EngineOptions options, const dist::ParallelGroups* groups = nullptr);
+  // One micro-batch of a prefill/append (rows `first`.. of the call): the embedding or the previous
+  // stage's hidden states, this stage's layers, then the send to the next stage or (last stage) the
+  // logits into logits_ rows [first, first + B) and the context embeddings (host, [B, H], added to).
+  void append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                    int64_t first, float* context_embeddings);
+  // slots: where each token's K/V go (its position plus the row's prefix-prompt length).
+  void decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions, const int32_t* slots,
+                    int64_t n,
+                    int64_t first);
+  // The rows per micro-batch for a call of `n` rows (all of them without pipeline parallelism).
+  int64_t micro_batch_rows(int64_t n) const;
+  // Stage 0 embeds `ids`, a later stage receives the previous stage's hidden states, into x_.
+  void stage_input(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
+  // A stage other than the last sends x_ (n tokens) to the next.
+  void stage_output(int64_t n);
+  bool sliced_transfer(int64_t n) const;  // each TP rank sends 1/T of the hidden states
+  // logits_ rows [0, n) into host `logits` on world rank 0 (null there: received and dropped).
+  void deliver_logits(int64_t n, float* logits);
+  // The last stage's context embeddings to world rank 0 (pipeline parallelism only).
+  void deliver_context_embeddings(std::vector<float>* ctx);
+  int last_stage_leader() const;  // world rank of the last stage's TP rank 0
+
+  std::unique_ptr<dist::ParallelGroups> own_groups_;  // the TP-only constructor's groups
   const ModelWeights& w_;
   const ModelConfig& cfg_;
   ops::Backend& be_;
-  dist::Communicator& comm_;
+  const dist::ParallelGroups& par_;
+  dist::Communicator& comm_;  // the world
+  dist::Communicator& tp_;    // this stage's TP group
+  bool computes_logits_;      // the last stage's TP rank 0
+  bool delivers_logits_;      // computes them and is not world rank 0: sends them there
+  int64_t micro_batch_ = 0;
   ops::AttentionShape shape_;
   std::vector<float> alibi_;  // this rank's heads
   int64_t H_, local_inter_, qkv_cols_;
@@ -119,7 +167,7 @@ class Engine {
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers
   std::vector<int64_t> length_;
-  std::vector<ops::KvCache> k_cache_, v_cache_;  // per layer
+  std::vector<ops::KvCache> k_cache_, v_cache_;  // per layer of this stage
   float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,
         *f_ = nullptr, *inter_ = nullptr, *gate_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
 };

@@ -55,8 +55,9 @@ void check_tp(const std::string& dir, const ModelConfig& cfg, int tp) {
   throw Error(dir, "model folder was converted for tensor parallel size " +
                        std::to_string(cfg.tensor_para_size) + "; run with `mpirun -np " +
                        std::to_string(cfg.tensor_para_size) + "` or convert again with -g " +
-                       std::to_string(tp) + " (this run has " + std::to_string(tp) + " rank" +
-                       (tp == 1 ? "" : "s") + ")");
+                       std::to_string(tp) + " (this run has tensor parallel size " + std::to_string(tp) +
+                       "; with pipeline stages: --tensor-para-size " + std::to_string(cfg.tensor_para_size) +
+                       " and that times --pipeline-para-size ranks)");
 }
 
 // manifest.json, when a converter wrote one: every file it names must have the size it says.
@@ -189,6 +190,7 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   layers = std::move(o.layers);
   config_ = o.config_;
   rank_ = o.rank_; tp_ = o.tp_;
+  first_layer_ = o.first_layer_; has_embeddings_ = o.has_embeddings_; has_head_ = o.has_head_;
   backend_ = o.backend_;
   owned_ = std::move(o.owned_);
   owned_weights_ = std::move(o.owned_weights_);
@@ -202,15 +204,42 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
 ModelWeights::~ModelWeights() { release_all(); }
 
 ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::Backend& backend) {
+  dist::ParallelLayout layout;
+  layout.tp = tp;
+  layout.rank = rank;
+  return load(dir, layout, backend);
+}
+
+ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend) {
   const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
+  const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
+  if (layout.pp > cfg.num_layer)
+    throw Error(join(dir, "config.ini"), "num_layer = " + std::to_string(cfg.num_layer) + " is less than the " +
+                                             std::to_string(layout.pp) + " pipeline stages");
 
   ModelWeights w;
   w.config_ = cfg;
   w.rank_ = rank;
   w.tp_ = tp;
   w.backend_ = &backend;
-  w.layers.resize(static_cast<size_t>(cfg.num_layer));
+  w.first_layer_ = layout.first_layer(cfg.num_layer);
+  const int64_t end_layer = layout.end_layer(cfg.num_layer);
+  w.has_embeddings_ = layout.first_stage();
+  w.has_head_ = layout.last_stage();
+  w.layers.resize(static_cast<size_t>(end_layer - w.first_layer_));
+  const bool tied = file_size(join(dir, "model.lm_head.weight.bin")) < 0;
+  // Whether this stage holds a tensor: its own layers; the embeddings (wte, wpe, the pre-decoder
+  // layernorm) on the first stage; the final layernorm and lm_head (wte when tied) on the last.
+  auto on_this_stage = [&](const std::string& name) {
+    if (starts_with(name, "model.layers.")) {
+      const int64_t l = std::strtoll(name.c_str() + 13, nullptr, 10);
+      return l >= w.first_layer_ && l < end_layer;
+    }
+    if (name == "model.wte") return w.has_embeddings_ || (w.has_head_ && tied);
+    if (starts_with(name, "model.wpe") || starts_with(name, "model.pre_decoder_layernorm")) return w.has_embeddings_;
+    return w.has_head_;  // final layernorm, lm_head
+  };
 
   // Where each FT name lands: a weight matrix or an fp32 vector. Layer names are
   // "model.layers.<L>.<suffix>".
@@ -266,9 +295,9 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
       const size_t dot = name.find('.', 13);
       if (dot != std::string::npos) {
         const int64_t L = std::stoll(name.substr(13, dot - 13));
-        if (auto it = per_layer.find(name.substr(dot + 1)); it != per_layer.end() && L >= 0 &&
-                                                          L < cfg.num_layer)
-          return bind(w.layers[static_cast<size_t>(L)], it->second);
+        if (auto it = per_layer.find(name.substr(dot + 1)); it != per_layer.end() && L >= w.first_layer_ &&
+                                                          L < end_layer)
+          return bind(w.layers[static_cast<size_t>(L - w.first_layer_)], it->second);
       }
     }
     throw Error(join(dir, name), "the engine has no use for this tensor");
@@ -292,7 +321,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
     return starts_with(n, "model.prompt_table.") || starts_with(n, "model.prefix_prompt.");
   };
   for (const auto& f : files) {
-    if (f.rank >= 0 && f.rank != rank) continue;
+    if ((f.rank >= 0 && f.rank != rank) || !on_this_stage(f.name)) continue;
     if (is_prompt_table(f.name)) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
     const Slot slot = slot_for(f.name);
@@ -307,7 +336,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
                          " backend, " + gib(static_cast<double>(avail)) + " is available");
   std::vector<float> host;
   for (const auto& f : files) {
-    if (f.rank >= 0 && f.rank != rank) continue;
+    if ((f.rank >= 0 && f.rank != rank) || !on_this_stage(f.name)) continue;
     if (is_prompt_table(f.name)) continue;
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
@@ -340,7 +369,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
     }
     file->release(0, file->size());
   }
-  if (!w.lm_head_w) w.lm_head_w = w.wte;  // tied embeddings (decided by the file's presence)
+  if (w.has_head_ && !w.lm_head_w) w.lm_head_w = w.wte;  // tied embeddings (decided by the file's presence)
   return w;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // ModelWeights: one TP rank's tensors of an FT model folder (`OUT/N-gpu/`), checked and loaded
-// onto a backend.
+// onto a backend. Under pipeline parallelism a rank loads only its stage's layers (and the
+// embeddings on the first stage, the final layernorm and lm_head on the last) from the same folder:
+// PP needs no other layout (ft-format.md §1).
 //
 // Weight matrices (the QKV, dense and FFN weights, the embedding table and lm_head) are held in the
 // backend's weight dtype: fp32 on the CPU (an fp16/bf16 file takes 2x its size in memory, and
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/dist/parallel.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
 
@@ -39,6 +42,8 @@ class ModelWeights {
   // converted for another TP size, a missing/short/long file (naming the file, bytes found and
   // expected), an unexpected extra model.*.bin, a manifest.json that disagrees.
   static ModelWeights load(const std::string& dir, int rank, int tp, ops::Backend& backend);
+  // The tensors of world rank layout.rank: TP shard layout.tp_rank() of stage layout.stage()'s layers.
+  static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend);
   // Checks the folder's files (sizes and extras) without loading: the same errors as load().
   static void check_files(const std::string& dir, const ModelConfig& cfg, int tp);
 
@@ -50,8 +55,12 @@ class ModelWeights {
   ~ModelWeights();
 
   const ModelConfig& config() const { return config_; }
-  int rank() const { return rank_; }
+  int rank() const { return rank_; }  // TP rank
   int tp() const { return tp_; }
+  // layers[i] is model layer first_layer() + i; the stage holds the embeddings / the head.
+  int64_t first_layer() const { return first_layer_; }
+  bool has_embeddings() const { return has_embeddings_; }
+  bool has_head() const { return has_head_; }
 
   ops::Weight wte;                   // [V, H]
   const float* wpe = nullptr;
@@ -59,12 +68,14 @@ class ModelWeights {
   const float* lm_head_b = nullptr;
   const float *pre_ln_gamma = nullptr, *pre_ln_beta = nullptr;
   const float *final_ln_gamma = nullptr, *final_ln_beta = nullptr;
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;  // this stage's layers only
   size_t bytes() const { return bytes_; }  // bytes held on the backend
 
  private:
   ModelConfig config_;
   int rank_ = 0, tp_ = 1;
+  int64_t first_layer_ = 0;
+  bool has_embeddings_ = true, has_head_ = true;
   ops::Backend* backend_ = nullptr;
   std::vector<float*> owned_;
   std::vector<ops::Weight> owned_weights_;

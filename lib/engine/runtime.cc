@@ -1,7 +1,9 @@
 #include "lib/engine/runtime.h"
 
 #include "formats/error.h"
+#include "formats/ft_dir.h"
 #include "lib/dist/device_communicator.h"
+#include "lib/model/model_config.h"
 
 namespace ftx {
 
@@ -15,12 +17,22 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if (o.int8_mode != 0 && o.int8_mode != 1)
     throw UsageError("--int8-mode " + std::to_string(o.int8_mode) + ": expected 0 (off), 1 (weight-only) or 2 (W8A8)");
   Runtime rt;
+  rt.comm = dist::make_communicator();
+  // The grid is checked before any collective: every rank reaches the same verdict from its flags,
+  // the world size and config.ini, and stops with the same one-line error.
+  int64_t num_layer = -1;
+  if (o.pipeline_para_size > 1)
+    num_layer = ModelConfig::from_ini(IniFile::read(o.model_dir + "/config.ini")).num_layer;
+  const dist::ParallelLayout layout =
+      dist::ParallelLayout::resolve(o.tensor_para_size, o.pipeline_para_size, rt.comm->size(), rt.comm->rank(),
+                                    num_layer);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   rt.backend->set_int8_weight_only(o.int8_mode == 1);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's
   // communicator (NCCL for cuda), registered from kernels/.
-  rt.comm = dist::communicator_for_device(device, dist::make_communicator(), *rt.backend);
+  rt.comm = dist::communicator_for_device(device, std::move(rt.comm), *rt.backend);
+  rt.groups = std::make_unique<dist::ParallelGroups>(*rt.comm, layout);
   return rt;
 }
 

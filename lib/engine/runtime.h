@@ -1,17 +1,22 @@
 #pragma once
 // The backend and communicator a command runs on: `device` picks the backend ("cpu" or "cuda");
 // under mpirun the ranks talk over MPI, and over NCCL (device buffers) when the backend is CUDA.
+// The ranks form FT's TP × PP grid (lib/dist/parallel.h): rank r is TP rank r mod T of pipeline
+// stage r / T.
 #include <memory>
 #include <string>
 
 #include "lib/dist/communicator.h"
+#include "lib/dist/parallel.h"
 #include "lib/ops/backend.h"
 
 namespace ftx {
 
 struct Runtime {
   std::unique_ptr<ops::Backend> backend;
-  std::unique_ptr<dist::Communicator> comm;
+  std::unique_ptr<dist::Communicator> comm;             // the world
+  std::unique_ptr<dist::ParallelGroups> groups;         // TP and PP groups over comm
+  const dist::ParallelLayout& layout() const { return groups->layout(); }
 };
 
 struct RuntimeOptions {
@@ -21,11 +26,15 @@ struct RuntimeOptions {
   std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1); 2 (W8A8) is not built yet
+  // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
+  int tensor_para_size = 0, pipeline_para_size = 0;
 };
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is a weight_dtype other than fp32 there, and an int8_mode other than 0 or 1.
+// so is a weight_dtype other than fp32 there, and an int8_mode other than 0 or 1. T·P other than the
+// number of ranks, or P more than model_dir's num_layer, is a UsageError on every rank (before any
+// collective: no rank waits).
 Runtime make_runtime(const RuntimeOptions& options);
 
 }  // namespace ftx

@@ -26,6 +26,8 @@
 // and keeps the sessions. Each iteration it broadcasts what it admitted (slots, tokens to feed, row
 // copies) and then the step's tokens/parents/finished flags, so the ranks never diverge and a bad
 // request or a stop reaches every rank as the same error.
+// Pipeline parallelism changes nothing here: every rank of every stage executes the same plan, and
+// the engine brings the last stage's logits to rank 0 (engine.h), which decodes and broadcasts.
 #include <cstdint>
 #include <deque>
 #include <functional>

@@ -1,0 +1,33 @@
+# Pipeline parallelism (issue 17): every TP x PP grid under mpirun equals one rank (GPT-2, GPT-2 with
+# 5 layers, GPT-NeoX, BLOOM; greedy, beam 3, top-p, sessions with stop words and streaming),
+# eval-lambada at 2 x 2, and the grid's errors. Fixtures: 4-layer models (scripts/fixtures/make_pp_models.py).
+if(FTX_HAVE_MPI)
+  find_program(FTX_MPIRUN NAMES mpirun mpiexec)
+  if(FTX_MPIRUN)
+    add_test(NAME pp_fixtures
+             COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/make_pp_models.py ${FTX_FIXTURES}/pp)
+    set_tests_properties(pp_fixtures PROPERTIES FIXTURES_SETUP pp_models ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+    foreach(model gpt2 gpt2_5 gptneox bloom)
+      add_test(NAME pp_generate_${model} COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/pp_test.py generate ${model})
+      set_tests_properties(pp_generate_${model} PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
+                           TIMEOUT 600 LABELS e2e)
+    endforeach()
+    foreach(part lambada errors)
+      add_test(NAME pp_${part} COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/pp_test.py ${part})
+      set_tests_properties(pp_${part} PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
+                           TIMEOUT 600 LABELS e2e)
+    endforeach()
+    # The engine_pp_test gtest binary under 2 and 4 ranks: logits of every grid vs one rank (1e-5).
+    foreach(np 2 4)
+      add_test(NAME engine_pp_mpi_${np}
+               COMMAND ${FTX_MPIRUN} -np ${np} --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
+                       -x FTX_FIXTURES=${FTX_FIXTURES} $<TARGET_FILE:engine_pp_test>)
+      set_tests_properties(engine_pp_mpi_${np} PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
+                           TIMEOUT 300 LABELS e2e)
+    endforeach()
+    # CUDA: NCCL send/recv between stages; skips itself with fewer GPUs than its 2 ranks.
+    add_test(NAME pp_cuda COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/pp_test.py cuda)
+    set_tests_properties(pp_cuda PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
+                         TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77)
+  endif()
+endif()
