@@ -32,8 +32,9 @@ struct EngineOptions {
   // > 0: every row's KV cache is circular and keeps only the last memory_len tokens (FT's
   // memory_len); positions keep counting, so a row can go on past memory_len tokens.
   int64_t memory_len = 0;
-  // Pipeline parallelism: rows per micro-batch (0: FT's rule, the rows split into one micro-batch
-  // per stage). Any value gives the same logits.
+  // Pipeline parallelism: rows per micro-batch (0: ceil(rows / P), one micro-batch per stage). FT
+  // uses batch / P only when P divides the batch (else the whole batch, no overlap) and halves it
+  // while micro-batch x tokens > 1024; ftx splits any batch. Any value gives the same logits.
   int64_t micro_batch = 0;
 };
 
