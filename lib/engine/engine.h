@@ -40,8 +40,9 @@ struct EngineOptions {
   // positions still start at 0; the cache holds max_seq tokens besides the longest prefix).
   // Uploaded by the engine; the object need not outlive the constructor.
   const PromptTables* prompts = nullptr;
-  // Pipeline parallelism: rows per micro-batch (0: FT's rule, the rows split into one micro-batch
-  // per stage). Any value gives the same logits.
+  // Pipeline parallelism: rows per micro-batch (0: ceil(rows / P), one micro-batch per stage). FT
+  // uses batch / P only when P divides the batch (else the whole batch, no overlap) and halves it
+  // while micro-batch x tokens > 1024; ftx splits any batch. Any value gives the same logits.
   int64_t micro_batch = 0;
 };
 
