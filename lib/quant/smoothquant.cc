@@ -1,0 +1,138 @@
+#include "lib/quant/smoothquant.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "formats/error.h"
+#include "lib/convert/conversion.h"
+#include "lib/convert/hf_common.h"
+#include "lib/model/ft_weight_layout.h"
+#include "lib/quant/calibrate.h"
+#include "lib/quant/host_model.h"
+#include "lib/quant/int8_export.h"
+#include "lib/quant/smoothing.h"
+#include "lib/tokenizer/model_tokenizer.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace ftx::quant {
+
+namespace {
+
+void check_options(const SmoothQuantOptions& o) {
+  if (o.alpha && !(*o.alpha >= 0.0 && *o.alpha <= 1.0)) {
+    std::ostringstream s;
+    s << "--alpha " << *o.alpha << " is outside [0, 1]";
+    throw UsageError(s.str());
+  }
+  if (!o.alpha && !o.calibrate_kv_cache)
+    throw UsageError("nothing to do: give --alpha (SmoothQuant W8A8 files) and/or --calibrate-kv-cache");
+  if (o.tp < 1) throw UsageError("-g " + std::to_string(o.tp) + " must be at least 1");
+  if (o.calib_samples < 1) throw UsageError("--calib-samples must be at least 1");
+  if (o.calib_seq_len < 1) throw UsageError("--calib-seq-len must be at least 1");
+  if (o.format != "trt-llm")
+    throw UsageError("--format '" + o.format + "': only trt-llm (TensorRT-LLM's INT8 files) is written by this version");
+  if (!o.act_ranges.empty() && !o.save_act_ranges.empty())
+    throw UsageError("--act-ranges reads ranges, --save-act-ranges writes calibrated ones: give one");
+}
+
+// Every layer GEMM has ranges of the right sizes (a file from another model is refused).
+void check_ranges(const ActRanges& r, const HostModel& m, const std::string& origin) {
+  for (int64_t l = 0; l < m.cfg.num_layer; ++l)
+    for (const std::string& s : gemm_suffixes()) {
+      const std::string key = gemm_key(l, s);
+      auto it = r.gemms.find(key);
+      if (it == r.gemms.end()) throw Error(origin, "no activation ranges for " + key);
+      const HostTensor& w = m.at(key + ".weight");
+      const size_t in = static_cast<size_t>(w.shape.front()), out = static_cast<size_t>(w.numel() / w.shape.front());
+      if (it->second.x.size() != in || it->second.y.size() != out || it->second.w.size() != out)
+        throw Error(origin, key + ": ranges of sizes x " + std::to_string(it->second.x.size()) + ", y " +
+                                std::to_string(it->second.y.size()) + ", w " + std::to_string(it->second.w.size()) +
+                                " do not fit the weight " + shape_to_string(w.shape));
+    }
+}
+
+std::string format_double(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+ActRanges calibrate_folder(const SmoothQuantOptions& o, const HostModel& model) {
+  std::unique_ptr<Tokenizer> tok = find_model_tokenizer(o.model_dir, "");
+  const auto samples = read_calibration_samples(o.calib_data, tok.get(), o.calib_samples, o.calib_seq_len);
+  CalibrationOptions co{o.device, o.threads, o.quiet};
+  if (model.cfg.tensor_para_size == 1) return calibrate(o.model_dir, model, samples, co);
+  // The ranges must be those of the full tensors: calibrate an unsplit copy of a split folder.
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::path(o.out_dir) / (".ftx-calibrate-" + std::to_string(::getpid()));
+  struct Remove {
+    fs::path p;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } remove{tmp};
+  ConversionPlan plan = plan_host_model(model, 1);
+  ConvertOptions copt;
+  copt.out_dir = tmp.string();
+  copt.tp = 1;
+  copt.dtype = model.cfg.weight_data_type;
+  copt.quiet = true;
+  write_conversion(plan, copt);
+  return calibrate((tmp / "1-gpu").string(), model, samples, co);
+}
+
+}  // namespace
+
+void run_smoothquant(const SmoothQuantOptions& o) {
+  check_options(o);
+  const std::string final_dir = o.out_dir + "/" + std::to_string(o.tp) + "-gpu";
+  if (!o.force && std::filesystem::exists(final_dir))
+    throw Error(final_dir, "output folder exists (--force replaces it)");
+  HostModel model = HostModel::read(o.model_dir);
+  if (o.alpha && ft_is_gated(model.cfg))
+    throw Error(o.model_dir, std::string("SmoothQuant W8A8 of a gated FFN (") + activation_name(model.cfg.activation) +
+                                 ") is not supported (TensorRT-LLM refuses it too); --calibrate-kv-cache alone works");
+  model.cfg.validate(o.tp, o.model_dir);
+
+  ActRanges ranges;
+  if (!o.act_ranges.empty()) {
+    ranges = ActRanges::load(o.act_ranges);
+    check_ranges(ranges, model, o.act_ranges);
+  } else {
+    ranges = calibrate_folder(o, model);
+    check_ranges(ranges, model, o.model_dir);
+    if (!o.save_act_ranges.empty()) ranges.save(o.save_act_ranges, o.force);
+  }
+
+  std::map<std::string, QuantRange> q = to_quant_ranges(ranges);
+  if (o.alpha) smooth_model(model, q, *o.alpha);
+
+  ConversionPlan plan = plan_host_model(model, o.tp);
+  plan.source_format = "ft-smoothquant";
+  plan.side_tensors = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
+  // TensorRT-LLM's converter records its arguments in config.ini under these names.
+  plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
+  plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");
+  plan.extra_ini.emplace_back("int8_format", o.format);
+  plan.extra_ini.emplace_back("int8_calib_samples", std::to_string(ranges.samples));
+  if (o.act_ranges.empty()) plan.extra_ini.emplace_back("int8_calib_seq_len", std::to_string(o.calib_seq_len));
+  hf::add_tokenizer_files(o.model_dir, plan);
+  if (plan.copy_files.empty()) hf::add_tokenizer_files(o.model_dir + "/..", plan);
+
+  ConvertOptions copt;
+  copt.in_path = o.model_dir;
+  copt.out_dir = o.out_dir;
+  copt.tp = o.tp;
+  copt.dtype = o.dtype;
+  copt.force = o.force;
+  copt.quiet = o.quiet;
+  write_conversion(plan, copt);
+}
+
+}  // namespace ftx::quant

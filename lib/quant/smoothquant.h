@@ -1,0 +1,36 @@
+#pragma once
+// `ftx smoothquant`: calibrate an FT folder with ftx's engine, smooth it (optional), and write a
+// complete FT folder OUT/<tp>-gpu/ with the smoothed floating-point weights and TensorRT-LLM's
+// INT8 files beside them (ft-runtime.md §4.2, ft-format.md §3.5). See man/ftx-smoothquant.1.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "formats/dtype.h"
+
+namespace ftx::quant {
+
+struct SmoothQuantOptions {
+  std::string model_dir;               // an FT folder (OUT/N-gpu), any TP size
+  std::string out_dir;                 // OUT; files go to OUT/<tp>-gpu/
+  int64_t tp = 1;
+  DType dtype = DType::kFloat32;       // of the floating-point weights written
+  std::optional<double> alpha;         // smoothing strength; none: --calibrate-kv-cache only
+  bool calibrate_kv_cache = false;
+  std::string calib_data;              // JSON lines; the caller resolves the default (LAMBADA)
+  int64_t calib_samples = 512;
+  int64_t calib_seq_len = 512;
+  std::string format = "trt-llm";      // only TensorRT-LLM's files are written today
+  std::string device = "cpu";
+  int threads = 0;
+  std::string save_act_ranges;         // write the calibrated ranges (before smoothing) here
+  std::string act_ranges;              // read ranges from here instead of calibrating
+  bool force = false;
+  bool quiet = false;
+};
+
+// UsageError for bad options (α outside [0, 1], neither α nor KV calibration, ...); Error for bad
+// input. Nothing is left behind on failure: the output folder appears only when complete.
+void run_smoothquant(const SmoothQuantOptions& options);
+
+}  // namespace ftx::quant
