@@ -13,7 +13,7 @@ Usage: smoothquant_test.py {reference|arch|errors}
              smoothing): the smoothed folder gives the original's greedy tokens.
   errors:    bad alpha, nothing to do, missing model, empty/malformed calibration data, existing
              output, gated FFN and multi-query models: exit codes, one-line messages, no output.
-Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine), FTX_TEST_SOURCE_DIR.
+Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine).
 """
 import json
 import os
@@ -25,7 +25,8 @@ import tempfile
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.environ["FTX_TEST_SOURCE_DIR"], "tests", "reference"))
+SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 import smoothquant_reference as ref  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
@@ -242,7 +243,7 @@ def test_reference():
         # 5. Default calibration data (LAMBADA texts, the model's tokenizer) equals the same texts
         #    given as ids (tokenized by `ftx tokenize`), each truncated to --calib-seq-len.
         bpe = os.path.join(FIX, "gpt2_bpe", "1-gpu")
-        lam = os.path.join(os.environ["FTX_TEST_SOURCE_DIR"], "data", "lambada", "lambada_test.jsonl")
+        lam = os.path.join(SRC, "data", "lambada", "lambada_test.jsonl")
         with open(lam) as f:
             texts = [f.readline() for _ in range(3)]
         tok = subprocess.run([FTX, "tokenize", "--tokenizer", bpe], input="".join(texts), capture_output=True, text=True)
