@@ -32,7 +32,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--calib-samples", o.calib_samples, "samples to calibrate on (the first ones)")->capture_default_str();
   sub->add_option("--calib-seq-len", o.calib_seq_len, "tokens per sample (longer ones are truncated)")
       ->capture_default_str();
-  sub->add_option("--format", o.format, "INT8 file layout: trt-llm")->capture_default_str();
+  sub->add_option("--format", o.format, "INT8 file layout: trt-llm (TensorRT-LLM) or ft (FasterTransformer OPT W8A8)")->capture_default_str();
   sub->add_option("--device", o.device, "calibration device: cpu or cuda")->capture_default_str();
   sub->add_option("--threads", o.threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)");
   sub->add_option("--save-act-ranges", o.save_act_ranges, "write the calibrated activation ranges (JSON) here");

@@ -21,6 +21,18 @@
 
 namespace ftx::quant {
 
+// FasterTransformer's OPT W8A8 files (FT examples/pytorch/gpt/utils/huggingface_opt_convert.py
+// `quantize`, ft-format.md §3.1 "int8 modes"): per-tensor scales from the ranges' maxima and the
+// stored weight's max |W| (clipped at 1e-8; QKV: one per Q, K, V):
+//  * weight.int8.R: round-half-even(W · 127/max|W|), split like the weight;
+//  * scale = 127/max|x| (QKV: 3 equal values), scale_inter = (127/max|y|)/(scale·127/max|W|)
+//    (QKV: [3, H/T], each of Q/K/V's value repeated; the same on every rank, so written once),
+//    scale_out = max|y|/127 (QKV: 3 values), once each, without a rank suffix.
+// FT's converter writes the scales in weight_data_type, but FT's runtime reads them as fp32: they
+// are written as fp32 here.
+std::vector<SideTensor> ft_int8_files(const HostModel& model, const std::map<std::string, QuantRange>& ranges,
+                                      int64_t tp, DType storage);
+
 std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map<std::string, QuantRange>& ranges,
                                           int64_t tp, DType storage, bool kv_only);
 

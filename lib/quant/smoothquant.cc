@@ -33,8 +33,10 @@ void check_options(const SmoothQuantOptions& o) {
   if (o.tp < 1) throw UsageError("-g " + std::to_string(o.tp) + " must be at least 1");
   if (o.calib_samples < 1) throw UsageError("--calib-samples must be at least 1");
   if (o.calib_seq_len < 1) throw UsageError("--calib-seq-len must be at least 1");
-  if (o.format != "trt-llm")
-    throw UsageError("--format '" + o.format + "': only trt-llm (TensorRT-LLM's INT8 files) is written by this version");
+  if (o.format != "trt-llm" && o.format != "ft")
+    throw UsageError("--format '" + o.format + "' is not trt-llm (TensorRT-LLM's files) or ft (FasterTransformer's OPT W8A8 files)");
+  if (o.format == "ft" && !o.alpha)
+    throw UsageError("--format ft writes FasterTransformer's W8A8 files: give --alpha (0 keeps the weights unsmoothed)");
   if (!o.act_ranges.empty() && !o.save_act_ranges.empty())
     throw UsageError("--act-ranges reads ranges, --save-act-ranges writes calibrated ones: give one");
 }
@@ -95,6 +97,9 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   if (!o.force && std::filesystem::exists(final_dir))
     throw Error(final_dir, "output folder exists (--force replaces it)");
   HostModel model = HostModel::read(o.model_dir);
+  if (o.format == "ft" && (model.cfg.arch == Architecture::kGptJ || model.cfg.arch == Architecture::kGptNeoX))
+    throw Error(o.model_dir, std::string("--format ft: FasterTransformer's W8A8 files exist for its GPT model only, not ") +
+                                 architecture_name(model.cfg.arch) + " (use --format trt-llm)");
   if (o.alpha && ft_is_gated(model.cfg))
     throw Error(o.model_dir, std::string("SmoothQuant W8A8 of a gated FFN (") + activation_name(model.cfg.activation) +
                                  ") is not supported (TensorRT-LLM refuses it too); --calibrate-kv-cache alone works");
@@ -115,7 +120,14 @@ void run_smoothquant(const SmoothQuantOptions& o) {
 
   ConversionPlan plan = plan_host_model(model, o.tp);
   plan.source_format = "ft-smoothquant";
-  plan.side_tensors = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
+  if (o.format == "ft") {
+    plan.side_tensors = ft_int8_files(model, q, o.tp, o.dtype);
+    // The INT8 KV-cache scale has no FasterTransformer file: TensorRT-LLM's is written.
+    if (o.calibrate_kv_cache)
+      for (SideTensor& f : trtllm_int8_files(model, q, o.tp, o.dtype, true)) plan.side_tensors.push_back(std::move(f));
+  } else {
+    plan.side_tensors = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
+  }
   // TensorRT-LLM's converter records its arguments in config.ini under these names.
   plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
   plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");

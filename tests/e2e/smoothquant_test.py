@@ -8,10 +8,11 @@ Usage: smoothquant_test.py {reference|arch|errors}
              int8 files equal except values whose unrounded quantity lies within 1e-4 of a .5
              rounding boundary, scale files within 1e-6 relative; at TP 1 and TP 2 (the split
              equals write_int8's), from a TP-1 and from a TP-2 input folder (same bytes);
-             --calibrate-kv-cache alone; manifest and config.ini; the default LAMBADA data.
+             --calibrate-kv-cache alone; manifest and config.ini; --format ft (FasterTransformer's
+             OPT W8A8 files) at TP 1 fp32 and TP 2 fp16; the default LAMBADA data.
   arch:      GPT-J (one shared LN), GPT-NeoX (parallel residual, two LNs), BLOOM and OPT-post (no
              smoothing): the smoothed folder gives the original's greedy tokens.
-  errors:    bad alpha, nothing to do, missing model, empty/malformed calibration data, existing
+  errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data, existing
              output, gated FFN and multi-query models: exit codes, one-line messages, no output.
 Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine).
 """
@@ -74,7 +75,7 @@ def rel_err(a, b):
 
 
 def side_files(folder):
-    return sorted(f for f in os.listdir(folder) if ".weight.int8." in f or ".scale_" in f)
+    return sorted(f for f in os.listdir(folder) if ".weight.int8." in f or ".scale" in f)
 
 
 def compare_int8(folder, expected, unrounded, tp, label):
@@ -240,7 +241,22 @@ def test_reference():
             compare_int8(os.path.join(out, "1-gpu"), ref.int8_files(c, T, Rs, 1, "fp32"),
                          ref.unrounded_int8(c, T, Rs, "fp32"), 1, f"alpha {alpha}")
 
-        # 5. Default calibration data (LAMBADA texts, the model's tokenizer) equals the same texts
+        # 5. --format ft: FasterTransformer's OPT W8A8 files, TP 1 fp32 and TP 2 fp16.
+        for tp, dtype in ((1, "fp32"), (2, "fp16")):
+            out = os.path.join(tmp, f"ft{tp}")
+            sq_ok(["-i", f"{gpt2}/1-gpu", "-o", out, "-g", str(tp), "-t", dtype, "--alpha", "0.5", "--format", "ft",
+                   "--act-ranges", rpath, "-q"])
+            T = {k: v.clone() for k, v in T0.items()}
+            Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
+            ref.smooth(c, T, Rs, 0.5)
+            folder = os.path.join(out, f"{tp}-gpu")
+            compare_weights(folder, T, tp, dtype, f"ft tp{tp}", 1e-6 if dtype == "fp32" else 0)
+            ties = compare_int8(folder, ref.ft_int8_files(c, T, Rs, tp, dtype), ref.ft_unrounded_int8(c, T, Rs, dtype),
+                                tp, f"ft tp{tp}")
+            print(f"--format ft tp{tp} {dtype}: int8 values at rounding ties: {ties}")
+            check("int8_format = ft" in open(os.path.join(folder, "config.ini")).read(), "config.ini int8_format = ft")
+
+        # 6. Default calibration data (LAMBADA texts, the model's tokenizer) equals the same texts
         #    given as ids (tokenized by `ftx tokenize`), each truncated to --calib-seq-len.
         bpe = os.path.join(FIX, "gpt2_bpe", "1-gpu")
         lam = os.path.join(SRC, "data", "lambada", "lambada_test.jsonl")
@@ -322,6 +338,9 @@ def test_errors():
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", bad], 1, "bad.jsonl:2"),
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", notext], 1, "tokenizer"),
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", calib, "--format", "xyz"], 2, "--format"),
+            (["-i", gpt2, "-o", out, "--calibrate-kv-cache", "--format", "ft", "--calib-data", calib], 2, "--alpha"),
+            (["-i", os.path.join(FIX, "gptj", "1-gpu"), "-o", out, "--alpha", "0.5", "--format", "ft",
+              "--calib-data", calib], 1, "GPT model only"),
             (["-i", os.path.join(FIX, "gptnext", "1-gpu"), "-o", out, "--alpha", "0.5", "--calib-data", calib], 1, "gated"),
             (["-i", os.path.join(FIX, "santacoder", "1-gpu"), "-o", out, "--alpha", "0.5", "--calib-data", calib], 1,
              "multi-query"),

@@ -194,3 +194,52 @@ def unrounded_int8(c, T, R, dtype):
             else:
                 res[key] = (W * (127.0 / w.max()), W * (127.0 / w))
     return res
+
+
+def ft_int8_files(c, T, R, tp, dtype):
+    """{file name: numpy array} of FasterTransformer's OPT W8A8 files (huggingface_opt_convert.py
+    `quantize`: per-tensor scales, QKV per Q/K/V), scales as fp32 (what FT's runtime reads)."""
+    out = {}
+    for l in range(int(c["num_layer"])):
+        for gemm in GEMMS:
+            key = f"model.layers.{l}.{gemm}"
+            x, y = R[key]["x"].numpy(), R[key]["y"].numpy()
+            W = stored(T[key + ".weight"], dtype).astype(np.float64)
+            rows, cols = W.shape
+            col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h")
+            if gemm == "attention.query_key_value":
+                W = W.reshape(rows, 3, cols // 3)
+                ws = 127.0 / np.abs(W).clip(1e-8, None).max(axis=(0, 2))[None, :, None]
+                a_in = np.full(3, 127.0 / x.max())
+                a_post = 127.0 / y.reshape(3, -1).max(axis=1)
+                wsr = ws[0] * np.ones((3, cols // 3 // tp))
+                inter = a_post[:, None] / (a_in[:, None] * wsr)
+            else:
+                ws = 127.0 / np.abs(W).clip(1e-8, None).max()
+                a_in = np.array([127.0 / x.max()])
+                a_post = np.array([127.0 / y.max()])
+                inter = a_post / (a_in * ws)
+            q = np.clip(np.round(W * ws), -127, 127).astype(np.int8)
+            for r, part in enumerate(np.split(q, tp, axis=-1 if col_parallel else 0)):
+                out[f"{key}.weight.int8.{r}.bin"] = np.ascontiguousarray(part)
+            out[f"{key}.scale.bin"] = a_in.astype(np.float32)
+            out[f"{key}.scale_inter.bin"] = np.asarray(inter, dtype=np.float32).reshape(-1)
+            out[f"{key}.scale_out.bin"] = (1.0 / a_post).astype(np.float32)
+    return out
+
+
+def ft_unrounded_int8(c, T, R, dtype):
+    """As unrounded_int8, for ft_int8_files (per-tensor only: the same array twice)."""
+    res = {}
+    for l in range(int(c["num_layer"])):
+        for gemm in GEMMS:
+            key = f"model.layers.{l}.{gemm}"
+            W = stored(T[key + ".weight"], dtype).astype(np.float64)
+            if gemm == "attention.query_key_value":
+                rows, cols = W.shape
+                W = W.reshape(rows, 3, cols // 3)
+                u = W * (127.0 / np.abs(W).clip(1e-8, None).max(axis=(0, 2))[None, :, None])
+            else:
+                u = W * (127.0 / np.abs(W).clip(1e-8, None).max())
+            res[key] = (u, u)
+    return res
