@@ -120,6 +120,7 @@ void run_smoothquant(const SmoothQuantOptions& o) {
 
   ConversionPlan plan = plan_host_model(model, o.tp);
   plan.source_format = "ft-smoothquant";
+  if (!o.source.empty()) plan.source_path = o.source;
   if (o.format == "ft") {
     plan.side_tensors = ft_int8_files(model, q, o.tp, o.dtype);
     // The INT8 KV-cache scale has no FasterTransformer file: TensorRT-LLM's is written.
@@ -134,6 +135,7 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   plan.extra_ini.emplace_back("int8_format", o.format);
   plan.extra_ini.emplace_back("int8_calib_samples", std::to_string(ranges.samples));
   if (o.act_ranges.empty()) plan.extra_ini.emplace_back("int8_calib_seq_len", std::to_string(o.calib_seq_len));
+  for (const auto& kv : o.extra_ini) plan.extra_ini.push_back(kv);
   hf::add_tokenizer_files(o.model_dir, plan);
   if (plan.copy_files.empty()) hf::add_tokenizer_files(o.model_dir + "/..", plan);
 
@@ -145,6 +147,36 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   copt.force = o.force;
   copt.quiet = o.quiet;
   write_conversion(plan, copt);
+}
+
+void convert_then_smoothquant(ConversionPlan& plan, const ConvertOptions& convert_options, SmoothQuantOptions sq) {
+  namespace fs = std::filesystem;
+  sq.out_dir = convert_options.out_dir;
+  sq.tp = convert_options.tp;
+  sq.dtype = convert_options.dtype;
+  sq.force = convert_options.force;
+  sq.quiet = convert_options.quiet;
+  check_options(sq);
+  const std::string final_dir = sq.out_dir + "/" + std::to_string(sq.tp) + "-gpu";
+  if (!sq.force && fs::exists(final_dir)) throw Error(final_dir, "output folder exists (--force replaces it)");
+  const fs::path tmp = fs::path(sq.out_dir) / (".ftx-convert-" + std::to_string(::getpid()));
+  struct Remove {
+    fs::path p;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } remove{tmp};
+  ConvertOptions full = convert_options;
+  full.out_dir = tmp.string();
+  full.tp = 1;
+  full.dtype = DType::kFloat32;
+  full.force = false;
+  write_conversion(plan, full);
+  sq.model_dir = (tmp / "1-gpu").string();
+  sq.source = convert_options.in_path;
+  for (const auto& kv : plan.extra_ini) sq.extra_ini.push_back(kv);
+  run_smoothquant(sq);
 }
 
 }  // namespace ftx::quant

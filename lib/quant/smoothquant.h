@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "formats/dtype.h"
+#include "lib/convert/conversion.h"
 
 namespace ftx::quant {
 
@@ -27,10 +30,21 @@ struct SmoothQuantOptions {
   std::string act_ranges;              // read ranges from here instead of calibrating
   bool force = false;
   bool quiet = false;
+  std::string source;                  // manifest.json's "source" (default: model_dir)
+  // Keys added to config.ini's model section after ftx's own (convert-hf's converter-specific keys).
+  std::vector<std::pair<std::string, std::string>> extra_ini;
 };
 
 // UsageError for bad options (α outside [0, 1], neither α nor KV calibration, ...); Error for bad
 // input. Nothing is left behind on failure: the output folder appears only when complete.
 void run_smoothquant(const SmoothQuantOptions& options);
+
+// `convert-hf --smoothquant A / --calibrate-kv-cache` (TensorRT-LLM's hf_gpt_convert.py flags):
+// writes `plan` unsplit in fp32 to a temporary folder inside options.out_dir (removed afterwards),
+// then runs run_smoothquant on it, so calibration and smoothing see the checkpoint's full-precision
+// weights and only the output is rounded to convert_options.dtype. The plan's converter-specific
+// config.ini keys are kept. sq's model_dir, out_dir, tp, dtype, force and quiet come from
+// convert_options.
+void convert_then_smoothquant(ConversionPlan& plan, const ConvertOptions& convert_options, SmoothQuantOptions sq);
 
 }  // namespace ftx::quant

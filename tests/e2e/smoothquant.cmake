@@ -6,3 +6,6 @@ foreach(part reference arch errors)
   set_tests_properties(smoothquant_${part} PROPERTIES FIXTURES_REQUIRED engine_models
                        ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
 endforeach()
+add_test(NAME smoothquant_convert COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/smoothquant_test.py convert)
+set_tests_properties(smoothquant_convert PROPERTIES FIXTURES_REQUIRED "engine_models;convert_fx"
+                     ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)

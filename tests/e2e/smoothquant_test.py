@@ -2,7 +2,7 @@
 """End-to-end checks of `ftx smoothquant` against tests/reference/smoothquant_reference.py (float64
 PyTorch, TensorRT-LLM's capture/smooth/generate_int8/write_int8 written from the formulas).
 
-Usage: smoothquant_test.py {reference|arch|errors}
+Usage: smoothquant_test.py {reference|arch|errors|convert}
   reference: GPT-2 fixture (fp16 files). Calibrated ranges vs float64 forward: 1e-5 relative.
              Given ftx's ranges: smoothed fp32 weights within 1e-6 relative, fp16 weights equal,
              int8 files equal except values whose unrounded quantity lies within 1e-4 of a .5
@@ -14,7 +14,10 @@ Usage: smoothquant_test.py {reference|arch|errors}
              smoothing): the smoothed folder gives the original's greedy tokens.
   errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data, existing
              output, gated FFN and multi-query models: exit codes, one-line messages, no output.
-Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine).
+  convert:   convert-hf --smoothquant --calibrate-kv-cache gives the files of convert-hf then
+             smoothquant, keeps the converter's config.ini keys; a bad alpha leaves nothing.
+Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine, converter fixtures in
+$FTX_FIXTURES/convert).
 """
 import json
 import os
@@ -316,6 +319,35 @@ def test_arch():
             print(f"{model}: greedy tokens equal after smoothing; layernorm {'smoothed' if smoothed else 'unchanged'}")
 
 
+def test_convert():
+    """convert-hf --smoothquant/--calibrate-kv-cache = convert-hf (TP 1, fp32) then smoothquant."""
+    hf = os.path.join(os.environ["FTX_FIXTURES"], "convert", "hf_gpt2_bin", "model")
+    with tempfile.TemporaryDirectory() as tmp:
+        calib, _ = calib_file(tmp, n=5, vocab=128)
+        common = ["--calib-data", calib, "--calib-seq-len", "12"]
+        a, b, c = (os.path.join(tmp, n) for n in "abc")
+        r = subprocess.run([FTX, "convert-hf", "-i", hf, "-o", a, "-g", "2", "-t", "fp16", "--smoothquant", "0.5",
+                            "--calibrate-kv-cache", "-q"] + common, capture_output=True, text=True)
+        check(r.returncode == 0, "convert-hf --smoothquant: " + r.stderr.strip())
+        subprocess.run([FTX, "convert-hf", "-i", hf, "-o", b, "-q"], check=True)
+        sq_ok(["-i", os.path.join(b, "1-gpu"), "-o", c, "-g", "2", "-t", "fp16", "--alpha", "0.5",
+               "--calibrate-kv-cache", "-q"] + common)
+        fa, fc = os.path.join(a, "2-gpu"), os.path.join(c, "2-gpu")
+        names = sorted(f for f in os.listdir(fc) if f.startswith("model."))
+        check(sorted(f for f in os.listdir(fa) if f.startswith("model.")) == names, "convert-hf --smoothquant: file list")
+        check(all(open(os.path.join(fa, f), "rb").read() == open(os.path.join(fc, f), "rb").read() for f in names),
+              "convert-hf --smoothquant differs from convert-hf then smoothquant")
+        check(os.listdir(a) == ["2-gpu"], f"temporary folder left in the output: {os.listdir(a)}")
+        ini = open(os.path.join(fa, "config.ini")).read()
+        check("smoothquant = 0.5" in ini and "calibrate_kv_cache = True" in ini and "n_inner = 96" in ini,
+              "convert-hf --smoothquant config.ini keeps the converter's keys and records the quantization")
+        r = subprocess.run([FTX, "convert-hf", "-i", hf, "-o", os.path.join(tmp, "d"), "--smoothquant", "2"] + common,
+                           capture_output=True, text=True)
+        check(r.returncode == 2 and "outside [0, 1]" in r.stderr and not os.path.exists(os.path.join(tmp, "d", "1-gpu")),
+              f"convert-hf --smoothquant 2: {r.returncode} {r.stderr.strip()}")
+        print(f"convert-hf --smoothquant: {len(names)} files equal to convert-hf + smoothquant")
+
+
 def test_errors():
     gpt2 = os.path.join(FIX, "gpt2", "1-gpu")
     with tempfile.TemporaryDirectory() as tmp:
@@ -362,7 +394,7 @@ def test_errors():
 
 
 if __name__ == "__main__":
-    {"reference": test_reference, "arch": test_arch, "errors": test_errors}[sys.argv[1]]()
+    {"reference": test_reference, "arch": test_arch, "errors": test_errors, "convert": test_convert}[sys.argv[1]]()
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
