@@ -91,19 +91,23 @@ HostModel HostModel::read(const std::string& dir) {
   return m;
 }
 
-ConversionPlan plan_host_model(const HostModel& model, int64_t tp) {
+namespace {
+
+// Each tensor becomes one job over an fp32 buffer the job owns, moved out of `tensors`.
+ConversionPlan make_plan(const ModelConfig& cfg, const std::string& dir, std::map<std::string, HostTensor>& tensors,
+                         int64_t tp) {
   ConversionPlan plan;
-  plan.cfg = model.cfg;
+  plan.cfg = cfg;
   plan.source_format = "ft";
-  plan.source_path = model.dir;
-  for (const auto& kv : model.tensors) {
-    const HostTensor& t = kv.second;
-    auto owner = std::make_shared<std::vector<float>>(t.data);
-    if (is_neox_bias_sum(model.cfg, kv.first))
+  plan.source_path = dir;
+  for (auto& kv : tensors) {
+    HostTensor& t = kv.second;
+    auto owner = std::make_shared<std::vector<float>>(std::move(t.data));
+    if (is_neox_bias_sum(cfg, kv.first))
       for (float& v : *owner) v /= static_cast<float>(tp);  // each rank adds its share before the all-reduce
     TensorJob job;
     job.name = kv.first;
-    job.source = model.dir + ":" + kv.first;
+    job.source = dir + ":" + kv.first;
     TensorView v;
     v.dtype = DType::kFloat32;
     v.shape = t.shape;
@@ -116,6 +120,19 @@ ConversionPlan plan_host_model(const HostModel& model, int64_t tp) {
     if (job.split == OutSplit::kColumn && is_qkv(kv.first)) job.segments = 3;
     plan.jobs.push_back(std::move(job));
   }
+  return plan;
+}
+
+}  // namespace
+
+ConversionPlan plan_host_model(const HostModel& model, int64_t tp) {
+  HostModel copy = model;
+  return plan_host_model(std::move(copy), tp);
+}
+
+ConversionPlan plan_host_model(HostModel&& model, int64_t tp) {
+  ConversionPlan plan = make_plan(model.cfg, model.dir, model.tensors, tp);
+  model.tensors.clear();
   return plan;
 }
 

@@ -37,6 +37,8 @@ struct HostModel {
 // The conversion plan that writes `model` for inference TP size `tp` (ft_weight_files order and
 // splits, as the converters write it); the caller adds the side files and runs write_conversion.
 ConversionPlan plan_host_model(const HostModel& model, int64_t tp);
+// The same, moving the tensors out of `model` (one copy of the weights in memory, not two).
+ConversionPlan plan_host_model(HostModel&& model, int64_t tp);
 
 // How a full FT tensor is split over TP ranks (ft-format.md §1).
 OutSplit ft_split_of(const std::string& name);

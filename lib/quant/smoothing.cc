@@ -58,9 +58,10 @@ std::vector<double> smooth_group(const std::vector<HostTensor*>& gemms, HostTens
 
 }  // namespace
 
-void smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges, double alpha) {
+int64_t smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges, double alpha) {
   const ModelConfig& cfg = model.cfg;
-  if (cfg.norm == NormPlacement::kPost) return;  // see smoothing.h: nothing can absorb s exactly
+  if (cfg.norm == NormPlacement::kPost) return 0;  // see smoothing.h: nothing can absorb s exactly
+  int64_t smoothed = 0;
   auto range = [&](const std::string& key) -> QuantRange& {
     auto it = ranges.find(key);
     FTX_CHECK(it != ranges.end(), "", "no activation ranges for " + key);
@@ -98,9 +99,11 @@ void smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges, d
         QuantRange& r = range(key);
         for (size_t j = 0; j < r.x.size(); ++j) r.x[j] /= s[j];
         r.w = abs_max_columns(model.at(key + ".weight"));
+        ++smoothed;
       }
     }
   }
+  return smoothed;
 }
 
 }  // namespace ftx::quant

@@ -31,7 +31,8 @@ struct QuantRange {
 std::map<std::string, QuantRange> to_quant_ranges(const ActRanges& r);
 
 // Smooths `model` in place with `alpha` (0..1) and updates `ranges`: x ÷ s for every smoothed GEMM,
-// w recomputed (max |W| per output column, not clipped) from the smoothed weights.
-void smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges, double alpha);
+// w recomputed (max |W| per output column, not clipped) from the smoothed weights. Returns the
+// number of GEMMs smoothed (0 for post-LN models).
+int64_t smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges, double alpha);
 
 }  // namespace ftx::quant

@@ -116,19 +116,23 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   }
 
   std::map<std::string, QuantRange> q = to_quant_ranges(ranges);
-  if (o.alpha) smooth_model(model, q, *o.alpha);
+  if (o.alpha && smooth_model(model, q, *o.alpha) == 0 && !o.quiet)
+    std::fprintf(stderr, "ftx: note: %s: post-layernorm blocks have no layernorm that only feeds a GEMM, so nothing "
+                         "was smoothed (the INT8 files use the calibrated ranges as they are)\n", o.model_dir.c_str());
 
-  ConversionPlan plan = plan_host_model(model, o.tp);
-  plan.source_format = "ft-smoothquant";
-  if (!o.source.empty()) plan.source_path = o.source;
+  std::vector<SideTensor> side;
   if (o.format == "ft") {
-    plan.side_tensors = ft_int8_files(model, q, o.tp, o.dtype);
+    side = ft_int8_files(model, q, o.tp, o.dtype);
     // The INT8 KV-cache scale has no FasterTransformer file: TensorRT-LLM's is written.
     if (o.calibrate_kv_cache)
-      for (SideTensor& f : trtllm_int8_files(model, q, o.tp, o.dtype, true)) plan.side_tensors.push_back(std::move(f));
+      for (SideTensor& f : trtllm_int8_files(model, q, o.tp, o.dtype, true)) side.push_back(std::move(f));
   } else {
-    plan.side_tensors = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
+    side = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
   }
+  ConversionPlan plan = plan_host_model(std::move(model), o.tp);
+  plan.side_tensors = std::move(side);
+  plan.source_format = "ft-smoothquant";
+  if (!o.source.empty()) plan.source_path = o.source;
   // TensorRT-LLM's converter records its arguments in config.ini under these names.
   plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
   plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");
