@@ -2,7 +2,7 @@
 """End-to-end checks of `ftx smoothquant` against tests/reference/smoothquant_reference.py (float64
 PyTorch, TensorRT-LLM's capture/smooth/generate_int8/write_int8 written from the formulas).
 
-Usage: smoothquant_test.py {reference|arch|errors|convert}
+Usage: smoothquant_test.py {reference|ranges|arch|errors|convert}
   reference: GPT-2 fixture (fp16 files). Calibrated ranges vs float64 forward: 1e-5 relative.
              Given ftx's ranges: smoothed fp32 weights within 1e-6 relative, fp16 weights equal,
              int8 files equal except values whose unrounded quantity lies within 1e-4 of a .5
@@ -10,6 +10,9 @@ Usage: smoothquant_test.py {reference|arch|errors|convert}
              equals write_int8's), from a TP-1 and from a TP-2 input folder (same bytes);
              --calibrate-kv-cache alone; manifest and config.ini; --format ft (FasterTransformer's
              OPT W8A8 files) at TP 1 fp32 and TP 2 fp16; the default LAMBADA data.
+  ranges:    calibrated ranges of GPT-2, Megatron, GPT-J, GPT-NeoX, BLOOM and OPT-post fixtures vs
+             float64 forward hooks on the fixtures' logical models (tests/reference/gpt_reference.py):
+             1e-4 relative.
   arch:      GPT-J (one shared LN), GPT-NeoX (parallel residual, two LNs), BLOOM and OPT-post (no
              smoothing): the smoothed folder gives the original's greedy tokens.
   errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data, existing
@@ -348,6 +351,83 @@ def test_convert():
         print(f"convert-hf --smoothquant: {len(names)} files equal to convert-hf + smoothquant")
 
 
+def reference_ranges_arch(name, samples):
+    """Float64 forward hooks on the logical fixture model (scripts/fixtures/make_engine_models.py,
+    tests/reference/gpt_reference.py): x, y (with the GEMM's bias), w per GEMM, QKV = [Q | K | V].
+    GPT-NeoX with parallel residual: FT keeps one summed output bias, added after FC2, so there y of
+    attention.dense has no bias and y of FC2 has both (the definition ftx documents)."""
+    sys.path.insert(0, os.path.join(SRC, "scripts", "fixtures"))
+    import make_engine_models as mem
+    import gpt_reference as gref
+    m = mem.MODELS[name]
+    W = mem.make_weights(m, torch.Generator().manual_seed(1234 + list(mem.MODELS).index(name)))
+    cfg = mem.ref_cfg(m)
+    neox_sum = m["arch"] == "gptneox" and m.get("parallel", False)
+    roles = {}
+    for l, L in enumerate(W["layers"]):
+        p = f"model.layers.{l}."
+        for k, seg in (("wq", 0), ("wk", 1), ("wv", 2)):
+            roles[id(L[k])] = (p + "attention.query_key_value", seg)
+        roles[id(L["wo"])] = (p + "attention.dense", None)
+        roles[id(L["w1"])] = (p + "mlp.dense_h_to_4h", None)
+        roles[id(L["w2"])] = (p + "mlp.dense_4h_to_h", None)
+    R, qkv_parts = {}, {}
+    orig = gref._lin
+
+    def lin(x, w, b):
+        y = orig(x, w, b)
+        if id(w) not in roles:
+            return y
+        key, seg = roles[id(w)]
+        y_rec = y
+        if neox_sum and key.endswith("attention.dense"):
+            y_rec = x @ w
+        if neox_sum and key.endswith("dense_4h_to_h"):
+            bo = [L["bo"] for L in W["layers"] if L["w2"] is w][0]
+            y_rec = y + bo
+        if seg is not None:
+            qkv_parts.setdefault(key, {})[seg] = (x, y_rec, w)
+            if len(qkv_parts[key]) < 3:
+                return y
+            parts = qkv_parts.pop(key)
+            x_, y_rec, w_ = parts[0][0], torch.cat([parts[i][1] for i in range(3)], -1), torch.cat([parts[i][2] for i in range(3)], -1)
+        else:
+            x_, w_ = x, w
+        r = R.setdefault(key, {})
+        for k, v in (("x", x_), ("y", y_rec)):
+            mx = v.abs().amax(dim=0)
+            r[k] = torch.maximum(r[k], mx) if k in r else mx
+        r["w"] = w_.abs().clamp(min=1e-8).amax(dim=0)
+        return y
+
+    gref._lin = lin
+    try:
+        for ids in samples:
+            gref.forward(cfg, W, ids)
+    finally:
+        gref._lin = orig
+    return R
+
+
+def test_ranges():
+    with tempfile.TemporaryDirectory() as tmp:
+        calib, samples = calib_file(tmp, n=6, vocab=300)
+        for name in ("gpt2", "megatron", "gptj", "gptneox", "bloom", "opt_post"):
+            rpath = os.path.join(tmp, name + ".json")
+            sq_ok(["-i", os.path.join(FIX, name, "1-gpu"), "-o", os.path.join(tmp, name), "--calibrate-kv-cache",
+                   "--calib-data", calib, "--calib-seq-len", "32", "--save-act-ranges", rpath, "-q"])
+            got, want = ranges_of(rpath), reference_ranges_arch(name, [s[:32] for s in samples])
+            check(sorted(got) == sorted(want), f"{name}: GEMM keys {sorted(got)[:3]} vs {sorted(want)[:3]}")
+            worst = 0.0
+            for k in want:
+                for n in "xyw":
+                    if k in got:
+                        e = rel_err(got[k][n].numpy(), want[k][n].numpy())
+                        worst = max(worst, e)
+                        check(e <= 1e-4, f"{name}: {k}.{n} relative error {e:.3g} > 1e-4")
+            print(f"{name}: activation ranges of {len(want)} GEMMs, worst relative error {worst:.3g} (tolerance 1e-4)")
+
+
 def test_errors():
     gpt2 = os.path.join(FIX, "gpt2", "1-gpu")
     with tempfile.TemporaryDirectory() as tmp:
@@ -394,7 +474,8 @@ def test_errors():
 
 
 if __name__ == "__main__":
-    {"reference": test_reference, "arch": test_arch, "errors": test_errors, "convert": test_convert}[sys.argv[1]]()
+    {"reference": test_reference, "arch": test_arch, "errors": test_errors, "convert": test_convert,
+     "ranges": test_ranges}[sys.argv[1]]()
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
