@@ -221,6 +221,14 @@ def test_reference():
             for line in ("smoothquant = 0.5", "int8_format = trt-llm", f"tensor_para_size = {tp}",
                          f"weight_data_type = {dtype}", "calibrate_kv_cache = False"):
                 check(line in ini, f"{label}: config.ini lacks '{line}'")
+        # `ftx inspect` lists the side files with the dtype and shape manifest.json gives them.
+        ins = subprocess.run([FTX, "inspect", "--json", "--stats", os.path.join(out1, "1-gpu")], capture_output=True,
+                             text=True)
+        rows = {j["name"]: j for j in map(json.loads, ins.stdout.splitlines())} if ins.returncode == 0 else {}
+        q = rows.get("model.layers.0.attention.query_key_value.weight.int8.0", {})
+        check(q.get("dtype") == "int8" and q.get("max") == 127.0, f"inspect of an int8 file: {q}")
+        sc = rows.get("model.layers.0.attention.query_key_value.scale_w_quant_orig", {})
+        check(sc.get("dtype") == "float32" and len(sc.get("shape", [])) == 2, f"inspect of a scale file: {sc}")
         a, b = os.path.join(tmp, "tp2-fp16", "2-gpu"), os.path.join(tmp, "tp2-fp16-from-2gpu", "2-gpu")
         same = all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read()
                    for f in os.listdir(a) if f.startswith("model."))
