@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "formats/error.h"
+#include "formats/ft_dir.h"
 #include "lib/convert/conversion.h"
 #include "lib/convert/hf_common.h"
 #include "lib/model/ft_weight_layout.h"
@@ -133,6 +134,15 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   plan.side_tensors = std::move(side);
   plan.source_format = "ft-smoothquant";
   if (!o.source.empty()) plan.source_path = o.source;
+  // The input's own keys that ftx's configuration does not write (a converter's, e.g. TensorRT-LLM's
+  // HF attributes) are kept, before the ones below, which replace any earlier quantization's.
+  {
+    const IniFile in_ini = IniFile::read(o.model_dir + "/config.ini");
+    const IniFile ours = plan.cfg.to_ini();
+    const std::string section = ours.sections().front();
+    for (const auto& kv : in_ini.entries(section))
+      if (!ours.has(section, kv.first)) plan.extra_ini.push_back(kv);
+  }
   // TensorRT-LLM's converter records its arguments in config.ini under these names.
   plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
   plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");

@@ -349,6 +349,8 @@ def test_convert():
         check(all(open(os.path.join(fa, f), "rb").read() == open(os.path.join(fc, f), "rb").read() for f in names),
               "convert-hf --smoothquant differs from convert-hf then smoothquant")
         check(os.listdir(a) == ["2-gpu"], f"temporary folder left in the output: {os.listdir(a)}")
+        check("n_inner = 96" in open(os.path.join(fc, "config.ini")).read(),
+              "smoothquant keeps the input config.ini's converter keys")
         ini = open(os.path.join(fa, "config.ini")).read()
         check("smoothquant = 0.5" in ini and "calibrate_kv_cache = True" in ini and "n_inner = 96" in ini,
               "convert-hf --smoothquant config.ini keeps the converter's keys and records the quantization")
