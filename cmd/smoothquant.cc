@@ -5,6 +5,7 @@
 #include "cmd/subcommand.h"
 #include "formats/dtype.h"
 #include "formats/error.h"
+#include "lib/dist/communicator.h"
 #include "lib/quant/smoothquant.h"
 
 namespace {
@@ -41,6 +42,9 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_flag("-q,--quiet", o.quiet, "no progress on stderr");
   return [f, alpha] {
     auto& o = f->opt;
+    // Calibration runs the unsplit model in one process; ranks would race on the same output.
+    if (ftx::dist::launched_by_mpi())
+      throw ftx::UsageError("smoothquant runs as one process (it calibrates the unsplit model); run it without mpirun");
     if (alpha->count() > 0) o.alpha = f->alpha;
     try {
       o.dtype = ftx::dtype_from_name(f->dtype);
