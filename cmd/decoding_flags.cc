@@ -38,7 +38,14 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda "
                   "(fp32 accumulation, activations and KV cache)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
+  add_int8_mode_flag(sub, f.int8_mode);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
+}
+
+void add_int8_mode_flag(CLI::App* sub, int& int8_mode) {
+  sub->add_option("--int8-mode", int8_mode,
+                  "1: weight-only INT8, FT's int8_mode 1 (layer GEMM weights quantised per output column at load, "
+                  "activations stay floating point); 0: off");
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
@@ -103,7 +110,7 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
 
 Runtime decoding_runtime(const DecodingFlags& f) {
   return make_runtime({f.device, f.threads, f.model_dir, f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"),
-                       dtype_from_name(f.dtype)});
+                       dtype_from_name(f.dtype), f.int8_mode});
 }
 
 }  // namespace ftx::cmd

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/decoding_flags.h"
 #include "cmd/lambada_data.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
@@ -31,6 +32,7 @@ struct EvalFlags {
   std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu", dtype = "fp32";
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
+  int int8_mode = 0;
   bool quiet = false, force = false, resume = false;
 };
 
@@ -47,7 +49,7 @@ int run_eval(const EvalFlags& f) {
   ftx::Runtime rt =
       ftx::make_runtime({f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
-                         ftx::dtype_from_name(f.dtype)});
+                         ftx::dtype_from_name(f.dtype), f.int8_mode});
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
@@ -83,6 +85,7 @@ int run_eval(const EvalFlags& f) {
     if (leader && !f.output.empty()) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
+      if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -165,6 +168,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--dtype", f->dtype,
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
+  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   sub->add_option("--output", f->output,
                   "Per-example results, one JSON line each (-: stdout); written to OUTPUT.partial as they complete");

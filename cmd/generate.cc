@@ -79,6 +79,7 @@ int run_generate(GenerateFlags& f) {
       // fingerprint covers): the model and the shape of a result line.
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(d.model_dir);
+      if (d.int8_mode != 0) run["int8_mode"] = d.int8_mode;  // quantised weights give other results
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
       journal = std::make_unique<ftx::ResultJournal>(f.output,

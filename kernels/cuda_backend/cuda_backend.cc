@@ -1,5 +1,6 @@
 // CudaBackend: memory (arena, staging, transfers), cuBLASLt GEMMs, and the host side of every op
-// (argument checks, metadata staging, kernel launches from cuda_kernels.h).
+// (argument checks, metadata staging, then one launcher per op from the kernel rooms: attention/,
+// embeddings/, memory/, norms/). It stays the thin adapter from ops to launchers.
 #include "kernels/cuda_backend/cuda_backend.h"
 
 #include <algorithm>
@@ -14,9 +15,17 @@
 #include "kernels/common/lt_algo.h"
 #include "kernels/gemm_tune/gemm_tuner.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
-#include "kernels/cuda_backend/cuda_kernels.h"
+#include "kernels/attention/attention_kernels.h"
+#include "kernels/attention/rotary_kernels.h"
+#include "kernels/embeddings/embedding_kernels.h"
+#include "kernels/memory/memory_kernels.h"
+#include "kernels/norms/norm_kernels.h"
+#include "kernels/quantization/quantize_kernels.h"
 
 namespace ftx::cuda {
+
+// gemm_config.in's classic algo ids are cublasGemmAlgo_t values (gemm::tuned_gemm_route).
+static_assert(CUBLAS_GEMM_DEFAULT == -1, "gemm_config.in writes CUBLAS_GEMM_DEFAULT as -1");
 
 namespace {
 
@@ -189,7 +198,9 @@ ops::Weight CudaBackend::upload_weight(const void* src, DType src_dtype, size_t 
 }
 
 void CudaBackend::release_weight(const ops::Weight& w) {
-  if (w) arena_.release(const_cast<void*>(w.data));
+  if (!w) return;
+  arena_.release(const_cast<void*>(w.data));
+  if (w.dtype == DType::kInt8) arena_.release(const_cast<float*>(w.scale));
 }
 
 ops::KvCache CudaBackend::alloc_kv(size_t n) {
@@ -251,13 +262,13 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {
 }
 
 void CudaBackend::fill(float* dst, float value, size_t n) {
-  if (!replaying()) launch_fill(stream_, dst, value, n);
+  if (!replaying()) invoke_fill(stream_, dst, value, n);
 }
 
 float* CudaBackend::scratch(size_t n) {
   if (scratch_cap_ < n) {
     const size_t cap = std::max(n, scratch_cap_ * 2);
-    arena_.release(scratch_);  // work already queued on the stream still runs before any reuse
+    release_graph_memory(scratch_);  // recorded graphs may hold its address
     scratch_ = nullptr;
     scratch_cap_ = 0;
     scratch_ = static_cast<float*>(arena_.allocate(cap * sizeof(float)));
@@ -429,6 +440,7 @@ void CudaBackend::end_repeatable() {
       } else {  // addresses taken during the capture may be handed out again: run it this once only
         FTX_CUDA_CHECK(cudaGraphExecDestroy(exec));
       }
+      finish_deferred_releases();
       return;
     }
   }
@@ -443,6 +455,30 @@ void CudaBackend::abort_repeatable() {
   }
   step_mode_ = StepMode::kOff;
   step_ = nullptr;
+  try {  // called from destructors (RepeatableStep): an error here must not escape
+    finish_deferred_releases();
+  } catch (const std::exception&) {
+  }
+}
+
+void CudaBackend::release_graph_memory(void* p) {
+  if (!p) return;
+  if (step_mode_ == StepMode::kCapture) {
+    // No synchronising inside a capture: the buffer is released, and the graphs holding it retired,
+    // when the capture ends (finish_deferred_releases). The graph being captured allocates, so it
+    // runs once and is not kept (end_repeatable).
+    deferred_releases_.push_back(p);
+    return;
+  }
+  retire_graphs();   // synchronises first when a graph exists: none can run with the address again
+  arena_.release(p);  // eager work still queued on the stream runs before any reuse (stream order)
+}
+
+void CudaBackend::finish_deferred_releases() {
+  if (deferred_releases_.empty()) return;
+  retire_graphs();
+  for (void* p : deferred_releases_) arena_.release(p);
+  deferred_releases_.clear();
 }
 
 void CudaBackend::retire_graphs() {
@@ -532,8 +568,10 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
     f.reduction = static_cast<uint32_t>(row->reduction_scheme);
     f.swizzle = static_cast<uint32_t>(row->swizzle);
     f.custom = static_cast<uint32_t>(row->custom_option);
-    if (!row->is_cublaslt()) {  // FT's gpt_gemm writes classic winners (all fp32 rows are): run them as FT does
-      p.classic_algo = row->algo_id;
+    if (const gemm::TunedGemmRoute route = gemm::tuned_gemm_route(*row); route.classic) {
+      // FT's gpt_gemm writes classic winners (all fp32 rows are): run them as FT does.
+      p.classic = true;
+      p.classic_algo = route.classic_algo;
       return plans_.emplace(key, p).first->second;
     }
     size_t ws_needed = 0;
@@ -578,26 +616,43 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
                        float* C, float beta) {
   if (M <= 0 || N <= 0 || replaying()) return;
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
-    launch_scale(stream_, C, beta, static_cast<size_t>(M) * N);
+    invoke_scale(stream_, C, beta, static_cast<size_t>(M) * N);
     return;
   }
-  const DType in_dtype = weight.dtype;
+  // Weight-only INT8: the matrix is widened into scratch in the backend's weight dtype and an
+  // ordinary GEMM follows. Memory is saved; the bandwidth a fused dequantising GEMM would save is
+  // not (yet). One scratch request holds the widened matrix and, after it, the rounded activations.
+  ops::Weight w = weight;
+  float* widened = nullptr;
+  size_t widened_words = 0;
+  if (weight.dtype == DType::kInt8) {
+    if (trans_b) throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
+    const size_t wn = static_cast<size_t>(K) * static_cast<size_t>(N);
+    widened_words = (wn * dtype_size(weight_dtype_) + sizeof(float) - 1) / sizeof(float);
+    widened_words = (widened_words + 63) / 64 * 64;  // keep the activations after it 256-byte aligned
+    const size_t act_words = weight_dtype_ == DType::kFloat32 ? 0 : (static_cast<size_t>(M) * K + 1) / 2;
+    widened = scratch(widened_words + act_words);
+    invoke_dequantize_int8_columns(stream_, widened, elem_kind(weight_dtype_), static_cast<const int8_t*>(weight.data),
+                                   weight.scale, K, N);
+    w = ops::Weight(static_cast<const void*>(widened), weight_dtype_);
+  }
+  const DType in_dtype = w.dtype;
   const ElemKind kind = elem_kind(in_dtype);  // Error for a dtype with no kernels
-  const void* B = weight.data;
+  const void* B = w.data;
   const void* a = A;
   const cudaDataType_t in_type = cuda_data_type(in_dtype);
   if (kind != ElemKind::kFp32) {
     // Round the activation operand to the weights' dtype (scratch is stream-ordered, so reusing
     // it in the next op is safe).
     const size_t n = static_cast<size_t>(M) * K;
-    void* a_half = scratch((n + 1) / 2);
-    launch_cast(stream_, a_half, kind, A, n);
+    void* a_half = widened ? static_cast<void*>(widened + widened_words) : scratch((n + 1) / 2);
+    invoke_cast(stream_, a_half, kind, A, n);
     a = a_half;
   }
   const GemmPlan& p =
       plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in_dtype});
   const float alpha = 1.0f;
-  if (p.classic_algo >= 0) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
+  if (p.classic) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
     FTX_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
                                   static_cast<int>(M), static_cast<int>(K), &alpha, B, in_type,
                                   static_cast<int>(trans_b ? K : N), a, in_type, static_cast<int>(K), &beta, C,
@@ -615,24 +670,24 @@ void CudaBackend::layer_norm(float* out, const float* x, const float* gamma, con
                              int64_t H, float eps) {
   // x is only read: the kernel writes x back only when a residual (y or bias) is given.
   if (replaying()) return;
-  launch_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
 }
 
 void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
                                           const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
-  launch_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
   if (replaying()) return;
-  launch_add_bias(stream_, x, bias, rows, N);
+  invoke_add_bias(stream_, x, bias, rows, N);
 }
 
 void CudaBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                                   int64_t rows, int64_t N, Activation act) {
   if (replaying()) return;
-  launch_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
+  invoke_add_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
 }
 
 void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
@@ -642,8 +697,9 @@ void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
-  launch_embedding(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table), position_offset,
-                   static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]), rows, H, scale);
+  invoke_embedding_lookup(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table),
+                          position_offset, static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]),
+                          rows, H, scale);
 }
 
 void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
@@ -651,7 +707,7 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
   if (rot_dim <= 0 || rows <= 0) return;
   const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
   if (replaying()) return;
-  launch_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
+  invoke_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
                 style == RotaryStyle::kInterleaved, base);
 }
 
@@ -678,7 +734,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S, smem_optin_);
   a.lengths = static_cast<const int32_t*>(dev[0]);
   a.past = past ? static_cast<const int32_t*>(dev[3]) : nullptr;
-  launch_attention(stream_, a);
+  invoke_attention(stream_, a);
 }
 
 void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
@@ -697,7 +753,7 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   if (replaying()) return;
   AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1, smem_optin_);
   a.past = static_cast<const int32_t*>(dev[0]);
-  launch_attention(stream_, a);
+  invoke_attention(stream_, a);
 }
 
 size_t CudaBackend::available_memory() const {
@@ -754,9 +810,9 @@ void CudaBackend::gather_cache_rows(const ops::KvCache& kv, const int32_t* dst, 
   const size_t staged_bytes = staged.size() * static_cast<size_t>(row_bytes);
   float* tmp = staged.empty() ? nullptr : scratch((staged_bytes + sizeof(float) - 1) / sizeof(float));
   if (!staged.empty())
-    launch_copy_rows(stream_, tmp, nullptr, kv.data, nullptr, static_cast<const int32_t*>(dev[2]),
+    invoke_copy_rows(stream_, tmp, nullptr, kv.data, nullptr, static_cast<const int32_t*>(dev[2]),
                      static_cast<int64_t>(staged.size()), row_bytes);
-  launch_copy_rows(stream_, kv.data, static_cast<const int32_t*>(dev[0]), kv.data, tmp,
+  invoke_copy_rows(stream_, kv.data, static_cast<const int32_t*>(dev[0]), kv.data, tmp,
                    static_cast<const int32_t*>(dev[1]), static_cast<int64_t>(to.size()), row_bytes);
 }
 

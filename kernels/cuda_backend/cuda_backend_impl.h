@@ -114,7 +114,10 @@ class CudaBackend : public ops::Backend {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    int classic_algo = -1;  // >= 0: gemm_config.in chose this classic cuBLAS algorithm (cublasGemmEx)
+    // gemm_config.in chose this classic cuBLAS algorithm (cublasGemmEx); -1 is CUBLAS_GEMM_DEFAULT,
+    // a real choice, hence the separate flag.
+    bool classic = false;
+    int classic_algo = 0;
   };
   // M, N, K, trans_b, the alignments (bytes, ≤ 256) of A, B, C (cuBLASLt picks kernels by them),
   // and the dtype of the A and B operands (B's: fp32, or fp16/bf16 with A rounded to it).
@@ -147,6 +150,10 @@ class CudaBackend : public ops::Backend {
   void launch_step(cudaGraphExec_t exec);
   void ensure_step_meta(size_t bytes);
   void retire_graphs();  // destroys every recorded graph, keeps the measurements
+  // Releases device memory whose address recorded graphs may hold (the scratch buffer when it
+  // grows): retires the graphs first, or after the capture under way ends.
+  void release_graph_memory(void* p);
+  void finish_deferred_releases();
   void check_not_in_step(const char* op) const;
 
   int device_;
@@ -177,6 +184,7 @@ class CudaBackend : public ops::Backend {
   size_t download_cap_ = 0;
   float* scratch_ = nullptr;
   size_t scratch_cap_ = 0;
+  std::vector<void*> deferred_releases_;  // released during a capture, freed when it ends
 };
 
 }  // namespace ftx::cuda

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "formats/error.h"
+#include "lib/cpu/int8_gemm.h"
 
 namespace ftx::cpu {
 
@@ -112,17 +113,26 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   // OpenBLAS runs single-threaded inside our OpenMP threads, each on its own block of output
   // columns: one thread pool for every op (two pools spinning against each other cost more than
   // they give on a loaded machine), and each thread streams its own slice of the weights.
-  const float* B = weight.fp32();  // the CPU holds every weight in fp32
+  if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
+    throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
+  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // the CPU holds every other weight in fp32
+  auto block = [&](int64_t n0, int64_t nn) {
+    if (weight.dtype == DType::kInt8) {
+      int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn);
+    } else {
+      gemm_block(M, N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
+    }
+  };
   const int64_t blocks = std::min<int64_t>(threads_, (N + 63) / 64);
   if (blocks <= 1 || M * N * K < (int64_t(1) << 16)) {
-    gemm_block(M, N, K, A, B, trans_b, C, beta, 0, N);
+    block(0, N);
     return;
   }
   const int64_t chunk = ((N + blocks - 1) / blocks + 15) / 16 * 16;
 #pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static, 1)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n0 = b * chunk, nn = std::min(chunk, N - n0);
-    if (nn > 0) gemm_block(M, N, K, A, B, trans_b, C, beta, n0, nn);
+    if (nn > 0) block(n0, nn);
   }
 }
 

@@ -280,14 +280,23 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
   if (file_dtype != DType::kFloat32 && file_dtype != DType::kFloat16 && file_dtype != DType::kBFloat16)
     throw Error(join(dir, "config.ini"), std::string("weight_data_type ") + dtype_name(file_dtype) +
                                              " is not supported by the engine (fp32, fp16, bf16)");
+  // Weight-only INT8 (FT int8_mode 1) quantises the layers' GEMM matrices, [in, out...] read as
+  // [shape[0], rest]; the embeddings and lm_head stay floating point, as in FT.
+  auto quantized = [&](const FtWeightFile& f) {
+    return backend.int8_weight_only() && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
+           f.shape.size() >= 2;
+  };
   // What this rank will hold, against what the backend has, before anything is allocated.
   const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
   double need = 0;
   for (const auto& f : files) {
     if (f.rank >= 0 && f.rank != rank) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
-    const size_t el = slot_for(f.name).matrix ? dtype_size(backend.weight_dtype()) : sizeof(float);
-    need += static_cast<double>(f.numel()) * static_cast<double>(el);
+    const Slot slot = slot_for(f.name);
+    const double el = !slot.matrix ? sizeof(float)
+                      : quantized(f) ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8 + column scales
+                                     : static_cast<double>(dtype_size(backend.weight_dtype()));
+    need += static_cast<double>(f.numel()) * el;
   }
   const size_t avail = backend.available_memory();
   if (need > static_cast<double>(avail))
@@ -303,9 +312,15 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
     const size_t n = static_cast<size_t>(f.numel());
     const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());
     if (slot.matrix) {
-      *slot.matrix = backend.upload_weight(src, file_dtype, n);
+      if (quantized(f)) {
+        const int64_t rows = f.shape.front();
+        *slot.matrix = backend.upload_weight_int8(src, file_dtype, rows, f.numel() / rows);
+        w.bytes_ += n + static_cast<size_t>(f.numel() / rows) * sizeof(float);
+      } else {
+        *slot.matrix = backend.upload_weight(src, file_dtype, n);
+        w.bytes_ += n * dtype_size(slot.matrix->dtype);
+      }
       w.owned_weights_.push_back(*slot.matrix);
-      w.bytes_ += n * dtype_size(slot.matrix->dtype);
     } else {
       float* dst = backend.alloc(n);
       w.owned_.push_back(dst);

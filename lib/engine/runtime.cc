@@ -1,10 +1,7 @@
 #include "lib/engine/runtime.h"
 
 #include "formats/error.h"
-
-#if defined(FTX_HAVE_CUDA) && defined(FTX_HAVE_NCCL)
-#include "kernels/cuda_backend/nccl_communicator.h"
-#endif
+#include "lib/dist/device_communicator.h"
 
 namespace ftx {
 
@@ -12,14 +9,18 @@ Runtime make_runtime(const RuntimeOptions& o) {
   const std::string& device = o.device;
   if (device != "cuda" && !o.gemm_config.empty())
     throw UsageError("--gemm-config applies to --device cuda only (the " + device + " backend has no GEMM algorithms to choose)");
+  if (o.int8_mode == 2)
+    throw UsageError("--int8-mode 2 (SmoothQuant W8A8) is not supported by this version of generate; "
+                     "--int8-mode 1 (weight-only) is");
+  if (o.int8_mode != 0 && o.int8_mode != 1)
+    throw UsageError("--int8-mode " + std::to_string(o.int8_mode) + ": expected 0 (off), 1 (weight-only) or 2 (W8A8)");
   Runtime rt;
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
+  rt.backend->set_int8_weight_only(o.int8_mode == 1);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
-  rt.comm = dist::make_communicator();
-#if defined(FTX_HAVE_CUDA) && defined(FTX_HAVE_NCCL)
-  // The engine all-reduces activations in the backend's memory: device buffers need NCCL.
-  if (device == "cuda") rt.comm = cuda::make_nccl_communicator(std::move(rt.comm), *rt.backend);
-#endif
+  // The engine all-reduces activations in the backend's memory: device buffers need the device's
+  // communicator (NCCL for cuda), registered from kernels/.
+  rt.comm = dist::communicator_for_device(device, dist::make_communicator(), *rt.backend);
   return rt;
 }
 

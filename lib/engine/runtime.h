@@ -20,11 +20,12 @@ struct RuntimeOptions {
   std::string model_dir;       // the model folder: where gemm_config.in is looked for
   std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
+  int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1); 2 (W8A8) is not built yet
 };
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is a weight_dtype other than fp32 there.
+// so is a weight_dtype other than fp32 there, and an int8_mode other than 0 or 1.
 Runtime make_runtime(const RuntimeOptions& options);
 
 }  // namespace ftx

@@ -66,4 +66,11 @@ const GemmAlgoRow* GemmAlgoMap::find(int batch_count, int m, int n, int k, const
   return r;
 }
 
+TunedGemmRoute tuned_gemm_route(const GemmAlgoRow& row) {
+  TunedGemmRoute r;
+  r.classic = !row.is_cublaslt();
+  if (r.classic) r.classic_algo = row.algo_id;
+  return r;
+}
+
 }  // namespace ftx::gemm

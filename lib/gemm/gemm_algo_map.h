@@ -24,6 +24,17 @@ constexpr size_t kGemmWorkspaceLimit = 32u << 20;
 std::string locate_gemm_config(const std::string& explicit_path, const std::string& model_dir,
                                const std::string& cwd = ".");
 
+// How a GEMM that the file lists is run. A classic row's algo_id is a cublasGemmAlgo_t, and those
+// start at CUBLAS_GEMM_DEFAULT = -1, which FT's fp32 gpt_gemm and ftx's tuner both write when the
+// default wins: every classic row, -1 included, runs through cublasGemmEx with that id; only
+// cuBLASLt rows are rebuilt for cublasLtMatmul. (A "-1 means none" sentinel once sent algo -1 rows
+// to cublasLtMatmul with no algorithm.)
+struct TunedGemmRoute {
+  bool classic = false;  // cublasGemmEx with classic_algo; false: a cuBLASLt algorithm from the row
+  int classic_algo = 0;
+};
+TunedGemmRoute tuned_gemm_route(const GemmAlgoRow& row);
+
 class GemmAlgoMap {
  public:
   GemmAlgoMap() = default;  // empty: every lookup misses

@@ -1,7 +1,10 @@
 #pragma once
 // `ftx gemm-tune` without the CLI: build the GEMM list, time every GEMM on the current GPU
-// (kernels/gemm_tune), write gemm_config.in. In a build without CUDA, run_gemm_tune throws.
+// (kernels/gemm_tune, registered through register_gemm_tune_runner), write gemm_config.in. In a
+// build without CUDA, run_gemm_tune throws.
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/gemm/gemm_config_file.h"
 #include "lib/gemm/gemm_shapes.h"
@@ -30,5 +33,10 @@ GemmAlgoRow gemm_row_key(const GemmShape& s, const GemmModelDims& dims, GemmDTyp
 
 // Tunes and writes args.output; returns what was written. Progress on stderr unless quiet.
 GemmConfigFile run_gemm_tune(const GemmTuneArgs& args);
+
+// The GPU half of run_gemm_tune: times `shapes` (already checked) and writes args.output. kernels/
+// registers it when the CUDA backend is built in (lib/ does not include kernels/).
+using GemmTuneRunner = std::function<GemmConfigFile(const GemmTuneArgs& args, const std::vector<GemmShape>& shapes)>;
+void register_gemm_tune_runner(GemmTuneRunner runner);
 
 }  // namespace ftx::gemm

@@ -1,17 +1,17 @@
 // Device-independent pieces of the op seam: weight conversion, ALiBi slopes, the backend factory.
 #include "lib/ops/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
-#ifdef FTX_HAVE_CUDA
-#include "kernels/cuda_backend/cuda_backend.h"
-#endif
+#include "lib/ops/backend_registry.h"
 
 namespace ftx::ops {
 
@@ -81,7 +81,46 @@ Weight Backend::upload_weight(const void* src, DType src_dtype, size_t n) {
 }
 
 void Backend::release_weight(const Weight& w) {
-  if (w) release(const_cast<float*>(w.fp32()));
+  if (!w) return;
+  if (w.dtype == DType::kInt8) {
+    release(static_cast<float*>(const_cast<void*>(w.data)));
+    release(const_cast<float*>(w.scale));
+    return;
+  }
+  release(const_cast<float*>(w.fp32()));
+}
+
+void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale) {
+  std::vector<float> amax(static_cast<size_t>(cols), 0.0f);
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t n = 0; n < cols; ++n) amax[n] = std::max(amax[n], std::fabs(w[k * cols + n]));
+  for (int64_t n = 0; n < cols; ++n) scale[n] = amax[n] > 0.0f ? amax[n] / 128.0f : 1.0f;
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t n = 0; n < cols; ++n) {
+      const float r = std::round(w[k * cols + n] / scale[n]);  // std::round: half away from zero
+      q[k * cols + n] = static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
+    }
+}
+
+Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  std::vector<float> wide;
+  const float* w = static_cast<const float*>(src);
+  if (src_dtype != DType::kFloat32) {
+    wide.resize(n);
+    convert_weight(src, src_dtype, wide.data(), DType::kFloat32, n);
+    w = wide.data();
+  }
+  // The int8 bytes travel through the float-typed alloc/upload, padded to whole floats.
+  const size_t words = (n + sizeof(float) - 1) / sizeof(float);
+  std::vector<float> packed(std::max<size_t>(words, 1), 0.0f);
+  std::vector<float> scale(static_cast<size_t>(cols));
+  quantize_int8_columns(w, rows, cols, reinterpret_cast<int8_t*>(packed.data()), scale.data());
+  float* q_dst = alloc(packed.size());
+  float* s_dst = alloc(std::max<size_t>(scale.size(), 1));
+  upload(q_dst, packed.data(), words);
+  upload(s_dst, scale.data(), scale.size());
+  return Weight(q_dst, s_dst);
 }
 
 namespace {
@@ -146,15 +185,17 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DT
                        ": the cpu backend computes in fp32 only (fp16/bf16 weight files are converted at load)");
     return std::make_unique<cpu::CpuBackend>(threads);
   }
-#ifdef FTX_HAVE_CUDA
-  if (device == "cuda") {
-    cuda::CudaBackendOptions options;
+  // Other devices register themselves (lib/ops/backend_registry.h): the CUDA backend from kernels/.
+  if (const BackendFactory* factory = find_backend_factory(device)) {
+    BackendOptions options;
+    options.threads = threads;
     options.weight_dtype = weight_dtype;
-    return cuda::make_cuda_backend(options);  // Error when there is no device
+    return (*factory)(options);  // the CUDA backend: Error when there is no device
   }
-#endif
   if (device == "cuda") throw Error("--device cuda: the CUDA backend is not built in this version");
-  throw Error("--device " + device + ": unknown device (expected cpu or cuda)");
+  std::string known = "cpu";
+  for (const std::string& d : registered_backends()) known += " or " + d;
+  throw Error("--device " + device + ": unknown device (expected " + known + ")");
 }
 
 }  // namespace ftx::ops

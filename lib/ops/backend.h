@@ -35,9 +35,13 @@ enum class PositionTable { kNone, kLearned /* wpe[pos + offset] */, kSinusoidal 
 struct Weight {
   const void* data = nullptr;
   DType dtype = DType::kFloat32;
+  // kInt8 only (FT's weight-only int8_mode 1): one scale per output column of the [K, N] matrix,
+  // in the backend's memory; the matrix stands for q[k][n] · scale[n].
+  const float* scale = nullptr;
   Weight() = default;
   Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
   Weight(const void* p, DType t) : data(p), dtype(t) {}
+  Weight(const void* p, const float* col_scale) : data(p), dtype(DType::kInt8), scale(col_scale) {}
   explicit operator bool() const { return data != nullptr; }
   const float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
 };
@@ -92,6 +96,15 @@ class Backend {
   virtual Weight upload_weight(const void* src, DType src_dtype, size_t n);
   virtual void release_weight(const Weight& w);
 
+  // Weight-only INT8 (FT's int8_mode 1): when on, the layers' GEMM matrices (QKV, attention
+  // output, FFN in and out; not the embeddings or lm_head) are quantised at load time by
+  // upload_weight_int8 and the GEMMs read int8, in the activations' precision.
+  void set_int8_weight_only(bool on) { int8_weight_only_ = on; }
+  bool int8_weight_only() const { return int8_weight_only_; }
+  // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns)
+  // into backend memory: rows·cols int8 values and cols fp32 scales.
+  virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
+
   // The dtype this backend holds the KV cache in, and its allocation (n elements).
   virtual DType kv_dtype() const { return DType::kFloat32; }
   virtual KvCache alloc_kv(size_t n) { return KvCache(alloc(n)); }
@@ -125,6 +138,7 @@ class Backend {
   // ---- linear algebra ----
   // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
   // A half-precision B means: A rounded to B's dtype, products summed in fp32.
+  // An int8 B (never transposed) means C = A · (q · diag(scale)), summed in fp32.
   virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const Weight& B, bool trans_b,
                     float* C, float beta) = 0;
 
@@ -181,6 +195,9 @@ class Backend {
   // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering).
   virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;
+
+ private:
+  bool int8_weight_only_ = false;
 };
 
 // ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
@@ -213,6 +230,11 @@ size_t host_available_memory();
 // Host conversion of n weight elements from `from` to `to` (each fp32, fp16 or bf16; round to
 // nearest even when narrowing). Throws Error naming an unsupported dtype.
 void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
+
+// FT's weight-only quantisation of a [rows, cols] fp32 matrix, per output column n:
+// scale[n] = max_k |W[k][n]| / 128 (128, not 127: FT's cutlass preprocessor), q = round(W / scale)
+// half away from zero, clamped to [-128, 127]; an all-zero column gets scale 1 (its q are 0).
+void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale);
 
 // The backend for `device` ("cpu"; "cuda" only when built in, else Error). weight_dtype: what the
 // backend holds weight matrices in; the CPU backend holds fp32 only (UsageError otherwise).

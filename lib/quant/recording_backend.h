@@ -35,11 +35,15 @@ class RecordingBackend : public ops::Backend {
   void use_gemm_config(const std::string& p, const std::string& d) override { in_.use_gemm_config(p, d); }
   DType weight_dtype() const override { return in_.weight_dtype(); }
   ops::Weight upload_weight(const void* src, DType t, size_t n) override { return in_.upload_weight(src, t, n); }
+  ops::Weight upload_weight_int8(const void* src, DType t, int64_t rows, int64_t cols) override {
+    return in_.upload_weight_int8(src, t, rows, cols);
+  }
   void release_weight(const ops::Weight& w) override { in_.release_weight(w); }
   DType kv_dtype() const override { return in_.kv_dtype(); }
+  // begin/end_repeatable keep the base's no-ops: recording downloads results in the middle of a
+  // step, so no step may be captured for replay.
   ops::KvCache alloc_kv(size_t n) override { return in_.alloc_kv(n); }
   void release_kv(const ops::KvCache& c) override { in_.release_kv(c); }
-  // Recording downloads results mid-step, so no step may be captured for replay.
   size_t available_memory() const override { return in_.available_memory(); }
   float* alloc(size_t n) override { return in_.alloc(n); }
   void release(float* p) override { in_.release(p); }

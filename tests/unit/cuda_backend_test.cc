@@ -1,5 +1,6 @@
 // The CUDA backend against the CPU reference backend, op by op and for a whole Engine run (label
-// `gpu`: every test skips itself when there is no CUDA device, or when ftx was built without CUDA).
+// `gpu`: every test skips itself on a machine without a GPU or a build without CUDA, and fails on
+// any other CUDA error or under FTX_REQUIRE_GPU=1; gpu_test_util.h).
 //
 // Inputs are fresh uniform(-1, 1) floats every run (seed printed with each failure; FTX_TEST_SEED
 // fixes it). Tolerance for every fp32 comparison, element-wise:
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "gpu_test_util.h"
 #include "lib/engine/scheduler.h"
 #include "formats/error.h"
 #include "lib/ops/backend.h"
@@ -49,21 +51,7 @@
 namespace ftx {
 namespace {
 
-bool have_cuda_device() {
-#ifdef FTX_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-#else
-  return false;
-#endif
-}
-
-#define REQUIRE_CUDA_DEVICE() \
-  if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device"
+using test::have_cuda_device;
 
 uint32_t test_seed() {
   if (const char* s = std::getenv("FTX_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
@@ -353,6 +341,45 @@ TEST_F(CudaVsCpu, HalfWeightGemm) {
   }
 }
 
+// Weight-only INT8 (FT int8_mode 1): the same host matrix quantised by both backends gives the same
+// int8 values and scales (one host routine), and the CUDA GEMM (widen in scratch, then cuBLASLt)
+// equals the CPU's int8 kernel within the GEMM tolerance, for fp32 and half weight dtypes, few rows
+// (the CPU's streaming kernel) and many (its widened panels).
+TEST_F(CudaVsCpu, Int8WeightOnlyGemm) {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    auto gpu = ops::make_backend("cuda", 1, t);
+    for (const Shape s : {Shape{1, 1, 1}, Shape{1, 3072, 1024}, Shape{3, 5, 7}, Shape{8, 96, 128},
+                          Shape{37, 1000, 64}, Shape{128, 256, 512}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " M " + std::to_string(s.M) + " N " + std::to_string(s.N) + " K " +
+                   std::to_string(s.K));
+      const auto ha = random(s.M * s.K), hb = random(s.K * s.N);
+      ops::Weight wc = cpu_->upload_weight_int8(hb.data(), DType::kFloat32, s.K, s.N);
+      ops::Weight wg = gpu->upload_weight_int8(hb.data(), DType::kFloat32, s.K, s.N);
+      ASSERT_EQ(wg.dtype, DType::kInt8);
+      float* a = gpu->alloc(ha.size());
+      float* c = gpu->alloc(static_cast<size_t>(s.M * s.N));
+      gpu->upload(a, ha.data(), ha.size());
+      gpu->gemm(s.M, s.N, s.K, a, wg, false, c, 0.0f);
+      auto got = get(*gpu, c, static_cast<size_t>(s.M * s.N));
+      gpu->release(a);
+      gpu->release(c);
+      gpu->release_weight(wg);
+      auto xa = dual(ha), cc = dual_random(s.M * s.N);
+      cpu_->gemm(s.M, s.N, s.K, xa.c, wc, false, cc.c, 0.0f);
+      cpu_->release_weight(wc);
+      std::vector<double> scale(cc.n, 0.0);
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t n = 0; n < s.N; ++n)
+          for (int64_t k = 0; k < s.K; ++k)
+            scale[m * s.N + n] += std::fabs(static_cast<double>(ha[m * s.K + k]) * hb[k * s.N + n]);
+      EXPECT_TRUE(close(got, cpu_of(cc), &scale, t == DType::kFloat32 ? 1e-5 : half_tolerance(t)));
+    }
+  }
+}
+
 // A half embedding table is widened exactly: equal to the CPU's lookup in the rounded table.
 TEST_F(CudaVsCpu, HalfWeightEmbedding) {
   const int64_t V = 50, H = 96, rows = 9;
@@ -577,6 +604,21 @@ TEST_F(CudaVsCpu, DecodeAttention) {
 }
 
 #ifdef FTX_HAVE_CUDA
+// cudaMemcpy of raw half-cache bits, ordered with the backend: its work runs on a non-blocking
+// stream, which does not wait for the legacy stream cudaMemcpy uses (nor the reverse). So the
+// backend's stream is drained first (its writes are complete before a read, its reads before an
+// overwrite), and the copy is complete before the backend's next op (a pageable host-to-device
+// cudaMemcpy may return before its DMA ends).
+::testing::AssertionResult raw_copy(ops::Backend& backend, void* dst, const void* src, size_t bytes,
+                                    cudaMemcpyKind kind) {
+  auto* cuda_backend = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda_backend) return ::testing::AssertionFailure() << "not the CUDA backend";
+  cuda_backend->synchronize();
+  for (const cudaError_t e : {cudaMemcpy(dst, src, bytes, kind), cudaDeviceSynchronize()})
+    if (e != cudaSuccess) return ::testing::AssertionFailure() << "cudaMemcpy: " << cudaGetErrorString(e);
+  return ::testing::AssertionSuccess();
+}
+
 // A half KV cache (the default with half weights): K and V are rounded when stored, widened when
 // read. With inputs already representable in the half type, storing is exact, so the GPU must
 // equal the CPU's fp32 cache bit for bit and its attention outputs within the fp32 tolerance
@@ -598,11 +640,11 @@ TEST_F(CudaVsCpu, HalfKvCache) {
       const ops::KvCache kh = half->alloc_kv(cache_n), vh = half->alloc_kv(cache_n);
       ASSERT_EQ(kh.dtype, t);
       for (const ops::KvCache& kv : {kh, vh})
-        ASSERT_EQ(cudaMemcpy(kv.data, bits.data(), cache_n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_TRUE(raw_copy(*half, kv.data, bits.data(), cache_n * 2, cudaMemcpyHostToDevice));
       auto kc = dual(start), vc = dual(start);
       auto cache_of = [&](const ops::KvCache& kv) {
         std::vector<uint16_t> raw(cache_n);
-        EXPECT_EQ(cudaMemcpy(raw.data(), kv.data, cache_n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_TRUE(raw_copy(*half, raw.data(), kv.data, cache_n * 2, cudaMemcpyDeviceToHost));
         std::vector<float> f(cache_n);
         ops::convert_weight(raw.data(), t, f.data(), DType::kFloat32, cache_n);
         return f;
@@ -946,6 +988,58 @@ TEST_P(CudaGraphs, DecodeStepsEqualEagerLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGraphs, ::testing::Values("gpt2", "santacoder", "gptj", "bloom"),
                          [](const auto& info) { return info.param; });
+
+// Growing the scratch buffer retires the recorded graphs, which hold its old address (the arena may
+// hand that memory to the next allocation): when it grows outside a step, and when it grows inside
+// a capture (then the graphs go when the capture ends). A step that copies through scratch (an
+// overlapping copy) stays right, and memory allocated after a growth is not written by a replay.
+TEST(CudaGraphScratch, GrowingScratchRetiresRecordedGraphs) {
+  REQUIRE_CUDA_DEVICE();
+  cuda::CudaBackendOptions with_graphs;
+  with_graphs.graphs = true;
+  auto be = cuda::make_cuda_backend(with_graphs);
+  const auto* impl = dynamic_cast<const cuda::CudaBackend*>(be.get());
+  ASSERT_NE(impl, nullptr);
+  const size_t n = 64, big = size_t(1) << 22;
+  float* x = be->alloc(2 * big + 1);
+  // x[0..len] = 0, 1, ...; the step shifts x[0..len) up by one (memmove); true when it did.
+  auto shift_step = [&](const std::string& key, size_t len) {
+    std::vector<float> host(len + 1);
+    std::iota(host.begin(), host.end(), 0.0f);
+    be->upload(x, host.data(), host.size());
+    ops::RepeatableStep s(*be, key);
+    be->copy(x + 1, x, len);
+    s.finish();
+    std::vector<float> got(len + 1);
+    be->download(got.data(), x, got.size());
+    for (size_t i = 1; i <= len; ++i)
+      if (got[i] != static_cast<float>(i - 1)) return false;
+    return got[0] == 0.0f;
+  };
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(shift_step("small", n)) << "run " << run;  // measure, capture, replay
+  EXPECT_EQ(impl->graphs_recorded(), 1u);
+
+  be->copy(x + 1, x, big);  // outside a step: scratch grows
+  EXPECT_EQ(impl->graphs_recorded(), 0u);
+  float* fresh = be->alloc(n);  // may be the old scratch
+  be->fill(fresh, -7.0f, n);
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(shift_step("small", n)) << "after growth, run " << run;
+  EXPECT_EQ(impl->graphs_recorded(), 1u);
+  std::vector<float> f(n);
+  be->download(f.data(), fresh, n);
+  EXPECT_EQ(f, std::vector<float>(n, -7.0f)) << "a replay wrote into memory allocated after the growth";
+
+  // Inside a capture: measured small, captured large (a copy stages no metadata, so the step
+  // passes as the same one): scratch grows during the capture.
+  EXPECT_TRUE(shift_step("grows", n));
+  EXPECT_TRUE(shift_step("grows", 2 * big));
+  EXPECT_EQ(impl->graphs_recorded(), 0u);  // "small" retired; "grows" allocated, so not kept
+  EXPECT_TRUE(shift_step("small", n));     // captured again
+  EXPECT_TRUE(shift_step("small", n));     // replayed
+  EXPECT_EQ(impl->graphs_recorded(), 1u);
+  be->release(fresh);
+  be->release(x);
+}
 #endif
 
 #ifdef FTX_HAVE_CUDA
@@ -1043,6 +1137,7 @@ TEST(CudaBackendFactory, NoDeviceIsAClearError) {
 namespace ftx {
 namespace {
 
+#ifdef FTX_HAVE_CUDA  // the half-cache part reads device memory with cudaMemcpy
 // copy_kv_2d (growing the KV cache keeps every row): a pitched block copy, equal to the CPU's, in
 // fp32 and in a half cache; the destination's other slots are left alone. And the backend reports
 // free device memory for the engine's up-front check.
@@ -1060,12 +1155,11 @@ TEST_F(CudaVsCpu, CopyKv2dGrowsACacheLikeTheCpu) {
     std::vector<uint16_t> sb(src.size()), db(dst.size());
     ops::convert_weight(src.data(), DType::kFloat32, sb.data(), t, src.size());
     ops::convert_weight(dst.data(), DType::kFloat32, db.data(), t, dst.size());
-    ASSERT_EQ(cudaMemcpy(hs.data, sb.data(), sb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(hd.data, db.data(), db.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(raw_copy(*half, hs.data, sb.data(), sb.size() * 2, cudaMemcpyHostToDevice));
+    ASSERT_TRUE(raw_copy(*half, hd.data, db.data(), db.size() * 2, cudaMemcpyHostToDevice));
     half->copy_kv_2d(hd, dst_pitch, hs, src_pitch, width, height);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint16_t> got(db.size());
-    ASSERT_EQ(cudaMemcpy(got.data(), hd.data, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_TRUE(raw_copy(*half, got.data(), hd.data, got.size() * 2, cudaMemcpyDeviceToHost));
     for (int64_t i = 0; i < height; ++i)
       for (int64_t j = 0; j < dst_pitch; ++j)
         EXPECT_EQ(got[i * dst_pitch + j], j < width ? sb[i * src_pitch + j] : db[i * dst_pitch + j]);
@@ -1074,6 +1168,7 @@ TEST_F(CudaVsCpu, CopyKv2dGrowsACacheLikeTheCpu) {
   }
   EXPECT_GT(gpu_->available_memory(), size_t(1) << 20);
 }
+#endif
 
 }  // namespace
 }  // namespace ftx

@@ -68,16 +68,25 @@ struct Expected {
   std::vector<std::vector<std::vector<double>>> greedy_logits; // [prompt][step][V]
 };
 
-inline Expected load_expected(const std::string& model_dir) {
+// `variant`: "" for the floating-point reference, or a section of expected.json holding its own
+// greedy paths and logits over the same prompts (e.g. "int8_weight_only/tp2"); empty prompts when
+// the fixture has no such section.
+inline Expected load_expected(const std::string& model_dir, const std::string& variant = "") {
   std::ifstream in(model_dir + "/expected.json");
   auto j = nlohmann::json::parse(in);
   Expected e;
   e.end_id = j["end_id"].get<int32_t>();
   e.vocab = j["vocab_size"].get<int64_t>();
+  const nlohmann::json* paths = &j;
+  if (!variant.empty()) {
+    const nlohmann::json::json_pointer where("/" + variant);
+    if (!j.contains(where)) return e;
+    paths = &j.at(where);
+  }
   e.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
-  e.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
-  e.prompt_logits = j["prompt_logits"].get<std::vector<std::vector<double>>>();
-  e.greedy_logits = j["greedy_logits"].get<std::vector<std::vector<std::vector<double>>>>();
+  e.greedy = (*paths)["greedy"].get<std::vector<std::vector<int32_t>>>();
+  e.prompt_logits = (*paths)["prompt_logits"].get<std::vector<std::vector<double>>>();
+  e.greedy_logits = (*paths)["greedy_logits"].get<std::vector<std::vector<std::vector<double>>>>();
   return e;
 }
 
@@ -104,8 +113,11 @@ struct Observed {
   std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
 };
 
-inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm) {
+// int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per column).
+inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
+                                 bool int8_weight_only = false) {
   cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+  be.set_int8_weight_only(int8_weight_only);
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
   Engine eng(w, be, comm);
   const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;

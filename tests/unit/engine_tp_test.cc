@@ -34,5 +34,30 @@ TEST(EngineTensorParallel, TwoRanksMatchOneAndReference) {
   }
 }
 
+// Weight-only INT8 at TP 2: each rank quantises its own shard (row-parallel shards get their own
+// column scales), as the emulation's tp2 section does; 1e-4 and the same greedy tokens.
+TEST(EngineTensorParallel, Int8WeightOnlyTwoRanksMatchEmulation) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  const std::string root = test::engine_fixtures();
+  for (const auto& name : test::engine_model_names()) {
+    const auto e = test::load_expected(root + "/" + name, "int8_weight_only/tp2");
+    if (e.prompts.empty()) continue;
+    SCOPED_TRACE(name);
+    const auto tp2 = test::run_greedy_paths(root + "/" + name + "/2-gpu", e, *comm, /*int8_weight_only=*/true);
+    if (comm->rank() != 0) continue;
+    for (size_t b = 0; b < e.prompts.size(); ++b) {
+      ASSERT_EQ(tp2.steps[b].size(), e.greedy_logits[b].size());
+      for (size_t s = 0; s < tp2.steps[b].size(); ++s) {
+        EXPECT_TRUE(test::logits_close(tp2.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+            << "prompt " << b << " step " << s;
+        const auto& l = tp2.steps[b][s];
+        EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ftx

@@ -160,3 +160,38 @@ TEST(GemmAlgoMap, RowsNeedingMoreThan32MiBWorkspaceAreTreatedAsAbsent) {
   EXPECT_EQ(map.find(1, 1, 3072, 768, "decoder ffn 1"), nullptr);
   EXPECT_NE(map.find(1, 1, 2304, 768, "decoder QKV"), nullptr);
 }
+
+namespace {
+
+// A classic row with algo -1 (CUBLAS_GEMM_DEFAULT, what FT's fp32 gpt_gemm and `ftx gemm-tune`
+// write when the default wins) is a classic cublasGemmEx call with algo -1, like every other classic
+// row; a cuBLASLt row (stages set) is rebuilt for cuBLASLt. The CUDA backend runs what this says
+// (GPU side: cuda_backend_test GemmFromTunedFile).
+TEST(GemmAlgoMap, ClassicRowsIncludingAlgoMinusOneRunThroughCublasGemmEx) {
+  GemmAlgoRow classic_default;
+  classic_default.algo_id = -1;
+  const TunedGemmRoute d = tuned_gemm_route(classic_default);
+  EXPECT_TRUE(d.classic);
+  EXPECT_EQ(d.classic_algo, -1);
+
+  GemmAlgoRow classic_23;
+  classic_23.algo_id = 23;
+  EXPECT_TRUE(tuned_gemm_route(classic_23).classic);
+  EXPECT_EQ(tuned_gemm_route(classic_23).classic_algo, 23);
+
+  // Parsed from a file line as FT writes it: "-1" in the algoId column and every Lt column.
+  const GemmConfigFile f = parse_gemm_config(
+      std::string(kFtGemmConfigHeader) + "\n1 1 16 64 0 ### 1 3072 1 1024 -1 -1 -1 -1 -1 -1 -1 -1 0.012\n", "test");
+  ASSERT_EQ(f.rows.size(), 1u);
+  EXPECT_TRUE(tuned_gemm_route(f.rows[0]).classic);
+  EXPECT_EQ(tuned_gemm_route(f.rows[0]).classic_algo, -1);
+
+  GemmAlgoRow lt;
+  lt.algo_id = 6;
+  lt.tile = 20;
+  lt.stages = 8;
+  lt.custom_option = lt.splitk = lt.swizzle = lt.reduction_scheme = lt.workspace_size = 0;
+  EXPECT_FALSE(tuned_gemm_route(lt).classic);
+}
+
+}  // namespace

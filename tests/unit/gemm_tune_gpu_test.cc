@@ -1,5 +1,6 @@
 // `ftx gemm-tune` end to end on a GPU (ctest label gpu, from the _gpu_test name); skipped cleanly
-// (GTEST_SKIP) where there is no CUDA device or the build has no CUDA.
+// (GTEST_SKIP) on a machine without a GPU or a build without CUDA, failed on other CUDA errors
+// (gpu_test_util.h).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,11 +13,12 @@
 #include "lib/gemm/gemm_shapes.h"
 
 #include "unit/gemm_tune_test_util.h"
+#include "unit/gpu_test_util.h"
 
 using namespace ftx::gemm;
 
 TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
-  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_CUDA_DEVICE();
   if (!std::getenv("FTX_BIN")) GTEST_SKIP() << "FTX_BIN not set";
   for (const char* dtype : {"fp16", "fp32", "bf16"}) {
     SCOPED_TRACE(dtype);

@@ -1,6 +1,6 @@
 #pragma once
 // Element types the CUDA kernels store (fp32, fp16, bf16) and their conversions to and from the
-// fp32 the kernels compute in. Device code only; included by the .cu files.
+// fp32 the kernels compute in. Device code only; included by the .cu files of every room.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -27,14 +27,14 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/cuda_backend/cuda_elem.cuh"
-#include "kernels/cuda_backend/cuda_kernels.h"
+#include "kernels/attention/attention_kernels.h"
+#include "kernels/common/elem.cuh"
+#include "kernels/common/launch.cuh"
 
 namespace ftx::cuda {
 
 namespace {
 
-constexpr unsigned kFull = 0xffffffffu;
 constexpr int kKeyTile = 32;  // one key per lane
 constexpr int kMaxChunks = static_cast<int>(kMaxAttentionHeadDim / 32);
 
@@ -69,18 +69,18 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
 __device__ __forceinline__ void fold_key_tile(float score, int nk, const float* vs, int d, int lane, float& m,
                                               float& l, float (&acc)[kMaxChunks]) {
   float tmax = score;
-  for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, o));
+  for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFullWarpMask, tmax, o));
   const float mnew = fmaxf(m, tmax);
   const float corr = expf(m - mnew);  // 0 on the first tile (m = -inf)
   const float p = expf(score - mnew);  // 0 for masked lanes
   float psum = p;
-  for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFull, psum, o);
+  for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(kFullWarpMask, psum, o);
   l = l * corr + psum;
   m = mnew;
 #pragma unroll
   for (int c = 0; c < kMaxChunks; ++c) acc[c] *= corr;
   for (int j = 0; j < nk; ++j) {
-    const float pj = __shfl_sync(kFull, p, j);
+    const float pj = __shfl_sync(kFullWarpMask, p, j);
 #pragma unroll
     for (int c = 0; c < kMaxChunks; ++c) {
       const int i = lane + 32 * c;
@@ -274,9 +274,7 @@ void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
   if (smem > static_cast<size_t>(optin))
     throw Error("CUDA decode attention: head_dim " + std::to_string(a.head_dim) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(optin));
-  if (smem > 48 * 1024)
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+  allow_dynamic_smem(decode_attention_kernel<T>, smem);
   const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads));
   decode_attention_kernel<T><<<grid, W * 32, smem, stream>>>(a);
   FTX_CUDA_CHECK(cudaGetLastError());
@@ -288,9 +286,8 @@ void launch_attention_kernel(cudaStream_t stream, const AttentionLaunch& a, int 
   const int64_t tiles = (a.S + QT - 1) / QT;
   const size_t smem = static_cast<size_t>(kKeyTile * (a.head_dim + 1) + kKeyTile * a.head_dim + QT * a.head_dim) *
                       sizeof(float);
-  if (smem > 48 * 1024)  // beyond the default dynamic limit (head_dim > ~150): opt in, Hopper has 227 KB
-    FTX_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<QPW, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+  // Beyond the default dynamic limit (head_dim > ~150): opt in (once), Hopper has 227 KB.
+  allow_dynamic_smem(attention_kernel<QPW, T>, smem);
   const dim3 grid(static_cast<unsigned>(a.items * tiles), static_cast<unsigned>(a.q_heads));
   attention_kernel<QPW, T><<<grid, warps * 32, smem, stream>>>(a, tiles);
   FTX_CUDA_CHECK(cudaGetLastError());
@@ -310,7 +307,7 @@ void attend(cudaStream_t stream, const AttentionLaunch& a, unsigned store_blocks
 
 }  // namespace
 
-void launch_attention(cudaStream_t stream, const AttentionLaunch& a) {
+void invoke_attention(cudaStream_t stream, const AttentionLaunch& a) {
   if (a.items <= 0 || a.S <= 0 || a.q_heads <= 0) return;
   if (a.head_dim < 1 || a.head_dim > kMaxAttentionHeadDim)
     throw Error("CUDA attention: head_dim " + std::to_string(a.head_dim) + " is not supported (1.." +

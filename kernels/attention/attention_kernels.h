@@ -1,0 +1,43 @@
+#pragma once
+// Attention room: prefill and decode attention over the KV cache (attention_kernels.cu says how).
+// Conventions of every launcher (all rooms): pointers are device pointers (index arrays included:
+// the backend stages them first); a launcher enqueues on `stream`, returns at once, and checks the
+// launch itself (not its execution); n == 0 / rows == 0 launch nothing. Semantics are those of the
+// Backend method named in the comment (lib/ops/backend.h) and of its CPU twin (lib/cpu/), which
+// tests/unit/cuda_backend_test.cc compares them against (label gpu). Launchers are named
+// invoke_<what>, after FasterTransformer's invokeXxx, in this code base's snake case.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/common/elem_kind.h"
+
+namespace ftx::cuda {
+
+// Attention over the KV cache [cache_rows, kv_heads, max_seq, d] (see lib/ops/backend.h).
+// Item b has `nvalid` query tokens at qkv rows b·S + j (j < S; j >= nvalid are padding and get
+// zeros), at positions base_pos + j, stored into cache row cache_rows[b] at slot base_pos + j and
+// attending to slots [0, base_pos + j]. Prefill: S = padded width, nvalid = lengths[b], base_pos
+// = 0. Decode: S = 1, nvalid = 1, base_pos = past[b].
+struct AttentionLaunch {
+  float* out = nullptr;          // [items·S, q_heads·d]
+  const float* qkv = nullptr;    // [items·S, (q_heads + 2 kv_heads)·d]
+  void* k_cache = nullptr;       // elements of kv_kind
+  void* v_cache = nullptr;
+  ElemKind kv_kind = ElemKind::kFp32;
+  const int32_t* cache_rows = nullptr;  // [items]
+  const int32_t* lengths = nullptr;     // [items] prefill/append (nvalid), or null for decode
+  const int32_t* past = nullptr;        // [items] first position (decode; an append), or null: 0
+  const float* alibi_slopes = nullptr;  // [q_heads] or null
+  int64_t items = 0, S = 1;
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0, max_seq = 0;
+  int64_t memory_len = 0;  // > 0: circular cache, position p at slot p % memory_len (decode only wraps)
+  float scale = 1.0f;
+  int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
+};
+// Largest head_dim the attention kernel takes.
+constexpr int64_t kMaxAttentionHeadDim = 256;
+// Backend::context_attention and decode_attention.
+void invoke_attention(cudaStream_t stream, const AttentionLaunch& a);
+
+}  // namespace ftx::cuda

@@ -1,0 +1,50 @@
+// Attention room: rotary embedding (GPT-J interleaved or NeoX half-split pairs).
+// Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
+// order, double where the CPU uses double), so the two agree to a few ulp.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/launch.cuh"
+#include "kernels/attention/rotary_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+// One thread per (row, pair); the angle in double as the CPU (positions reach thousands).
+__global__ void rotary_kernel(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+                              int64_t head_dim, int64_t rot_dim, bool interleaved, double base) {
+  const int64_t pairs = rot_dim / 2;
+  const size_t n = static_cast<size_t>(rows) * pairs;
+  for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += size_t(gridDim.x) * blockDim.x) {
+    const int64_t r = static_cast<int64_t>(idx / pairs), i = static_cast<int64_t>(idx % pairs);
+    const double inv_freq = pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rot_dim));
+    const double angle = static_cast<double>(positions[r]) * inv_freq;
+    const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+    const int64_t a = interleaved ? 2 * i : i;
+    const int64_t b = interleaved ? 2 * i + 1 : i + pairs;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = qkv + r * stride + h * head_dim;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x1 * c + x0 * s;
+    }
+  }
+}
+
+}  // namespace
+
+void invoke_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
+                   int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved, double base) {
+  if (rows <= 0 || rot_dim < 2 || heads <= 0) return;
+  const size_t n = static_cast<size_t>(rows) * (rot_dim / 2);
+  rotary_kernel<<<grid_for(n), 256, 0, stream>>>(qkv, rows, stride, positions, heads, head_dim, rot_dim,
+                                                  interleaved, base);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ftx::cuda

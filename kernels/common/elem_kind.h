@@ -1,0 +1,8 @@
+#pragma once
+// The dtypes weights and the KV cache may be held in, as the launchers see them (the .cu files do
+// not see formats/dtype.h; cuda_backend.cc maps DType to this).
+namespace ftx::cuda {
+
+enum class ElemKind { kFp32, kFp16, kBf16 };
+
+}  // namespace ftx::cuda

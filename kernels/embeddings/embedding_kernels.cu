@@ -1,0 +1,81 @@
+// Embeddings room.
+// Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
+// order, double where the CPU uses double), so the two agree to a few ulp.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/elem.cuh"
+#include "kernels/embeddings/embedding_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+// One block per row. The table row is read in its stored dtype (fp32, or fp16/bf16 weights) and
+// widened to fp32. Sinusoidal (fairseq): [sin(pos·f_i) | cos(pos·f_i)], f_i = exp(-i·ln(1e4)/(H/2-1)),
+// in double as the CPU; an odd last column gets no position term.
+template <typename T>
+__global__ void embedding_kernel(float* out, const T* wte, const float* wpe, int table, int64_t offset,
+                                 const int32_t* ids, const int32_t* positions, int64_t H, float scale) {
+  const int64_t r = blockIdx.x;
+  const T* e = wte + static_cast<int64_t>(ids[r]) * H;
+  const int64_t pos = static_cast<int64_t>(positions[r]) + offset;
+  float* o = out + r * H;
+  const int64_t half = H / 2;
+  const double step = log(10000.0) / static_cast<double>(half > 1 ? half - 1 : 1);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float v = to_float(e[i]) * scale;
+    if (table == 1) {
+      v += wpe[pos * H + i];
+    } else if (table == 2 && i < 2 * half) {
+      const int64_t j = i < half ? i : i - half;
+      const double a = static_cast<double>(pos) * exp(-static_cast<double>(j) * step);
+      v += static_cast<float>(i < half ? sin(a) : cos(a));
+    }
+    o[i] = v;
+  }
+}
+
+template <typename T>
+void embedding_rows(cudaStream_t stream, float* out, const T* wte, const float* wpe, int table,
+                    int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows, int64_t H,
+                    float scale) {
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, (H + 31) / 32 * 32)));
+  for (int64_t r0 = 0; r0 < rows; r0 += 1 << 20) {
+    const int64_t n = std::min<int64_t>(rows - r0, 1 << 20);
+    embedding_kernel<T><<<static_cast<unsigned>(n), threads, 0, stream>>>(out + r0 * H, wte, wpe, table,
+                                                                         position_offset, ids + r0, positions + r0, H,
+                                                                         scale);
+    FTX_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void invoke_embedding_lookup(cudaStream_t stream, float* out, const void* wte, ElemKind wte_kind, const float* wpe,
+                             int table, int64_t position_offset, const int32_t* ids, const int32_t* positions,
+                             int64_t rows, int64_t H, float scale) {
+  if (rows <= 0 || H <= 0) return;
+  switch (wte_kind) {
+    case ElemKind::kFp32:
+      embedding_rows(stream, out, static_cast<const float*>(wte), wpe, table, position_offset, ids, positions, rows,
+                     H, scale);
+      break;
+    case ElemKind::kFp16:
+      embedding_rows(stream, out, static_cast<const __half*>(wte), wpe, table, position_offset, ids, positions, rows,
+                     H, scale);
+      break;
+    case ElemKind::kBf16:
+      embedding_rows(stream, out, static_cast<const __nv_bfloat16*>(wte), wpe, table, position_offset, ids,
+                     positions, rows, H, scale);
+      break;
+  }
+}
+
+}  // namespace ftx::cuda

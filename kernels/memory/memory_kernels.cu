@@ -1,0 +1,107 @@
+// Memory room: fill, scale, cast to fp16/bf16, cache row copies.
+// Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
+// order, double where the CPU uses double), so the two agree to a few ulp.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/elem.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/memory/memory_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+__global__ void fill_kernel(float* dst, float value, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = value;
+}
+
+__global__ void scale_kernel(float* x, float s, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = s == 0.0f ? 0.0f : x[i] * s;
+}
+
+// blockIdx.y: the pair; x: grid-stride over the row in units of U (uint4 when rows are 16-byte
+// multiples and aligned, else 2 bytes: every stored element type is a multiple of 2 bytes).
+template <typename U>
+__global__ void copy_rows_kernel(char* to_base, const int32_t* to_idx, const char* from_a, const char* from_b,
+                                 const int32_t* from_idx, int64_t row_bytes) {
+  const int64_t p = blockIdx.y;
+  const int64_t to = to_idx ? to_idx[p] : p;
+  const int32_t f = from_idx[p];
+  const U* src = reinterpret_cast<const U*>(
+      f >= 0 ? from_a + static_cast<int64_t>(f) * row_bytes
+             : from_b + static_cast<int64_t>(-static_cast<int64_t>(f) - 1) * row_bytes);
+  U* dst = reinterpret_cast<U*>(to_base + to * row_bytes);
+  const size_t n = static_cast<size_t>(row_bytes) / sizeof(U);
+  const size_t step = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += step) dst[i] = src[i];
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+
+template <typename T>
+__global__ void cast_kernel(T* dst, const float* src, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = from_float<T>(src[i]);
+}
+
+}  // namespace
+
+void invoke_fill(cudaStream_t stream, float* dst, float value, size_t n) {
+  if (n == 0) return;
+  fill_kernel<<<grid_for(n), 256, 0, stream>>>(dst, value, n);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_scale(cudaStream_t stream, float* x, float s, size_t n) {
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), 256, 0, stream>>>(x, s, n);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n) {
+  if (n == 0) return;
+  if (kind == ElemKind::kFp16)
+    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(dst), src, n);
+  else if (kind == ElemKind::kBf16)
+    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, n);
+  else
+    throw Error("CUDA cast: the target must be fp16 or bf16");
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_copy_rows(cudaStream_t stream, void* to_base, const int32_t* to_idx, const void* from_a,
+                      const void* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_bytes) {
+  if (pairs <= 0 || row_bytes <= 0) return;
+  const bool vec16 =
+      row_bytes % 16 == 0 && aligned16(to_base) && aligned16(from_a) && (!from_b || aligned16(from_b));
+  const size_t per_row = static_cast<size_t>(row_bytes) / (vec16 ? 16 : 2);
+  const unsigned gx = static_cast<unsigned>(std::min<size_t>((per_row + 255) / 256, 1024));
+  auto* to0 = static_cast<char*>(to_base);
+  const auto* a = static_cast<const char*>(from_a);
+  const auto* b = static_cast<const char*>(from_b);
+  for (int64_t p0 = 0; p0 < pairs; p0 += 65535) {
+    const int64_t n = std::min<int64_t>(pairs - p0, 65535);
+    // Without to_idx, pair p goes to row p: offset the base for this chunk instead.
+    char* to = to_idx ? to0 : to0 + p0 * row_bytes;
+    const dim3 grid(gx, static_cast<unsigned>(n));
+    if (vec16)
+      copy_rows_kernel<uint4><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
+                                                         row_bytes);
+    else
+      copy_rows_kernel<uint16_t><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
+                                                            row_bytes);
+    FTX_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace ftx::cuda

@@ -1,0 +1,138 @@
+// Norms and epilogues room. The layernorm reductions sum in double, as the CPU (only their order
+// differs).
+// Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
+// order, double where the CPU uses double), so the two agree to a few ulp.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/launch.cuh"
+#include "kernels/norms/norm_kernels.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+// Sum over the block; every thread gets the result. blockDim.x is a multiple of 32; `red` holds 32.
+__device__ double block_sum(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullWarpMask, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // `red` may still be read by a previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullWarpMask, v, o);
+  return v;
+}
+
+// One block per row. Pass 1 applies the residual (x += y + bias, written back) and sums; pass 2
+// sums squared deviations from the mean (two-pass, as the CPU: no cancellation); pass 3 writes
+// the normalised row. With `cache` the row is kept in shared memory between passes. Each thread
+// touches the same indices in every pass, so out == x is safe.
+__global__ void residual_layer_norm_kernel(float* x, const float* y, const float* bias, const float* gamma,
+                                           const float* beta, float* out, int64_t H, float eps, bool cache) {
+  extern __shared__ float row[];
+  __shared__ double red[32];
+  const int64_t r = blockIdx.x;
+  float* xr = x + r * H;
+  const float* yr = y ? y + r * H : nullptr;
+  const bool add = yr || bias;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float v = xr[i];
+    if (add) {
+      // CPU order: x += (y + bias), x += y, or x += bias.
+      const float t = yr ? (bias ? yr[i] + bias[i] : yr[i]) : bias[i];
+      v += t;
+      xr[i] = v;
+    }
+    if (cache) row[i] = v;
+    sum += v;
+  }
+  if (!gamma) return;
+  sum = block_sum(sum, red);
+  const float mean = static_cast<float>(sum / static_cast<double>(H));
+  double var = 0.0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float d = (cache ? row[i] : xr[i]) - mean;
+    var += static_cast<double>(d) * d;
+  }
+  var = block_sum(var, red);
+  const float inv = static_cast<float>(1.0 / sqrt(var / static_cast<double>(H) + static_cast<double>(eps)));
+  float* o = out + r * H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float v = cache ? row[i] : xr[i];
+    o[i] = (v - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0f);
+  }
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t N) {
+  const size_t n = static_cast<size_t>(rows) * N;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] += bias[i % N];
+}
+
+// ftx::Activation order: kGelu, kGeluTanh, kRelu, kSilu, kSwiGlu, kGeGlu.
+__device__ float activate(int act, float x) {
+  switch (act) {
+    case 0:
+    case 5: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case 1: {
+      const float k = 0.79788456080286536f;  // sqrt(2/pi)
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case 2: return x > 0.0f ? x : 0.0f;
+    case 3:
+    case 4: return x / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+__global__ void bias_activation_kernel(float* x, const float* bias, const float* gate, const float* gate_bias,
+                                       int64_t rows, int64_t N, int act) {
+  const size_t n = static_cast<size_t>(rows) * N;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t c = i % N;
+    float v = activate(act, x[i] + (bias ? bias[c] : 0.0f));
+    if (gate) v *= gate[i] + (gate_bias ? gate_bias[c] : 0.0f);
+    x[i] = v;
+  }
+}
+
+}  // namespace
+
+void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
+                                    const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
+                                    float eps) {
+  if (rows <= 0 || H <= 0 || (!y && !bias && !gamma)) return;
+  // About four elements per thread, 32..512 threads (a whole number of warps, block_sum needs it).
+  const int64_t want = (H + 3) / 4;
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(512, std::max<int64_t>(32, (want + 31) / 32 * 32)));
+  const bool cache = gamma && H * static_cast<int64_t>(sizeof(float)) <= 32 * 1024;
+  const size_t smem = cache ? static_cast<size_t>(H) * sizeof(float) : 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += 65535 * 16) {  // grid.x limit is 2^31-1; chunk anyway for offsets
+    const int64_t n = std::min<int64_t>(rows - r0, 65535 * 16);
+    residual_layer_norm_kernel<<<static_cast<unsigned>(n), threads, smem, stream>>>(
+        x + r0 * H, y ? y + r0 * H : nullptr, bias, gamma, beta, out ? out + r0 * H : nullptr, H, eps, cache);
+    FTX_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void invoke_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t rows, int64_t N) {
+  if (!bias || rows <= 0 || N <= 0) return;
+  add_bias_kernel<<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(x, bias, rows, N);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_add_bias_activation(cudaStream_t stream, float* x, const float* bias, const float* gate,
+                                const float* gate_bias, int64_t rows, int64_t N, int act) {
+  if (rows <= 0 || N <= 0) return;
+  bias_activation_kernel<<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(x, bias, gate, gate_bias,
+                                                                                      rows, N, act);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ftx::cuda

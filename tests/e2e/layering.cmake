@@ -1,0 +1,5 @@
+# The layering rule (formats/ <- lib/ <- kernels/, cmd/): no include from a lower layer into a higher
+# one, no FTX_HAVE_CUDA/NCCL branches in lib/ (tests/e2e/layering_test.py).
+add_test(NAME layering_sources COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/layering_test.py ${CMAKE_SOURCE_DIR})
+add_test(NAME layering_checker COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/layering_test.py --self-test)
+set_tests_properties(layering_sources layering_checker PROPERTIES LABELS layering TIMEOUT 60)
