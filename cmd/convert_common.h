@@ -1,5 +1,6 @@
 #pragma once
 // Flags shared by `ftx convert-megatron`, `convert-nemo` and `convert-hf` (FT/TensorRT-LLM names).
+#include <functional>
 #include <string>
 
 #include "cmd/subcommand.h"
@@ -33,8 +34,10 @@ inline void add_convert_flags(CLI::App* sub, ConvertFlags& f) {
 // Checks the flags and runs plan -> write. Returns the exit code. `folder_only`: the source is
 // always a folder (names it), so it cannot come on standard input; else "-i -" spools stdin to a
 // temporary file (a .nemo archive on a pipe).
+// `write` takes the plan (default: write_conversion; convert-hf --smoothquant quantizes it too).
 template <typename Planner>
-int run_convert(ConvertFlags& f, Planner plan_fn, const char* folder_only = nullptr) {
+int run_convert(ConvertFlags& f, Planner plan_fn, const char* folder_only = nullptr,
+                const std::function<void(ConversionPlan&, const ConvertOptions&)>& write = write_conversion) {
   if (f.opt.out_dir == "-") throw UsageError("-o: the output is a folder (OUT/<N>-gpu/), it cannot be standard output");
   if (f.opt.in_path == "-") {
     if (folder_only) throw UsageError(std::string("-i -: ") + folder_only + " is a folder; it cannot come on standard input");
@@ -53,7 +56,7 @@ int run_convert(ConvertFlags& f, Planner plan_fn, const char* folder_only = null
     throw UsageError("--weight-data-type '" + f.dtype + "' is not one of fp32, fp16, bf16");
   f.opt.dtype = dt;
   ConversionPlan plan = plan_fn(f.opt);
-  write_conversion(plan, f.opt);
+  write(plan, f.opt);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/lambada_data.h"
 #include "cmd/prompt_flags.h"
 #include "cmd/parallel_flags.h"
 #include "cmd/run_control.h"
@@ -40,17 +41,7 @@ struct EvalFlags {
 };
 
 // --data, else the copy installed with ftx (share/ftx), else the source tree's data/.
-std::string default_data_path() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share/ftx/lambada/lambada_test.jsonl");
-  candidates.push_back(fs::path(FTX_SOURCE_DATA_DIR) / "lambada/lambada_test.jsonl");
-  for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return c.string();
-  throw ftx::Error(candidates.back().string(), "LAMBADA data not found; pass --data lambada_test.jsonl");
-}
+std::string default_data_path() { return ftx::cmd::default_lambada_path(); }
 
 int run_eval(const EvalFlags& f) {
   if (f.batch_size < 1) throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " must be at least 1");

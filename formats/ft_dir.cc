@@ -196,6 +196,11 @@ std::vector<std::string> IniFile::sections() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> IniFile::entries(const std::string& section) const {
+  const Section* s = find_section(section);
+  return s ? s->entries : std::vector<std::pair<std::string, std::string>>{};
+}
+
 void IniFile::set(const std::string& section, const std::string& key, const std::string& value) {
   Section* sec = nullptr;
   for (auto& s : sections_)

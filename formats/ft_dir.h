@@ -29,6 +29,8 @@ class IniFile {
   // true/yes/on/1 and false/no/off/0, any case (as inih's GetBoolean); else Error.
   bool get_bool_or(const std::string& section, const std::string& key, bool def) const;
   std::vector<std::string> sections() const;  // in file order
+  // The keys and values of `section` in file order (empty when there is no such section).
+  std::vector<std::pair<std::string, std::string>> entries(const std::string& section) const;
 
   // Writing keeps insertion order; keys are written as given (`key = value`).
   void set(const std::string& section, const std::string& key, const std::string& value);

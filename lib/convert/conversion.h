@@ -8,9 +8,18 @@
 
 #include "formats/tensor.h"
 #include "lib/convert/tensor_job.h"
+#include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_config.h"
 
 namespace ftx {
+
+// A file written as given, beside the weights (SmoothQuant's int8 weights and scales): listed in
+// manifest.json with its own dtype.
+struct SideTensor {
+  FtWeightFile file;
+  DType dtype = DType::kFloat32;
+  std::vector<uint8_t> bytes;
+};
 
 struct ConversionPlan {
   ModelConfig cfg;
@@ -19,6 +28,7 @@ struct ConversionPlan {
   std::vector<std::pair<std::string, std::string>> extra_ini;
   std::vector<std::pair<std::string, std::string>> text_files;  // output name -> content (args.txt)
   std::vector<std::pair<std::string, Storage>> copy_files;      // output name -> bytes (tokenizer)
+  std::vector<SideTensor> side_tensors;                         // written as-is, in the manifest
   std::string source_format;                                    // "megatron", "nemo", "hf"
   std::string source_path;
 };

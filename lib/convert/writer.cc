@@ -118,6 +118,7 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
     std::vector<int64_t> shape;
     uint64_t nbytes;
     uint32_t crc;
+    DType dtype;
   };
   std::map<std::string, Written> manifest;
   std::mutex mu;
@@ -145,7 +146,7 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
           write_file(out.file(fname), o.data, o.nbytes);
           const uint32_t crc = crc32_bytes(o.data, o.nbytes);
           std::lock_guard<std::mutex> lock(mu);
-          manifest[fname] = Written{job.name, o.rank, o.shape, o.nbytes, crc};
+          manifest[fname] = Written{job.name, o.rank, o.shape, o.nbytes, crc, opt.dtype};
         });
         // The source pages are not needed again: keep the resident set to the jobs in flight.
         for (auto& s : job.shards) s.release_pages();
@@ -171,13 +172,23 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
 
   for (auto& tf : plan.text_files) write_file(out.file(tf.first), tf.second.data(), tf.second.size());
   for (auto& cf : plan.copy_files) write_file(out.file(cf.first), cf.second.data, cf.second.nbytes);
+  for (auto& st : plan.side_tensors) {
+    const std::string fname = st.file.file_name();
+    FTX_CHECK(!manifest.count(fname), plan.source_path, "side file " + fname + " would replace a weight file");
+    FTX_CHECK(st.bytes.size() == static_cast<size_t>(st.file.numel()) * dtype_size(st.dtype), plan.source_path,
+              "side file " + fname + " has " + std::to_string(st.bytes.size()) + " bytes for shape " +
+                  shape_to_string(st.file.shape));
+    write_file(out.file(fname), st.bytes.data(), st.bytes.size());
+    manifest[fname] = Written{st.file.name, st.file.rank, st.file.shape, st.bytes.size(),
+                              crc32_bytes(st.bytes.data(), st.bytes.size()), st.dtype};
+  }
 
   nlohmann::json files = nlohmann::json::array();
   for (auto& kv : manifest) {
     files.push_back({{"file", kv.first},
                      {"tensor", kv.second.tensor},
                      {"rank", kv.second.rank},
-                     {"dtype", dtype_name(opt.dtype)},
+                     {"dtype", dtype_name(kv.second.dtype)},
                      {"shape", kv.second.shape},
                      {"bytes", kv.second.nbytes},
                      {"crc32", kv.second.crc}});

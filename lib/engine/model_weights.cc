@@ -161,7 +161,9 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     std::string extra;
     while (dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && extra.empty()) extra = n;
+      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) &&
+          extra.empty())
+        extra = n;
     }
     ::closedir(d);
     if (!extra.empty())

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "formats/error.h"
 #include "formats/ft_dir.h"
@@ -31,6 +35,26 @@ static TensorView map_bin(const std::string& path, DType dtype, std::vector<int6
   return t;
 }
 
+namespace {
+
+// dtype and shape of each file manifest.json lists (ftx writes one; other folders may not have it).
+std::map<std::string, std::pair<DType, std::vector<int64_t>>> manifest_entries(const std::string& dir) {
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> out;
+  std::ifstream in(fs::path(dir) / "manifest.json");
+  if (!in) return out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& e : j.at("files"))
+      out[e.at("file").get<std::string>()] = {dtype_from_name(e.at("dtype").get<std::string>()),
+                                              e.at("shape").get<std::vector<int64_t>>()};
+  } catch (const std::exception&) {
+    out.clear();  // not ftx's manifest: list the extra files byte-wise
+  }
+  return out;
+}
+
+}  // namespace
+
 CheckpointListing list_ft_model_dir(const std::string& dir) {
   const IniFile ini = IniFile::read((fs::path(dir) / "config.ini").string());
   const ModelConfig cfg = ModelConfig::from_ini(ini);
@@ -50,7 +74,9 @@ CheckpointListing list_ft_model_dir(const std::string& dir) {
     out.tensors.push_back({w.file_name().substr(0, w.file_name().size() - 4),
                            map_bin(file, cfg.weight_data_type, w.shape)});
   }
-  // Files the layout does not name (int8 scales, prompt tables, ...) are listed byte-wise.
+  // Files the layout does not name (int8 weights and scales, prompt tables, ...): with the dtype and
+  // shape manifest.json gives them, else byte-wise.
+  const auto manifest = manifest_entries(dir);
   std::vector<std::string> extra;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".bin" && !known.count(e.path().filename().string()))
@@ -59,7 +85,10 @@ CheckpointListing list_ft_model_dir(const std::string& dir) {
   for (const auto& name : extra) {
     const std::string file = (fs::path(dir) / name).string();
     auto size = static_cast<int64_t>(fs::file_size(file));
-    out.tensors.push_back({name.substr(0, name.size() - 4), map_bin(file, DType::kUInt8, {size})});
+    auto it = manifest.find(name);
+    out.tensors.push_back({name.substr(0, name.size() - 4),
+                           it != manifest.end() ? map_bin(file, it->second.first, it->second.second)
+                                                : map_bin(file, DType::kUInt8, {size})});
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "lib/model/ft_weight_layout.h"
 
+#include <cstring>
+
 namespace ftx {
 
 bool ft_is_gated(const ModelConfig& cfg) {
@@ -106,6 +108,22 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     if (cfg.has_bias) l.repl(p + "mlp.dense_4h_to_h.bias", {H});
   }
   return files;
+}
+
+bool ft_is_int8_side_file(const std::string& f) {
+  if (f.rfind("model.layers.", 0) != 0 || f.size() < 4 || f.compare(f.size() - 4, 4, ".bin") != 0) return false;
+  static const char* gemms[] = {".attention.query_key_value.", ".attention.dense.", ".mlp.dense_h_to_4h.",
+                                ".mlp.dense_4h_to_h."};
+  static const char* kinds[] = {"weight.int8.", "scale_x_orig_quant.", "scale_w_quant_orig.", "scale_y_accum_quant.",
+                                "scale_y_quant_orig.", "scale.", "scale_inter.", "scale_out."};
+  for (const char* g : gemms) {
+    const size_t at = f.find(g);
+    if (at == std::string::npos) continue;
+    const std::string rest = f.substr(at + std::strlen(g));
+    for (const char* k : kinds)
+      if (rest.rfind(k, 0) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace ftx

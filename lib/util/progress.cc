@@ -6,8 +6,8 @@
 
 namespace ftx {
 
-Progress::Progress(std::string label, uint64_t total_items, uint64_t total_bytes, bool quiet)
-    : label_(std::move(label)), total_items_(total_items), total_bytes_(total_bytes), quiet_(quiet),
+Progress::Progress(std::string label, uint64_t total_items, uint64_t total_bytes, bool quiet, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), total_items_(total_items), total_bytes_(total_bytes), quiet_(quiet),
       tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()), last_(start_) {}
 
 double Progress::elapsed_seconds() const {
@@ -29,9 +29,16 @@ void Progress::advance(uint64_t items, uint64_t bytes) {
 void Progress::print(bool final_line) {
   double s = elapsed_seconds();
   double mb = static_cast<double>(bytes_) / 1e6;
-  std::fprintf(stderr, "%s%s: %llu/%llu tensors, %.1f/%.1f MB, %.1f MB/s, %.1f s%s", tty_ ? "\r" : "",
+  if (total_bytes_ == 0) {
+    std::fprintf(stderr, "%s%s: %llu/%llu %s, %.1f s%s", tty_ ? "\r" : "", label_.c_str(),
+                 static_cast<unsigned long long>(items_), static_cast<unsigned long long>(total_items_),
+                 unit_.c_str(), s, (final_line || !tty_) ? "\n" : "");
+    std::fflush(stderr);
+    return;
+  }
+  std::fprintf(stderr, "%s%s: %llu/%llu %s, %.1f/%.1f MB, %.1f MB/s, %.1f s%s", tty_ ? "\r" : "",
                label_.c_str(), static_cast<unsigned long long>(items_),
-               static_cast<unsigned long long>(total_items_), mb, static_cast<double>(total_bytes_) / 1e6,
+               static_cast<unsigned long long>(total_items_), unit_.c_str(), mb, static_cast<double>(total_bytes_) / 1e6,
                s > 0 ? mb / s : 0.0, s, (final_line || !tty_) ? "\n" : "");
   std::fflush(stderr);
 }

@@ -1,0 +1,56 @@
+#include "lib/quant/act_ranges.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/error.h"
+#include "formats/output_file.h"
+
+namespace ftx::quant {
+
+const std::vector<std::string>& gemm_suffixes() {
+  static const std::vector<std::string> s = {"attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h",
+                                             "mlp.dense_4h_to_h"};
+  return s;
+}
+
+std::string gemm_key(int64_t layer, const std::string& suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+void ActRanges::save(const std::string& path, bool force) const {
+  nlohmann::json g = nlohmann::json::object();
+  for (const auto& kv : gemms) g[kv.first] = {{"x", kv.second.x}, {"y", kv.second.y}, {"w", kv.second.w}};
+  const nlohmann::json j = {{"format", "ftx-act-ranges-1"}, {"samples", samples}, {"gemms", g}};
+  write_output_file(path, j.dump() + "\n", force);
+}
+
+ActRanges ActRanges::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path, "cannot open activation ranges");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "ftx-act-ranges-1" || !j.contains("gemms") || !j["gemms"].is_object())
+    throw Error(path, "not an ftx activation-ranges file (written by `ftx smoothquant --save-act-ranges`)");
+  ActRanges r;
+  r.samples = j.value("samples", int64_t{0});
+  for (auto it = j["gemms"].begin(); it != j["gemms"].end(); ++it) {
+    GemmRange g;
+    try {
+      g.x = it.value().at("x").get<std::vector<float>>();
+      g.y = it.value().at("y").get<std::vector<float>>();
+      g.w = it.value().at("w").get<std::vector<float>>();
+    } catch (const std::exception& e) {
+      throw Error(path, "gemm " + it.key() + ": " + e.what());
+    }
+    r.gemms[it.key()] = std::move(g);
+  }
+  return r;
+}
+
+}  // namespace ftx::quant

@@ -1,0 +1,32 @@
+#pragma once
+// Activation ranges of SmoothQuant calibration, per GEMM of every layer, as TensorRT-LLM's
+// capture_activation_range records them (ft-runtime.md §4.2): "x" max |input| per input channel,
+// "y" max |output| per output column, "w" max |W| per output column (clipped at 1e-8). Keys are the
+// FT names of the GEMMs: model.layers.L.{attention.query_key_value, attention.dense,
+// mlp.dense_h_to_4h, mlp.dense_4h_to_h}. Saved and read as JSON (--save-act-ranges, --act-ranges).
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ftx::quant {
+
+struct GemmRange {
+  std::vector<float> x, y, w;
+};
+
+// The four GEMMs of a layer, in forward order, by their FT name (without ".weight").
+const std::vector<std::string>& gemm_suffixes();
+std::string gemm_key(int64_t layer, const std::string& suffix);  // "model.layers.L.<suffix>"
+
+struct ActRanges {
+  std::map<std::string, GemmRange> gemms;
+  int64_t samples = 0;  // calibration samples they were recorded over
+
+  // {"format": "ftx-act-ranges-1", "samples": n, "gemms": {key: {"x": [...], "y": [...], "w": [...]}}};
+  // floats are written so that they read back bit-exact.
+  void save(const std::string& path, bool force) const;
+  // Error naming the file for bad JSON or a missing key.
+  static ActRanges load(const std::string& path);
+};
+
+}  // namespace ftx::quant

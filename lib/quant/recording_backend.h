@@ -1,0 +1,106 @@
+#pragma once
+// RecordingBackend: an ops::Backend that forwards every call to another backend and, for the GEMMs
+// whose weight it was told about, records TensorRT-LLM's calibration statistics (smoothquant.py
+// `capture_activation_range`): per input channel max |A| ("x") and per output column max |A·W + b|
+// ("y"; the GEMM's own bias is added here, as an nn.Linear/Conv1D output includes it).
+//
+// Why a wrapper and not a hook in the engine: every GEMM the engine runs is already one
+// Backend::gemm call with the weight as an argument, so matching the weight pointer identifies the
+// layer and GEMM without a single line in lib/engine. Calibration runs the unsplit model (TP 1), so
+// the recorded ranges are those of the full tensors.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/ops/backend.h"
+
+namespace ftx::quant {
+
+struct GemmStats {
+  std::vector<float> x, y;  // max |input| per input channel, max |output| per output column
+};
+
+class RecordingBackend : public ops::Backend {
+ public:
+  explicit RecordingBackend(ops::Backend& inner) : in_(inner) {}
+
+  // GEMMs with weight `w` are recorded under `key`; `bias` (host, n_out floats, may be empty) is
+  // added to the output before its maximum is taken.
+  void watch(const ops::Weight& w, const std::string& key, std::vector<float> bias);
+  const std::map<std::string, GemmStats>& stats() const { return stats_; }
+
+  std::string name() const override { return in_.name(); }
+  void use_gemm_config(const std::string& p, const std::string& d) override { in_.use_gemm_config(p, d); }
+  DType weight_dtype() const override { return in_.weight_dtype(); }
+  ops::Weight upload_weight(const void* src, DType t, size_t n) override { return in_.upload_weight(src, t, n); }
+  ops::Weight upload_weight_int8(const void* src, DType t, int64_t rows, int64_t cols) override {
+    return in_.upload_weight_int8(src, t, rows, cols);
+  }
+  void release_weight(const ops::Weight& w) override { in_.release_weight(w); }
+  DType kv_dtype() const override { return in_.kv_dtype(); }
+  // begin/end_repeatable keep the base's no-ops: recording downloads results in the middle of a
+  // step, so no step may be captured for replay.
+  ops::KvCache alloc_kv(size_t n) override { return in_.alloc_kv(n); }
+  void release_kv(const ops::KvCache& c) override { in_.release_kv(c); }
+  size_t available_memory() const override { return in_.available_memory(); }
+  float* alloc(size_t n) override { return in_.alloc(n); }
+  void release(float* p) override { in_.release(p); }
+  void upload(float* d, const float* s, size_t n) override { in_.upload(d, s, n); }
+  void download(float* d, const float* s, size_t n) override { in_.download(d, s, n); }
+  void copy(float* d, const float* s, size_t n) override { in_.copy(d, s, n); }
+  void fill(float* d, float v, size_t n) override { in_.fill(d, v, n); }
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+            float beta) override;
+  void layer_norm(float* out, const float* x, const float* g, const float* b, int64_t rows, int64_t H,
+                  float eps) override {
+    in_.layer_norm(out, x, g, b, rows, H, eps);
+  }
+  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* g, const float* b,
+                               float* norm_out, int64_t rows, int64_t H, float eps) override {
+    in_.add_residual_layer_norm(x, y, bias, g, b, norm_out, rows, H, eps);
+  }
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override { in_.add_bias(x, bias, rows, N); }
+  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t rows,
+                       int64_t N, Activation act) override {
+    in_.bias_activation(x, bias, gate, gate_bias, rows, N, act);
+  }
+  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table, int64_t off,
+                 const int32_t* ids, const int32_t* positions, int64_t rows, int64_t H, float scale) override {
+    in_.embedding(out, wte, wpe, table, off, ids, positions, rows, H, scale);
+  }
+  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads, int64_t head_dim,
+              int64_t rot_dim, RotaryStyle style, double base) override {
+    in_.rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, base);
+  }
+  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+                         const int32_t* cache_rows, const ops::KvCache& k, const ops::KvCache& v,
+                         const ops::AttentionShape& shape, const int32_t* past) override {
+    in_.context_attention(out, qkv, B, S, lengths, cache_rows, k, v, shape, past);
+  }
+  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows, const int32_t* past,
+                        const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override {
+    in_.decode_attention(out, qkv, n, cache_rows, past, k, v, shape);
+  }
+  void copy_kv_2d(const ops::KvCache& dst, int64_t dp, const ops::KvCache& src, int64_t sp, int64_t width,
+                  int64_t height) override {
+    in_.copy_kv_2d(dst, dp, src, sp, width, height);
+  }
+  void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
+                         int64_t row_elems) override {
+    in_.gather_cache_rows(cache, dst, src, n, row_elems);
+  }
+
+ private:
+  struct Watched {
+    std::string key;
+    std::vector<float> bias;
+  };
+  ops::Backend& in_;
+  std::map<const void*, Watched> watched_;
+  std::map<std::string, GemmStats> stats_;
+  std::vector<float> host_a_, host_c_;
+};
+
+}  // namespace ftx::quant
