@@ -280,6 +280,8 @@ void remove_tree_quietly(const std::string& p) {
 
 }  // namespace
 
+TransientDir::~TransientDir() { remove_tree_quietly(path_); }
+
 OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) {
   std::string p = final_path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();

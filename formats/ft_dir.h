@@ -50,6 +50,20 @@ class IniFile {
 // Writes raw bytes to `path`, checking every write (a full disk is an Error naming the file).
 void write_file(const std::string& path, const void* data, size_t nbytes);
 
+// A scratch folder path whose tree is removed (errors ignored) when the scope ends, however it
+// ends: intermediate folders of a multi-step job that must never outlive it.
+class TransientDir {
+ public:
+  explicit TransientDir(std::string path) : path_(std::move(path)) {}
+  ~TransientDir();
+  TransientDir(const TransientDir&) = delete;
+  TransientDir& operator=(const TransientDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // A folder written under a temporary sibling name (`.<name>.tmp-<pid>`) and renamed into place by
 // commit(). Without `force`, an existing folder is an Error and is left untouched; with it, the old
 // folder is replaced only at commit. An uncommitted folder is removed by the destructor.

@@ -73,13 +73,7 @@ ActRanges calibrate_folder(const SmoothQuantOptions& o, const HostModel& model) 
   // The ranges must be those of the full tensors: calibrate an unsplit copy of a split folder.
   namespace fs = std::filesystem;
   const fs::path tmp = fs::path(o.out_dir) / (".ftx-calibrate-" + std::to_string(::getpid()));
-  struct Remove {
-    fs::path p;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } remove{tmp};
+  const TransientDir scratch(tmp.string());  // gone however this function ends
   ConversionPlan plan = plan_host_model(model, 1);
   ConvertOptions copt;
   copt.out_dir = tmp.string();
@@ -174,13 +168,7 @@ void convert_then_smoothquant(ConversionPlan& plan, const ConvertOptions& conver
   const std::string final_dir = sq.out_dir + "/" + std::to_string(sq.tp) + "-gpu";
   if (!sq.force && fs::exists(final_dir)) throw Error(final_dir, "output folder exists (--force replaces it)");
   const fs::path tmp = fs::path(sq.out_dir) / (".ftx-convert-" + std::to_string(::getpid()));
-  struct Remove {
-    fs::path p;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } remove{tmp};
+  const TransientDir scratch(tmp.string());  // gone however this function ends
   ConvertOptions full = convert_options;
   full.out_dir = tmp.string();
   full.tp = 1;

@@ -19,27 +19,34 @@ using test::load;
 using test::prompt_fixtures;
 using test::run_paths;
 
+// All requests in one batch, then each alone: logits along the reference's greedy paths within
+// 1e-4 of the float64 reference both times.
+template <typename Expected>
+void expect_batch_and_alone_match_reference(const std::string& dir, const Expected& e) {
+  dist::SingleRank single;
+  std::vector<size_t> all;
+  for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+  const auto batch = run_paths(dir, e, all, single);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto alone = run_paths(dir, e, {i}, single);
+    ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
+    for (size_t s = 0; s < batch[i].size(); ++s) {
+      EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+          << "request " << i << " step " << s << " (batch)";
+      EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+          << "request " << i << " step " << s << " (alone)";
+    }
+  }
+}
+
 TEST(EnginePromptTuning, MixedBatchAndSingleRequestsMatchReference) {
   if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
   const std::string fx = prompt_fixtures(), eng = test::engine_fixtures();
-  dist::SingleRank single;
   for (const auto& m : test::prompt_models()) {
     SCOPED_TRACE(m);
     const auto e = load(fx, m);
     const std::string dir = folder_with_tables(eng + "/" + m + "/1-gpu", fx);
-    std::vector<size_t> all;
-    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
-    const auto batch = run_paths(dir, e, all, single);
-    for (size_t i = 0; i < all.size(); ++i) {
-      const auto alone = run_paths(dir, e, {i}, single);
-      ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
-      for (size_t s = 0; s < batch[i].size(); ++s) {
-        EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
-            << "request " << i << " step " << s << " (batch)";
-        EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
-            << "request " << i << " step " << s << " (alone)";
-      }
-    }
+    expect_batch_and_alone_match_reference(dir, e);
     std::filesystem::remove_all(dir);
   }
 }
@@ -47,24 +54,11 @@ TEST(EnginePromptTuning, MixedBatchAndSingleRequestsMatchReference) {
 TEST(EnginePrefixPrompt, MixedBatchAndSingleRequestsMatchReference) {
   if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
   const std::string fx = prompt_fixtures();
-  dist::SingleRank single;
   for (const auto& m : test::prompt_models()) {
     SCOPED_TRACE(m);
     const auto e = load(fx, m, /*prefix=*/true);
     const std::string dir = fx + "/prefix/" + m + "/1-gpu";
-    std::vector<size_t> all;
-    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
-    const auto batch = run_paths(dir, e, all, single);
-    for (size_t i = 0; i < all.size(); ++i) {
-      const auto alone = run_paths(dir, e, {i}, single);
-      ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
-      for (size_t s = 0; s < batch[i].size(); ++s) {
-        EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
-            << "request " << i << " step " << s << " (batch)";
-        EXPECT_TRUE(test::logits_close(alone[0][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
-            << "request " << i << " step " << s << " (alone)";
-      }
-    }
+    expect_batch_and_alone_match_reference(dir, e);
   }
 }
 

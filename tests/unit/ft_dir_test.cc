@@ -191,3 +191,22 @@ TEST_F(ScratchDir, OutputDirRemovesUncommittedFolderOnException) {
   EXPECT_FALSE(fs::exists(tmp));
   EXPECT_FALSE(fs::exists(final_path));
 }
+
+// A TransientDir's tree is gone when its scope ends, also when the scope ends by an exception.
+TEST_F(ScratchDir, TransientDirRemovesItsTreeOnEveryExit) {
+  const std::string p = root_ + "/transient";
+  {
+    const TransientDir t(p);
+    std::filesystem::create_directories(p + "/a/b");
+    std::ofstream(p + "/a/b/f.bin") << "x";
+  }
+  EXPECT_FALSE(std::filesystem::exists(p));
+  try {
+    const TransientDir t(p);
+    std::filesystem::create_directories(p + "/c");
+    throw Error(p, "boom");
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(std::filesystem::exists(p));
+  { const TransientDir never_made(p + "/missing"); }  // a path that was never created is no error
+}
