@@ -82,6 +82,21 @@ TEST(EngineInt8, WeightsHeldAsInt8) {
   EXPECT_EQ(wf.bytes() - wq.bytes(), saved);
 }
 
+// An int8 weight is only ever [K, N] (layer matrices): a transposed use is refused, not misread.
+TEST(EngineInt8, TransposedInt8WeightIsAnError) {
+  cpu::CpuBackend be(1);
+  const std::vector<float> w = {1.0f, -2.0f, 0.5f, 4.0f};
+  const ops::Weight q = be.upload_weight_int8(w.data(), DType::kFloat32, 2, 2);
+  float a[2] = {1.0f, 1.0f}, c[2] = {0.0f, 0.0f};
+  EXPECT_THROW(be.gemm(1, 2, 2, a, q, /*trans_b=*/true, c, 0.0f), Error);
+  // FT's scale is max/128, so a column's largest |w| maps to 128 and is clamped to 127:
+  // column 0 (1, 0.5): q = (127, 64) x 1/128; column 1 (-2, 4): q = (-64, 127) x 4/128.
+  be.gemm(1, 2, 2, a, q, false, c, 0.0f);
+  EXPECT_FLOAT_EQ(c[0], 191.0f / 128.0f);
+  EXPECT_FLOAT_EQ(c[1], 63.0f / 32.0f);
+  be.release_weight(q);
+}
+
 // A right-padded batch gives each prompt the logits it gets alone (1e-5), including after decode
 // steps (rows of different lengths advance independently).
 TEST_P(EngineReference, PaddedBatchEqualsOneByOne) {
