@@ -13,9 +13,10 @@ Usage: /usr/bin/python3 scripts/make_trained_gpt2.py OUT_DIR [--steps N] [--forc
   Revelation, is held out: never trained on, written to OUT_DIR/heldout.txt (one verse a line) for
   accuracy measurements; OUT_DIR/calib.jsonl holds SmoothQuant calibration texts from the
   training books.
-  Cached: OUT_DIR/STAMP records a hash of this script and its options; a rerun that finds the same
-  stamp does nothing. A different model in OUT_DIR is replaced only with --force. The folder
-  appears complete or not at all (written beside it, then renamed).
+  Cached: OUT_DIR/STAMP records a hash of the recipe (options, RECIPE, torch version); a rerun
+  that finds the same stamp does nothing. A different model in OUT_DIR is replaced only with
+  --force. The folder appears complete or not at all (written beside it, then renamed).
+  Time: about 3 minutes on 2 cores (300 steps of 16 x 128 tokens, ~600k tokens, 0.6 epoch).
   Progress (loss) goes to stderr; the folder's path to stdout.
 
 Vocabulary: GPT-2's 50257 ids are kept, but only the ids that occur in the training text are
@@ -45,6 +46,7 @@ from gpt2_bpe_reference import Encoder  # noqa: E402
 
 HELD_OUT_BOOK = "Revelation"
 CALIB_SAMPLES, CALIB_VERSES = 128, 6
+RECIPE = 1  # part of the cache stamp: bump when a change below alters the weights or files written
 VOCAB = 50257
 
 
@@ -183,7 +185,7 @@ def main():
     ap.add_argument("--positions", type=int, default=256, help="n_positions (max sequence length)")
     ap.add_argument("--seq", type=int, default=128, help="training window length")
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
@@ -191,11 +193,11 @@ def main():
     a = ap.parse_args()
     out = os.path.abspath(a.out)
 
-    # The stamp names everything the weights depend on, so a cached folder is never stale.
-    with open(os.path.abspath(__file__), "rb") as f:
-        script = f.read()
+    # The stamp names everything the weights depend on (bump RECIPE when the training code
+    # changes), so a cached folder is never stale and an edit to the comments retrains nothing.
     recipe = {k: v for k, v in vars(a).items() if k not in ("out", "threads", "force")}
-    stamp = hashlib.sha256(script + json.dumps(recipe, sort_keys=True).encode()).hexdigest()
+    recipe.update(recipe_version=RECIPE, torch=torch.__version__)
+    stamp = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
     stamp_file = os.path.join(out, "STAMP")
     if os.path.exists(stamp_file) and open(stamp_file).read().strip() == stamp:
         log(f"make_trained_gpt2.py: {out} is up to date (STAMP matches)")
