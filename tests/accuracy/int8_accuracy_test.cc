@@ -53,11 +53,12 @@ RuntimeOptions int8_mode(int mode) {
   return o;
 }
 
-// Floors measured on this fixture (figures in the test's output and in the commit that set them),
-// with margin. W8A8's floors are provisional until --int8-mode 2 runs here.
+// Floors set from measurements on this fixture, with margin. Weight-only measured 0.9985
+// agreement (6 of 4064 positions, all near-ties) and mean KL 2.2e-6 (max 6.5e-5): floors 0.99 and
+// 1e-4. W8A8's floors are provisional until --int8-mode 2 runs here.
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
-      {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.97, 0.01}},
+      {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
       {"W8A8 SmoothQuant alpha=0 (--int8-mode 2)", "sq-a0", int8_mode(2), {0.85, 0.1}},
       {"W8A8 SmoothQuant alpha=0.5 (--int8-mode 2)", "sq-a05", int8_mode(2), {0.85, 0.1}},
   };
@@ -191,7 +192,7 @@ TEST(Int8Accuracy, TrainedGpt2HeldOut) {
   // The figures, then the floors (so a failing run still shows every mode's numbers).
   std::printf("held-out text: Revelation, %lld windows of %lld tokens, %lld predicted positions\n",
               static_cast<long long>(B), static_cast<long long>(kWindow), static_cast<long long>(fp32.positions));
-  std::printf("%-44s %10s %10s %10s %10s\n", "mode", "top1-agree", "mean-KL", "max-KL", "NLL");
+  std::printf("%-44s %10s %10s %10s %10s\n", "mode", "top1-agree", "mean-KL", "max-KL", "NLL/token");
   std::printf("%-44s %10s %10s %10s %10.4f\n", "fp32 (reference)", "-", "-", "-", fp32.mean_nll());
   for (size_t m = 0; m < modes().size(); ++m) {
     if (!runners[m]) {
@@ -199,14 +200,15 @@ TEST(Int8Accuracy, TrainedGpt2HeldOut) {
       continue;
     }
     const Tally& s = tally[m];
-    std::printf("%-44s %10.4f %10.5f %10.4f %10.4f   floors: agree >= %.2f, mean KL <= %.3f\n", modes()[m].name.c_str(),
+    std::printf("%-44s %10.4f %10.3e %10.3e %10.4f   floors: agree >= %.3f, mean KL <= %.1e\n", modes()[m].name.c_str(),
                 s.agreement(), s.mean_kl(), s.kl_max, s.mean_nll(), modes()[m].floors.min_agreement,
                 modes()[m].floors.max_mean_kl);
   }
   std::fflush(stdout);
 
-  // The fixture is a trained model (random weights give about ln 50257 = 10.8 nats).
-  EXPECT_LT(fp32.mean_nll(), 4.5) << "fp32 held-out loss: the fixture model is not trained";
+  // The fixture is a trained model: 4.75 nats per held-out token measured; random weights give
+  // about ln 50257 = 10.8, the training text's unigram frequencies (add-one smoothed) 6.1.
+  EXPECT_LT(fp32.mean_nll(), 5.5) << "fp32 held-out loss: the fixture model is not trained";
   for (size_t m = 0; m < modes().size(); ++m) {
     if (!runners[m]) continue;
     EXPECT_GE(tally[m].agreement(), modes()[m].floors.min_agreement) << modes()[m].name;
