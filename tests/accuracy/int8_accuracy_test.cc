@@ -7,7 +7,7 @@
 // (engine_reference_test) show that each mode computes what it should, this one what it costs.
 //
 // Fixtures: scripts/fixtures/make_trained_fixtures.py (ctest setup `trained_gpt2_fixtures`).
-// The modes are one list (kModes): a name, a model folder and the runtime options generate would
+// The modes are one list (modes()): a name, a model folder and the runtime options generate would
 // build from its flags. A mode whose runtime option this build rejects as not yet supported (W8A8
 // before `--int8-mode 2` exists) is reported as not run instead of failing; any other error fails.
 #include <gtest/gtest.h>
@@ -53,14 +53,17 @@ RuntimeOptions int8_mode(int mode) {
   return o;
 }
 
-// Floors set from measurements on this fixture, with margin. Weight-only measured 0.9985
-// agreement (6 of 4064 positions, all near-ties) and mean KL 2.2e-6 (max 6.5e-5): floors 0.99 and
-// 1e-4. W8A8's floors are provisional until --int8-mode 2 runs here.
+// Floors set from measurements on this fixture, with margin. Weight-only measured 0.9988
+// agreement (5 of 4064 positions, near-ties) and mean KL 2.0e-6 (max 2.8e-5): floors 0.99 and
+// 1e-4. W8A8's floors are provisional until --int8-mode 2 runs here: a float64 emulation of
+// TensorRT-LLM's per-tensor W8A8 on these exports (static activation scales, the files' int8
+// weights and per-tensor scales; fp32 NLL equal to ftx's to 4 digits) gave agreement 0.9924 and
+// mean KL 1.17e-4 at alpha 0, 0.9921 and 1.03e-4 at alpha 0.5: floors 0.98 and 1e-3.
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
-      {"W8A8 SmoothQuant alpha=0 (--int8-mode 2)", "sq-a0", int8_mode(2), {0.85, 0.1}},
-      {"W8A8 SmoothQuant alpha=0.5 (--int8-mode 2)", "sq-a05", int8_mode(2), {0.85, 0.1}},
+      {"W8A8 SmoothQuant alpha=0 (--int8-mode 2)", "sq-a0", int8_mode(2), {0.98, 1e-3}},
+      {"W8A8 SmoothQuant alpha=0.5 (--int8-mode 2)", "sq-a05", int8_mode(2), {0.98, 1e-3}},
   };
   return m;
 }
@@ -206,7 +209,7 @@ TEST(Int8Accuracy, TrainedGpt2HeldOut) {
   }
   std::fflush(stdout);
 
-  // The fixture is a trained model: 4.75 nats per held-out token measured; random weights give
+  // The fixture is a trained model: 4.73 nats per held-out token measured; random weights give
   // about ln 50257 = 10.8, the training text's unigram frequencies (add-one smoothed) 6.1.
   EXPECT_LT(fp32.mean_nll(), 5.5) << "fp32 held-out loss: the fixture model is not trained";
   for (size_t m = 0; m < modes().size(); ++m) {
@@ -224,8 +227,11 @@ TEST(Int8Accuracy, TrainedGpt2HeldOut) {
   };
   const size_t a0 = index_of("sq-a0"), a05 = index_of("sq-a05");
   if (a0 < runners.size() && a05 < runners.size() && runners[a0] && runners[a05]) {
+    // Mean KL is the measure; top-1 agreement may differ by a few near-tie positions either way
+    // (0.001 = 4 of 4064; the emulation above has alpha 0.5 one position behind alpha 0 with the
+    // lower KL), which says nothing about the method.
     EXPECT_LE(tally[a05].mean_kl(), tally[a0].mean_kl()) << "alpha 0.5 worse than alpha 0 (mean KL)";
-    EXPECT_GE(tally[a05].agreement(), tally[a0].agreement()) << "alpha 0.5 worse than alpha 0 (top-1 agreement)";
+    EXPECT_GE(tally[a05].agreement(), tally[a0].agreement() - 0.001) << "alpha 0.5 worse than alpha 0 (top-1 agreement)";
   }
 }
 
