@@ -56,9 +56,10 @@ RuntimeOptions int8_mode(int mode) {
 // Floors set from measurements on this fixture, with margin. Weight-only measured 0.9988
 // agreement (5 of 4064 positions, near-ties) and mean KL 2.0e-6 (max 2.8e-5): floors 0.99 and
 // 1e-4. W8A8's floors are provisional until --int8-mode 2 runs here: a float64 emulation of
-// TensorRT-LLM's per-tensor W8A8 on these exports (static activation scales, the files' int8
-// weights and per-tensor scales; fp32 NLL equal to ftx's to 4 digits) gave agreement 0.9924 and
-// mean KL 1.17e-4 at alpha 0, 0.9921 and 1.03e-4 at alpha 0.5: floors 0.98 and 1e-3.
+// TensorRT-LLM's per-tensor W8A8 on these exports (w8a8_estimate.py beside this file: static
+// activation scales, the files' int8 weights and per-tensor scales; its fp32 NLL equals ftx's to
+// 4 digits) gave agreement 0.9924 and mean KL 1.17e-4 at alpha 0, 0.9921 and 1.03e-4 at alpha
+// 0.5: floors 0.98 and 1e-3.
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
