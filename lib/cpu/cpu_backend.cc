@@ -236,6 +236,7 @@ void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t*
 void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src,
                             int64_t src_pitch, int64_t width, int64_t height) {
   if (dst.dtype != src.dtype) throw Error("copy_kv_2d: caches of different dtypes");
+  if (dst.dtype == DType::kInt8 && dst.scale != src.scale) throw Error("copy_kv_2d: int8 caches of different scales");
   const size_t el = dtype_size(src.dtype);
   auto* d = static_cast<uint8_t*>(dst.data);
   const auto* s = static_cast<const uint8_t*>(src.data);
@@ -245,15 +246,15 @@ void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const op
 
 void CpuBackend::gather_cache_rows(const ops::KvCache& buf, const int32_t* dst, const int32_t* src, int64_t n,
                                    int64_t row_elems) {
-  float* cache = buf.fp32();
+  // Bytes of the cache's dtype (fp32 or int8): a row moves as it is stored.
+  auto* cache = static_cast<uint8_t*>(buf.data);
+  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(buf.dtype);
   // Copy the sources out first: a beam's parent may itself be overwritten in the same step.
-  std::vector<float> tmp(static_cast<size_t>(n * row_elems));
+  std::vector<uint8_t> tmp(static_cast<size_t>(n) * row_bytes);
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(tmp.data() + i * row_elems, cache + static_cast<int64_t>(src[i]) * row_elems,
-                row_elems * sizeof(float));
+    std::memcpy(tmp.data() + i * row_bytes, cache + static_cast<size_t>(src[i]) * row_bytes, row_bytes);
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(cache + static_cast<int64_t>(dst[i]) * row_elems, tmp.data() + i * row_elems,
-                row_elems * sizeof(float));
+    std::memcpy(cache + static_cast<size_t>(dst[i]) * row_bytes, tmp.data() + i * row_bytes, row_bytes);
 }
 
 }  // namespace ftx::cpu
