@@ -3,9 +3,11 @@
 engine fixtures (scripts/fixtures/make_engine_models.py writes each layer's scale file).
 
 Usage: int8_kv_test.py {emulation|sessions|errors|pipeline}
-  emulation: greedy output_ids of generate --int8-kv-cache equal the float64 emulation's
-             (expected.json "int8_kv_cache", tests/reference/int8_kv_reference.py) for GPT-2, GPT-J,
-             NeoX and BLOOM, with fp32 weights and with --int8-mode 1, at TP 1 and at TP 2 under mpirun.
+  emulation: the emulation's conversion on hand-computed values; greedy output_ids of generate
+             --int8-kv-cache equal the float64 emulation's (expected.json "int8_kv_cache",
+             tests/reference/int8_kv_reference.py) for GPT-2, GPT-J, NeoX and BLOOM, with fp32 weights
+             and with --int8-mode 1, at TP 1, at TP 2 under mpirun, and (fp32 weights) at PP 2, where
+             each stage holds its own layers' caches and scales.
   sessions:  session rounds (greedy, seeded top-p, beam 3; batch size 2, so rows are freed, refilled
              and beams gathered) give the tokens of one fresh request over the whole context, with the
              int8 cache (sessions_test.py's check), TP 1, and TP 2 for GPT-2.
@@ -23,7 +25,11 @@ import subprocess
 import sys
 import tempfile
 
+import torch
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+import int8_kv_reference  # noqa: E402
 import sessions_test  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
@@ -57,6 +63,14 @@ def generate(tmp, model_dir, ids, extra=(), mpi=0, n=6):
 
 
 def test_emulation(tmp):
+    # The emulation's own conversion: scale 0.5 (1/scale = 2): x = 0.25 is 0.5 steps -> 0 (ties to
+    # even), 0.75 -> 2 (1.5 steps), 1.25 -> 2 (2.5), -0.75 -> -2, 63.9 -> 127 (127.8 saturates),
+    # -64.1 -> -128 (-128.2: -128 is in range, not -127), -64.3 -> -128 (-128.6 saturates); read
+    # back times 0.5.
+    q = int8_kv_reference.KvQuantizer([0.5])
+    got = q(0, torch.tensor([0.25, 0.75, 1.25, -0.75, 63.9, -64.1, -64.3], dtype=torch.float64)).tolist()
+    check(got == [0.0, 1.0, 1.0, -1.0, 63.5, -64.0, -64.0], f"emulation conversion: {got}")
+    check(q.saturated == 2, f"emulation: {q.saturated} saturated, expected 2")
     mpi = shutil.which("mpirun") is not None
     for m in MODELS:
         exp = json.load(open(os.path.join(FIX, m, "expected.json")))["int8_kv_cache"]
@@ -71,8 +85,15 @@ def test_emulation(tmp):
                 for i, r in enumerate(res):
                     check(r["output_ids"] == want[i],
                           f"{m} tp{tp} {weights} prompt {i}: {r['output_ids']} != emulation {want[i]}")
+        if mpi:
+            res, err = generate(tmp, os.path.join(FIX, m, "1-gpu"), ids,
+                                ["--int8-kv-cache", "--tensor-para-size", "1", "--pipeline-para-size", "2"], mpi=2)
+            if check(res is not None, f"{m} pp2: {err.strip()}"):
+                for i, r in enumerate(res):
+                    check(r["output_ids"] == exp["fp"]["greedy"][i],
+                          f"{m} pp2 prompt {i}: {r['output_ids']} != emulation {exp['fp']['greedy'][i]}")
         print(f"{m}: int8 KV-cache greedy tokens equal the emulation (fp32 and int8_mode 1 weights) at TP 1"
-              f"{' and 2' if mpi else ''}")
+              f"{', TP 2 and PP 2' if mpi else ''}")
 
 
 def test_sessions(tmp):

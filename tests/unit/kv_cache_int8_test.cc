@@ -163,6 +163,19 @@ TEST(KvInt8, EngineHistoriesSurviveGrowthAndRowCopies) {
     EXPECT_TRUE(test::logits_close(grown[s].data(), fixed[s].data(), 2 * V, 1e-6)) << "step " << s;
 }
 
+// The int8 cache takes a quarter of the fp32 cache's bytes (what reserve() checks against memory).
+TEST(KvInt8, CacheTakesAQuarterOfFp32) {
+  const std::string dir = test::engine_fixtures() + "/gpt2/1-gpu";
+  dist::SingleRank comm;
+  cpu::CpuBackend fp(1), q8(1);
+  q8.set_int8_kv_cache(true);
+  ModelWeights wf = ModelWeights::load(dir, 0, 1, fp), wq = ModelWeights::load(dir, 0, 1, q8);
+  Engine ef(wf, fp, comm), eq(wq, q8, comm);
+  const int64_t rows = 4, seq = 64, cfg_bytes = 2 * wf.config().num_layer * rows * wf.config().hidden() * seq;
+  // bytes_for = cache + workspaces; the workspaces are the same for both.
+  EXPECT_EQ(ef.bytes_for(rows, seq, 8) - eq.bytes_for(rows, seq, 8), cfg_bytes * 3);
+}
+
 // A folder without the scale files: one error naming the first missing file, before any weight
 // is loaded; a file of the wrong size or a non-positive scale, likewise.
 TEST(KvInt8, MissingOrBadScaleFilesAreErrors) {
