@@ -877,6 +877,28 @@ TEST_P(CudaEngine, GreedyMatchesCpu) {
 #endif
 }
 
+// The INT8 KV cache on the GPU: logits along the float64 emulation's greedy paths within 1e-4 of
+// it (tests/reference/int8_kv_reference.py; the CPU's own check is EngineReference), same tokens.
+TEST_P(CudaEngine, Int8KvCacheMatchesEmulation) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir, "int8_kv_cache/fp");
+  if (e.prompts.empty()) GTEST_SKIP() << "no int8 KV-cache reference for " << GetParam();
+  auto gpu = ops::make_backend("cuda", 1);
+  gpu->set_int8_kv_cache(true);
+  dist::SingleRank comm;
+  const auto o = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+    for (size_t s = 0; s < o.steps[b].size(); ++s) {
+      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+          << "prompt " << b << " step " << s;
+      const auto& l = o.steps[b][s];
+      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(test::engine_model_names()),
                          [](const auto& info) { return info.param; });
 
