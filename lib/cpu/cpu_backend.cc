@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "formats/error.h"
+#include "lib/cpu/activation.h"
 #include "lib/cpu/int8_gemm.h"
 
 namespace ftx::cpu {
@@ -31,26 +32,6 @@ int resolve_threads(int threads) {
 
 // Rows are independent: parallelise over them only when there is enough work to pay for it.
 inline bool worth_parallel(int64_t elems) { return elems >= 16384; }
-
-inline float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-inline float gelu_tanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// Activation applied to the first projection (for gated kinds: the non-gate half).
-inline float activate(Activation act, float x) {
-  switch (act) {
-    case Activation::kGelu:
-    case Activation::kGeGlu: return gelu_exact(x);
-    case Activation::kGeluTanh: return gelu_tanh(x);
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
-    case Activation::kSilu:
-    case Activation::kSwiGlu: return silu(x);
-  }
-  return x;
-}
 
 void normalize_row(float* out, const float* x, const float* gamma, const float* beta, int64_t H,
                    float eps) {
@@ -171,15 +152,7 @@ void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) 
 void CpuBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                                  int64_t rows, int64_t N, Activation act) {
 #pragma omp parallel for if (worth_parallel(rows * N))
-  for (int64_t r = 0; r < rows; ++r) {
-    float* xr = x + r * N;
-    const float* gr = gate ? gate + r * N : nullptr;
-    for (int64_t i = 0; i < N; ++i) {
-      float v = activate(act, xr[i] + (bias ? bias[i] : 0.0f));
-      if (gr) v *= gr[i] + (gate_bias ? gate_bias[i] : 0.0f);
-      xr[i] = v;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) activate_row(x + r * N, bias, gate ? gate + r * N : nullptr, gate_bias, N, act);
 }
 
 void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
