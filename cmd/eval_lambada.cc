@@ -35,6 +35,7 @@ struct EvalFlags {
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   int int8_mode = 0;
+  bool per_token = false, per_channel = false;
   bool quiet = false, force = false, resume = false;
   ftx::cmd::PromptFlags prompt;
   ftx::cmd::ParallelFlags parallel;
@@ -53,6 +54,8 @@ int run_eval(const EvalFlags& f) {
   ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
                          ftx::dtype_from_name(f.dtype), f.int8_mode};
+  ro.per_token = f.per_token;
+  ro.per_channel = f.per_channel;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
@@ -107,6 +110,8 @@ int run_eval(const EvalFlags& f) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
       if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
+      if (f.per_token) run["per_token"] = true;
+      if (f.per_channel) run["per_channel"] = true;
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -191,7 +196,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--dtype", f->dtype,
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
-  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode);
+  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,
