@@ -113,11 +113,13 @@ struct Observed {
   std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
 };
 
-// int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per column).
+// int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per column);
+// smoothquant: SmoothQuant W8A8 (int8_mode 2) from the folder's int8 files.
 inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
-                                 bool int8_weight_only = false) {
+                                 bool int8_weight_only = false, const ops::Backend::SmoothQuant& smoothquant = {}) {
   cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
   be.set_int8_weight_only(int8_weight_only);
+  be.set_smoothquant(smoothquant);
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
   Engine eng(w, be, comm);
   const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
