@@ -40,7 +40,8 @@ struct Weight {
   const float* scale = nullptr;
   // SmoothQuant W8A8 (int8_mode 2; set by upload_weight_w8a8): the GEMM quantises A too and
   // multiplies int8 by int8 (the W8A8 arithmetic at the end of this file). `scale` then holds the per-column factor
-  // alpha_col. act_scale > 0: per-tensor, A quantised with this static scale_x_orig_quant and the
+  // alpha_col; the int8 matrix is in the backend's own layout (the CUDA backend holds it [N, K]).
+  // act_scale > 0: per-tensor, A quantised with this static scale_x_orig_quant and the
   // result scaled by out_scale (scale_y_quant_orig); act_scale == 0: per-token (dynamic).
   bool w8a8 = false;
   float act_scale = 0.0f, out_scale = 1.0f;
