@@ -39,6 +39,7 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "(fp32 accumulation, activations and KV cache)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
+  add_int8_kv_cache_flag(sub, f.int8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
   add_parallel_flags(sub, f.parallel);
 }
@@ -52,6 +53,12 @@ void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& pe
                 "--int8-mode 2: quantise each GEMM input row with its own scale max|row|/127 (TensorRT-LLM --per_token)");
   sub->add_flag("--per-channel", per_channel,
                 "--int8-mode 2: per-output-column weight scales, the .col files (TensorRT-LLM --per_channel)");
+}
+
+void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
+  sub->add_flag("--int8-kv-cache", int8_kv_cache,
+                "Hold K and V in int8 with each layer's calibrated scale (TensorRT-LLM's --int8_kv_cache; the folder "
+                "needs the scale files of ftx smoothquant --calibrate-kv-cache)");
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
@@ -119,6 +126,7 @@ Runtime decoding_runtime(const DecodingFlags& f) {
                    f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"), dtype_from_name(f.dtype), f.int8_mode};
   o.per_token = f.per_token;
   o.per_channel = f.per_channel;
+  o.int8_kv_cache = f.int8_kv_cache;
   apply_parallel_flags(f.parallel, o);
   return make_runtime(o);
 }

@@ -36,6 +36,7 @@ struct EvalFlags {
   int threads = 0;
   int int8_mode = 0;
   bool per_token = false, per_channel = false;
+  bool int8_kv_cache = false;
   bool quiet = false, force = false, resume = false;
   ftx::cmd::PromptFlags prompt;
   ftx::cmd::ParallelFlags parallel;
@@ -56,6 +57,7 @@ int run_eval(const EvalFlags& f) {
                          ftx::dtype_from_name(f.dtype), f.int8_mode};
   ro.per_token = f.per_token;
   ro.per_channel = f.per_channel;
+  ro.int8_kv_cache = f.int8_kv_cache;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
@@ -112,6 +114,7 @@ int run_eval(const EvalFlags& f) {
       if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
       if (f.per_token) run["per_token"] = true;
       if (f.per_channel) run["per_channel"] = true;
+      if (f.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -197,6 +200,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
+  ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,

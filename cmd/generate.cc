@@ -88,6 +88,7 @@ int run_generate(GenerateFlags& f) {
       if (d.int8_mode != 0) run["int8_mode"] = d.int8_mode;  // quantised weights give other results
       if (d.per_token) run["per_token"] = true;
       if (d.per_channel) run["per_channel"] = true;
+      if (d.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
       if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);

@@ -33,6 +33,7 @@ Runtime make_runtime(const RuntimeOptions& o) {
   sq.per_token = o.per_token;
   sq.per_channel = o.per_channel;
   rt.backend->set_smoothquant(sq);
+  rt.backend->set_int8_kv_cache(o.int8_kv_cache);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's
   // communicator (NCCL for cuda), registered from kernels/.

@@ -27,6 +27,7 @@ struct RuntimeOptions {
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1), 2 SmoothQuant W8A8
   bool per_token = false, per_channel = false;  // --per-token / --per-channel (int8_mode 2 only)
+  bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
   // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
   int tensor_para_size = 0, pipeline_para_size = 0;
 };

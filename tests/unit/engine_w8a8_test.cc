@@ -45,6 +45,13 @@ ops::Backend::SmoothQuant mode_of(const std::string& mode) {
   return sq;
 }
 
+test::Observed run_w8a8(const std::string& dir, const test::Expected& e, dist::Communicator& comm,
+                        const std::string& mode) {
+  cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+  be.set_smoothquant(mode_of(mode));
+  return test::run_greedy_paths_on(be, dir, e, comm);
+}
+
 // Steps whose quantised activations all lie at least kMargin from a rounding boundary (k + 0.5)
 // in the emulation: there fp32 and float64 round every activation alike, and the logits must agree
 // within 1e-4 x the row's largest |logit|. A step with a value closer than that (expected.json
@@ -88,7 +95,7 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   const auto e = test::load_expected(dir, mode + "/tp1");
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
-  expect_matches(test::run_greedy_paths(dir + "/1-gpu", e, comm, false, mode_of(mode)), e,
+  expect_matches(run_w8a8(dir + "/1-gpu", e, comm, mode), e,
                  load_margins(dir, mode + "/tp1"));
   // The emulation is not the floating-point model (the check above would then prove nothing):
   // quantising activations and weights moves the logits well beyond the tolerance.
@@ -108,7 +115,7 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
   const std::string dir = w8a8_fixtures() + "/" + model;
   const auto e = test::load_expected(dir, mode + "/tp2");
   ASSERT_FALSE(e.prompts.empty());
-  const auto o = test::run_greedy_paths(dir + "/2-gpu", e, *comm, false, mode_of(mode));
+  const auto o = run_w8a8(dir + "/2-gpu", e, *comm, mode);
   if (comm->rank() == 0) expect_matches(o, e, load_margins(dir, mode + "/tp2"));
 }
 
