@@ -5,7 +5,7 @@ logits are checked by the engine_w8a8_test gtests):
 
   * generate's greedy output_ids equal the float64 emulation's greedy paths (expected.json) for
     per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM and OPT, at TP 1
-    and at TP 2 under mpirun; --per-token alone and --per-channel alone run;
+    and at TP 2 under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
     files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only, one
@@ -75,7 +75,7 @@ def main():
                   f"TP 1{' and 2' if mpi else ''}")
         g = os.path.join(W8, "gpt2", "1-gpu")
         ids = os.path.join(ENGINE, "gpt2", "start_ids.csv")
-        for flags in (["--per-token"], ["--per-channel"]):
+        for flags in (["--per-token"], ["--per-channel"], ["--int8-kv-cache"]):
             check(generate(tmp, g, ids, flags) is not None, f"{flags} alone runs")
 
         gb = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
