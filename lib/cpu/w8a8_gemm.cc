@@ -23,8 +23,9 @@ inline int8_t to_int8_rne(float v) {
   return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
 }
 
-// One engine and stream for the process; matmul primitives cached per shape (the engine repeats a
-// handful of shapes: decode rows and prefill lengths, times four GEMMs).
+// One engine and stream for the process; matmul primitives cached per shape (decode repeats a
+// handful: rows in flight times four GEMMs). Weights stay in their plain [K, N] layout: oneDNN's
+// brgemm matmul reads them as they are (AVX512-VNNI here; AMX where the CPU exposes it).
 struct DnnlState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -80,6 +81,9 @@ void int8_matmul_s32(int64_t M, int64_t N, int64_t K, const int8_t* q_a, const i
     auto key = std::make_tuple(M, N, K);
     auto it = st.cache.find(key);
     if (it == st.cache.end()) {
+      // Prefill lengths vary without bound over a long run: keep the map small (oneDNN's own
+      // primitive cache makes a dropped shape cheap to create again).
+      if (st.cache.size() >= 256) st.cache.clear();
       try {
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, c_md), st.engine);
         it = st.cache.emplace(key, dnnl::matmul(pd)).first;
