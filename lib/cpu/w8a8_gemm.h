@@ -18,7 +18,7 @@ void quantize_per_token(const float* x, int64_t M, int64_t K, int8_t* q, float* 
 // every row's factor is row_scale.
 void dequantize_int32(const int32_t* acc, int64_t M, int64_t N, const float* alpha_row, float row_scale,
                       const float* alpha_col, float* C, float beta);
-// acc[M, N] = q_a[M, K] · q_w[K, N] in int32 (row-major, oneDNN matmul).
+// acc[M, N] = q_a[M, K] · q_w[K, N] in int32 (row-major, oneDNN matmul; one primitive per (N, K)).
 void int8_matmul_s32(int64_t M, int64_t N, int64_t K, const int8_t* q_a, const int8_t* q_w, int32_t* acc);
 
 // The whole W8A8 GEMM: act_scale > 0 per-tensor (alpha_row = out_scale), else per-token.
