@@ -100,7 +100,7 @@ class W8A8Gemm:
 
     W8A8Gemm.margin: the smallest distance of an unrounded activation x·s to a rounding boundary
     (k + 0.5) since the last reset_margin(). An engine computing in fp32 may round such a value the
-    other way when the distance is below its own error (about 1e-5 here), and then its logits
+    other way when the distance is below its own error (about 1e-5 in these units here), and then its logits
     differ from the emulation's by one int8 step's effect: the tests use the margin to tell those
     steps apart."""
     margin = 1.0

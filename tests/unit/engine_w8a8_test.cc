@@ -54,11 +54,13 @@ test::Observed run_w8a8(const std::string& dir, const test::Expected& e, dist::C
 
 // Steps whose quantised activations all lie at least kMargin from a rounding boundary (k + 0.5)
 // in the emulation: there fp32 and float64 round every activation alike, and the logits must agree
-// within 1e-4 x the row's largest |logit|. A step with a value closer than that (expected.json
-// "margin", about 1 in 6 steps here) may have one activation rounded the other way by the fp32
-// engine; one int8 step of one activation moves the logits by up to ~2e-3 x their largest, so
-// such steps are held to kFlipTolerance, and every step to the emulation's greedy token.
-constexpr double kMargin = 1e-5, kFlipTolerance = 2e-2;
+// within 1e-4 x the row's largest |logit|. The fp32 engine's activations differ from float64 by
+// about 1e-5 in these units (a value 1.2e-5 from a boundary has been seen rounded the other way),
+// so kMargin is 5e-5. A step with a value closer than that (expected.json "margin"; about half the
+// steps here) may have one activation rounded the other way; one int8 step of one activation moves
+// the logits by up to ~2e-3 x their largest, so such steps are held to kFlipTolerance. Every step
+// must give the emulation's greedy token.
+constexpr double kMargin = 5e-5, kFlipTolerance = 2e-2;
 
 std::vector<std::vector<double>> load_margins(const std::string& dir, const std::string& section) {
   std::ifstream in(dir + "/expected.json");
@@ -81,8 +83,9 @@ void expect_matches(const test::Observed& o, const test::Expected& e, const std:
       EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
     }
   }
-  // Most steps are held to 1e-4: the test would not pass on the loose bound alone.
-  EXPECT_GE(2 * strict, all) << strict << " of " << all << " steps clear of rounding boundaries";
+  // A good share of steps is held to 1e-4 (54% over all cases, at least 6 of 24 in each): the test
+  // would not pass on the loose bound alone.
+  EXPECT_GE(5 * strict, all) << strict << " of " << all << " steps clear of rounding boundaries";
   std::printf("  %zu of %zu steps at 1e-4 (margin >= %g), the rest at %g\n", strict, all, kMargin, kFlipTolerance);
 }
 
