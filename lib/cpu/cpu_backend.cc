@@ -15,6 +15,7 @@
 #include "formats/error.h"
 #include "lib/cpu/activation.h"
 #include "lib/cpu/int8_gemm.h"
+#include "lib/cpu/w8a8_gemm.h"
 
 namespace ftx::cpu {
 
@@ -97,6 +98,11 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (weight.dtype != DType::kInt8) (void)weight.fp32();  // the CPU holds every other weight in fp32
+  if (weight.dtype == DType::kInt8 && weight.w8a8) {  // oneDNN threads the int8 matmul itself
+    w8a8_gemm(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, weight.act_scale, weight.out_scale, C,
+              beta);
+    return;
+  }
   auto block = [&](int64_t n0, int64_t nn) {
     if (weight.dtype == DType::kInt8) {
       int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn);
