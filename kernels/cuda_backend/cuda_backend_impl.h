@@ -54,6 +54,7 @@ class CudaBackend : public ops::Backend {
   size_t graphs_recorded() const;
 
   DType weight_dtype() const override { return weight_dtype_; }
+  int64_t vocab_pad_multiple() const override { return weight_dtype_ == DType::kFloat32 ? 1 : 8; }
   // --int8-kv-cache (Backend::set_int8_kv_cache) overrides the floating-point cache dtype.
   DType kv_dtype() const override { return int8_kv_cache() ? DType::kInt8 : kv_dtype_; }
   ops::KvCache alloc_kv(size_t n) override;

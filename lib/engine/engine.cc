@@ -160,7 +160,7 @@ int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
 
 int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
   const int64_t per_token = 4 * H_ + qkv_cols_ + shape_.q_heads * shape_.head_dim + 2 * local_inter_;
-  const int64_t logits = computes_logits_ ? rows * cfg_.vocab_size : 0;
+  const int64_t logits = computes_logits_ ? rows * w_.padded_vocab() : 0;
   return static_cast<int64_t>(sizeof(float)) * (max_tokens * per_token + rows * H_ + logits);
 }
 
@@ -239,7 +239,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   inter_ = be_.alloc(T * local_inter_);
   gate_ = be_.alloc(T * local_inter_);
   last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
-  if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
+  if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * w_.padded_vocab()));
 }
 
 float Engine::kv_scale(int64_t l) const {
@@ -337,19 +337,27 @@ void Engine::compute_logits(float* hidden, int64_t n, int64_t first) {
   if (w_.final_ln_gamma)
     be_.layer_norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n, H_,
                    static_cast<float>(cfg_.layernorm_eps));
-  const int64_t V = cfg_.vocab_size;
-  float* out = logits_ + first * V;
-  be_.gemm(n, V, H_, hidden, w_.lm_head_w, true, out, 0.0f);
-  be_.add_bias(out, w_.lm_head_b, n, V);
+  const int64_t Vp = w_.padded_vocab();  // rows of logits_ are Vp wide, their first V are read
+  float* out = logits_ + first * Vp;
+  be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
+  be_.add_bias(out, w_.lm_head_b, n, Vp);
+}
+
+void Engine::download_logits(int64_t n, float* host) {
+  const int64_t V = cfg_.vocab_size, Vp = w_.padded_vocab();
+  if (Vp == V) return be_.download(host, logits_, static_cast<size_t>(n * V));
+  std::vector<float> padded(static_cast<size_t>(n * Vp));
+  be_.download(padded.data(), logits_, padded.size());
+  for (int64_t r = 0; r < n; ++r) std::copy_n(padded.begin() + r * Vp, V, host + r * V);
 }
 
 void Engine::deliver_logits(int64_t n, float* logits) {
   const size_t count = static_cast<size_t>(n * cfg_.vocab_size);
   if (comm_.rank() == 0 && computes_logits_) {
-    if (logits) be_.download(logits, logits_, count);
+    if (logits) download_logits(n, logits);
   } else if (delivers_logits_) {
     std::vector<float> host(count);
-    be_.download(host.data(), logits_, count);
+    download_logits(n, host.data());
     comm_.send_host(host.data(), count * sizeof(float), 0);
   } else if (comm_.rank() == 0) {
     std::vector<float> scratch(logits ? 0 : count);

@@ -139,7 +139,9 @@ class Engine {
   void stage_output(int64_t n);
   bool sliced_transfer(int64_t n) const;  // each TP rank sends 1/T of the hidden states
   // logits_ rows [0, n) into host `logits` on world rank 0 (null there: received and dropped).
+  // download_logits: the first vocab_size columns of logits_ rows [0, n) into host [n, V].
   void deliver_logits(int64_t n, float* logits);
+  void download_logits(int64_t n, float* host);
   // The last stage's context embeddings to world rank 0 (pipeline parallelism only).
   void deliver_context_embeddings(std::vector<float>* ctx);
   int last_stage_leader() const;  // world rank of the last stage's TP rank 0

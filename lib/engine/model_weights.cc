@@ -194,7 +194,8 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   layers = std::move(o.layers);
   config_ = o.config_;
   rank_ = o.rank_; tp_ = o.tp_;
-  first_layer_ = o.first_layer_; has_embeddings_ = o.has_embeddings_; has_head_ = o.has_head_;
+  first_layer_ = o.first_layer_; padded_vocab_ = o.padded_vocab_;
+  has_embeddings_ = o.has_embeddings_; has_head_ = o.has_head_;
   backend_ = o.backend_;
   owned_ = std::move(o.owned_);
   owned_weights_ = std::move(o.owned_weights_);
@@ -349,7 +350,14 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   if (need > static_cast<double>(avail))
     throw Error(dir, "the weights of rank " + std::to_string(rank) + " need " + gib(need) + " on the " + backend.name() +
                          " backend, " + gib(static_cast<double>(avail)) + " is available");
+  // The lm_head table (wte when tied) and its bias are padded with zero rows to padded_vocab.
+  const int64_t pad = std::max<int64_t>(1, backend.vocab_pad_multiple());
+  w.padded_vocab_ = (cfg.vocab_size + pad - 1) / pad * pad;
+  auto head_table = [&](const std::string& name) {
+    return name == "model.lm_head.weight" || name == "model.lm_head.bias" || (tied && name == "model.wte");
+  };
   std::vector<float> host;
+  std::vector<uint8_t> padded;
   for (const auto& f : files) {
     if ((f.rank >= 0 && f.rank != rank) || !on_this_stage(f.name)) continue;
     if (is_prompt_table(f.name)) continue;
@@ -364,8 +372,15 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       continue;
     }
     auto file = MappedFile::open(path);
-    const size_t n = static_cast<size_t>(f.numel());
+    size_t n = static_cast<size_t>(f.numel());
     const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());
+    if (head_table(f.name) && w.padded_vocab_ > cfg.vocab_size) {
+      const size_t row = n / static_cast<size_t>(cfg.vocab_size), elem = dtype_size(file_dtype);
+      padded.assign(static_cast<size_t>(w.padded_vocab_) * row * elem, 0);  // zero bits: 0.0 in every dtype
+      std::memcpy(padded.data(), src, n * elem);
+      src = padded.data();
+      n = static_cast<size_t>(w.padded_vocab_) * row;
+    }
     if (slot.matrix) {
       if (quantized(f)) {
         const int64_t rows = f.shape.front();

@@ -67,8 +67,11 @@ class ModelWeights {
 
   ops::Weight wte;                   // [V, H]
   const float* wpe = nullptr;
-  ops::Weight lm_head_w;             // [V, H]; == wte when tied
-  const float* lm_head_b = nullptr;
+  ops::Weight lm_head_w;             // [padded_vocab, H]; == wte when tied
+  const float* lm_head_b = nullptr;  // [padded_vocab]
+  // The vocabulary rounded up to the backend's vocab_pad_multiple(): the rows of lm_head_w (and of
+  // wte when tied) and of lm_head_b; rows past config().vocab_size are zero.
+  int64_t padded_vocab() const { return padded_vocab_; }
   const float *pre_ln_gamma = nullptr, *pre_ln_beta = nullptr;
   const float *final_ln_gamma = nullptr, *final_ln_beta = nullptr;
   std::vector<LayerWeights> layers;  // this stage's layers only
@@ -78,6 +81,7 @@ class ModelWeights {
   ModelConfig config_;
   int rank_ = 0, tp_ = 1;
   int64_t first_layer_ = 0;
+  int64_t padded_vocab_ = 0;
   bool has_embeddings_ = true, has_head_ = true;
   ops::Backend* backend_ = nullptr;
   std::vector<float*> owned_;

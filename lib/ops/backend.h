@@ -149,6 +149,11 @@ class Backend {
   void set_int8_kv_cache(bool on) { int8_kv_cache_ = on; }
   bool int8_kv_cache() const { return int8_kv_cache_; }
 
+  // The logits GEMM's N (the vocabulary) is padded to a multiple of this: the lm_head table (wte
+  // when tied) and its bias get zero rows up to it, and the padding logits are never read. FT pads
+  // to 8 for half-precision GEMMs, whose tensor-core kernels want 16-byte-aligned rows; 1: none.
+  virtual int64_t vocab_pad_multiple() const { return 1; }
+
   // The dtype this backend holds the KV cache in, and its allocation (n elements of it; the int8
   // bytes travel in float-sized units of alloc(), padded to a whole float).
   virtual DType kv_dtype() const { return int8_kv_cache_ ? DType::kInt8 : DType::kFloat32; }
