@@ -237,7 +237,7 @@ void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
 void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale);
 
 // The backend for `device` ("cpu"; "cuda" only when built in, else Error). weight_dtype: what the
-// backend holds weight matrices in; the CPU backend holds fp32 only (UsageError otherwise).
+// backend holds weight matrices in (fp32, fp16 or bf16; UsageError otherwise).
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
                                       DType weight_dtype = DType::kFloat32);
 

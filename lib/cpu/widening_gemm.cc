@@ -1,0 +1,284 @@
+#include "lib/cpu/widening_gemm.h"
+
+#include <cblas.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <vector>
+
+#include "formats/dtype.h"
+
+namespace ftx::cpu {
+
+namespace {
+
+constexpr int64_t kPanelCols = 256;  // column chunk: accumulators (stream) or widened panel (sgemm)
+
+// How each narrow type widens to fp32: one element (portable code), sixteen (AVX-512).
+template <NarrowType>
+struct Narrow;
+
+template <>
+struct Narrow<NarrowType::kInt8> {
+  using T = int8_t;
+  static float one(const T* p) { return static_cast<float>(*p); }
+#if defined(__x86_64__)
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+#endif
+};
+
+template <>
+struct Narrow<NarrowType::kFp16> {
+  using T = uint16_t;
+  static float one(const T* p) { return half_to_float(*p); }
+#if defined(__x86_64__)
+  // vcvtph2ps: exact, every fp16 value is an fp32 value.
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+#endif
+};
+
+template <>
+struct Narrow<NarrowType::kBf16> {
+  using T = uint16_t;
+  static float one(const T* p) { return bf16_to_float(*p); }
+#if defined(__x86_64__)
+  // bf16 is the top half of an fp32: zero-extend to 32 bits and shift into place.
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+#endif
+};
+
+// acc[m][j] += A[m][k] · B[k][j] (or B[j][k] with trans) over k, for m < M and j < nn: the portable
+// path, vectorised by the compiler for whichever target clone runs it.
+template <class E>
+__attribute__((always_inline)) inline void stream_rows_portable_t(int64_t M, int64_t K, const float* A,
+                                                                  const void* Bv, int64_t ldb, bool trans,
+                                                                  int64_t nn, float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t m = 0; m < M; ++m) {
+        float t = 0.0f;
+        for (int64_t k = 0; k < K; ++k) t += A[m * K + k] * E::one(B + j * ldb + k);
+        acc[m * nn + j] += t;
+      }
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const typename E::T* row = B + k * ldb;
+    for (int64_t m = 0; m < M; ++m) {
+      const float a = A[m * K + k];
+      float* out = acc + m * nn;
+      for (int64_t j = 0; j < nn; ++j) out[j] += a * E::one(row + j);
+    }
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void stream_rows_portable(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb,
+                          bool trans, int64_t nn, float* acc) {
+  switch (type) {
+    case NarrowType::kInt8: stream_rows_portable_t<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kFp16: stream_rows_portable_t<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kBf16: stream_rows_portable_t<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc); break;
+  }
+}
+
+#if defined(__x86_64__)
+// The same products with AVX-512 by hand: the compiler's version keeps acc in memory, so every k
+// loads and stores the accumulators and the kernel ends up bound by L1 traffic, not by the weights
+// it streams. Here each 64-column block keeps R rows x 4 zmm sums in registers for the whole K
+// loop; a k reads one row segment of B (widened to fp32) and does 4·R FMAs.
+template <class E, int R>
+__attribute__((target("avx512f"))) void stream_rows_avx512(int64_t K, const float* A, const typename E::T* B,
+                                                           int64_t ldb, int64_t nn, float* acc, int64_t ldacc) {
+  int64_t j = 0;
+  for (; j + 64 <= nn; j += 64) {
+    __m512 s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const typename E::T* row = B + k * ldb + j;
+      __m512 w[4];
+      for (int c = 0; c < 4; ++c) w[c] = E::sixteen(row + 16 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_set1_ps(A[r * K + k]);
+        for (int c = 0; c < 4; ++c) s[r][c] = _mm512_fmadd_ps(a, w[c], s[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + r * ldacc + j + 16 * c, s[r][c]);
+  }
+  for (; j < nn; ++j)  // the last < 64 columns
+    for (int r = 0; r < R; ++r) {
+      float t = 0.0f;
+      for (int64_t k = 0; k < K; ++k) t += A[r * K + k] * E::one(B + k * ldb + j);
+      acc[r * ldacc + j] = t;
+    }
+}
+
+// Transposed B ([N, K]: an embedding table as lm_head): output column j is the dot product of each
+// A row with B row j. Four B rows at a time, R A rows: 4·R zmm sums over K, reduced at the end;
+// each B row is read once for all R rows.
+template <class E, int R>
+__attribute__((target("avx512f"))) void stream_rows_trans_avx512(int64_t K, const float* A, const typename E::T* B,
+                                                                 int64_t ldb, int64_t nn, float* acc,
+                                                                 int64_t ldacc) {
+  const int64_t k16 = K / 16 * 16;
+  int64_t j = 0;
+  auto tail = [&](int64_t r, int64_t col) {
+    float t = 0.0f;
+    for (int64_t k = k16; k < K; ++k) t += A[r * K + k] * E::one(B + col * ldb + k);
+    return t;
+  };
+  for (; j + 4 <= nn; j += 4) {
+    __m512 s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k16; k += 16) {
+      __m512 w[4];
+      for (int c = 0; c < 4; ++c) w[c] = E::sixteen(B + (j + c) * ldb + k);
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_loadu_ps(A + r * K + k);
+        for (int c = 0; c < 4; ++c) s[r][c] = _mm512_fmadd_ps(a, w[c], s[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) acc[r * ldacc + j + c] = _mm512_reduce_add_ps(s[r][c]) + tail(r, j + c);
+  }
+  for (; j < nn; ++j)
+    for (int r = 0; r < R; ++r) {
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t k = 0; k < k16; k += 16)
+        s = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k), E::sixteen(B + j * ldb + k), s);
+      acc[r * ldacc + j] = _mm512_reduce_add_ps(s) + tail(r, j);
+    }
+}
+
+bool has_avx512f() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+template <class E>
+void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
+                         float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // four rows at a time: 16 accumulators + 4 weights
+    const float* a = A + m0 * K;
+    float* out = acc + m0 * nn;
+    const int64_t rows = std::min<int64_t>(4, M - m0);
+    if (trans) {
+      switch (rows) {
+        case 1: stream_rows_trans_avx512<E, 1>(K, a, B, ldb, nn, out, nn); break;
+        case 2: stream_rows_trans_avx512<E, 2>(K, a, B, ldb, nn, out, nn); break;
+        case 3: stream_rows_trans_avx512<E, 3>(K, a, B, ldb, nn, out, nn); break;
+        default: stream_rows_trans_avx512<E, 4>(K, a, B, ldb, nn, out, nn); break;
+      }
+    } else {
+      switch (rows) {
+        case 1: stream_rows_avx512<E, 1>(K, a, B, ldb, nn, out, nn); break;
+        case 2: stream_rows_avx512<E, 2>(K, a, B, ldb, nn, out, nn); break;
+        case 3: stream_rows_avx512<E, 3>(K, a, B, ldb, nn, out, nn); break;
+        default: stream_rows_avx512<E, 4>(K, a, B, ldb, nn, out, nn); break;
+      }
+    }
+  }
+}
+#endif
+
+// acc[m][j] = sum_k A[m][k] · B(k, j) (acc zeroed by the caller), the fastest way the CPU allows.
+// B points at column j = 0 of the block (row j = 0 with trans).
+void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
+                  int64_t nn, float* acc) {
+#if defined(__x86_64__)
+  if (has_avx512f()) {
+    switch (type) {
+      case NarrowType::kInt8: return stream_block_avx512<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kFp16: return stream_block_avx512<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kBf16: return stream_block_avx512<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc);
+    }
+  }
+#endif
+  stream_rows_portable(type, M, K, A, B, ldb, trans, nn, acc);
+}
+
+// panel = B's block widened to fp32 and times scale: [K, nn] (or [nn, K] with trans, no scale).
+template <class E>
+__attribute__((always_inline)) inline void widen_panel_t(int64_t K, const void* Bv, int64_t ldb, bool trans,
+                                                         int64_t nn, const float* scale, float* panel) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t k = 0; k < K; ++k) panel[j * K + k] = E::one(B + j * ldb + k);
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < nn; ++j)
+      panel[k * nn + j] = E::one(B + k * ldb + j) * (scale ? scale[j] : 1.0f);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool trans, int64_t nn, const float* scale,
+                 float* panel) {
+  switch (type) {
+    case NarrowType::kInt8: widen_panel_t<Narrow<NarrowType::kInt8>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kFp16: widen_panel_t<Narrow<NarrowType::kFp16>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kBf16: widen_panel_t<Narrow<NarrowType::kBf16>>(K, B, ldb, trans, nn, scale, panel); break;
+  }
+}
+
+size_t element_size(NarrowType type) { return type == NarrowType::kInt8 ? 1 : 2; }
+
+}  // namespace
+
+const char* widening_gemm_isa() {
+#if defined(__x86_64__)
+  if (has_avx512f()) return "AVX-512";
+#endif
+  return "portable (compiler-vectorised)";
+}
+
+void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
+                         bool trans_b, const float* scale, float* C, float beta, int64_t n0, int64_t nn) {
+  const auto* bytes = static_cast<const uint8_t*>(B);
+  const size_t el = element_size(type);
+  // Where column `col` of the logical [K, N] matrix starts, and the stride between its k's rows.
+  const int64_t ldb = trans_b ? K : N;
+  auto column = [&](int64_t col) { return bytes + static_cast<size_t>(trans_b ? col * K : col) * el; };
+  if (M <= kWideningStreamRows) {
+    // Column chunks keep the M accumulator rows in L1 while the weights stream through.
+    thread_local std::vector<float> acc;
+    for (int64_t c0 = 0; c0 < nn; c0 += kPanelCols) {
+      const int64_t cn = std::min(kPanelCols, nn - c0), col = n0 + c0;
+      acc.assign(static_cast<size_t>(M * cn), 0.0f);
+      stream_block(type, M, K, A, column(col), ldb, trans_b, cn, acc.data());
+      for (int64_t m = 0; m < M; ++m) {
+        float* c = C + m * N + col;
+        const float* a = acc.data() + m * cn;
+        for (int64_t j = 0; j < cn; ++j)
+          c[j] = a[j] * (scale ? scale[col + j] : 1.0f) + (beta != 0.0f ? beta * c[j] : 0.0f);
+      }
+    }
+    return;
+  }
+  thread_local std::vector<float> panel;
+  for (int64_t c0 = 0; c0 < nn; c0 += kPanelCols) {
+    const int64_t cn = std::min(kPanelCols, nn - c0), col = n0 + c0;
+    panel.resize(static_cast<size_t>(K * cn));
+    widen_panel(type, K, column(col), ldb, trans_b, cn, scale ? scale + col : nullptr, panel.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, cn, K, 1.0f, A, K, panel.data(),
+                trans_b ? K : cn, beta, C + col, N);
+  }
+}
+
+}  // namespace ftx::cpu
