@@ -114,9 +114,10 @@ struct Observed {
 };
 
 // int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per column).
+// weight_dtype: what the CPU backend holds weight matrices in (--dtype).
 inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
-                                 bool int8_weight_only = false) {
-  cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+                                 bool int8_weight_only = false, DType weight_dtype = DType::kFloat32) {
+  cpu::CpuBackend be(0, weight_dtype);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
   be.set_int8_weight_only(int8_weight_only);
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
   Engine eng(w, be, comm);
