@@ -78,23 +78,26 @@ TEST_P(HalfWeights, LogitsMatchEmulation) {
         << "the emulation is within reach of the fp32 model: the test would not see fp32 weights";
 }
 
-// --int8-mode 1 --dtype bf16: int8 layer matrices with unrounded activations, and the embedding
-// table and lm_head in bf16 (FT keeps the non-int8 weights in half).
-TEST_P(HalfWeights, Int8WithBf16TablesMatchesEmulation) {
-  if (dtype() != "bf16") GTEST_SKIP() << "int8 with bf16 tables only";
-  const auto e = test::load_expected(dir(), "half_weights/int8_bf16/tp1");
-  ASSERT_FALSE(e.prompts.empty());
-  dist::SingleRank comm;
-  const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, /*int8_weight_only=*/true, DType::kBFloat16);
-  expect_matches(o, e);
-  // bf16 tables move the logits well past the tolerance from int8 with fp32 tables.
-  EXPECT_GT(relative_gap(e, test::load_expected(dir(), "int8_weight_only/tp1")), kTolerance);
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, HalfWeights,
                          ::testing::Combine(::testing::ValuesIn(half_models()), ::testing::Values("bf16", "fp16")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// --int8-mode 1 --dtype bf16: int8 layer matrices with unrounded activations, and the embedding
+// table and lm_head in bf16 (FT keeps the non-int8 weights in half).
+class Int8WithBf16Tables : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Int8WithBf16Tables, MatchesEmulation) {
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir, "half_weights/int8_bf16/tp1");
+  ASSERT_FALSE(e.prompts.empty());
+  dist::SingleRank comm;
+  const auto o = test::run_greedy_paths(dir + "/1-gpu", e, comm, /*int8_weight_only=*/true, DType::kBFloat16);
+  expect_matches(o, e);
+  // bf16 tables move the logits well past the tolerance from int8 with fp32 tables.
+  EXPECT_GT(relative_gap(e, test::load_expected(dir, "int8_weight_only/tp1")), kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Int8WithBf16Tables, ::testing::ValuesIn(half_models()));
 // What the model holds: every weight matrix (layers, embedding table, lm_head) at 2 bytes per
 // element instead of 4; norms, biases and the position table stay fp32. With int8 layers, the
 // layers are 1 byte plus a scale per column and the tables 2 bytes.
