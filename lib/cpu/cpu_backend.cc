@@ -95,6 +95,21 @@ ops::Weight CpuBackend::upload_weight(const void* src, DType src_dtype, size_t n
   return ops::Weight(static_cast<const void*>(dst), weight_dtype_);
 }
 
+ops::Weight CpuBackend::upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  ops::Weight w = upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  if (!is_half(w.dtype)) return w;
+  pack_column_panels(const_cast<void*>(w.data), dtype_size(w.dtype), rows, cols);
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
+ops::Weight CpuBackend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  ops::Weight w = Backend::upload_weight_int8(src, src_dtype, rows, cols);
+  pack_column_panels(const_cast<void*>(w.data), 1, rows, cols);
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
 void CpuBackend::release_weight(const ops::Weight& w) {
   if (w && is_half(w.dtype)) {
     release(static_cast<float*>(const_cast<void*>(w.data)));
@@ -139,7 +154,7 @@ void gemm_block(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
 }  // namespace
 
 template <class Block>
-void CpuBackend::for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block) {
+void CpuBackend::for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align) {
   // OpenBLAS runs single-threaded inside our OpenMP threads, each on its own block of output
   // columns: one thread pool for every op (two pools spinning against each other cost more than
   // they give on a loaded machine), and each thread streams its own slice of the weights.
@@ -148,7 +163,7 @@ void CpuBackend::for_column_blocks(int64_t M, int64_t N, int64_t K, const Block&
     block(0, N);
     return;
   }
-  const int64_t chunk = ((N + blocks - 1) / blocks + 15) / 16 * 16;
+  const int64_t chunk = ((N + blocks - 1) / blocks + align - 1) / align * align;  // whole panels of packed weights
 #pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static, 1)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n0 = b * chunk, nn = std::min(chunk, N - n0);
@@ -162,17 +177,23 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8 and half are all there is
-  for_column_blocks(M, N, K, [&](int64_t n0, int64_t nn) {
-    if (weight.dtype == DType::kInt8) {
-      int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn);
-    } else {
-      gemm_block(M, N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
-    }
-  });
+  const bool packed = weight.panel_cols > 0;
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) {
+        if (weight.dtype == DType::kInt8) {
+          int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
+                                 packed);
+        } else {
+          gemm_block(M, N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
+        }
+      },
+      packed ? weight.panel_cols : 16);
 }
 
 void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
                            float* C, float beta) {
+  if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
   const size_t n = static_cast<size_t>(M * K);
   const bool bf16 = weight.dtype == DType::kBFloat16;
   if (bf16 && M > kWideningStreamRows) {
@@ -182,7 +203,18 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
     a_bf16_.resize(n);
     for (size_t i = 0; i < n; ++i) a_bf16_[i] = float_to_bf16(A[i]);
     if (!dnnl_) dnnl_ = std::make_unique<DnnlMatmul>();
-    dnnl_->bf16(M, N, K, a_bf16_.data(), static_cast<const uint16_t*>(weight.data), trans_b, C, beta);
+    const auto* b = static_cast<const uint16_t*>(weight.data);
+    if (weight.panel_cols == 0) {
+      dnnl_->bf16(M, N, K, a_bf16_.data(), b, trans_b ? K : N, trans_b, C, N, beta);
+      return;
+    }
+    // Packed: each column panel is a row-major [K, width] matrix of its own.
+    for (int64_t col = 0; col < N;) {
+      const ColumnSegment seg = column_segment(b, sizeof(uint16_t), K, N, true, col);
+      dnnl_->bf16(M, seg.width, K, a_bf16_.data(), static_cast<const uint16_t*>(seg.start), seg.ld, false, C + col, N,
+                  beta);
+      col += seg.width;
+    }
     return;
   }
   // fp16 (any rows) and bf16 (few rows): A rounded to the weights' dtype, then the widening kernel
@@ -194,9 +226,11 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
     a_rounded_[i] = bf16 ? bf16_to_float(float_to_bf16(A[i])) : half_to_float(float_to_half(A[i]));
   const NarrowType type = bf16 ? NarrowType::kBf16 : NarrowType::kFp16;
   const float* a = a_rounded_.data();
-  for_column_blocks(M, N, K, [&](int64_t n0, int64_t nn) {
-    widening_gemm_block(type, M, N, K, a, weight.data, trans_b, nullptr, C, beta, n0, nn);
-  });
+  const bool packed = weight.panel_cols > 0;
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) { widening_gemm_block(type, M, N, K, a, weight.data, trans_b, packed, nullptr, C, beta, n0, nn); },
+      packed ? weight.panel_cols : 16);
 }
 
 void CpuBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta,
@@ -249,6 +283,7 @@ void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* 
                            int64_t position_offset, const int32_t* ids, const int32_t* positions,
                            int64_t rows, int64_t H, float scale) {
   if (!is_half(table_w.dtype)) (void)table_w.fp32();  // checked outside the parallel loop
+  if (table_w.panel_cols > 0) throw Error("embedding: the table is packed in column panels (a layer matrix?)");
   const DType dt = table_w.dtype;
 #pragma omp parallel for if (worth_parallel(rows * H))
   for (int64_t r = 0; r < rows; ++r) {

@@ -22,17 +22,17 @@ struct DnnlMatmul::Impl {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
   };
-  // (M, N, K, trans_b, beta != 0) -> the primitive. Decode and prefill repeat a handful of shapes.
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, Prim> prims;
+  // (M, N, K, ldb, ldc, trans_b, beta != 0) -> the primitive. Prefill repeats a handful of shapes.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>, Prim> prims;
   std::string last;
 
-  Prim& get(int64_t M, int64_t N, int64_t K, bool trans_b, float beta) {
-    const auto key = std::make_tuple(M, N, K, trans_b, beta != 0.0f);
+  Prim& get(int64_t M, int64_t N, int64_t K, int64_t ldb, int64_t ldc, bool trans_b, float beta) {
+    const auto key = std::make_tuple(M, N, K, ldb, ldc, trans_b, beta != 0.0f);
     if (auto it = prims.find(key); it != prims.end()) return it->second;
     const dnnl::memory::desc a({M, K}, dt::bf16, Dims{K, 1});
-    // B as stored: [K, N] row-major, or the transpose of an [N, K] table, by strides (no copy).
-    const dnnl::memory::desc b({K, N}, dt::bf16, trans_b ? Dims{1, K} : Dims{N, 1});
-    const dnnl::memory::desc c({M, N}, dt::f32, Dims{N, 1});
+    // B as stored: [K, N] rows, or the transpose of an [N, K] table, by strides (no copy).
+    const dnnl::memory::desc b({K, N}, dt::bf16, trans_b ? Dims{1, ldb} : Dims{ldb, 1});
+    const dnnl::memory::desc c({M, N}, dt::f32, Dims{ldc, 1});
     dnnl::primitive_attr attr;
     if (beta != 0.0f) {
       dnnl::post_ops ops;
@@ -52,9 +52,9 @@ struct DnnlMatmul::Impl {
 DnnlMatmul::DnnlMatmul() : impl_(std::make_unique<Impl>()) {}
 DnnlMatmul::~DnnlMatmul() = default;
 
-void DnnlMatmul::bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, bool trans_b, float* C,
-                      float beta) {
-  Impl::Prim& p = impl_->get(M, N, K, trans_b, beta);
+void DnnlMatmul::bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, int64_t ldb, bool trans_b,
+                      float* C, int64_t ldc, float beta) {
+  Impl::Prim& p = impl_->get(M, N, K, ldb, ldc, trans_b, beta);
   dnnl::engine& eng = impl_->engine;
   dnnl::memory a(p.pd.src_desc(), eng, const_cast<uint16_t*>(A));
   dnnl::memory b(p.pd.weights_desc(), eng, const_cast<uint16_t*>(B));

@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "formats/dtype.h"
@@ -15,7 +16,7 @@ namespace ftx::cpu {
 
 namespace {
 
-constexpr int64_t kPanelCols = 256;  // column chunk: accumulators (stream) or widened panel (sgemm)
+constexpr int64_t kPanelCols = kWideningPanelCols;  // column chunk: accumulators or widened panel
 
 // How each narrow type widens to fp32: one element (portable code), sixteen (AVX-512).
 template <NarrowType>
@@ -96,29 +97,36 @@ void stream_rows_portable(NarrowType type, int64_t M, int64_t K, const float* A,
 #if defined(__x86_64__)
 // The same products with AVX-512 by hand: the compiler's version keeps acc in memory, so every k
 // loads and stores the accumulators and the kernel ends up bound by L1 traffic, not by the weights
-// it streams. Here each 64-column block keeps R rows x 4 zmm sums in registers for the whole K
-// loop; a k reads one row segment of B (widened to fp32) and does 4·R FMAs.
-template <class E, int R>
+// it streams. Here each block of 16·C columns keeps R rows x C zmm sums in registers for the whole
+// K loop (R·C <= 16); a k reads one contiguous 16·C-element segment of a weight row (widened to
+// fp32) and does C·R FMAs. Wide blocks (C = 16 at one row) mean few passes over the rows of B and
+// long contiguous reads, which the hardware prefetcher follows.
+template <class E, int R, int C>
 __attribute__((target("avx512f"))) void stream_rows_avx512(int64_t K, const float* A, const typename E::T* B,
                                                            int64_t ldb, int64_t nn, float* acc, int64_t ldacc) {
+  constexpr int64_t kWidth = 16 * C;
   int64_t j = 0;
-  for (; j + 64 <= nn; j += 64) {
-    __m512 s[R][4];
+  for (; j + kWidth <= nn; j += kWidth) {
+    __m512 s[R][C];
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
+      for (int c = 0; c < C; ++c) s[r][c] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; ++k) {
       const typename E::T* row = B + k * ldb + j;
-      __m512 w[4];
-      for (int c = 0; c < 4; ++c) w[c] = E::sixteen(row + 16 * c);
-      for (int r = 0; r < R; ++r) {
-        const __m512 a = _mm512_set1_ps(A[r * K + k]);
-        for (int c = 0; c < 4; ++c) s[r][c] = _mm512_fmadd_ps(a, w[c], s[r][c]);
+      __m512 a[R];
+      for (int r = 0; r < R; ++r) a[r] = _mm512_set1_ps(A[r * K + k]);
+      for (int c = 0; c < C; ++c) {
+        const __m512 w = E::sixteen(row + 16 * c);
+        for (int r = 0; r < R; ++r) s[r][c] = _mm512_fmadd_ps(a[r], w, s[r][c]);
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + r * ldacc + j + 16 * c, s[r][c]);
+      for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + r * ldacc + j + 16 * c, s[r][c]);
   }
-  for (; j < nn; ++j)  // the last < 64 columns
+  if constexpr (C > 1) {  // what is left, in narrower blocks
+    if (j < nn) stream_rows_avx512<E, R, C / 2>(K, A, B + j, ldb, nn - j, acc + j, ldacc);
+    return;
+  }
+  for (; j < nn; ++j)  // the last < 16 columns
     for (int r = 0; r < R; ++r) {
       float t = 0.0f;
       for (int64_t k = 0; k < K; ++k) t += A[r * K + k] * E::one(B + k * ldb + j);
@@ -186,10 +194,10 @@ void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, i
       }
     } else {
       switch (rows) {
-        case 1: stream_rows_avx512<E, 1>(K, a, B, ldb, nn, out, nn); break;
-        case 2: stream_rows_avx512<E, 2>(K, a, B, ldb, nn, out, nn); break;
-        case 3: stream_rows_avx512<E, 3>(K, a, B, ldb, nn, out, nn); break;
-        default: stream_rows_avx512<E, 4>(K, a, B, ldb, nn, out, nn); break;
+        case 1: stream_rows_avx512<E, 1, 16>(K, a, B, ldb, nn, out, nn); break;
+        case 2: stream_rows_avx512<E, 2, 8>(K, a, B, ldb, nn, out, nn); break;
+        case 3: stream_rows_avx512<E, 3, 4>(K, a, B, ldb, nn, out, nn); break;
+        default: stream_rows_avx512<E, 4, 4>(K, a, B, ldb, nn, out, nn); break;
       }
     }
   }
@@ -248,36 +256,67 @@ const char* widening_gemm_isa() {
   return "portable (compiler-vectorised)";
 }
 
+ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col) {
+  const auto* bytes = static_cast<const uint8_t*>(B);
+  if (!packed) return {bytes + static_cast<size_t>(col) * elem_size, N, N - col};
+  const int64_t p = col / kWideningPanelCols, first = p * kWideningPanelCols;
+  const int64_t width = std::min(kWideningPanelCols, N - first);
+  return {bytes + static_cast<size_t>(first * K + (col - first)) * elem_size, width, first + width - col};
+}
+
+void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N) {
+  if (N <= kWideningPanelCols) return;  // one panel: the row-major layout already
+  auto* d = static_cast<uint8_t*>(data);
+  const std::vector<uint8_t> plain(d, d + static_cast<size_t>(K * N) * elem_size);
+  for (int64_t first = 0; first < N; first += kWideningPanelCols) {
+    const int64_t width = std::min(kWideningPanelCols, N - first);
+    for (int64_t k = 0; k < K; ++k)
+      std::memcpy(d + static_cast<size_t>(first * K + k * width) * elem_size,
+                  plain.data() + static_cast<size_t>(k * N + first) * elem_size, static_cast<size_t>(width) * elem_size);
+  }
+}
+
 void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
-                         bool trans_b, const float* scale, float* C, float beta, int64_t n0, int64_t nn) {
+                         bool trans_b, bool packed, const float* scale, float* C, float beta, int64_t n0,
+                         int64_t nn) {
   const auto* bytes = static_cast<const uint8_t*>(B);
   const size_t el = element_size(type);
-  // Where column `col` of the logical [K, N] matrix starts, and the stride between its k's rows.
-  const int64_t ldb = trans_b ? K : N;
-  auto column = [&](int64_t col) { return bytes + static_cast<size_t>(trans_b ? col * K : col) * el; };
+  // Chunks of at most kPanelCols columns that never straddle a panel of a packed B: each is a
+  // [K, cn] block with row stride ldb (rows of [N, K] with trans_b).
+  auto chunk = [&](int64_t col, int64_t end) -> ColumnSegment {
+    if (trans_b) return {bytes + static_cast<size_t>(col * K) * el, K, std::min(kPanelCols, end - col)};
+    ColumnSegment seg = column_segment(B, el, K, N, packed, col);
+    seg.width = std::min({seg.width, kPanelCols, end - col});
+    return seg;
+  };
+  const int64_t end = n0 + nn;
   if (M <= kWideningStreamRows) {
     // Column chunks keep the M accumulator rows in L1 while the weights stream through.
     thread_local std::vector<float> acc;
-    for (int64_t c0 = 0; c0 < nn; c0 += kPanelCols) {
-      const int64_t cn = std::min(kPanelCols, nn - c0), col = n0 + c0;
+    for (int64_t col = n0; col < end;) {
+      const ColumnSegment seg = chunk(col, end);
+      const int64_t cn = seg.width;
       acc.assign(static_cast<size_t>(M * cn), 0.0f);
-      stream_block(type, M, K, A, column(col), ldb, trans_b, cn, acc.data());
+      stream_block(type, M, K, A, seg.start, seg.ld, trans_b, cn, acc.data());
       for (int64_t m = 0; m < M; ++m) {
         float* c = C + m * N + col;
         const float* a = acc.data() + m * cn;
         for (int64_t j = 0; j < cn; ++j)
           c[j] = a[j] * (scale ? scale[col + j] : 1.0f) + (beta != 0.0f ? beta * c[j] : 0.0f);
       }
+      col += cn;
     }
     return;
   }
   thread_local std::vector<float> panel;
-  for (int64_t c0 = 0; c0 < nn; c0 += kPanelCols) {
-    const int64_t cn = std::min(kPanelCols, nn - c0), col = n0 + c0;
+  for (int64_t col = n0; col < end;) {
+    const ColumnSegment seg = chunk(col, end);
+    const int64_t cn = seg.width;
     panel.resize(static_cast<size_t>(K * cn));
-    widen_panel(type, K, column(col), ldb, trans_b, cn, scale ? scale + col : nullptr, panel.data());
+    widen_panel(type, K, seg.start, seg.ld, trans_b, cn, scale ? scale + col : nullptr, panel.data());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, cn, K, 1.0f, A, K, panel.data(),
                 trans_b ? K : cn, beta, C + col, N);
+    col += cn;
   }
 }
 
