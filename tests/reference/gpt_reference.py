@@ -87,8 +87,8 @@ def _matmul(x, w, kind):
     return x @ w
 
 
-def _lin(x, w, b, mm=_matmul):
-    y = mm(x, w, "layer")
+def _lin(x, w, b):
+    y = x @ w
     return y + b if b is not None else y
 
 
@@ -102,6 +102,12 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
     taken as stored, no rotary), while the sequence's positions still start at 0."""
     S = len(ids)
     mm = cfg.get("gemm") or _matmul
+
+    def lin(x, w, b):
+        if cfg.get("gemm") is None:
+            return _lin(x, w, b)  # looked up at call time: tests may wrap it to observe the GEMMs
+        y = mm(x, w, "layer")
+        return y + b if b is not None else y
     ids = torch.tensor([0 if embeds and t in embeds else v for t, v in enumerate(ids)], dtype=torch.long)
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps = cfg["eps"]
@@ -126,9 +132,9 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
     slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
 
     def attention(h, L, pre=None):
-        q = _lin(h, L["wq"], L["bq"], mm).view(S, nh, d)
-        k = _lin(h, L["wk"], L["bk"], mm).view(S, kvh, d)
-        v = _lin(h, L["wv"], L["bv"], mm).view(S, kvh, d)
+        q = lin(h, L["wq"], L["bq"]).view(S, nh, d)
+        k = lin(h, L["wk"], L["bk"]).view(S, kvh, d)
+        v = lin(h, L["wv"], L["bv"]).view(S, kvh, d)
         if cfg["position"] == "rope":
             q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
             k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
@@ -144,13 +150,13 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
         scores = scores.masked_fill(~mask[None], float("-inf"))
         p = torch.softmax(scores, dim=-1)
         o = torch.einsum("hqk,khd->qhd", p, v).reshape(S, nh * d)
-        return _lin(o, L["wo"], L["bo"], mm)
+        return lin(o, L["wo"], L["bo"])
 
     def ffn(h, L):
-        a = _act(cfg["activation"], _lin(h, L["w1"], L["b1"], mm))
+        a = _act(cfg["activation"], lin(h, L["w1"], L["b1"]))
         if L.get("wg") is not None:
-            a = a * _lin(h, L["wg"], L["bg"], mm)
-        return _lin(a, L["w2"], L["b2"], mm)
+            a = a * lin(h, L["wg"], L["bg"])
+        return lin(a, L["w2"], L["b2"])
 
     for li, L in enumerate(W["layers"]):
         pre = prefix[li] if prefix is not None else None
