@@ -39,6 +39,7 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "(half the weight bytes; fp32 accumulation and activations; KV cache fp32 on cpu)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode);
+  add_int8_kv_cache_flag(sub, f.int8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
   add_parallel_flags(sub, f.parallel);
 }
@@ -47,6 +48,12 @@ void add_int8_mode_flag(CLI::App* sub, int& int8_mode) {
   sub->add_option("--int8-mode", int8_mode,
                   "1: weight-only INT8, FT's int8_mode 1 (layer GEMM weights quantised per output column at load, "
                   "activations stay floating point); 0: off");
+}
+
+void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
+  sub->add_flag("--int8-kv-cache", int8_kv_cache,
+                "Hold K and V in int8 with each layer's calibrated scale (TensorRT-LLM's --int8_kv_cache; the folder "
+                "needs the scale files of ftx smoothquant --calibrate-kv-cache)");
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
@@ -112,6 +119,7 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
 Runtime decoding_runtime(const DecodingFlags& f) {
   RuntimeOptions o{f.device, f.threads, f.model_dir,
                    f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"), dtype_from_name(f.dtype), f.int8_mode};
+  o.int8_kv_cache = f.int8_kv_cache;
   apply_parallel_flags(f.parallel, o);
   return make_runtime(o);
 }

@@ -19,6 +19,7 @@ struct DecodingFlags {
   std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype = "fp32";
   int threads = 0;
   int int8_mode = 0;
+  bool int8_kv_cache = false;
   int64_t max_new_tokens = 0;
   int64_t top_k = 0;
   double top_p = 0.0, temperature = 1.0, repetition_penalty = 1.0, presence_penalty = 0.0, len_penalty = 0.0;
@@ -36,6 +37,8 @@ struct DecodingFlags {
 void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_required);
 // --int8-mode, shared with eval-lambada.
 void add_int8_mode_flag(CLI::App* sub, int& int8_mode);
+// --int8-kv-cache, shared with eval-lambada.
+void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache);
 
 // Range checks that need no model (usage errors naming the flag).
 void check_decoding_flags(const DecodingFlags& f);

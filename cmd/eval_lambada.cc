@@ -35,6 +35,7 @@ struct EvalFlags {
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   int int8_mode = 0;
+  bool int8_kv_cache = false;
   bool quiet = false, force = false, resume = false;
   ftx::cmd::PromptFlags prompt;
   ftx::cmd::ParallelFlags parallel;
@@ -53,6 +54,7 @@ int run_eval(const EvalFlags& f) {
   ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
                          ftx::dtype_from_name(f.dtype), f.int8_mode};
+  ro.int8_kv_cache = f.int8_kv_cache;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
@@ -107,6 +109,7 @@ int run_eval(const EvalFlags& f) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
       if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
+      if (f.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -193,6 +196,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "(half the weight bytes; fp32 accumulation and activations)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode);
+  ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,

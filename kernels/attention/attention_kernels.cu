@@ -18,6 +18,9 @@
 //
 // The cache holds fp32, fp16 or bf16 (AttentionLaunch::kv_kind): K and V are rounded once as they
 // are stored and widened to fp32 as they are staged into shared memory; all arithmetic is fp32.
+// Or int8 (--int8-kv-cache, TensorRT-LLM's INT8 KV cache): stored as x · (1/scale) rounded to
+// nearest even and saturated to [-128, 127] (PTX cvt.rni.sat.s8.f32, TensorRT-LLM's
+// cuda_cast<int8_t, float>; the CPU twin is ops::quantize_kv), staged as q · scale (KvElem).
 // Not done: split-KV across blocks (small batches use few SMs), tensor cores.
 #include <cuda_runtime.h>
 
@@ -37,6 +40,23 @@ namespace {
 
 constexpr int kKeyTile = 32;  // one key per lane
 constexpr int kMaxChunks = static_cast<int>(kMaxAttentionHeadDim / 32);
+
+// How a cache element of type T is stored from and read back into fp32. `scale` is the cache's
+// kv_quant_orig (int8 only; 1 and unused for the floating-point kinds), `inv` its fp32 reciprocal.
+template <typename T>
+struct KvElem {
+  __device__ static T store(float x, float /*inv*/) { return from_float<T>(x); }
+  __device__ static float load(T v, float /*scale*/) { return to_float(v); }
+};
+template <>
+struct KvElem<int8_t> {
+  __device__ static int8_t store(float x, float inv) {
+    int r;
+    asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(x * inv));
+    return static_cast<int8_t>(r);
+  }
+  __device__ static float load(int8_t v, float scale) { return static_cast<float>(v) * scale; }
+};
 
 // Item b's token j (j < nvalid) -> cache row cache_rows[b], slot base_pos + j.
 template <typename T>
@@ -58,8 +78,9 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
     if (a.memory_len > 0) slot %= a.memory_len;
     const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
     const int64_t dst = static_cast<int64_t>(a.cache_rows[b]) * row_elems + (h * a.max_seq + slot) * d + i;
-    static_cast<T*>(a.k_cache)[dst] = from_float<T>(k[0]);
-    static_cast<T*>(a.v_cache)[dst] = from_float<T>(k[a.kv_heads * d]);  // V follows all K heads in the fused row
+    // kv_orig_quant as TensorRT-LLM uses it: the fp32 reciprocal of the stored scale.
+    static_cast<T*>(a.k_cache)[dst] = KvElem<T>::store(k[0], 1.0f / a.k_scale);
+    static_cast<T*>(a.v_cache)[dst] = KvElem<T>::store(k[a.kv_heads * d], 1.0f / a.v_scale);  // V follows all K heads
   }
 }
 
@@ -135,8 +156,8 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
       const int j = idx / d, i = idx % d;
       float kv = 0.0f, vv = 0.0f;
       if (j < nk) {
-        kv = to_float(kc[(k0 + j) * d + i]);
-        vv = to_float(vc[(k0 + j) * d + i]);
+        kv = KvElem<T>::load(kc[(k0 + j) * d + i], a.k_scale);
+        vv = KvElem<T>::load(vc[(k0 + j) * d + i], a.v_scale);
       }
       ks[j * dp + i] = kv;
       vs[j * d + i] = vv;
@@ -213,8 +234,8 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
     __syncwarp();  // the warp's previous tile is consumed
     for (int idx = lane; idx < kKeyTile * d; idx += 32) {
       const int j = idx / d, i = idx % d;
-      ks[j * dp + i] = j < nk ? to_float(kc[(k0 + j) * d + i]) : 0.0f;
-      vs[j * d + i] = j < nk ? to_float(vc[(k0 + j) * d + i]) : 0.0f;
+      ks[j * dp + i] = j < nk ? KvElem<T>::load(kc[(k0 + j) * d + i], a.k_scale) : 0.0f;
+      vs[j * d + i] = j < nk ? KvElem<T>::load(vc[(k0 + j) * d + i], a.v_scale) : 0.0f;
     }
     __syncwarp();
     const int64_t s = k0 + lane;
@@ -324,6 +345,7 @@ void invoke_attention(cudaStream_t stream, const AttentionLaunch& a) {
     case ElemKind::kFp32: attend<float>(stream, a, store_blocks); break;
     case ElemKind::kFp16: attend<__half>(stream, a, store_blocks); break;
     case ElemKind::kBf16: attend<__nv_bfloat16>(stream, a, store_blocks); break;
+    case ElemKind::kInt8: attend<int8_t>(stream, a, store_blocks); break;
   }
 }
 

@@ -25,6 +25,9 @@ struct AttentionLaunch {
   void* k_cache = nullptr;       // elements of kv_kind
   void* v_cache = nullptr;
   ElemKind kv_kind = ElemKind::kFp32;
+  // kInt8 only: kv_quant_orig of K and V (ops::KvCache::scale); stored q = sat(rint(x / scale)),
+  // read q · scale.
+  float k_scale = 1.0f, v_scale = 1.0f;
   const int32_t* cache_rows = nullptr;  // [items]
   const int32_t* lengths = nullptr;     // [items] prefill/append (nvalid), or null for decode
   const int32_t* past = nullptr;        // [items] first position (decode; an append), or null: 0

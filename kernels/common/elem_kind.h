@@ -3,6 +3,7 @@
 // not see formats/dtype.h; cuda_backend.cc maps DType to this).
 namespace ftx::cuda {
 
-enum class ElemKind { kFp32, kFp16, kBf16 };
+// kInt8: the KV cache only (--int8-kv-cache, with a scale per layer); weights never use it.
+enum class ElemKind { kFp32, kFp16, kBf16, kInt8 };
 
 }  // namespace ftx::cuda

@@ -45,7 +45,8 @@ cudaDataType_t cuda_data_type(DType t) {
   switch (elem_kind(t)) {
     case ElemKind::kFp16: return CUDA_R_16F;
     case ElemKind::kBf16: return CUDA_R_16BF;
-    case ElemKind::kFp32: break;
+    case ElemKind::kFp32:
+    case ElemKind::kInt8: break;  // elem_kind() returns no kInt8 (the KV cache's kind only)
   }
   return CUDA_R_32F;
 }
@@ -63,7 +64,16 @@ AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCach
   a.qkv = qkv;
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
-  a.kv_kind = elem_kind(k_cache.dtype);
+  if (k_cache.dtype == DType::kInt8) {
+    // TensorRT-LLM's INT8 KV cache: kv_quant_orig per layer (the same for K and V).
+    if (!(k_cache.scale > 0.0f) || !(v_cache.scale > 0.0f))
+      throw Error("CUDA attention: int8 KV cache without a positive scale (" + std::to_string(k_cache.scale) + ")");
+    a.kv_kind = ElemKind::kInt8;
+    a.k_scale = k_cache.scale;
+    a.v_scale = v_cache.scale;
+  } else {
+    a.kv_kind = elem_kind(k_cache.dtype);
+  }
   a.cache_rows = static_cast<const int32_t*>(cache_rows);
   a.alibi_slopes = static_cast<const float*>(slopes);
   a.items = items;
@@ -204,7 +214,8 @@ void CudaBackend::release_weight(const ops::Weight& w) {
 }
 
 ops::KvCache CudaBackend::alloc_kv(size_t n) {
-  return ops::KvCache(arena_.allocate(std::max<size_t>(n * dtype_size(kv_dtype_), 1)), kv_dtype_);
+  const DType t = kv_dtype();
+  return ops::KvCache(arena_.allocate(std::max<size_t>(n * dtype_size(t), 1)), t);
 }
 
 void CudaBackend::release_kv(const ops::KvCache& c) { arena_.release(c.data); }
@@ -766,6 +777,7 @@ size_t CudaBackend::available_memory() const {
 void CudaBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src, int64_t src_pitch,
                              int64_t width, int64_t height) {
   if (dst.dtype != src.dtype) throw Error("CUDA copy_kv_2d: caches of different dtypes");
+  if (dst.dtype == DType::kInt8 && dst.scale != src.scale) throw Error("CUDA copy_kv_2d: int8 caches of different scales");
   if (width <= 0 || height <= 0) return;
   const size_t el = dtype_size(src.dtype);
   FTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst_pitch * el, src.data, src_pitch * el, width * el, height,

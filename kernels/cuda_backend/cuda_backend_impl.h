@@ -54,7 +54,8 @@ class CudaBackend : public ops::Backend {
   size_t graphs_recorded() const;
 
   DType weight_dtype() const override { return weight_dtype_; }
-  DType kv_dtype() const override { return kv_dtype_; }
+  // --int8-kv-cache (Backend::set_int8_kv_cache) overrides the floating-point cache dtype.
+  DType kv_dtype() const override { return int8_kv_cache() ? DType::kInt8 : kv_dtype_; }
   ops::KvCache alloc_kv(size_t n) override;
   void release_kv(const ops::KvCache& c) override;
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;

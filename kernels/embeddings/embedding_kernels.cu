@@ -75,6 +75,8 @@ void invoke_embedding_lookup(cudaStream_t stream, float* out, const void* wte, E
       embedding_rows(stream, out, static_cast<const __nv_bfloat16*>(wte), wpe, table, position_offset, ids,
                      positions, rows, H, scale);
       break;
+    case ElemKind::kInt8:
+      throw Error("CUDA embedding: no int8 embedding tables");
   }
 }
 

@@ -1,6 +1,9 @@
 // CPU attention: prefill (causal, padded batch) and one-token decode over the KV cache. Both write
 // K and V into the cache first and then read them back from it, so the two paths share one inner
-// loop (attend_one) and produce the same numbers for the same history.
+// loop (attend_one) and produce the same numbers for the same history. The cache is fp32, or int8
+// (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
+// as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
+// one see the same keys and values.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,14 +23,28 @@ inline int64_t slot_position(int64_t s, int64_t q_pos, int64_t ring) {
   return ring > 0 ? q_pos - ((q_pos - s) % ring + ring) % ring : s;
 }
 
+// K or V elements of a cache as floats: fp32 as stored, int8 times the layer's scale.
+struct Fp32Elems {
+  const float* p;
+  float operator[](int64_t i) const { return p[i]; }
+  Fp32Elems operator+(int64_t off) const { return {p + off}; }
+};
+struct Int8Elems {
+  const int8_t* p;
+  float scale;
+  float operator[](int64_t i) const { return static_cast<float>(p[i]) * scale; }
+  Int8Elems operator+(int64_t off) const { return {p + off, scale}; }
+};
+
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
 // min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions).
-void attend_one(float* out, const float* q, const float* k, const float* v, int64_t n, int64_t d,
-                float scale, float slope, int64_t q_pos, int64_t ring, std::vector<float>& scores) {
+template <typename Elems>
+void attend_one(float* out, const float* q, Elems k, Elems v, int64_t n, int64_t d, float scale, float slope,
+                int64_t q_pos, int64_t ring, std::vector<float>& scores) {
   scores.resize(static_cast<size_t>(n));
   float mx = -INFINITY;
   for (int64_t s = 0; s < n; ++s) {
-    const float* ks = k + s * d;
+    const Elems ks = k + s * d;
     float dot = 0.0f;
     for (int64_t i = 0; i < d; ++i) dot += q[i] * ks[i];
     dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
@@ -43,22 +60,55 @@ void attend_one(float* out, const float* q, const float* k, const float* v, int6
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
   for (int64_t s = 0; s < n; ++s) {
     const float w = scores[s] * inv;
-    const float* vs = v + s * d;
+    const Elems vs = v + s * d;
     for (int64_t i = 0; i < d; ++i) out[i] += w * vs[i];
   }
 }
 
+// One layer's K and V caches, read through the element view of their dtype.
+struct CacheView {
+  const ops::KvCache& k;
+  const ops::KvCache& v;
+  // Calls f(k_elems, v_elems) with the views from cache offset `off`.
+  template <typename F>
+  void read(int64_t off, F&& f) const {
+    if (k.dtype == DType::kInt8)
+      f(Int8Elems{k.int8() + off, k.scale}, Int8Elems{v.int8() + off, v.scale});
+    else
+      f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
+  }
+};
+
+void check_cache(const ops::KvCache& c, const char* what) {
+  if (c.dtype == DType::kFloat32) return;
+  if (c.dtype != DType::kInt8)
+    throw Error(std::string("CPU attention: a ") + what + " cache in " + dtype_name(c.dtype) + " (fp32 or int8)");
+  if (!(c.scale > 0.0f) || !std::isfinite(c.scale))
+    throw Error(std::string("CPU attention: int8 ") + what + " cache scale " + std::to_string(c.scale) +
+                " is not a positive number");
+}
+
 // Stores the K and V of the token at position `pos` (from its fused qkv row) in cache row `row`.
-void store_kv(const float* qkv_row, int64_t row, int64_t pos, float* k_cache, float* v_cache,
-              const ops::AttentionShape& sh) {
+void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache& k_cache,
+              const ops::KvCache& v_cache, const ops::AttentionShape& sh) {
   const int64_t d = sh.head_dim;
   const int64_t slot = sh.memory_len > 0 ? pos % sh.memory_len : pos;
   const float* k = qkv_row + sh.q_heads * d;
   const float* v = k + sh.kv_heads * d;
   for (int64_t h = 0; h < sh.kv_heads; ++h) {
     const int64_t off = row * sh.cache_row_elems() + (h * sh.max_seq + slot) * d;
-    std::memcpy(k_cache + off, k + h * d, d * sizeof(float));
-    std::memcpy(v_cache + off, v + h * d, d * sizeof(float));
+    if (k_cache.dtype == DType::kInt8) {
+      const float kq = 1.0f / k_cache.scale, vq = 1.0f / v_cache.scale;  // kv_orig_quant, in fp32
+      int8_t* kd = k_cache.int8() + off;
+      int8_t* vd = v_cache.int8() + off;
+      for (int64_t i = 0; i < d; ++i) {
+        kd[i] = ops::quantize_kv(k[h * d + i], kq);
+        vd[i] = ops::quantize_kv(v[h * d + i], vq);
+      }
+    } else {
+      std::memcpy(k_cache.fp32() + off, k + h * d, d * sizeof(float));
+      std::memcpy(v_cache.fp32() + off, v + h * d, d * sizeof(float));
+    }
   }
 }
 
@@ -67,8 +117,9 @@ void store_kv(const float* qkv_row, int64_t row, int64_t pos, float* k_cache, fl
 void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
                                    const int32_t* lengths, const int32_t* cache_rows, const ops::KvCache& k_buf,
                                    const ops::KvCache& v_buf, const ops::AttentionShape& sh, const int32_t* past) {
-  float* k_cache = k_buf.fp32();  // the CPU holds its cache in fp32
-  float* v_cache = v_buf.fp32();
+  check_cache(k_buf, "K");
+  check_cache(v_buf, "V");
+  const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
   for (int64_t b = 0; b < B; ++b) {
@@ -77,7 +128,7 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
       throw Error("context_attention: positions " + std::to_string(p0) + ".." + std::to_string(p0 + lengths[b] - 1) +
                   " wrap the circular cache of " + std::to_string(sh.memory_len));
     for (int64_t t = 0; t < lengths[b]; ++t)
-      store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_cache, v_cache, sh);
+      store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_buf, v_buf, sh);
   }
 #pragma omp parallel
   {
@@ -95,8 +146,9 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
           const int64_t base = cache_rows[b] * sh.cache_row_elems() + kv * sh.max_seq * d;
           const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
           const int64_t pos = (past ? past[b] : 0) + t;
-          attend_one(o, qkv + (b * S + t) * width + h * d, k_cache + base, v_cache + base, pos + 1, d,
-                     sh.scale, slope, pos, 0, scores);
+          cache.read(base, [&](auto k, auto v) {
+            attend_one(o, qkv + (b * S + t) * width + h * d, k, v, pos + 1, d, sh.scale, slope, pos, 0, scores);
+          });
         }
   }
 }
@@ -104,8 +156,9 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
 void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
                                   const int32_t* past, const ops::KvCache& k_buf, const ops::KvCache& v_buf,
                                   const ops::AttentionShape& sh) {
-  float* k_cache = k_buf.fp32();
-  float* v_cache = v_buf.fp32();
+  check_cache(k_buf, "K");
+  check_cache(v_buf, "V");
+  const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
   int64_t work = 0;  // multiply-adds; a fork-join costs more than a small step's attention
@@ -113,7 +166,7 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
     return sh.memory_len > 0 ? std::min<int64_t>(past[r] + 1, sh.memory_len) : past[r] + 1;
   };
   for (int64_t r = 0; r < n; ++r) {
-    store_kv(qkv + r * width, cache_rows[r], past[r], k_cache, v_cache, sh);
+    store_kv(qkv + r * width, cache_rows[r], past[r], k_buf, v_buf, sh);
     work += 2 * keys(r) * d * sh.q_heads;
   }
 #pragma omp parallel if (work > (int64_t(1) << 17))
@@ -125,8 +178,10 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
         const int64_t kv = h / group;
         const int64_t base = cache_rows[r] * sh.cache_row_elems() + kv * sh.max_seq * d;
         const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-        attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k_cache + base,
-                   v_cache + base, keys(r), d, sh.scale, slope, past[r], sh.memory_len, scores);
+        cache.read(base, [&](auto k, auto v) {
+          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, keys(r), d, sh.scale, slope,
+                     past[r], sh.memory_len, scores);
+        });
       }
   }
 }

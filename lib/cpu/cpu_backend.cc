@@ -14,6 +14,7 @@
 
 #include "formats/dtype.h"
 #include "formats/error.h"
+#include "lib/cpu/activation.h"
 #include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
@@ -34,26 +35,6 @@ int resolve_threads(int threads) {
 
 // Rows are independent: parallelise over them only when there is enough work to pay for it.
 inline bool worth_parallel(int64_t elems) { return elems >= 16384; }
-
-inline float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-inline float gelu_tanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// Activation applied to the first projection (for gated kinds: the non-gate half).
-inline float activate(Activation act, float x) {
-  switch (act) {
-    case Activation::kGelu:
-    case Activation::kGeGlu: return gelu_exact(x);
-    case Activation::kGeluTanh: return gelu_tanh(x);
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
-    case Activation::kSilu:
-    case Activation::kSwiGlu: return silu(x);
-  }
-  return x;
-}
 
 void normalize_row(float* out, const float* x, const float* gamma, const float* beta, int64_t H,
                    float eps) {
@@ -268,15 +249,7 @@ void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) 
 void CpuBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                                  int64_t rows, int64_t N, Activation act) {
 #pragma omp parallel for if (worth_parallel(rows * N))
-  for (int64_t r = 0; r < rows; ++r) {
-    float* xr = x + r * N;
-    const float* gr = gate ? gate + r * N : nullptr;
-    for (int64_t i = 0; i < N; ++i) {
-      float v = activate(act, xr[i] + (bias ? bias[i] : 0.0f));
-      if (gr) v *= gr[i] + (gate_bias ? gate_bias[i] : 0.0f);
-      xr[i] = v;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) activate_row(x + r * N, bias, gate ? gate + r * N : nullptr, gate_bias, N, act);
 }
 
 void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
@@ -341,6 +314,7 @@ void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t*
 void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src,
                             int64_t src_pitch, int64_t width, int64_t height) {
   if (dst.dtype != src.dtype) throw Error("copy_kv_2d: caches of different dtypes");
+  if (dst.dtype == DType::kInt8 && dst.scale != src.scale) throw Error("copy_kv_2d: int8 caches of different scales");
   const size_t el = dtype_size(src.dtype);
   auto* d = static_cast<uint8_t*>(dst.data);
   const auto* s = static_cast<const uint8_t*>(src.data);
@@ -350,15 +324,15 @@ void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const op
 
 void CpuBackend::gather_cache_rows(const ops::KvCache& buf, const int32_t* dst, const int32_t* src, int64_t n,
                                    int64_t row_elems) {
-  float* cache = buf.fp32();
+  // Bytes of the cache's dtype (fp32 or int8): a row moves as it is stored.
+  auto* cache = static_cast<uint8_t*>(buf.data);
+  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(buf.dtype);
   // Copy the sources out first: a beam's parent may itself be overwritten in the same step.
-  std::vector<float> tmp(static_cast<size_t>(n * row_elems));
+  std::vector<uint8_t> tmp(static_cast<size_t>(n) * row_bytes);
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(tmp.data() + i * row_elems, cache + static_cast<int64_t>(src[i]) * row_elems,
-                row_elems * sizeof(float));
+    std::memcpy(tmp.data() + i * row_bytes, cache + static_cast<size_t>(src[i]) * row_bytes, row_bytes);
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(cache + static_cast<int64_t>(dst[i]) * row_elems, tmp.data() + i * row_elems,
-                row_elems * sizeof(float));
+    std::memcpy(cache + static_cast<size_t>(dst[i]) * row_bytes, tmp.data() + i * row_bytes, row_bytes);
 }
 
 }  // namespace ftx::cpu

@@ -72,6 +72,11 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     shape_.alibi_slopes = alibi_.data();
   }
   bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
+  if (be_.kv_dtype() == DType::kInt8)
+    for (size_t l = 0; l < weights.layers.size(); ++l)
+      FTX_CHECK(weights.layers[l].kv_scale > 0.0f, "",
+                "an int8 KV cache needs layer " + std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
+                    "'s scale: load the weights with the backend's int8 KV cache on");
   if (const PromptTables* p = options.prompts) {
     FTX_CHECK(p->hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p->hidden()) +
                                          " for a model of hidden size " + std::to_string(H_));
@@ -81,6 +86,7 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
       prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
     } else {
       // The prefix goes into the KV cache as is (copy_kv_2d), so the cache must be fp32 here.
+      FTX_CHECK(be_.kv_dtype() != DType::kInt8, "", "prefix prompts do not combine with --int8-kv-cache yet");
       FTX_CHECK(be_.kv_dtype() == DType::kFloat32, "",
                 std::string("prefix prompts need an fp32 KV cache; the ") + be_.name() + " backend holds it in " +
                     dtype_name(be_.kv_dtype()) + " (run with --dtype fp32)");
@@ -203,6 +209,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
     for (int64_t l = 0; l < L; ++l) {
       for (auto* caches : {&k_cache_, &v_cache_}) {
         ops::KvCache grown = be_.alloc_kv(n);
+        grown.scale = kv_scale(l);
         if (static_cast<int64_t>(caches->size()) > l) {
           // Each (row, head) block of max_seq·d elements keeps its place; the old slots are copied.
           const ops::KvCache old = (*caches)[l];
@@ -233,6 +240,11 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   gate_ = be_.alloc(T * local_inter_);
   last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
   if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * cfg_.vocab_size));
+}
+
+float Engine::kv_scale(int64_t l) const {
+  // An fp32/fp16 cache has no scale; an int8 one the layer's calibrated kv_quant_orig.
+  return be_.kv_dtype() == DType::kInt8 ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
 }
 
 void Engine::check_position(int64_t pos) const {

@@ -116,6 +116,7 @@ class Engine {
   void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
                        float* logits);
   void check_position(int64_t pos) const;
+  float kv_scale(int64_t l) const;  // KvCache::scale of this stage's cache layer l
   int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
   int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 

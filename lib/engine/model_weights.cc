@@ -21,6 +21,7 @@
 #include "formats/ft_dir.h"
 #include "formats/mapped_file.h"
 #include "formats/tensor.h"
+#include "lib/engine/kv_cache_scales.h"
 #include "lib/model/ft_weight_layout.h"
 
 namespace ftx {
@@ -230,6 +231,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   w.has_embeddings_ = layout.first_stage();
   w.has_head_ = layout.last_stage();
   w.layers.resize(static_cast<size_t>(end_layer - w.first_layer_));
+  // An INT8 KV cache needs each layer's calibrated scale: read first, so a folder without them fails
+  // before anything is loaded.
+  if (backend.kv_dtype() == DType::kInt8)
+    for (size_t i = 0; i < w.layers.size(); ++i)
+      w.layers[i].kv_scale = read_kv_cache_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
   const bool tied = file_size(join(dir, "model.lm_head.weight.bin")) < 0;
   // Whether this stage holds a tensor: its own layers; the embeddings (wte, wpe, the pre-decoder
   // layernorm) on the first stage; the final layernorm and lm_head (wte when tied) on the last.

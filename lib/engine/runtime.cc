@@ -28,6 +28,7 @@ Runtime make_runtime(const RuntimeOptions& o) {
                                     num_layer);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   rt.backend->set_int8_weight_only(o.int8_mode == 1);
+  rt.backend->set_int8_kv_cache(o.int8_kv_cache);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's
   // communicator (NCCL for cuda), registered from kernels/.

@@ -26,6 +26,7 @@ struct RuntimeOptions {
   std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1); 2 (W8A8) is not built yet
+  bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
   // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
   int tensor_para_size = 0, pipeline_para_size = 0;
 };

@@ -27,6 +27,17 @@ float* KvCache::fp32() const {
   return static_cast<float*>(data);
 }
 
+int8_t* KvCache::int8() const {
+  if (dtype != DType::kInt8)
+    throw Error(std::string("internal: an int8 KV cache was expected, this one is ") + dtype_name(dtype));
+  return static_cast<int8_t*>(data);
+}
+
+KvCache Backend::alloc_kv(size_t n) {
+  if (kv_dtype() == DType::kInt8) return KvCache(alloc((n + sizeof(float) - 1) / sizeof(float)), DType::kInt8);
+  return KvCache(alloc(n));
+}
+
 namespace {
 
 bool is_weight_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }

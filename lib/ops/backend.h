@@ -11,12 +11,15 @@
 //    activation operand to that dtype and accumulate in fp32. Weights are stored [in, out] as in
 //    FT files (so y = x · W).
 //  * The KV cache is a `KvCache` in the backend's KV dtype: fp32, or fp16/bf16 on a GPU holding
-//    half weights (K and V rounded as they are stored, widened as they are read).
+//    half weights (K and V rounded as they are stored, widened as they are read), or int8 on any
+//    backend asked for it (--int8-kv-cache: quantised with the layer's calibrated scale as they
+//    are stored, dequantised as they are read; KvCache::scale).
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
 //  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
 //    lives at slot t (t % memory_len for a circular cache, AttentionShape::memory_len). Rows
 //    advance independently (no lock-step padding gap).
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,11 +58,25 @@ struct Weight {
 struct KvCache {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
+  // kInt8 only: the layer's kv_quant_orig, TensorRT-LLM's per-tensor INT8 KV-cache scale (the QKV
+  // GEMM's calibrated scale_y_quant_orig = max|QKV output| / 127, ft-runtime.md §4.2; the same for
+  // K and V and on every TP rank). Stored: quantize_kv(x, 1/scale); read: q · scale.
+  float scale = 1.0f;
   KvCache() = default;
   KvCache(float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
-  KvCache(void* p, DType t) : data(p), dtype(t) {}
-  float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
+  KvCache(void* p, DType t, float s = 1.0f) : data(p), dtype(t), scale(s) {}
+  float* fp32() const;   // data, checked to be fp32 (throws Error otherwise)
+  int8_t* int8() const;  // data, checked to be int8 (throws Error otherwise)
 };
+
+// One K or V element into an int8 cache: x · kv_orig_quant (kv_orig_quant = 1/kv_quant_orig, an
+// fp32 product as on the GPU) rounded to nearest, ties to even, and saturated to [-128, 127]. That
+// is TensorRT-LLM's conversion for its int8 KV cache (cuda_cast<int8_t, float>: PTX
+// cvt.rni.sat.s8.f32), so -128 is reachable, unlike the ±127 of its weight files.
+inline int8_t quantize_kv(float x, float kv_orig_quant) {
+  const float r = std::nearbyint(x * kv_orig_quant);  // the default rounding mode: to nearest even
+  return static_cast<int8_t>(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));
+}
 
 struct AttentionShape {
   int64_t q_heads = 0;      // query heads on this rank
@@ -114,10 +131,17 @@ class Backend {
   // into backend memory: rows·cols int8 values and cols fp32 scales.
   virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
 
-  // The dtype this backend holds the KV cache in, and its allocation (n elements).
-  virtual DType kv_dtype() const { return DType::kFloat32; }
-  virtual KvCache alloc_kv(size_t n) { return KvCache(alloc(n)); }
-  virtual void release_kv(const KvCache& c) { release(c.fp32()); }
+  // INT8 KV cache (TensorRT-LLM's --int8_kv_cache): when on, kv_dtype() is kInt8 and the caches
+  // the engine allocates hold int8 K and V, each layer's with its own scale (KvCache::scale, read
+  // by the weight loader from the folder's calibrated scale files).
+  void set_int8_kv_cache(bool on) { int8_kv_cache_ = on; }
+  bool int8_kv_cache() const { return int8_kv_cache_; }
+
+  // The dtype this backend holds the KV cache in, and its allocation (n elements of it; the int8
+  // bytes travel in float-sized units of alloc(), padded to a whole float).
+  virtual DType kv_dtype() const { return int8_kv_cache_ ? DType::kInt8 : DType::kFloat32; }
+  virtual KvCache alloc_kv(size_t n);
+  virtual void release_kv(const KvCache& c) { release(static_cast<float*>(c.data)); }
 
   // ---- repeated steps ----
   // The ops between begin_repeatable(key) and end_repeatable() recur, whenever `key` recurs, with
@@ -197,16 +221,19 @@ class Backend {
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
   // dst[i·dst_pitch + j] := src[i·src_pitch + j] for i < height, j < width, in elements of the
-  // caches' dtype (both the same), dst and src distinct allocations. Growing a cache (more rows or
+  // caches' dtype (both the same; int8 elements are copied as they are, so both must carry the
+  // same scale), dst and src distinct allocations. Growing a cache (more rows or
   // slots per row) copies the old one into the new one so rows keep their histories.
   virtual void copy_kv_2d(const KvCache& dst, int64_t dst_pitch, const KvCache& src, int64_t src_pitch,
                           int64_t width, int64_t height) = 0;
-  // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering).
+  // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering);
+  // row_elems in elements of the cache's dtype.
   virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;
 
  private:
   bool int8_weight_only_ = false;
+  bool int8_kv_cache_ = false;
 };
 
 // ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;

@@ -92,14 +92,16 @@ def _lin(x, w, b):
     return y + b if b is not None else y
 
 
-def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
+def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     """Logits [S, V] (float64) of every position of `ids`. window > 0: each position attends only to
     the last `window` positions up to itself (FT's memory_len: a circular KV cache), in every layer;
     positions keep their absolute values. embeds: {position: [H] tensor} token embeddings used
     instead of wte rows at those positions (prompt learning's virtual tokens; ids there are
     ignored), before the scale and the position term. prefix: per layer (K, V), each [P, kv_heads, d]:
     keys and values every position attends to ahead of the sequence's own (FT's prefix prompts;
-    taken as stored, no rotary), while the sequence's positions still start at 0."""
+    taken as stored, no rotary), while the sequence's positions still start at 0. kv_store:
+    f(layer, t) -> t', applied to the keys and to the values [S, kv_heads, d] of every layer (after
+    rotary) as a KV cache would store and return them (an INT8 cache: int8_kv_reference.py)."""
     S = len(ids)
     mm = cfg.get("gemm") or _matmul
 
@@ -131,13 +133,15 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
     rel = (pos[None, :] - pos[:, None]).to(torch.float64)        # k_pos - q_pos
     slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
 
-    def attention(h, L, pre=None):
+    def attention(h, L, li, pre=None):
         q = lin(h, L["wq"], L["bq"]).view(S, nh, d)
         k = lin(h, L["wk"], L["bk"]).view(S, kvh, d)
         v = lin(h, L["wv"], L["bv"]).view(S, kvh, d)
         if cfg["position"] == "rope":
             q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
             k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
+        if kv_store is not None:
+            k, v = kv_store(li, k), kv_store(li, v)
         mask = causal
         if pre is not None:
             k, v = torch.cat([pre[0], k]), torch.cat([pre[1], v])
@@ -163,14 +167,14 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
         if pre is not None:
             assert cfg["norm"] == "pre" and not cfg["parallel_residual"] and slopes is None
         if cfg["norm"] == "post":
-            x = _ln(x + attention(x, L), L["ln1"], eps)
+            x = _ln(x + attention(x, L, li), L["ln1"], eps)
             x = _ln(x + ffn(x, L), L["ln2"], eps)
         elif cfg["parallel_residual"]:
             h1 = _ln(x, L["ln1"], eps)
             h2 = h1 if cfg["shared_input_norm"] else _ln(x, L["ln2"], eps)
-            x = x + attention(h1, L) + ffn(h2, L)
+            x = x + attention(h1, L, li) + ffn(h2, L)
         else:
-            x = x + attention(_ln(x, L["ln1"], eps), L, pre)
+            x = x + attention(_ln(x, L["ln1"], eps), L, li, pre)
             x = x + ffn(_ln(x, L["ln2"], eps), L)
     if W.get("final_ln") is not None:
         x = _ln(x, W["final_ln"], eps)
@@ -183,12 +187,12 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None):
     return logits
 
 
-def greedy(cfg, W, ids, new_tokens, end_id):
-    """Greedy continuation: (tokens, logits of each step [n, V]); stops after end_id."""
+def greedy(cfg, W, ids, new_tokens, end_id, **kw):
+    """Greedy continuation: (tokens, logits of each step [n, V]); stops after end_id. kw: forward's."""
     seq = list(ids)
     toks, steps = [], []
     for _ in range(new_tokens):
-        logits = forward(cfg, W, seq)[-1]
+        logits = forward(cfg, W, seq, **kw)[-1]
         steps.append(logits)
         t = int(torch.argmax(logits))
         toks.append(t)

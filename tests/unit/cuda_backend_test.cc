@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -683,6 +684,88 @@ TEST_F(CudaVsCpu, HalfKvCache) {
       half->release_kv(vh);
     }
 }
+
+// The INT8 KV cache (--int8-kv-cache): the GPU stores x · (1/scale) rounded to nearest even and
+// saturated (cvt.rni.sat.s8.f32), the CPU twin ops::quantize_kv, so the two int8 caches must be
+// equal byte for byte (inputs reach ±3.2 with a scale of 0.021: some saturate), and the attention
+// outputs within the fp32 tolerance: prefill, decode over up to 1000 slots, a beam-style gather and
+// a growth copy.
+TEST_F(CudaVsCpu, Int8KvCache) {
+  for (const AttnCase& c : {kAttnCases[0], kAttnCases[1], kAttnCases[2], kAttnCases[4], kAttnCases[8]}) {
+    SCOPED_TRACE(attn_name(c));
+    auto gpu8 = ops::make_backend("cuda", 1);
+    auto cpu8 = ops::make_backend("cpu", 1);
+    gpu8->set_int8_kv_cache(true);
+    cpu8->set_int8_kv_cache(true);
+    ASSERT_EQ(gpu8->kv_dtype(), DType::kInt8);
+    const int64_t rows = 3, max_seq = 1000, S = 40;
+    const float scale = 0.021f;
+    std::vector<float> slopes;
+    const auto sh = attn_shape(c, max_seq, slopes);
+    const size_t cache_n = static_cast<size_t>(rows * sh.cache_row_elems());
+    // The same starting bytes on both (untouched slots must survive as they are).
+    std::vector<int8_t> start(cache_n);
+    for (int8_t& b : start) b = static_cast<int8_t>(random_int(-128, 127));
+    ops::KvCache kg = gpu8->alloc_kv(cache_n), vg = gpu8->alloc_kv(cache_n);
+    ops::KvCache kc = cpu8->alloc_kv(cache_n), vc = cpu8->alloc_kv(cache_n);
+    ASSERT_EQ(kg.dtype, DType::kInt8);
+    for (ops::KvCache* kv : {&kg, &vg, &kc, &vc}) kv->scale = scale;
+    for (const ops::KvCache& kv : {kg, vg})
+      ASSERT_TRUE(raw_copy(*gpu8, kv.data, start.data(), cache_n, cudaMemcpyHostToDevice));
+    std::memcpy(kc.data, start.data(), cache_n);
+    std::memcpy(vc.data, start.data(), cache_n);
+    auto bytes_of = [&](const ops::KvCache& kv) {
+      std::vector<int8_t> raw(cache_n);
+      EXPECT_TRUE(raw_copy(*gpu8, raw.data(), kv.data, cache_n, cudaMemcpyDeviceToHost));
+      return raw;
+    };
+    auto host_bytes = [&](const ops::KvCache& kv) {
+      return std::vector<int8_t>(kv.int8(), kv.int8() + cache_n);
+    };
+    auto run_both = [&](const std::vector<float>& qkv_host, int64_t n_out, auto&& cpu_call, auto&& gpu_call) {
+      std::vector<float> cout(static_cast<size_t>(n_out)), gout_host(static_cast<size_t>(n_out));
+      cpu_call(cout.data(), qkv_host.data());
+      float* gout = gpu8->alloc(cout.size());
+      float* gqkv = gpu8->alloc(qkv_host.size());
+      gpu8->upload(gqkv, qkv_host.data(), qkv_host.size());
+      gpu_call(gout, gqkv);
+      gpu8->download(gout_host.data(), gout, cout.size());
+      EXPECT_TRUE(close(gout_host, cout));
+      gpu8->release(gout);
+      gpu8->release(gqkv);
+    };
+    const std::vector<int32_t> lengths = {40, 17}, prow = {2, 0};
+    run_both(random(2 * S * sh.qkv_width(), -3.2f, 3.2f), 2 * S * c.q_heads * c.head_dim,
+             [&](float* o, const float* q) { cpu8->context_attention(o, q, 2, S, lengths.data(), prow.data(), kc, vc, sh); },
+             [&](float* o, const float* q) { gpu8->context_attention(o, q, 2, S, lengths.data(), prow.data(), kg, vg, sh); });
+    EXPECT_EQ(bytes_of(kg), host_bytes(kc));
+    EXPECT_EQ(bytes_of(vg), host_bytes(vc));
+    const std::vector<int32_t> drow = {2, 0, 1}, past = {40, 17, static_cast<int32_t>(max_seq - 1)};
+    run_both(random(3 * sh.qkv_width(), -3.2f, 3.2f), 3 * c.q_heads * c.head_dim,
+             [&](float* o, const float* q) { cpu8->decode_attention(o, q, 3, drow.data(), past.data(), kc, vc, sh); },
+             [&](float* o, const float* q) { gpu8->decode_attention(o, q, 3, drow.data(), past.data(), kg, vg, sh); });
+    EXPECT_EQ(bytes_of(kg), host_bytes(kc));
+    EXPECT_EQ(bytes_of(vg), host_bytes(vc));
+    const std::vector<int32_t> dst = {0, 1, 2}, src = {2, 0, 0};
+    cpu8->gather_cache_rows(kc, dst.data(), src.data(), 3, sh.cache_row_elems());
+    gpu8->gather_cache_rows(kg, dst.data(), src.data(), 3, sh.cache_row_elems());
+    EXPECT_EQ(bytes_of(kg), host_bytes(kc));
+    // Growth: every (row, head) block of max_seq·d int8 elements into a cache of twice the slots.
+    const int64_t blocks = rows * sh.kv_heads, old_pitch = max_seq * sh.head_dim;
+    ops::KvCache bigg = gpu8->alloc_kv(cache_n * 2), bigc = cpu8->alloc_kv(cache_n * 2);
+    bigg.scale = bigc.scale = scale;
+    std::memset(bigc.data, 0, cache_n * 2);
+    std::vector<int8_t> zeros(cache_n * 2, 0);
+    ASSERT_TRUE(raw_copy(*gpu8, bigg.data, zeros.data(), cache_n * 2, cudaMemcpyHostToDevice));
+    cpu8->copy_kv_2d(bigc, 2 * old_pitch, kc, old_pitch, old_pitch, blocks);
+    gpu8->copy_kv_2d(bigg, 2 * old_pitch, kg, old_pitch, old_pitch, blocks);
+    std::vector<int8_t> gbig(cache_n * 2);
+    ASSERT_TRUE(raw_copy(*gpu8, gbig.data(), bigg.data, cache_n * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(gbig, std::vector<int8_t>(bigc.int8(), bigc.int8() + cache_n * 2));
+    for (const ops::KvCache& kv : {kg, vg, bigg}) gpu8->release_kv(kv);
+    for (const ops::KvCache& kv : {kc, vc, bigc}) cpu8->release_kv(kv);
+  }
+}
 #endif
 
 // Prefill then decode steps on both: the cache written by one path is read by the other.
@@ -792,6 +875,28 @@ TEST_P(CudaEngine, GreedyMatchesCpu) {
 #ifdef FTX_HAVE_CUDA
   EXPECT_EQ(impl->arena().blocks(), blocks_after_prefill) << "decode steps allocated new device blocks";
 #endif
+}
+
+// The INT8 KV cache on the GPU: logits along the float64 emulation's greedy paths within 1e-4 of
+// it (tests/reference/int8_kv_reference.py; the CPU's own check is EngineReference), same tokens.
+TEST_P(CudaEngine, Int8KvCacheMatchesEmulation) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  const auto e = test::load_expected(dir, "int8_kv_cache/fp");
+  if (e.prompts.empty()) GTEST_SKIP() << "no int8 KV-cache reference for " << GetParam();
+  auto gpu = ops::make_backend("cuda", 1);
+  gpu->set_int8_kv_cache(true);
+  dist::SingleRank comm;
+  const auto o = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+    for (size_t s = 0; s < o.steps[b].size(); ++s) {
+      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+          << "prompt " << b << " step " << s;
+      const auto& l = o.steps[b][s];
+      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(test::engine_model_names()),

@@ -35,6 +35,14 @@ const std::vector<std::string>& half_models() {
   return names;
 }
 
+// The engine on a CPU backend holding weight matrices in `dtype`, along the paths of `e`.
+test::Observed run_in(DType dtype, const std::string& dir, const test::Expected& e, dist::Communicator& comm,
+                      bool int8_weight_only = false) {
+  cpu::CpuBackend be(0, dtype);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+  be.set_int8_weight_only(int8_weight_only);
+  return test::run_greedy_paths_on(be, dir, e, comm);
+}
+
 // Logits along the emulation's greedy paths within kTolerance, and the same greedy tokens.
 void expect_matches(const test::Observed& o, const test::Expected& e) {
   for (size_t b = 0; b < e.prompts.size(); ++b) {
@@ -71,7 +79,7 @@ TEST_P(HalfWeights, LogitsMatchEmulation) {
   const auto e = test::load_expected(dir(), "half_weights/" + dtype());
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
-  const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, false, dtype_from_name(dtype()));
+  const auto o = run_in(dtype_from_name(dtype()), dir() + "/1-gpu", e, comm);
   expect_matches(o, e);
   if (dtype() == "bf16")
     EXPECT_GT(relative_gap(e, test::load_expected(dir())), 2 * kTolerance)
@@ -91,7 +99,7 @@ TEST_P(Int8WithBf16Tables, MatchesEmulation) {
   const auto e = test::load_expected(dir, "half_weights/int8_bf16/tp1");
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
-  const auto o = test::run_greedy_paths(dir + "/1-gpu", e, comm, /*int8_weight_only=*/true, DType::kBFloat16);
+  const auto o = run_in(DType::kBFloat16, dir + "/1-gpu", e, comm, /*int8_weight_only=*/true);
   expect_matches(o, e);
   // bf16 tables move the logits well past the tolerance from int8 with fp32 tables.
   EXPECT_GT(relative_gap(e, test::load_expected(dir, "int8_weight_only/tp1")), kTolerance);
@@ -144,10 +152,10 @@ TEST(HalfWeightsTensorParallel, TwoRanksMatchOneAndEmulation) {
     for (const char* dt : {"bf16", "fp16"}) {
       SCOPED_TRACE(name + " " + dt);
       const auto e = test::load_expected(root + "/" + name, std::string("half_weights/") + dt);
-      const auto tp2 = test::run_greedy_paths(root + "/" + name + "/2-gpu", e, *comm, false, dtype_from_name(dt));
+      const auto tp2 = run_in(dtype_from_name(dt), root + "/" + name + "/2-gpu", e, *comm);
       if (comm->rank() != 0) continue;
       dist::SingleRank single;
-      const auto tp1 = test::run_greedy_paths(root + "/" + name + "/1-gpu", e, single, false, dtype_from_name(dt));
+      const auto tp1 = run_in(dtype_from_name(dt), root + "/" + name + "/1-gpu", e, single);
       expect_matches(tp2, e);
       for (size_t b = 0; b < e.prompts.size(); ++b)
         for (size_t s = 0; s < tp2.steps[b].size(); ++s)
@@ -158,7 +166,7 @@ TEST(HalfWeightsTensorParallel, TwoRanksMatchOneAndEmulation) {
   for (const auto& name : half_models()) {
     SCOPED_TRACE(name + " int8+bf16");
     const auto e = test::load_expected(root + "/" + name, "half_weights/int8_bf16/tp2");
-    const auto tp2 = test::run_greedy_paths(root + "/" + name + "/2-gpu", e, *comm, true, DType::kBFloat16);
+    const auto tp2 = run_in(DType::kBFloat16, root + "/" + name + "/2-gpu", e, *comm, true);
     if (comm->rank() == 0) expect_matches(tp2, e);
   }
 }

@@ -63,6 +63,43 @@ TEST_P(EngineReference, Int8WeightOnlyMatchesEmulation) {
   EXPECT_GT(largest, 1e-3) << "int8 and fp32 references agree: the test would not see a missing quantisation";
 }
 
+// INT8 KV cache (--int8-kv-cache): K and V stored as int8 with each layer's scale (the fixture's
+// scale_y_quant_orig files) and dequantised as read. Logits along the emulation's greedy paths
+// within 1e-4 of the float64 emulation (tests/reference/int8_kv_reference.py), the same greedy
+// tokens; with fp32 weights and with weight-only INT8 (int8_mode 1).
+TEST_P(EngineReference, Int8KvCacheMatchesEmulation) {
+  for (const bool weight_only : {false, true}) {
+    SCOPED_TRACE(weight_only ? "int8_mode 1" : "fp32 weights");
+    const auto e = test::load_expected(dir(), weight_only ? "int8_kv_cache/weight_only_tp1" : "int8_kv_cache/fp");
+    if (e.prompts.empty()) GTEST_SKIP() << "no int8 KV-cache reference for " << GetParam();
+    dist::SingleRank comm;
+    const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, weight_only, /*int8_kv_cache=*/true);
+    double worst = 0;  // the largest |engine - emulation| / max(1, row max |logit|), reported
+    for (size_t b = 0; b < e.prompts.size(); ++b) {
+      ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+      for (size_t s = 0; s < o.steps[b].size(); ++s) {
+        double row = 1;
+        for (double x : e.greedy_logits[b][s]) row = std::max(row, std::fabs(x));
+        for (int64_t i = 0; i < e.vocab; ++i)
+          worst = std::max(worst, std::fabs(o.steps[b][s][i] - e.greedy_logits[b][s][i]) / row);
+        EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+            << "prompt " << b << " step " << s;
+        const auto& l = o.steps[b][s];
+        EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
+      }
+    }
+    std::printf("%s %s: int8 KV cache vs emulation, largest |diff| / row max %.2e\n", GetParam().c_str(),
+                weight_only ? "int8_mode 1" : "fp32 weights", worst);
+    // The quantised cache must matter, or the check above could not see it missing.
+    const auto fp = test::load_expected(dir(), weight_only ? "int8_weight_only/tp1" : "");
+    double largest = 0;
+    for (size_t b = 0; b < e.prompts.size(); ++b)
+      for (int64_t i = 0; i < e.vocab; ++i)
+        largest = std::max(largest, std::fabs(e.prompt_logits[b][i] - fp.prompt_logits[b][i]));
+    EXPECT_GT(largest, 1e-3) << "the int8 KV-cache emulation equals the floating-point one";
+  }
+}
+
 TEST(EngineInt8, WeightsHeldAsInt8) {
   const std::string dir = test::engine_fixtures() + "/gpt2/1-gpu";
   cpu::CpuBackend fp(1), q(1);

@@ -113,12 +113,9 @@ struct Observed {
   std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
 };
 
-// int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per column).
-// weight_dtype: what the CPU backend holds weight matrices in (--dtype).
-inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
-                                 bool int8_weight_only = false, DType weight_dtype = DType::kFloat32) {
-  cpu::CpuBackend be(0, weight_dtype);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
-  be.set_int8_weight_only(int8_weight_only);
+// On a given backend (its int8 settings as they are).
+inline Observed run_greedy_paths_on(ops::Backend& be, const std::string& dir, const Expected& e,
+                                    dist::Communicator& comm) {
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
   Engine eng(w, be, comm);
   const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
@@ -147,6 +144,16 @@ inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist
       o.steps[active[i]].emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
   }
   return o;
+}
+
+// On the CPU. int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per
+// column). int8_kv_cache: hold K and V in int8 with the folder's per-layer scales (--int8-kv-cache).
+inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
+                                 bool int8_weight_only = false, bool int8_kv_cache = false) {
+  cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+  be.set_int8_weight_only(int8_weight_only);
+  be.set_int8_kv_cache(int8_kv_cache);
+  return run_greedy_paths_on(be, dir, e, comm);
 }
 
 }  // namespace ftx::test

@@ -59,5 +59,33 @@ TEST(EngineTensorParallel, Int8WeightOnlyTwoRanksMatchEmulation) {
   }
 }
 
+// INT8 KV cache at TP 2: each rank quantises its heads' K and V with the same per-tensor scale;
+// logits within 1e-4 of the emulation and the same greedy tokens, with fp32 weights and with
+// weight-only INT8 (whose TP-2 shards have their own column scales).
+TEST(EngineTensorParallel, Int8KvCacheTwoRanksMatchEmulation) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  const std::string root = test::engine_fixtures();
+  for (const auto& name : test::engine_model_names())
+    for (const bool weight_only : {false, true}) {
+      const auto e = test::load_expected(root + "/" + name,
+                                         weight_only ? "int8_kv_cache/weight_only_tp2" : "int8_kv_cache/fp");
+      if (e.prompts.empty()) continue;
+      SCOPED_TRACE(name + (weight_only ? " int8_mode 1" : " fp32 weights"));
+      const auto tp2 = test::run_greedy_paths(root + "/" + name + "/2-gpu", e, *comm, weight_only, true);
+      if (comm->rank() != 0) continue;
+      for (size_t b = 0; b < e.prompts.size(); ++b) {
+        ASSERT_EQ(tp2.steps[b].size(), e.greedy_logits[b].size());
+        for (size_t s = 0; s < tp2.steps[b].size(); ++s) {
+          EXPECT_TRUE(test::logits_close(tp2.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
+              << "prompt " << b << " step " << s;
+          const auto& l = tp2.steps[b][s];
+          EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]);
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace ftx
