@@ -177,6 +177,69 @@ bool has_avx512f() {
   return yes;
 }
 
+bool has_avx512bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+// bf16 B transposed ([N, K]: an embedding table as lm_head, read row by row) on AVX512-BF16:
+// vdpbf16ps multiplies 32 bf16 pairs of an A row and a B row per instruction and adds each
+// adjacent pair of products into an fp32 lane (products exact, sums fp32), so a 64-byte line of
+// B costs one instruction instead of two widenings and two FMAs. A16: the R rows of A in bf16.
+template <int R>
+__attribute__((target("avx512f,avx512bf16"))) void stream_rows_trans_dpbf16(int64_t K, const uint16_t* A16,
+                                                                          const uint16_t* B, int64_t ldb,
+                                                                          int64_t nn, float* acc, int64_t ldacc) {
+  const int64_t k32 = K / 32 * 32;
+  auto tail = [&](int64_t r, int64_t col) {
+    float t = 0.0f;
+    for (int64_t k = k32; k < K; ++k) t += bf16_to_float(A16[r * K + k]) * bf16_to_float(B[col * ldb + k]);
+    return t;
+  };
+  int64_t j = 0;
+  for (; j + 4 <= nn; j += 4) {
+    __m512 s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k32; k += 32) {
+      __m512bh a[R];
+      for (int r = 0; r < R; ++r) a[r] = (__m512bh)_mm512_loadu_si512(A16 + r * K + k);
+      for (int c = 0; c < 4; ++c) {
+        const __m512bh w = (__m512bh)_mm512_loadu_si512(B + (j + c) * ldb + k);
+        for (int r = 0; r < R; ++r) s[r][c] = _mm512_dpbf16_ps(s[r][c], a[r], w);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) acc[r * ldacc + j + c] = _mm512_reduce_add_ps(s[r][c]) + tail(r, j + c);
+  }
+  for (; j < nn; ++j)
+    for (int r = 0; r < R; ++r) {
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t k = 0; k < k32; k += 32)
+        s = _mm512_dpbf16_ps(s, (__m512bh)_mm512_loadu_si512(A16 + r * K + k),
+                             (__m512bh)_mm512_loadu_si512(B + j * ldb + k));
+      acc[r * ldacc + j] = _mm512_reduce_add_ps(s) + tail(r, j);
+    }
+}
+
+// A's rows rounded to bf16 (exact when the caller rounded them already, as the CPU backend does).
+void trans_bf16_dpbf16(int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, int64_t nn, float* acc) {
+  thread_local std::vector<uint16_t> a16;
+  a16.resize(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M * K; ++i) a16[i] = float_to_bf16(A[i]);
+  const auto* b = static_cast<const uint16_t*>(B);
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    const uint16_t* a = a16.data() + m0 * K;
+    float* out = acc + m0 * nn;
+    switch (std::min<int64_t>(4, M - m0)) {
+      case 1: stream_rows_trans_dpbf16<1>(K, a, b, ldb, nn, out, nn); break;
+      case 2: stream_rows_trans_dpbf16<2>(K, a, b, ldb, nn, out, nn); break;
+      case 3: stream_rows_trans_dpbf16<3>(K, a, b, ldb, nn, out, nn); break;
+      default: stream_rows_trans_dpbf16<4>(K, a, b, ldb, nn, out, nn); break;
+    }
+  }
+}
+
 template <class E>
 void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
                          float* acc) {
@@ -209,6 +272,7 @@ void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, i
 void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
                   int64_t nn, float* acc) {
 #if defined(__x86_64__)
+  if (type == NarrowType::kBf16 && trans && has_avx512bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   if (has_avx512f()) {
     switch (type) {
       case NarrowType::kInt8: return stream_block_avx512<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc);
@@ -248,13 +312,6 @@ void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool tr
 size_t element_size(NarrowType type) { return type == NarrowType::kInt8 ? 1 : 2; }
 
 }  // namespace
-
-const char* widening_gemm_isa() {
-#if defined(__x86_64__)
-  if (has_avx512f()) return "AVX-512";
-#endif
-  return "portable (compiler-vectorised)";
-}
 
 ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col) {
   const auto* bytes = static_cast<const uint8_t*>(B);

@@ -42,7 +42,4 @@ struct ColumnSegment {
 };
 ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col);
 
-// Which kernel the streaming path runs on this CPU: "AVX-512" or "portable (compiler-vectorised)".
-const char* widening_gemm_isa();
-
 }  // namespace ftx::cpu
