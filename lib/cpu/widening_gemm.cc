@@ -135,41 +135,34 @@ __attribute__((target("avx512f"))) void stream_rows_avx512(int64_t K, const floa
 }
 
 // Transposed B ([N, K]: an embedding table as lm_head): output column j is the dot product of each
-// A row with B row j. Four B rows at a time, R A rows: 4·R zmm sums over K, reduced at the end;
-// each B row is read once for all R rows.
+// A row with B row j. One B row at a time, so the whole table is read as one sequential stream
+// (four rows side by side ran at half the rate: short interleaved streams the prefetcher follows
+// badly); four accumulators per A row over consecutive 16-element steps hide the FMA latency.
 template <class E, int R>
 __attribute__((target("avx512f"))) void stream_rows_trans_avx512(int64_t K, const float* A, const typename E::T* B,
                                                                  int64_t ldb, int64_t nn, float* acc,
                                                                  int64_t ldacc) {
-  const int64_t k16 = K / 16 * 16;
-  int64_t j = 0;
-  auto tail = [&](int64_t r, int64_t col) {
-    float t = 0.0f;
-    for (int64_t k = k16; k < K; ++k) t += A[r * K + k] * E::one(B + col * ldb + k);
-    return t;
-  };
-  for (; j + 4 <= nn; j += 4) {
+  const int64_t k64 = K / 64 * 64, k16 = K / 16 * 16;
+  for (int64_t j = 0; j < nn; ++j) {
+    const typename E::T* row = B + j * ldb;
     __m512 s[R][4];
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < k16; k += 16) {
-      __m512 w[4];
-      for (int c = 0; c < 4; ++c) w[c] = E::sixteen(B + (j + c) * ldb + k);
-      for (int r = 0; r < R; ++r) {
-        const __m512 a = _mm512_loadu_ps(A + r * K + k);
-        for (int c = 0; c < 4; ++c) s[r][c] = _mm512_fmadd_ps(a, w[c], s[r][c]);
+      for (int u = 0; u < 4; ++u) s[r][u] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k64; k += 64)
+      for (int u = 0; u < 4; ++u) {
+        const __m512 w = E::sixteen(row + k + 16 * u);
+        for (int r = 0; r < R; ++r) s[r][u] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k + 16 * u), w, s[r][u]);
       }
+    for (int64_t k = k64; k < k16; k += 16) {
+      const __m512 w = E::sixteen(row + k);
+      for (int r = 0; r < R; ++r) s[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k), w, s[r][0]);
     }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) acc[r * ldacc + j + c] = _mm512_reduce_add_ps(s[r][c]) + tail(r, j + c);
-  }
-  for (; j < nn; ++j)
     for (int r = 0; r < R; ++r) {
-      __m512 s = _mm512_setzero_ps();
-      for (int64_t k = 0; k < k16; k += 16)
-        s = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k), E::sixteen(B + j * ldb + k), s);
-      acc[r * ldacc + j] = _mm512_reduce_add_ps(s) + tail(r, j);
+      float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
+      for (int64_t k = k16; k < K; ++k) t += A[r * K + k] * E::one(row + k);
+      acc[r * ldacc + j] = t;
     }
+  }
 }
 
 bool has_avx512f() {
@@ -190,36 +183,31 @@ template <int R>
 __attribute__((target("avx512f,avx512bf16"))) void stream_rows_trans_dpbf16(int64_t K, const uint16_t* A16,
                                                                           const uint16_t* B, int64_t ldb,
                                                                           int64_t nn, float* acc, int64_t ldacc) {
-  const int64_t k32 = K / 32 * 32;
-  auto tail = [&](int64_t r, int64_t col) {
-    float t = 0.0f;
-    for (int64_t k = k32; k < K; ++k) t += bf16_to_float(A16[r * K + k]) * bf16_to_float(B[col * ldb + k]);
-    return t;
-  };
-  int64_t j = 0;
-  for (; j + 4 <= nn; j += 4) {
+  // One B row at a time (a single sequential stream, as stream_rows_trans_avx512), four
+  // accumulators per A row over consecutive 32-element steps.
+  const int64_t k128 = K / 128 * 128, k32 = K / 32 * 32;
+  for (int64_t j = 0; j < nn; ++j) {
+    const uint16_t* row = B + j * ldb;
     __m512 s[R][4];
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) s[r][c] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < k32; k += 32) {
-      __m512bh a[R];
-      for (int r = 0; r < R; ++r) a[r] = (__m512bh)_mm512_loadu_si512(A16 + r * K + k);
-      for (int c = 0; c < 4; ++c) {
-        const __m512bh w = (__m512bh)_mm512_loadu_si512(B + (j + c) * ldb + k);
-        for (int r = 0; r < R; ++r) s[r][c] = _mm512_dpbf16_ps(s[r][c], a[r], w);
+      for (int u = 0; u < 4; ++u) s[r][u] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k128; k += 128)
+      for (int u = 0; u < 4; ++u) {
+        const __m512bh w = (__m512bh)_mm512_loadu_si512(row + k + 32 * u);
+        for (int r = 0; r < R; ++r)
+          s[r][u] = _mm512_dpbf16_ps(s[r][u], (__m512bh)_mm512_loadu_si512(A16 + r * K + k + 32 * u), w);
       }
+    for (int64_t k = k128; k < k32; k += 32) {
+      const __m512bh w = (__m512bh)_mm512_loadu_si512(row + k);
+      for (int r = 0; r < R; ++r)
+        s[r][0] = _mm512_dpbf16_ps(s[r][0], (__m512bh)_mm512_loadu_si512(A16 + r * K + k), w);
     }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) acc[r * ldacc + j + c] = _mm512_reduce_add_ps(s[r][c]) + tail(r, j + c);
-  }
-  for (; j < nn; ++j)
     for (int r = 0; r < R; ++r) {
-      __m512 s = _mm512_setzero_ps();
-      for (int64_t k = 0; k < k32; k += 32)
-        s = _mm512_dpbf16_ps(s, (__m512bh)_mm512_loadu_si512(A16 + r * K + k),
-                             (__m512bh)_mm512_loadu_si512(B + j * ldb + k));
-      acc[r * ldacc + j] = _mm512_reduce_add_ps(s) + tail(r, j);
+      float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
+      for (int64_t k = k32; k < K; ++k) t += bf16_to_float(A16[r * K + k]) * bf16_to_float(row[k]);
+      acc[r * ldacc + j] = t;
     }
+  }
 }
 
 // A's rows rounded to bf16 (exact when the caller rounded them already, as the CPU backend does).
