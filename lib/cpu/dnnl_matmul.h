@@ -2,7 +2,7 @@
 // bf16 GEMMs through oneDNN's matmul primitive: C[M, N] (fp32, row stride ldc) = A[M, K] (bf16) ·
 // B (bf16, [K, N] with row stride ldb, or [N, K] with row stride ldb when trans_b) + beta·C. oneDNN picks the CPU's bf16 instructions
 // (AVX512-BF16 dot products, AMX tiles where present) and sums in fp32. Primitives are built once
-// per shape and kept. Not thread-safe: one backend, one caller.
+// per weight shape (M is a runtime dimension) and kept. Not thread-safe: one backend, one caller.
 #include <cstdint>
 #include <memory>
 

@@ -232,7 +232,7 @@ template <class E>
 void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
                          float* acc) {
   const auto* B = static_cast<const typename E::T*>(Bv);
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // four rows at a time: 16 accumulators + 4 weights
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // up to four rows at a time: 16 accumulators in registers
     const float* a = A + m0 * K;
     float* out = acc + m0 * nn;
     const int64_t rows = std::min<int64_t>(4, M - m0);
