@@ -38,16 +38,21 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32 (default), fp16 or bf16 "
                   "(half the weight bytes; fp32 accumulation and activations; KV cache fp32 on cpu)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
-  add_int8_mode_flag(sub, f.int8_mode);
+  add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
   add_parallel_flags(sub, f.parallel);
 }
 
-void add_int8_mode_flag(CLI::App* sub, int& int8_mode) {
+void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel) {
   sub->add_option("--int8-mode", int8_mode,
                   "1: weight-only INT8, FT's int8_mode 1 (layer GEMM weights quantised per output column at load, "
-                  "activations stay floating point); 0: off");
+                  "activations stay floating point); 2: SmoothQuant W8A8 from an `ftx smoothquant` folder "
+                  "(int8 x int8 layer GEMMs, per-tensor scales unless --per-token/--per-channel); 0: off");
+  sub->add_flag("--per-token", per_token,
+                "--int8-mode 2: quantise each GEMM input row with its own scale max|row|/127 (TensorRT-LLM --per_token)");
+  sub->add_flag("--per-channel", per_channel,
+                "--int8-mode 2: per-output-column weight scales, the .col files (TensorRT-LLM --per_channel)");
 }
 
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
@@ -119,6 +124,8 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
 Runtime decoding_runtime(const DecodingFlags& f) {
   RuntimeOptions o{f.device, f.threads, f.model_dir,
                    f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"), dtype_from_name(f.dtype), f.int8_mode};
+  o.per_token = f.per_token;
+  o.per_channel = f.per_channel;
   o.int8_kv_cache = f.int8_kv_cache;
   apply_parallel_flags(f.parallel, o);
   return make_runtime(o);

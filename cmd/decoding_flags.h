@@ -19,6 +19,7 @@ struct DecodingFlags {
   std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype = "fp32";
   int threads = 0;
   int int8_mode = 0;
+  bool per_token = false, per_channel = false;  // --int8-mode 2's TensorRT-LLM modes
   bool int8_kv_cache = false;
   int64_t max_new_tokens = 0;
   int64_t top_k = 0;
@@ -35,8 +36,8 @@ struct DecodingFlags {
 
 // Declares the flags on `sub`. max_new_tokens_required: generate requires it, chat has a default.
 void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_required);
-// --int8-mode, shared with eval-lambada.
-void add_int8_mode_flag(CLI::App* sub, int& int8_mode);
+// --int8-mode, --per-token and --per-channel, shared with eval-lambada.
+void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel);
 // --int8-kv-cache, shared with eval-lambada.
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache);
 

@@ -35,6 +35,7 @@ struct EvalFlags {
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   int int8_mode = 0;
+  bool per_token = false, per_channel = false;
   bool int8_kv_cache = false;
   bool quiet = false, force = false, resume = false;
   ftx::cmd::PromptFlags prompt;
@@ -54,6 +55,8 @@ int run_eval(const EvalFlags& f) {
   ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
                          ftx::dtype_from_name(f.dtype), f.int8_mode};
+  ro.per_token = f.per_token;
+  ro.per_channel = f.per_channel;
   ro.int8_kv_cache = f.int8_kv_cache;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::Runtime rt = ftx::make_runtime(ro);
@@ -109,6 +112,8 @@ int run_eval(const EvalFlags& f) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(f.model_dir);
       if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
+      if (f.per_token) run["per_token"] = true;
+      if (f.per_channel) run["per_channel"] = true;
       if (f.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
@@ -195,7 +200,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32 (default), fp16 or bf16 "
                   "(half the weight bytes; fp32 accumulation and activations)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
-  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode);
+  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
   ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   ftx::cmd::add_parallel_flags(sub, f->parallel);

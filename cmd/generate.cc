@@ -86,6 +86,8 @@ int run_generate(GenerateFlags& f) {
       nlohmann::ordered_json run;
       run["model"] = ftx::model_identity(d.model_dir);
       if (d.int8_mode != 0) run["int8_mode"] = d.int8_mode;  // quantised weights give other results
+      if (d.per_token) run["per_token"] = true;
+      if (d.per_channel) run["per_channel"] = true;
       if (d.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes a tiny random GPT-2 in the HuggingFace layout (config.json, pytorch_model.bin,
-vocab.json, merges.txt) with GPT-2's real tokenizer, for the README's main job and the benchmarks.
+vocab.json, merges.txt) with GPT-2's real tokenizer, for the benchmarks and tests that need a
+model of a given shape fast (scripts/make_trained_gpt2.py makes the trained one of the demo).
 
 Usage: /usr/bin/python3 scripts/make_tiny_gpt2.py OUTDIR [--layers N] [--hidden H] [--heads A] [--seed S]
 The weights are random (seeded), so generated text is gibberish; the point is the pipeline.

@@ -20,6 +20,7 @@
 #include "kernels/embeddings/embedding_kernels.h"
 #include "kernels/memory/memory_kernels.h"
 #include "kernels/norms/norm_kernels.h"
+#include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
 
 namespace ftx::cuda {
@@ -205,6 +206,46 @@ ops::Weight CudaBackend::upload_weight(const void* src, DType src_dtype, size_t 
     synchronize();  // the source (a file mapping or `converted`) may go away on return
   }
   return ops::Weight(dst, weight_dtype_);
+}
+
+ops::Weight CudaBackend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                            float act_scale, float out_scale) {
+  check_not_in_step("upload_weight_w8a8");
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  std::vector<int8_t> t(n);  // [K, N] -> [N, K]
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t j = 0; j < cols; ++j) t[static_cast<size_t>(j * rows + k)] = q[static_cast<size_t>(k * cols + j)];
+  void* dq = arena_.allocate(std::max<size_t>(n, 1));
+  auto* ds = static_cast<float*>(arena_.allocate(std::max<size_t>(static_cast<size_t>(cols), 1) * sizeof(float)));
+  if (n > 0) FTX_CUDA_CHECK(cudaMemcpyAsync(dq, t.data(), n, cudaMemcpyHostToDevice, stream_));
+  if (cols > 0)
+    FTX_CUDA_CHECK(cudaMemcpyAsync(ds, alpha_col, static_cast<size_t>(cols) * sizeof(float), cudaMemcpyHostToDevice,
+                                   stream_));
+  synchronize();  // the host copies go away on return
+  ops::Weight w(dq, ds);
+  w.w8a8 = true;
+  w.act_scale = act_scale;
+  w.out_scale = out_scale;
+  return w;
+}
+
+void CudaBackend::gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C,
+                            float beta) {
+  // One scratch request: int8 activations [M, K], int32 products [M, N], per-row factors [M], each
+  // starting 256-byte aligned.
+  auto words = [](size_t bytes) { return (bytes + 255) / 256 * 64; };
+  const size_t qa_w = words(static_cast<size_t>(M) * K), acc_w = words(static_cast<size_t>(M) * N * 4);
+  float* base = scratch(qa_w + acc_w + words(static_cast<size_t>(M) * 4));
+  auto* qa = reinterpret_cast<int8_t*>(base);
+  auto* acc = reinterpret_cast<int32_t*>(base + qa_w);
+  float* alpha_row = base + qa_w + acc_w;
+  const bool per_token = !(w.act_scale > 0.0f);
+  if (per_token)
+    invoke_quantize_per_token(stream_, qa, alpha_row, A, M, K);
+  else
+    invoke_quantize_per_tensor(stream_, qa, A, M * K, w.act_scale);
+  int8_gemm_lt(lt_, stream_, M, N, K, qa, static_cast<const int8_t*>(w.data), acc, workspace_, kWorkspaceBytes);
+  invoke_dequantize_int32(stream_, C, acc, M, N, per_token ? alpha_row : nullptr, w.out_scale, w.scale, beta);
 }
 
 void CudaBackend::release_weight(const ops::Weight& w) {
@@ -628,6 +669,11 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
   if (M <= 0 || N <= 0 || replaying()) return;
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
     invoke_scale(stream_, C, beta, static_cast<size_t>(M) * N);
+    return;
+  }
+  if (weight.dtype == DType::kInt8 && weight.w8a8) {
+    if (trans_b) throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
+    gemm_w8a8(M, N, K, A, weight, C, beta);
     return;
   }
   // Weight-only INT8: the matrix is widened into scratch in the backend's weight dtype and an

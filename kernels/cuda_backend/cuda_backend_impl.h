@@ -60,6 +60,9 @@ class CudaBackend : public ops::Backend {
   void release_kv(const ops::KvCache& c) override;
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
   void release_weight(const ops::Weight& w) override;
+  // Held transposed, [N, K], for cuBLASLt's int8 TN form (kernels/quantization/int8_gemm_lt.h).
+  ops::Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                 float act_scale, float out_scale) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -110,6 +113,8 @@ class CudaBackend : public ops::Backend {
   std::vector<const void*> stage(std::initializer_list<Part> parts);
   // Device scratch of at least n floats, kept between calls (stream order makes reuse safe).
   float* scratch(size_t n);
+  // SmoothQuant W8A8: quantise A, int8 GEMM, dequantise into C (the arithmetic of lib/ops/backend.h).
+  void gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C, float beta);
 
   struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;

@@ -20,7 +20,73 @@ __global__ void dequantize_int8_columns_kernel(T* dst, const int8_t* q, const fl
     dst[i] = from_float<T>(static_cast<float>(q[i]) * scale[i % static_cast<size_t>(N)]);
 }
 
+// cvt.rni.sat.s8.f32: round half to even, saturate to [-128, 127], NaN -> 0 (TensorRT-LLM's
+// cuda_cast<int8_t>).
+__device__ __forceinline__ int8_t to_int8_rne(float v) {
+  int32_t r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return static_cast<int8_t>(r);
+}
+
+__global__ void quantize_per_tensor_kernel(int8_t* q, const float* x, size_t n, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    q[i] = to_int8_rne(x[i] * scale);
+}
+
+constexpr int kRowThreads = 256;
+
+__global__ void quantize_per_token_kernel(int8_t* q, float* alpha_row, const float* x, int64_t K) {
+  __shared__ float partial[kRowThreads];
+  const float* row = x + blockIdx.x * K;
+  float amax = 0.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k]));
+  partial[threadIdx.x] = amax;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
+    __syncthreads();
+  }
+  amax = partial[0];
+  const float scale = 127.0f / amax;  // inf for an all-zero row: 0·inf = NaN -> 0
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) q[blockIdx.x * K + k] = to_int8_rne(row[k] * scale);
+  if (threadIdx.x == 0) alpha_row[blockIdx.x] = amax / 127.0f;
+}
+
+__global__ void dequantize_int32_kernel(float* C, const int32_t* acc, int64_t M, int64_t N, const float* alpha_row,
+                                        float row_scale, const float* alpha_col, float beta) {
+  const size_t total = static_cast<size_t>(M) * static_cast<size_t>(N);
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t m = i / static_cast<size_t>(N), n = i % static_cast<size_t>(N);
+    const float ar = alpha_row ? alpha_row[m] : row_scale;
+    const float y = static_cast<float>(acc[i]) * (ar * alpha_col[n]);
+    C[i] = beta == 0.0f ? y : y + beta * C[i];
+  }
+}
+
 }  // namespace
+
+void invoke_quantize_per_tensor(cudaStream_t stream, int8_t* q, const float* x, int64_t n, float scale) {
+  if (n <= 0) return;
+  quantize_per_tensor_kernel<<<grid_for(static_cast<size_t>(n)), 256, 0, stream>>>(q, x, static_cast<size_t>(n), scale);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_quantize_per_token(cudaStream_t stream, int8_t* q, float* alpha_row, const float* x, int64_t M,
+                               int64_t K) {
+  if (M <= 0 || K <= 0) return;
+  quantize_per_token_kernel<<<static_cast<unsigned>(M), kRowThreads, 0, stream>>>(q, alpha_row, x, K);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+void invoke_dequantize_int32(cudaStream_t stream, float* C, const int32_t* acc, int64_t M, int64_t N,
+                             const float* alpha_row, float row_scale, const float* alpha_col, float beta) {
+  const size_t n = static_cast<size_t>(M) * static_cast<size_t>(N);
+  if (n == 0) return;
+  dequantize_int32_kernel<<<grid_for(n), 256, 0, stream>>>(C, acc, M, N, alpha_row, row_scale, alpha_col, beta);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
 
 void invoke_dequantize_int8_columns(cudaStream_t stream, void* dst, ElemKind kind, const int8_t* q,
                                     const float* scale, int64_t K, int64_t N) {

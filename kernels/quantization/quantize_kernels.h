@@ -1,6 +1,7 @@
 #pragma once
-// Quantisation room: INT8 weights (FT's int8_mode 1). Launcher conventions as in
-// kernels/memory/memory_kernels.h.
+// Quantisation room: INT8 weights (FT's int8_mode 1) and SmoothQuant W8A8's activation quantisation
+// and int32 dequantisation (int8_mode 2, the arithmetic defined at the end of lib/ops/backend.h).
+// Launcher conventions as in kernels/memory/memory_kernels.h.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -14,5 +15,17 @@ namespace ftx::cuda {
 // materialises the widened matrix, but multiplies by the same values).
 void invoke_dequantize_int8_columns(cudaStream_t stream, void* dst, ElemKind kind, const int8_t* q,
                                     const float* scale, int64_t K, int64_t N);
+
+// q[i] = sat(rint(x[i] · scale)) (round half to even, [-128, 127]). CPU twin:
+// cpu::quantize_per_tensor (lib/cpu/w8a8_gemm.h).
+void invoke_quantize_per_tensor(cudaStream_t stream, int8_t* q, const float* x, int64_t n, float scale);
+// Row m of x[M, K]: amax = max|x[m]|, q[m] = sat(rint(x[m] · (127/amax))), alpha_row[m] = amax/127
+// (amax 0: zeros). One block per row. CPU twin: cpu::quantize_per_token.
+void invoke_quantize_per_token(cudaStream_t stream, int8_t* q, float* alpha_row, const float* x, int64_t M,
+                               int64_t K);
+// C[m][n] = float(acc[m][n]) · (alpha_row[m] · alpha_col[n]) + beta · C[m][n]; alpha_row null:
+// row_scale for every row. CPU twin: cpu::dequantize_int32.
+void invoke_dequantize_int32(cudaStream_t stream, float* C, const int32_t* acc, int64_t M, int64_t N,
+                             const float* alpha_row, float row_scale, const float* alpha_col, float beta);
 
 }  // namespace ftx::cuda

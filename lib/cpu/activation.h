@@ -12,8 +12,7 @@ namespace ftx::cpu {
 void activate_row(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t n,
                   Activation act);
 
-// e^z for z in [-87, 88] (clamped outside) within 2 ulp, in plain arithmetic the compiler can
-// vectorise. Exposed for its unit test.
+// simd_math.h's exp_approx, compiled here, for its unit test.
 float exp_vectorizable(float z);
 
 }  // namespace ftx::cpu

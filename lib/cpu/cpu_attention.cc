@@ -12,6 +12,7 @@
 
 #include "formats/error.h"
 #include "lib/cpu/cpu_backend.h"
+#include "lib/cpu/simd_math.h"
 
 namespace ftx::cpu {
 
@@ -23,17 +24,20 @@ inline int64_t slot_position(int64_t s, int64_t q_pos, int64_t ring) {
   return ring > 0 ? q_pos - ((q_pos - s) % ring + ring) % ring : s;
 }
 
-// K or V elements of a cache as floats: fp32 as stored, int8 times the layer's scale.
+// K or V elements of a cache: fp32 as stored, or int8 read as q · the layer's scale. The products
+// and sums go through simd_math's vectorised loops.
 struct Fp32Elems {
   const float* p;
-  float operator[](int64_t i) const { return p[i]; }
   Fp32Elems operator+(int64_t off) const { return {p + off}; }
+  float dot(const float* q, int64_t n) const { return cpu::dot(q, p, n); }
+  void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, n); }
 };
 struct Int8Elems {
   const int8_t* p;
   float scale;
-  float operator[](int64_t i) const { return static_cast<float>(p[i]) * scale; }
   Int8Elems operator+(int64_t off) const { return {p + off, scale}; }
+  float dot(const float* q, int64_t n) const { return cpu::dot(q, p, scale, n); }
+  void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
 };
 
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
@@ -44,25 +48,14 @@ void attend_one(float* out, const float* q, Elems k, Elems v, int64_t n, int64_t
   scores.resize(static_cast<size_t>(n));
   float mx = -INFINITY;
   for (int64_t s = 0; s < n; ++s) {
-    const Elems ks = k + s * d;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < d; ++i) dot += q[i] * ks[i];
+    float dot = (k + s * d).dot(q, d);
     dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
     scores[s] = dot;
     mx = std::max(mx, dot);
   }
-  float sum = 0.0f;
-  for (int64_t s = 0; s < n; ++s) {
-    scores[s] = std::exp(scores[s] - mx);
-    sum += scores[s];
-  }
-  const float inv = 1.0f / sum;
+  const float inv = 1.0f / exp_shifted_sum(scores.data(), mx, n);
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-  for (int64_t s = 0; s < n; ++s) {
-    const float w = scores[s] * inv;
-    const Elems vs = v + s * d;
-    for (int64_t i = 0; i < d; ++i) out[i] += w * vs[i];
-  }
+  for (int64_t s = 0; s < n; ++s) (v + s * d).add_scaled(out, scores[s] * inv, d);
 }
 
 // One layer's K and V caches, read through the element view of their dtype.

@@ -18,6 +18,7 @@
 #include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
+#include "lib/cpu/w8a8_gemm.h"
 
 namespace ftx::cpu {
 
@@ -158,6 +159,11 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8 and half are all there is
+  if (weight.dtype == DType::kInt8 && weight.w8a8) {  // oneDNN threads the int8 matmul itself
+    w8a8_gemm(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, weight.act_scale, weight.out_scale, C,
+              beta);
+    return;
+  }
   const bool packed = weight.panel_cols > 0;
   for_column_blocks(
       M, N, K,

@@ -21,6 +21,7 @@
 #include "formats/ft_dir.h"
 #include "formats/mapped_file.h"
 #include "formats/tensor.h"
+#include "lib/engine/w8a8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/model/ft_weight_layout.h"
 
@@ -217,6 +218,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
+  const ops::Backend::SmoothQuant& sq = backend.smoothquant();
+  if (sq.on) check_w8a8_folder(dir, cfg);
   if (layout.pp > cfg.num_layer)
     throw Error(join(dir, "config.ini"), "num_layer = " + std::to_string(cfg.num_layer) + " is less than the " +
                                              std::to_string(layout.pp) + " pipeline stages");
@@ -321,6 +324,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     return backend.int8_weight_only() && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
            f.shape.size() >= 2;
   };
+  // SmoothQuant W8A8 (int8_mode 2) reads the four layer GEMMs from the folder's int8 files.
+  auto w8a8 = [&](const FtWeightFile& f, std::string* gemm) {
+    return sq.on && f.shape.size() >= 2 && is_w8a8_gemm(f.name, gemm);
+  };
   // What this rank will hold, against what the backend has, before anything is allocated.
   const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
   double need = 0;
@@ -334,7 +341,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
     const Slot slot = slot_for(f.name);
     const double el = !slot.matrix ? sizeof(float)
-                      : quantized(f) ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8 + column scales
+                      : quantized(f) || w8a8(f, nullptr) ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8 + column scales
                                      : static_cast<double>(dtype_size(backend.weight_dtype()));
     need += static_cast<double>(f.numel()) * el;
   }
@@ -349,6 +356,13 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
     const Slot slot = slot_for(f.name);
+    if (std::string gemm; w8a8(f, &gemm)) {
+      const int64_t rows = f.shape.front(), cols = f.numel() / rows;
+      *slot.matrix = load_w8a8_weight(dir, gemm, rank, tp, rows, cols, sq, backend);
+      w.owned_weights_.push_back(*slot.matrix);
+      w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
+      continue;
+    }
     auto file = MappedFile::open(path);
     const size_t n = static_cast<size_t>(f.numel());
     const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());

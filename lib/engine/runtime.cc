@@ -11,11 +11,11 @@ Runtime make_runtime(const RuntimeOptions& o) {
   const std::string& device = o.device;
   if (device != "cuda" && !o.gemm_config.empty())
     throw UsageError("--gemm-config applies to --device cuda only (the " + device + " backend has no GEMM algorithms to choose)");
-  if (o.int8_mode == 2)
-    throw UsageError("--int8-mode 2 (SmoothQuant W8A8) is not supported by this version of generate; "
-                     "--int8-mode 1 (weight-only) is");
-  if (o.int8_mode != 0 && o.int8_mode != 1)
+  if (o.int8_mode != 0 && o.int8_mode != 1 && o.int8_mode != 2)
     throw UsageError("--int8-mode " + std::to_string(o.int8_mode) + ": expected 0 (off), 1 (weight-only) or 2 (W8A8)");
+  if ((o.per_token || o.per_channel) && o.int8_mode != 2)
+    throw UsageError(std::string(o.per_token ? "--per-token" : "--per-channel") +
+                     " applies to --int8-mode 2 (SmoothQuant W8A8) only");
   Runtime rt;
   rt.comm = dist::make_communicator();
   // The grid is checked before any collective: every rank reaches the same verdict from its flags,
@@ -28,6 +28,11 @@ Runtime make_runtime(const RuntimeOptions& o) {
                                     num_layer);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   rt.backend->set_int8_weight_only(o.int8_mode == 1);
+  ops::Backend::SmoothQuant sq;
+  sq.on = o.int8_mode == 2;
+  sq.per_token = o.per_token;
+  sq.per_channel = o.per_channel;
+  rt.backend->set_smoothquant(sq);
   rt.backend->set_int8_kv_cache(o.int8_kv_cache);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's

@@ -25,7 +25,8 @@ struct RuntimeOptions {
   std::string model_dir;       // the model folder: where gemm_config.in is looked for
   std::string gemm_config;     // an explicit gemm_config.in (--gemm-config); "" = search
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
-  int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1); 2 (W8A8) is not built yet
+  int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1), 2 SmoothQuant W8A8
+  bool per_token = false, per_channel = false;  // --per-token / --per-channel (int8_mode 2 only)
   bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
   // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
   int tensor_para_size = 0, pipeline_para_size = 0;
@@ -33,7 +34,8 @@ struct RuntimeOptions {
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is an int8_mode other than 0 or 1. T·P other than the
+// so is an int8_mode other than 0, 1 or 2, and --per-token or --per-channel without int8_mode 2.
+// T·P other than the
 // number of ranks, or P more than model_dir's num_layer, is a UsageError on every rank (before any
 // collective: no rank waits).
 Runtime make_runtime(const RuntimeOptions& options);

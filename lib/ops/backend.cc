@@ -134,6 +134,24 @@ Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t row
   return Weight(q_dst, s_dst);
 }
 
+Weight Backend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                   float act_scale, float out_scale) {
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  // The int8 bytes travel through the float-typed alloc/upload, padded to whole floats.
+  const size_t words = std::max<size_t>((n + sizeof(float) - 1) / sizeof(float), 1);
+  std::vector<float> packed(words, 0.0f);
+  std::memcpy(packed.data(), q, n);
+  float* q_dst = alloc(words);
+  float* s_dst = alloc(std::max<int64_t>(cols, 1));
+  upload(q_dst, packed.data(), words);
+  upload(s_dst, alpha_col, static_cast<size_t>(cols));
+  Weight w(q_dst, s_dst);
+  w.w8a8 = true;
+  w.act_scale = act_scale;
+  w.out_scale = out_scale;
+  return w;
+}
+
 namespace {
 
 // A number from a one-line file such as /sys/fs/cgroup/memory.max; -1 when absent or "max".

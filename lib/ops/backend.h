@@ -45,6 +45,13 @@ struct Weight {
   // repacks): column panels of this width, each a row-major [K, width] block (the last one
   // narrower), one after another, so a GEMM streams each panel's rows contiguously.
   int64_t panel_cols = 0;
+  // SmoothQuant W8A8 (int8_mode 2; set by upload_weight_w8a8): the GEMM quantises A too and
+  // multiplies int8 by int8 (the W8A8 arithmetic at the end of this file). `scale` then holds the per-column factor
+  // alpha_col; the int8 matrix is in the backend's own layout (the CUDA backend holds it [N, K]).
+  // act_scale > 0: per-tensor, A quantised with this static scale_x_orig_quant and the
+  // result scaled by out_scale (scale_y_quant_orig); act_scale == 0: per-token (dynamic).
+  bool w8a8 = false;
+  float act_scale = 0.0f, out_scale = 1.0f;
   Weight() = default;
   Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
   Weight(const void* p, DType t) : data(p), dtype(t) {}
@@ -131,6 +138,20 @@ class Backend {
   // into backend memory: rows·cols int8 values and cols fp32 scales.
   virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
 
+  // SmoothQuant W8A8 (FT's int8_mode 2, TensorRT-LLM's --use_smooth_quant): when on, the layers'
+  // four GEMM matrices are the smoothquant folder's int8 files, and each GEMM quantises its input
+  // (the W8A8 arithmetic below). per_token: dynamic per-row activation scales (--per-token); per_channel: the
+  // per-column weight files and scales (--per-channel).
+  struct SmoothQuant {
+    bool on = false, per_token = false, per_channel = false;
+  };
+  void set_smoothquant(const SmoothQuant& sq) { smoothquant_ = sq; }
+  const SmoothQuant& smoothquant() const { return smoothquant_; }
+  // A host int8 [rows, cols] matrix and its per-column factors alpha_col[cols] into backend
+  // memory as a W8A8 weight; act_scale 0 = per-token (see Weight). Release with release_weight().
+  virtual Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                    float act_scale, float out_scale);
+
   // INT8 KV cache (TensorRT-LLM's --int8_kv_cache): when on, kv_dtype() is kInt8 and the caches
   // the engine allocates hold int8 K and V, each layer's with its own scale (KvCache::scale, read
   // by the weight loader from the folder's calibrated scale files).
@@ -171,7 +192,8 @@ class Backend {
   // ---- linear algebra ----
   // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
   // A half-precision B means: A rounded to B's dtype, products summed in fp32.
-  // An int8 B (never transposed) means C = A · (q · diag(scale)), summed in fp32.
+  // An int8 B (never transposed) means C = A · (q · diag(scale)), summed in fp32; a W8A8 one
+  // (Weight::w8a8) means the int8 × int8 GEMM defined at the end of this file.
   virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const Weight& B, bool trans_b,
                     float* C, float beta) = 0;
 
@@ -233,8 +255,22 @@ class Backend {
 
  private:
   bool int8_weight_only_ = false;
+  SmoothQuant smoothquant_;
   bool int8_kv_cache_ = false;
 };
+
+// The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm
+// with its quantize ops; every backend computes exactly this, fp32 output):
+//  1. Activations to int8, round half to even and saturate to [-128, 127] (PTX cvt.rni.sat.s8.f32,
+//     what TensorRT-LLM's cuda_cast<int8_t> does), the product taken in fp32:
+//       per-tensor:  q[m][k] = sat(rint(A[m][k] · act_scale)),        alpha_row[m] = out_scale
+//       per-token:   amax[m] = max_k |A[m][k]|, s = 127.f / amax[m],
+//                    q[m][k] = sat(rint(A[m][k] · s)),                  alpha_row[m] = amax[m] / 127.f
+//                    (amax 0: q = 0 and alpha_row = 0, as TensorRT-LLM's NaN-to-0 conversion gives).
+//  2. acc[m][n] = Σ_k q[m][k] · w[k][n] in int32 (exact).
+//  3. C[m][n] = float(acc) · (alpha_row[m] · alpha_col[n]) + beta · C[m][n], in fp32.
+// alpha_col is what the loader gives: per-tensor scale_y_accum_quant[.col] (so with out_scale =
+// scale_y_quant_orig the product is 1/(s_x·s_w)), per-token scale_w_quant_orig[.col].
 
 // ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
 // h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).

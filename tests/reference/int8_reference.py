@@ -43,3 +43,161 @@ def weight_only_int8(W, tp):
             L[k] = quantize_row_blocks(L[k], tp)
         Q["layers"].append(L)
     return Q
+
+
+# ---------------------------------------------------------------------------------------------------
+# SmoothQuant W8A8 (int8_mode 2, TensorRT-LLM's --use_smooth_quant [--per_token] [--per_channel]),
+# from ft-runtime.md §4.2 and ft-format.md §3.5, not from ftx's code. The model is a `ftx
+# smoothquant` TP-1 folder: its smoothed floating-point tensors for everything but the four layer
+# GEMMs, which use the folder's int8 files and scales:
+#
+#   per-tensor:  q_x = sat(rint(x · scale_x_orig_quant)),  y = (q_x · q_w) · scale_y_quant_orig · a_col,
+#                a_col = scale_y_accum_quant (per tensor; QKV: one per Q, K, V) or .col (per column)
+#   per-token:   amax = max|x_row|, q_x = sat(rint(x · 127/amax)), y = (q_x · q_w) · amax/127 · a_col,
+#                a_col = scale_w_quant_orig (per tensor) or .col
+#   per-channel: q_w from weight.int8.col, a_col from the .col scale files; else weight.int8.
+# rint rounds half to even and sat clamps to [-128, 127] (PTX cvt.rni.sat.s8.f32); the integer
+# product is exact; everything else is float64. The GEMM bias is added after.
+#
+# Tensor parallelism: QKV and FC1 keep whole columns on a rank, so only the row-parallel GEMMs
+# (attention.dense, FC2) see TP: each rank quantises its own slice of the input row (per-token:
+# its own amax) and the ranks' dequantised partial products are summed.
+# ---------------------------------------------------------------------------------------------------
+import configparser  # noqa: E402
+import os  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+_NP = {"fp32": np.float32, "fp16": np.float16}
+
+
+def _ini(folder):
+    cp = configparser.ConfigParser()
+    cp.read(os.path.join(folder, "config.ini"))
+    return cp[cp.sections()[0]]
+
+
+def _read(folder, name, shape, dtype):
+    path = os.path.join(folder, name)
+    if dtype == "bf16":
+        raw = np.fromfile(path, np.uint16).astype(np.uint32) << 16
+        a = raw.view(np.float32)
+    else:
+        a = np.fromfile(path, _NP.get(dtype, dtype))
+    return torch.from_numpy(a.astype(np.float64).reshape(shape))
+
+
+def _exists(folder, name):
+    return os.path.exists(os.path.join(folder, name))
+
+
+def _rint_sat(v):
+    return torch.clamp(torch.round(v), -128, 127)  # torch.round: half to even
+
+
+class W8A8Gemm:
+    """One layer GEMM as W8A8 computes it: y = gemm(x) (without the bias).
+
+    W8A8Gemm.margin: the smallest distance of an unrounded activation x·s to a rounding boundary
+    (k + 0.5) since the last reset_margin(). An engine computing in fp32 may round such a value the
+    other way when the distance is below its own error (about 1e-5 in these units here), and then its logits
+    differ from the emulation's by one int8 step's effect: the tests use the margin to tell those
+    steps apart."""
+    margin = 1.0
+
+    def __init__(self, q, a_col, act_scale, out_scale, row_parallel_tp):
+        self.q, self.a_col = q, a_col                # [K, N] int8 values (float64), [N]
+        self.act_scale, self.out_scale = act_scale, out_scale  # None: per-token
+        self.tp = row_parallel_tp                    # > 1: input rows split over ranks
+
+    def __call__(self, x):
+        K = self.q.shape[0]
+        y = torch.zeros(x.shape[0], self.q.shape[1], dtype=torch.float64)
+        for xs, qs in zip(x.split(K // self.tp, dim=1), self.q.split(K // self.tp, dim=0)):
+            if self.act_scale is None:
+                amax = xs.abs().amax(dim=1, keepdim=True)
+                safe = torch.where(amax > 0, amax, torch.ones_like(amax))
+                v = xs * (127.0 / safe)
+                qx = torch.where(amax > 0, _rint_sat(v), torch.zeros_like(xs))
+                y += (qx @ qs) * (amax / 127.0) * self.a_col
+            else:
+                v = xs * self.act_scale
+                qx = _rint_sat(v)
+                y += (qx @ qs) * self.out_scale * self.a_col
+            inside = v.abs() < 127.5  # saturated values have no boundary to cross
+            if inside.any():
+                d = ((v - torch.floor(v)) - 0.5).abs()[inside].min()
+                W8A8Gemm.margin = min(W8A8Gemm.margin, float(d))
+        return y
+
+
+def w8a8_model(folder, tp, per_token, per_channel):
+    """(logical weights W for gpt_reference.forward, with W8A8Gemm objects as the four layer GEMMs'
+    weights) of the TP-1 smoothquant folder `folder`, emulating TP size `tp`."""
+    c = _ini(folder)
+    assert int(c["tensor_para_size"]) == 1, folder
+    dt = c["weight_data_type"]
+    nh, d = int(c["head_num"]), int(c["size_per_head"])
+    H, I, nl, V = nh * d, int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"])
+
+    def vec(name, n):
+        return _read(folder, name, (n,), dt) if _exists(folder, name) else None
+
+    def f32(name, n):
+        return _read(folder, name, (n,), np.float32)
+
+    W = {"wte": _read(folder, "model.wte.bin", (V, H), dt), "layers": []}
+    W["wpe"] = (_read(folder, "model.wpe.bin", (-1, H), dt) if _exists(folder, "model.wpe.bin") else None)
+    W["lm_head"] = (_read(folder, "model.lm_head.weight.bin", (V, H), dt)
+                    if _exists(folder, "model.lm_head.weight.bin") else None)
+    W["lm_head_bias"] = vec("model.lm_head.bias.bin", V)
+    for key, ft in (("pre_ln", "pre_decoder_layernorm"), ("final_ln", "final_layernorm")):
+        g = vec(f"model.{ft}.weight.bin", H)
+        W[key] = (g, vec(f"model.{ft}.bias.bin", H)) if g is not None else None
+    col = ".col" if per_channel else ""
+    for l in range(nl):
+        p = f"model.layers.{l}."
+
+        def gemm(g, K, N, qkv=False, row_parallel=False):
+            q = _read(folder, f"{p}{g}.weight.int8{col}.0.bin", (K, N), np.int8)
+            name = "scale_w_quant_orig" if per_token else "scale_y_accum_quant"
+            if per_channel:
+                a = f32(f"{p}{g}.{name}.col{'' if row_parallel else '.0'}.bin", N)
+            elif qkv:
+                a = f32(f"{p}{g}.{name}.bin", N)  # [3, H]: Q, K, V broadcast
+            else:
+                a = f32(f"{p}{g}.{name}.bin", 1).expand(N)
+            xs = None if per_token else float(f32(f"{p}{g}.scale_x_orig_quant.bin", 1)[0])
+            ys = None if per_token else float(f32(f"{p}{g}.scale_y_quant_orig.bin", 1)[0])
+            return q, a, xs, ys
+
+        q, a, xs, ys = gemm("attention.query_key_value", H, 3 * H, qkv=True)
+        qkv_b = vec(p + "attention.query_key_value.bias.0.bin", 3 * H)
+        L = {"ln1": (vec(p + "input_layernorm.weight.bin", H), vec(p + "input_layernorm.bias.bin", H))}
+        g2 = vec(p + "post_attention_layernorm.weight.bin", H)
+        L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
+        for i, k in enumerate("qkv"):
+            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys, 1)
+            L["b" + k] = qkv_b[i * H:(i + 1) * H] if qkv_b is not None else None
+        L["wo"] = W8A8Gemm(*gemm("attention.dense", H, H, row_parallel=True), tp)
+        L["bo"] = vec(p + "attention.dense.bias.bin", H)
+        L["w1"] = W8A8Gemm(*gemm("mlp.dense_h_to_4h", H, I), 1)
+        L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
+        L["wg"], L["bg"] = None, None
+        L["w2"] = W8A8Gemm(*gemm("mlp.dense_4h_to_h", I, H, row_parallel=True), tp)
+        L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
+        s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
+        if s is not None:
+            L["bo"], L["b2"] = None, s
+        W["layers"].append(L)
+    return W
+
+
+def w8a8_linear(orig_lin):
+    """gpt_reference._lin that runs W8A8Gemm weights (and others as before)."""
+    def lin(x, w, b):
+        if isinstance(w, W8A8Gemm):
+            y = w(x)
+            return y + b if b is not None else y
+        return orig_lin(x, w, b)
+    return lin

@@ -1,0 +1,123 @@
+#include "lib/engine/w8a8_weights.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <vector>
+
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "formats/mapped_file.h"
+#include "lib/model/ft_weight_layout.h"
+
+namespace ftx {
+
+namespace {
+
+const char* kGemms[] = {"attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"};
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// The whole file as `count` values of `elem` bytes; a missing or mis-sized file is an Error naming it.
+std::vector<uint8_t> read_exact(const std::string& path, int64_t count, size_t elem) {
+  const size_t want = static_cast<size_t>(count) * elem;
+  if (!exists(path))
+    throw Error(path, "missing SmoothQuant file for --int8-mode 2 (write the folder with `ftx smoothquant --alpha A`)");
+  auto file = MappedFile::open(path);
+  if (file->size() != want)
+    throw Error(path, std::to_string(file->size()) + " bytes, expected " + std::to_string(want) + " (" +
+                          std::to_string(count) + (elem == 1 ? " int8" : " fp32") + " values)");
+  const uint8_t* p = file->slice(0, want, path);
+  return std::vector<uint8_t>(p, p + want);
+}
+
+std::vector<float> read_floats(const std::string& path, int64_t count) {
+  const std::vector<uint8_t> b = read_exact(path, count, sizeof(float));
+  std::vector<float> v(static_cast<size_t>(count));
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+}  // namespace
+
+bool is_w8a8_gemm(const std::string& weight_name, std::string* gemm) {
+  if (weight_name.rfind("model.layers.", 0) != 0) return false;
+  const size_t dot = weight_name.find('.', 13);
+  if (dot == std::string::npos) return false;
+  const std::string rest = weight_name.substr(dot + 1);
+  for (const char* g : kGemms)
+    if (rest == std::string(g) + ".weight") {
+      if (gemm) *gemm = weight_name.substr(0, weight_name.size() - 7);
+      return true;
+    }
+  return false;
+}
+
+void check_w8a8_folder(const std::string& dir, const ModelConfig& cfg) {
+  const std::string ini_path = dir + "/config.ini";
+  const IniFile ini = IniFile::read(ini_path);
+  std::string alpha, format;
+  for (const std::string& s : ini.sections()) {
+    if (ini.has(s, "smoothquant")) alpha = ini.get(s, "smoothquant");
+    if (ini.has(s, "int8_format")) format = ini.get(s, "int8_format");
+  }
+  if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
+    throw Error(dir, "--int8-mode 2: multi-query attention (" + std::string(architecture_name(cfg.arch)) +
+                         ") has no SmoothQuant W8A8 path; TensorRT-LLM refuses it too");
+  if (ft_is_gated(cfg))
+    throw Error(dir, std::string("--int8-mode 2: a gated FFN (") + activation_name(cfg.activation) +
+                         ") has no SmoothQuant W8A8 path: ftx smoothquant does not export it");
+  if (alpha.empty() || alpha == "None")
+    throw Error(ini_path, "--int8-mode 2 needs a folder written by `ftx smoothquant --alpha A`; config.ini has " +
+                              (alpha.empty() ? std::string("no smoothquant key") : "smoothquant = None (KV-cache scales only)"));
+  if (!format.empty() && format != "trt-llm")
+    throw Error(ini_path, "int8_format = " + format +
+                              ": --int8-mode 2 reads TensorRT-LLM's files (ftx smoothquant --format trt-llm), not "
+                              "FasterTransformer's OPT W8A8 files");
+}
+
+ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, int rank, int tp, int64_t rows,
+                             int64_t cols, const ops::Backend::SmoothQuant& mode, ops::Backend& backend) {
+  const std::string base = dir + "/" + gemm;
+  const std::string r = std::to_string(rank);
+  auto ends_with = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return gemm.size() >= n && gemm.compare(gemm.size() - n, n, s) == 0;
+  };
+  const bool qkv = ends_with("attention.query_key_value");
+  // QKV and FC1 split their output columns across ranks; attention.dense and FC2 their input rows.
+  const bool column_parallel = qkv || ends_with("mlp.dense_h_to_4h");
+  const std::string col = mode.per_channel ? ".col" : "";
+  const std::vector<uint8_t> q = read_exact(base + ".weight.int8" + col + "." + r + ".bin", rows * cols, 1);
+  // alpha_col: the per-column factor of the dequantisation (lib/ops/backend.h).
+  const std::string col_name = mode.per_token ? ".scale_w_quant_orig" : ".scale_y_accum_quant";
+  std::vector<float> alpha(static_cast<size_t>(cols));
+  if (mode.per_channel) {
+    // Column-parallel GEMMs have their columns' scales per rank; row-parallel ones keep all columns.
+    alpha = column_parallel ? read_floats(base + col_name + ".col." + r + ".bin", cols)
+                            : read_floats(base + col_name + ".col.bin", cols);
+  } else if (qkv) {
+    // [3, H]: Q's, K's and V's one value each, broadcast; this rank's columns of each.
+    const int64_t seg = cols / 3, full = seg * tp;
+    const std::vector<float> all = read_floats(base + col_name + ".bin", 3 * full);
+    for (int64_t s = 0; s < 3; ++s)
+      for (int64_t j = 0; j < seg; ++j) alpha[s * seg + j] = all[s * full + rank * seg + j];
+  } else {
+    const float v = read_floats(base + col_name + ".bin", 1)[0];
+    std::fill(alpha.begin(), alpha.end(), v);
+  }
+  float act_scale = 0.0f, out_scale = 1.0f;  // per-token: both unused
+  if (!mode.per_token) {
+    act_scale = read_floats(base + ".scale_x_orig_quant.bin", 1)[0];
+    out_scale = read_floats(base + ".scale_y_quant_orig.bin", 1)[0];
+    if (!(act_scale > 0.0f))
+      throw Error(base + ".scale_x_orig_quant.bin", "scale " + std::to_string(act_scale) + " is not positive");
+  }
+  return backend.upload_weight_w8a8(reinterpret_cast<const int8_t*>(q.data()), rows, cols, alpha.data(), act_scale,
+                                    out_scale);
+}
+
+}  // namespace ftx

@@ -1,0 +1,244 @@
+// INT8 accuracy on a trained model (issue 14): the GPT-2 of scripts/make_trained_gpt2.py (trained
+// on the KJV Bible, Revelation held out), run by ftx's engine in fp32 and in each INT8 mode over the
+// held-out text; at every position the full next-token distributions are compared:
+//   top-1 agreement  the share of positions where the mode's argmax equals fp32's;
+//   mean KL          KL(p_fp32 || p_mode) in nats per position, from the full 50257 logits (float64).
+// Random fixture weights cannot show this (no outliers, no preferences); the emulation tests
+// (engine_reference_test) show that each mode computes what it should, this one what it costs.
+//
+// Fixtures: scripts/fixtures/make_trained_fixtures.py (ctest setup `trained_gpt2_fixtures`).
+// The modes are one list (modes()): a name, a model folder and the runtime options generate would
+// build from its flags. A mode whose runtime option this build rejects as not yet supported (W8A8
+// before `--int8-mode 2` exists) is reported as not run instead of failing; any other error fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/model_weights.h"
+#include "lib/engine/runtime.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace ftx {
+namespace {
+
+constexpr int64_t kWindow = 128;     // tokens per held-out window (the model trained on 128)
+constexpr int64_t kMaxWindows = 32;  // 32 · 127 = 4064 predicted positions
+
+struct Floors {
+  double min_agreement;  // top-1 agreement with fp32 ≥ this
+  double max_mean_kl;    // mean KL(fp32 || mode) ≤ this (nats)
+};
+
+struct Mode {
+  std::string name;
+  std::string folder;  // under the fixture folder; its 1-gpu/ is loaded
+  RuntimeOptions runtime;
+  Floors floors;
+};
+
+RuntimeOptions int8_mode(int mode, bool int8_kv_cache = false) {
+  RuntimeOptions o;
+  o.int8_mode = mode;
+  o.int8_kv_cache = int8_kv_cache;
+  return o;
+}
+
+// Floors set from measurements on this fixture, with margin. Weight-only measured 0.9988
+// agreement (5 of 4064 positions, near-ties) and mean KL 2.0e-6 (max 2.8e-5); the INT8 KV cache
+// 0.9978 and 7.0e-6 (max 2.1e-4), with weight-only too 0.9983 and 9.1e-6: floors 0.99 and 1e-4
+// for all three. W8A8's floors are provisional until --int8-mode 2 runs here: a float64 emulation of
+// TensorRT-LLM's per-tensor W8A8 on these exports (w8a8_estimate.py beside this file: static
+// activation scales, the files' int8 weights and per-tensor scales; its fp32 NLL equals ftx's to
+// 4 digits) gave agreement 0.9924 and mean KL 1.17e-4 at alpha 0, 0.9921 and 1.03e-4 at alpha
+// 0.5: floors 0.98 and 1e-3.
+const std::vector<Mode>& modes() {
+  static const std::vector<Mode> m = {
+      {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
+      {"int8 KV cache (--int8-kv-cache)", "kv", int8_mode(0, true), {0.99, 1e-4}},
+      {"weight-only + KV cache", "kv", int8_mode(1, true), {0.99, 1e-4}},
+      {"W8A8 SmoothQuant alpha=0 (--int8-mode 2)", "sq-a0", int8_mode(2), {0.98, 1e-3}},
+      {"W8A8 SmoothQuant alpha=0.5 (--int8-mode 2)", "sq-a05", int8_mode(2), {0.98, 1e-3}},
+  };
+  return m;
+}
+
+std::string fixture_dir() {
+  const char* f = std::getenv("FTX_FIXTURES");
+  return std::string(f && *f ? f : ".") + "/trained";
+}
+
+// Held-out text as kWindow-token windows (consecutive, not overlapping).
+std::vector<std::vector<int32_t>> held_out_windows(const std::string& model_dir, const std::string& text_file) {
+  std::ifstream in(text_file);
+  if (!in) throw Error(text_file + ": cannot open the held-out text");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::vector<int32_t> ids = load_tokenizer(model_dir)->encode(ss.str());
+  std::vector<std::vector<int32_t>> w;
+  for (size_t at = 0; at + kWindow <= ids.size() && static_cast<int64_t>(w.size()) < kMaxWindows; at += kWindow)
+    w.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(at), ids.begin() + static_cast<std::ptrdiff_t>(at + kWindow));
+  return w;
+}
+
+// One model on one runtime, fed the windows in lock-step: prefill of each window's first token,
+// then one decode step per token, so that every position's full logits pass by.
+struct Runner {
+  Runtime rt;
+  ModelWeights weights;
+  std::optional<Engine> engine;
+  Runner(const std::string& dir, const RuntimeOptions& options) : rt(make_runtime(options)) {
+    weights = ModelWeights::load(dir, rt.layout(), *rt.backend);
+    engine.emplace(weights, *rt.backend, *rt.groups);
+  }
+};
+
+// log-softmax of one row, in float64.
+void log_softmax(const float* l, int64_t n, std::vector<double>& out) {
+  out.resize(static_cast<size_t>(n));
+  double m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(l[i]));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(l[i]) - m);
+  const double lse = m + std::log(s);
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(l[i]) - lse;
+}
+
+struct Tally {
+  int64_t positions = 0, agree = 0;
+  double kl_sum = 0, kl_max = 0, nll_sum = 0;
+  double agreement() const { return static_cast<double>(agree) / static_cast<double>(positions); }
+  double mean_kl() const { return kl_sum / static_cast<double>(positions); }
+  double mean_nll() const { return nll_sum / static_cast<double>(positions); }
+};
+
+TEST(Int8Accuracy, TrainedGpt2HeldOut) {
+  const std::string root = fixture_dir();
+  ASSERT_TRUE(std::ifstream(root + "/DONE")) << root << "/DONE missing: run the ctest setup trained_gpt2_fixtures "
+                                             << "(scripts/fixtures/make_trained_fixtures.py " << root << ")";
+  const std::string fp32_dir = root + "/ft/1-gpu";
+  const auto windows = held_out_windows(fp32_dir, root + "/hf/heldout.txt");
+  ASSERT_GE(windows.size(), 32u) << "held-out text too short";
+  const int64_t B = static_cast<int64_t>(windows.size());
+
+  RuntimeOptions fp32_options;
+  Runner reference(fp32_dir, fp32_options);
+  std::vector<std::unique_ptr<Runner>> runners;  // null: the mode is not built yet
+  std::vector<std::string> not_run(modes().size());
+  for (size_t m = 0; m < modes().size(); ++m) {
+    const Mode& mode = modes()[m];
+    try {
+      runners.push_back(std::make_unique<Runner>(root + "/" + mode.folder + "/1-gpu", mode.runtime));
+    } catch (const UsageError& e) {
+      if (std::string(e.what()).find("not supported") == std::string::npos) throw;
+      runners.push_back(nullptr);
+      not_run[m] = e.what();
+    }
+  }
+
+  const int64_t V = reference.engine->vocab_size();
+  std::vector<int32_t> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+  std::vector<float> ref_logits(static_cast<size_t>(B * V)), logits(static_cast<size_t>(B * V));
+  std::vector<Tally> tally(modes().size());
+  Tally fp32;
+  std::vector<double> ref_lp(static_cast<size_t>(B * V)), lq;
+  reference.engine->reserve(B, kWindow, B);
+  for (auto& r : runners)
+    if (r) r->engine->reserve(B, kWindow, B);
+
+  // Step t feeds token t of every window and predicts token t + 1.
+  for (int64_t t = 0; t + 1 < kWindow; ++t) {
+    std::vector<int32_t> feed(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) feed[static_cast<size_t>(b)] = windows[static_cast<size_t>(b)][static_cast<size_t>(t)];
+    auto step = [&](Runner& r, float* out) {
+      if (t == 0) {
+        std::vector<std::vector<int32_t>> first;
+        for (int32_t id : feed) first.push_back({id});
+        r.engine->prefill(first, rows, out);
+      } else {
+        r.engine->decode(feed, rows, out);
+      }
+    };
+    step(reference, ref_logits.data());
+    for (int64_t b = 0; b < B; ++b) {
+      log_softmax(ref_logits.data() + b * V, V, lq);
+      std::copy(lq.begin(), lq.end(), ref_lp.begin() + b * V);
+      fp32.positions++;
+      fp32.nll_sum -= lq[static_cast<size_t>(windows[static_cast<size_t>(b)][static_cast<size_t>(t + 1)])];
+    }
+    for (size_t m = 0; m < runners.size(); ++m) {
+      if (!runners[m]) continue;
+      step(*runners[m], logits.data());
+      for (int64_t b = 0; b < B; ++b) {
+        const float* p = ref_logits.data() + b * V;
+        const float* q = logits.data() + b * V;
+        const double* lp = ref_lp.data() + b * V;
+        log_softmax(q, V, lq);
+        double kl = 0;
+        for (int64_t i = 0; i < V; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[static_cast<size_t>(i)]);
+        Tally& s = tally[m];
+        s.positions++;
+        s.agree += (std::max_element(p, p + V) - p) == (std::max_element(q, q + V) - q);
+        s.kl_sum += kl;
+        s.kl_max = std::max(s.kl_max, kl);
+        s.nll_sum -= lq[static_cast<size_t>(windows[static_cast<size_t>(b)][static_cast<size_t>(t + 1)])];
+      }
+    }
+  }
+
+  // The figures, then the floors (so a failing run still shows every mode's numbers).
+  std::printf("held-out text: Revelation, %lld windows of %lld tokens, %lld predicted positions\n",
+              static_cast<long long>(B), static_cast<long long>(kWindow), static_cast<long long>(fp32.positions));
+  std::printf("%-46s %10s %10s %10s %10s\n", "mode", "top1-agree", "mean-KL", "max-KL", "NLL/token");
+  std::printf("%-46s %10s %10s %10s %10.4f\n", "fp32 (reference)", "-", "-", "-", fp32.mean_nll());
+  for (size_t m = 0; m < modes().size(); ++m) {
+    if (!runners[m]) {
+      std::printf("%-46s not run: %s\n", modes()[m].name.c_str(), not_run[m].c_str());
+      continue;
+    }
+    const Tally& s = tally[m];
+    std::printf("%-46s %10.4f %10.3e %10.3e %10.4f   floors: agree >= %.3f, mean KL <= %.1e\n", modes()[m].name.c_str(),
+                s.agreement(), s.mean_kl(), s.kl_max, s.mean_nll(), modes()[m].floors.min_agreement,
+                modes()[m].floors.max_mean_kl);
+  }
+  std::fflush(stdout);
+
+  // The fixture is a trained model: 4.73 nats per held-out token measured; random weights give
+  // about ln 50257 = 10.8, the training text's unigram frequencies (add-one smoothed) 6.1.
+  EXPECT_LT(fp32.mean_nll(), 5.5) << "fp32 held-out loss: the fixture model is not trained";
+  for (size_t m = 0; m < modes().size(); ++m) {
+    if (!runners[m]) continue;
+    EXPECT_GE(tally[m].agreement(), modes()[m].floors.min_agreement) << modes()[m].name;
+    EXPECT_LE(tally[m].mean_kl(), modes()[m].floors.max_mean_kl) << modes()[m].name;
+    EXPECT_GT(tally[m].mean_kl(), 0.0) << modes()[m].name << ": identical to fp32, so nothing was quantised";
+  }
+  // SmoothQuant's point: migrating activation outliers into the weights (alpha 0.5) is at least as
+  // good as plain W8A8 (alpha 0).
+  auto index_of = [](const std::string& folder) {
+    for (size_t m = 0; m < modes().size(); ++m)
+      if (modes()[m].folder == folder) return m;
+    return modes().size();
+  };
+  const size_t a0 = index_of("sq-a0"), a05 = index_of("sq-a05");
+  if (a0 < runners.size() && a05 < runners.size() && runners[a0] && runners[a05]) {
+    // Mean KL is the measure; top-1 agreement may differ by a few near-tie positions either way
+    // (0.001 = 4 of 4064; the emulation above has alpha 0.5 one position behind alpha 0 with the
+    // lower KL), which says nothing about the method.
+    EXPECT_LE(tally[a05].mean_kl(), tally[a0].mean_kl()) << "alpha 0.5 worse than alpha 0 (mean KL)";
+    EXPECT_GE(tally[a05].agreement(), tally[a0].agreement() - 0.001) << "alpha 0.5 worse than alpha 0 (top-1 agreement)";
+  }
+}
+
+}  // namespace
+}  // namespace ftx

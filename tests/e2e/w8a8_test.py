@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""End-to-end checks of SmoothQuant W8A8 (`--int8-mode 2`) in `ftx generate`, `ftx eval-lambada`
+and `ftx chat`, on the `ftx smoothquant` folders of scripts/fixtures/make_w8a8_fixtures.py (the
+logits are checked by the engine_w8a8_test gtests):
+
+  * generate's greedy output_ids equal the float64 emulation's greedy paths (expected.json) for
+    per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM and OPT, at TP 1
+    and at TP 2 under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
+  * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
+  * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
+    files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only, one
+    written in --format ft, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
+Environment: FTX_BIN, FTX_FIXTURES.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FTX = os.environ["FTX_BIN"]
+ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
+W8 = os.path.join(os.environ["FTX_FIXTURES"], "w8a8")
+MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post"]
+MODES = {"per_tensor": [], "per_token_channel": ["--per-token", "--per-channel"]}
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def ftx(args, mpi=0, stdin=None):
+    cmd = ([shutil.which("mpirun") or "mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"]
+           if mpi else []) + [FTX] + args
+    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin)
+
+
+def generate(tmp, folder, ids, extra, mpi=0):
+    out = os.path.join(tmp, "out.jsonl")
+    r = ftx(["generate", "-m", folder, "--input-ids", ids, "--max-new-tokens", "6", "--output", out, "--force",
+             "--quiet", "--int8-mode", "2", *extra], mpi=mpi)
+    if r.returncode != 0:
+        check(False, f"{folder} {extra}: exit {r.returncode}: {r.stderr.strip()}")
+        return None
+    with open(out) as f:
+        return [json.loads(l)["output_ids"] for l in f]
+
+
+def expect_error(tmp, args, words, label):
+    out = os.path.join(tmp, "never.jsonl")
+    r = ftx(args + ["--output", out])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode != 0 and len(lines) == 1 and all(w in r.stderr for w in words) and not os.path.exists(out),
+          f"{label}: exit {r.returncode}, {r.stderr.strip()!r} (want one line with {words})")
+
+
+def main():
+    tmp = tempfile.mkdtemp()
+    try:
+        mpi = shutil.which("mpirun") is not None
+        for m in MODELS:
+            exp = json.load(open(os.path.join(W8, m, "expected.json")))
+            ids = os.path.join(ENGINE, m, "start_ids.csv")
+            for mode, flags in MODES.items():
+                for tp in ((1, 2) if mpi else (1,)):
+                    got = generate(tmp, os.path.join(W8, m, f"{tp}-gpu"), ids, flags, mpi=tp if tp > 1 else 0)
+                    want = exp[mode][f"tp{tp}"]["greedy"]
+                    check(got == want, f"{m} {mode} tp{tp}: {got} != emulation {want}")
+            print(f"{m}: W8A8 greedy tokens equal the emulation, per-tensor and per-token+per-channel, "
+                  f"TP 1{' and 2' if mpi else ''}")
+        g = os.path.join(W8, "gpt2", "1-gpu")
+        ids = os.path.join(ENGINE, "gpt2", "start_ids.csv")
+        for flags in (["--per-token"], ["--per-channel"], ["--int8-kv-cache"]):
+            check(generate(tmp, g, ids, flags) is not None, f"{flags} alone runs")
+
+        gb = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
+        sqb = os.path.join(tmp, "sq_bpe")
+        calib = os.path.join(tmp, "calib.jsonl")
+        with open(calib, "w") as f:
+            for t in ("the cat sat on the mat", "a dog ran in the park", "one two three four five"):
+                f.write(json.dumps({"text": t}) + "\n")
+        r = ftx(["smoothquant", "-i", gb, "-o", sqb, "--alpha", "0.5", "--calib-data", calib, "-q"])
+        check(r.returncode == 0, f"smoothquant gpt2_bpe: {r.stderr.strip()}")
+        res = os.path.join(tmp, "lambada.jsonl")
+        r = ftx(["eval-lambada", "-m", os.path.join(sqb, "1-gpu"), "--data", calib, "--output", res, "--quiet",
+                 "--int8-mode", "2", "--per-token"])
+        check(r.returncode == 0 and len(open(res).readlines()) == 3 if r.returncode == 0 else False,
+              f"eval-lambada --int8-mode 2: {r.stderr.strip()}")
+        r = ftx(["chat", "-m", os.path.join(sqb, "1-gpu"), "--int8-mode", "2", "--max-new-tokens", "3"],
+                stdin="hello there\n")
+        check(r.returncode == 0, f"chat --int8-mode 2: exit {r.returncode}: {r.stderr.strip()}")
+
+        # Bad input.
+        base = ["generate", "-m"]
+        expect_error(tmp, base + [os.path.join(ENGINE, "gpt2", "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
+                                  "--int8-mode", "2"], ["smoothquant"], "a plain folder")
+        broken = os.path.join(tmp, "broken")
+        shutil.copytree(g, broken)
+        missing = "model.layers.1.mlp.dense_4h_to_h.weight.int8.col.0.bin"
+        os.remove(os.path.join(broken, missing))
+        os.remove(os.path.join(broken, "manifest.json"))
+        expect_error(tmp, base + [broken, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2",
+                                  "--per-channel"], [missing, "missing"], "a missing int8 file")
+        kv = os.path.join(tmp, "kv")
+        ftx(["smoothquant", "-i", os.path.join(ENGINE, "gpt2", "1-gpu"), "-o", kv, "--calibrate-kv-cache",
+             "--calib-data", os.path.join(W8, "calib.jsonl"), "-q"])
+        expect_error(tmp, base + [os.path.join(kv, "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
+                                  "--int8-mode", "2"], ["smoothquant = None"], "a KV-cache-only folder")
+        ftf = os.path.join(tmp, "ftf")
+        ftx(["smoothquant", "-i", os.path.join(ENGINE, "gpt2", "1-gpu"), "-o", ftf, "--alpha", "0.5", "--format", "ft",
+             "--calib-data", os.path.join(W8, "calib.jsonl"), "-q"])
+        expect_error(tmp, base + [os.path.join(ftf, "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
+                                  "--int8-mode", "2"], ["int8_format = ft"], "an FT-format folder")
+        sc = os.path.join(ENGINE, "santacoder", "1-gpu")
+        expect_error(tmp, base + [sc, "--input-ids", os.path.join(ENGINE, "santacoder", "start_ids.csv"),
+                                  "--max-new-tokens", "2", "--int8-mode", "2"], ["multi-query"], "multi-query attention")
+        expect_error(tmp, base + [os.path.join(ENGINE, "gptnext", "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
+                                  "--int8-mode", "2"], ["gated FFN"], "a gated FFN")
+        expect_error(tmp, base + [g, "--input-ids", ids, "--max-new-tokens", "2", "--per-token"],
+                     ["--per-token", "--int8-mode 2"], "--per-token without --int8-mode 2")
+        print("w8a8 CLI: eval-lambada and chat run; bad input gives one-line errors")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("w8a8 e2e: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
