@@ -35,8 +35,8 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
   sub->add_option("--gemm-config", f.gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
   sub->add_option("--dtype", f.dtype,
-                  "Weight matrices and GEMM inputs: fp32 (default), or fp16/bf16 with --device cuda "
-                  "(fp32 accumulation, activations and KV cache)")
+                  "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32 (default), fp16 or bf16 "
+                  "(half the weight bytes; fp32 accumulation and activations; KV cache fp32 on cpu)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);

@@ -12,9 +12,12 @@
 #include <new>
 #include <thread>
 
+#include "formats/dtype.h"
 #include "formats/error.h"
 #include "lib/cpu/activation.h"
+#include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int8_gemm.h"
+#include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/w8a8_gemm.h"
 
 namespace ftx::cpu {
@@ -50,9 +53,51 @@ void normalize_row(float* out, const float* x, const float* gamma, const float* 
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(resolve_threads(threads)) {
-  omp_set_num_threads(threads_);
+namespace {
+bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+}  // namespace
+
+// return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+CpuBackend::CpuBackend(int threads, DType weight_dtype)
+    : threads_(resolve_threads(threads)), weight_dtype_(weight_dtype) {
+  if (weight_dtype != DType::kFloat32 && !is_half(weight_dtype))
+    throw Error(std::string("cpu backend: weight dtype ") + dtype_name(weight_dtype) + " (expected fp32, fp16 or bf16)");
+  omp_set_num_threads(threads_);  // oneDNN (OpenMP runtime) takes its thread count from here too
   openblas_set_num_threads(1);  // parallelism comes from gemm()'s column blocks (one pool)
+}
+
+CpuBackend::~CpuBackend() = default;
+
+ops::Weight CpuBackend::upload_weight(const void* src, DType src_dtype, size_t n) {
+  if (!is_half(weight_dtype_)) return Backend::upload_weight(src, src_dtype, n);
+  // Half elements in a float-sized allocation (64-byte aligned, as every buffer here).
+  float* dst = alloc((n * dtype_size(weight_dtype_) + sizeof(float) - 1) / sizeof(float));
+  ops::convert_weight(src, src_dtype, dst, weight_dtype_, n);
+  return ops::Weight(static_cast<const void*>(dst), weight_dtype_);
+}
+
+ops::Weight CpuBackend::upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  ops::Weight w = upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  if (!is_half(w.dtype)) return w;
+  pack_column_panels(const_cast<void*>(w.data), dtype_size(w.dtype), rows, cols);
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
+ops::Weight CpuBackend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  ops::Weight w = Backend::upload_weight_int8(src, src_dtype, rows, cols);
+  pack_column_panels(const_cast<void*>(w.data), 1, rows, cols);
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
+void CpuBackend::release_weight(const ops::Weight& w) {
+  if (w && is_half(w.dtype)) {
+    release(static_cast<float*>(const_cast<void*>(w.data)));
+    return;
+  }
+  Backend::release_weight(w);
 }
 
 float* CpuBackend::alloc(size_t n) {
@@ -90,37 +135,89 @@ void gemm_block(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
 
 }  // namespace
 
-void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
-                      float* C, float beta) {
+template <class Block>
+void CpuBackend::for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align) {
   // OpenBLAS runs single-threaded inside our OpenMP threads, each on its own block of output
   // columns: one thread pool for every op (two pools spinning against each other cost more than
   // they give on a loaded machine), and each thread streams its own slice of the weights.
-  if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
-    throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
-  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // the CPU holds every other weight in fp32
-  if (weight.dtype == DType::kInt8 && weight.w8a8) {  // oneDNN threads the int8 matmul itself
-    w8a8_gemm(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, weight.act_scale, weight.out_scale, C,
-              beta);
-    return;
-  }
-  auto block = [&](int64_t n0, int64_t nn) {
-    if (weight.dtype == DType::kInt8) {
-      int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn);
-    } else {
-      gemm_block(M, N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
-    }
-  };
   const int64_t blocks = std::min<int64_t>(threads_, (N + 63) / 64);
   if (blocks <= 1 || M * N * K < (int64_t(1) << 16)) {
     block(0, N);
     return;
   }
-  const int64_t chunk = ((N + blocks - 1) / blocks + 15) / 16 * 16;
+  const int64_t chunk = ((N + blocks - 1) / blocks + align - 1) / align * align;  // whole panels of packed weights
 #pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static, 1)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n0 = b * chunk, nn = std::min(chunk, N - n0);
     if (nn > 0) block(n0, nn);
   }
+}
+
+void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
+                      float* C, float beta) {
+  if (is_half(weight.dtype)) return half_gemm(M, N, K, A, weight, trans_b, C, beta);
+  if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
+    throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
+  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8 and half are all there is
+  if (weight.dtype == DType::kInt8 && weight.w8a8) {  // oneDNN threads the int8 matmul itself
+    w8a8_gemm(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, weight.act_scale, weight.out_scale, C,
+              beta);
+    return;
+  }
+  const bool packed = weight.panel_cols > 0;
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) {
+        if (weight.dtype == DType::kInt8) {
+          int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
+                                 packed);
+        } else {
+          gemm_block(M, N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
+        }
+      },
+      packed ? weight.panel_cols : 16);
+}
+
+void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
+                           float* C, float beta) {
+  if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
+  const size_t n = static_cast<size_t>(M * K);
+  const bool bf16 = weight.dtype == DType::kBFloat16;
+  if (bf16 && M > kWideningStreamRows) {
+    // Many rows are compute-bound: oneDNN's bf16 matmul (AVX512-BF16 / AMX) takes A in bf16.
+    // Few rows are bound by reading the weights, which the streaming kernel below does at the
+    // memory's pace; oneDNN 2.6 on weights in their plain layout read them at a third of it.
+    a_bf16_.resize(n);
+    for (size_t i = 0; i < n; ++i) a_bf16_[i] = float_to_bf16(A[i]);
+    if (!dnnl_) dnnl_ = std::make_unique<DnnlMatmul>();
+    const auto* b = static_cast<const uint16_t*>(weight.data);
+    if (weight.panel_cols == 0) {
+      dnnl_->bf16(M, N, K, a_bf16_.data(), b, trans_b ? K : N, trans_b, C, N, beta);
+      return;
+    }
+    // Packed: each column panel is a row-major [K, width] matrix of its own.
+    for (int64_t col = 0; col < N;) {
+      const ColumnSegment seg = column_segment(b, sizeof(uint16_t), K, N, true, col);
+      dnnl_->bf16(M, seg.width, K, a_bf16_.data(), static_cast<const uint16_t*>(seg.start), seg.ld, false, C + col, N,
+                  beta);
+      col += seg.width;
+    }
+    return;
+  }
+  // fp16 (any rows) and bf16 (few rows): A rounded to the weights' dtype, then the widening kernel
+  // in fp32, which is exact for the products (a half times a half fits in an fp32) and sums in
+  // fp32. Hand-written for fp16 because oneDNN 2.6 has no f16 matmul on CPUs without
+  // AVX512-FP16 (this EPYC has F16C and AVX512-BF16, not AVX512-FP16: primitive creation fails).
+  a_rounded_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    a_rounded_[i] = bf16 ? bf16_to_float(float_to_bf16(A[i])) : half_to_float(float_to_half(A[i]));
+  const NarrowType type = bf16 ? NarrowType::kBf16 : NarrowType::kFp16;
+  const float* a = a_rounded_.data();
+  const bool packed = weight.panel_cols > 0;
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) { widening_gemm_block(type, M, N, K, a, weight.data, trans_b, packed, nullptr, C, beta, n0, nn); },
+      packed ? weight.panel_cols : 16);
 }
 
 void CpuBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta,
@@ -164,12 +261,20 @@ void CpuBackend::bias_activation(float* x, const float* bias, const float* gate,
 void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
                            int64_t position_offset, const int32_t* ids, const int32_t* positions,
                            int64_t rows, int64_t H, float scale) {
-  const float* wte = table_w.fp32();
+  if (!is_half(table_w.dtype)) (void)table_w.fp32();  // checked outside the parallel loop
+  if (table_w.panel_cols > 0) throw Error("embedding: the table is packed in column panels (a layer matrix?)");
+  const DType dt = table_w.dtype;
 #pragma omp parallel for if (worth_parallel(rows * H))
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out + r * H;
-    const float* e = wte + static_cast<int64_t>(ids[r]) * H;
-    for (int64_t i = 0; i < H; ++i) o[i] = e[i] * scale;
+    const int64_t row = static_cast<int64_t>(ids[r]) * H;
+    if (dt == DType::kFloat32) {
+      const float* e = static_cast<const float*>(table_w.data) + row;
+      for (int64_t i = 0; i < H; ++i) o[i] = e[i] * scale;
+    } else {  // a half table: the row widened (exactly) to fp32
+      const uint16_t* e = static_cast<const uint16_t*>(table_w.data) + row;
+      for (int64_t i = 0; i < H; ++i) o[i] = (dt == DType::kBFloat16 ? bf16_to_float(e[i]) : half_to_float(e[i])) * scale;
+    }
     const int64_t pos = positions[r] + position_offset;
     if (table == ops::PositionTable::kLearned) {
       const float* p = wpe + pos * H;

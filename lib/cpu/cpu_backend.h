@@ -1,16 +1,37 @@
 #pragma once
 // The CPU implementation of the op seam: OpenBLAS for GEMMs (sgemv at one row, which is the
-// memory-bound batch-1 decode case), OpenMP for everything else. fp32 throughout.
+// memory-bound batch-1 decode case), OpenMP for everything else. Activations, norms and the KV
+// cache are fp32; weight matrices are held in the weight dtype the backend was made for: fp32, or
+// fp16/bf16 (half the bytes), whose GEMMs round the activation operand to that dtype and sum in
+// fp32 (widening_gemm.h for few rows; oneDNN for many bf16 rows; widened panels for many fp16 rows).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "lib/ops/backend.h"
 
 namespace ftx::cpu {
 
+class DnnlMatmul;
+
 class CpuBackend : public ops::Backend {
  public:
   // threads <= 0: OMP_NUM_THREADS when set, else all cores. Sets both OpenMP and OpenBLAS.
-  explicit CpuBackend(int threads);
+  // weight_dtype: fp32, fp16 or bf16 (Error otherwise).
+  explicit CpuBackend(int threads, DType weight_dtype = DType::kFloat32);
+  ~CpuBackend() override;
   std::string name() const override { return "cpu"; }
   int threads() const { return threads_; }
+
+  DType weight_dtype() const override { return weight_dtype_; }
+  ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
+  void release_weight(const ops::Weight& w) override;
+  // Half and int8 layer matrices are held in column panels (widening_gemm.h, kWideningPanelCols):
+  // a few-row GEMM then reads each panel front to back instead of a short segment of every row
+  // (one page per row of K: the hardware prefetcher stops at page ends), about 2x the read rate.
+  // fp32 stays row-major for OpenBLAS.
+  ops::Weight upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
+  ops::Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -49,7 +70,18 @@ class CpuBackend : public ops::Backend {
                          int64_t row_elems) override;
 
  private:
+  // C = round(A)·B for an fp16/bf16 B (Backend::gemm's contract for half weights).
+  void half_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+                 float beta);
+  // Runs block(n0, nn) over column blocks of an N-column output, one per thread when worth it.
+  template <class Block>
+  void for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align = 16);
+
   int threads_;
+  DType weight_dtype_;
+  std::vector<float> a_rounded_;    // half GEMMs: A rounded to the weights' dtype, as fp32
+  std::vector<uint16_t> a_bf16_;    // bf16 GEMMs through oneDNN: A as bf16
+  std::unique_ptr<DnnlMatmul> dnnl_;  // made on the first bf16 GEMM with many rows
 };
 
 }  // namespace ftx::cpu

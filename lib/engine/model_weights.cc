@@ -387,7 +387,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         *slot.matrix = backend.upload_weight_int8(src, file_dtype, rows, f.numel() / rows);
         w.bytes_ += n + static_cast<size_t>(f.numel() / rows) * sizeof(float);
       } else {
-        *slot.matrix = backend.upload_weight(src, file_dtype, n);
+        // Layer matrices are only ever a GEMM's [in, out] operand: the backend may repack them.
+        const bool layer_matrix = starts_with(f.name, "model.layers.") && f.shape.size() >= 2;
+        *slot.matrix = layer_matrix ? backend.upload_weight_matrix(src, file_dtype, f.shape.front(),
+                                                                   f.numel() / f.shape.front())
+                                    : backend.upload_weight(src, file_dtype, n);
         w.bytes_ += n * dtype_size(slot.matrix->dtype);
       }
       w.owned_weights_.push_back(*slot.matrix);

@@ -34,8 +34,8 @@ struct RuntimeOptions {
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is a weight_dtype other than fp32 there, an int8_mode other than 0, 1 or 2, and --per-token or
-// --per-channel without int8_mode 2. T·P other than the
+// so is an int8_mode other than 0, 1 or 2, and --per-token or --per-channel without int8_mode 2.
+// T·P other than the
 // number of ranks, or P more than model_dir's num_layer, is a UsageError on every rank (before any
 // collective: no rank waits).
 Runtime make_runtime(const RuntimeOptions& options);

@@ -208,12 +208,7 @@ std::vector<float> alibi_slopes(int64_t num_heads) {
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DType weight_dtype) {
   if (!is_weight_dtype(weight_dtype))
     throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) + ": expected fp32, fp16 or bf16");
-  if (device == "cpu") {
-    if (weight_dtype != DType::kFloat32)
-      throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) +
-                       ": the cpu backend computes in fp32 only (fp16/bf16 weight files are converted at load)");
-    return std::make_unique<cpu::CpuBackend>(threads);
-  }
+  if (device == "cpu") return std::make_unique<cpu::CpuBackend>(threads, weight_dtype);
   // Other devices register themselves (lib/ops/backend_registry.h): the CUDA backend from kernels/.
   if (const BackendFactory* factory = find_backend_factory(device)) {
     BackendOptions options;

@@ -41,6 +41,10 @@ struct Weight {
   // kInt8 only (FT's weight-only int8_mode 1): one scale per output column of the [K, N] matrix,
   // in the backend's memory; the matrix stands for q[k][n] · scale[n].
   const float* scale = nullptr;
+  // 0: row-major as stated. > 0 (a [K, N] GEMM operand from upload_weight_matrix on a backend that
+  // repacks): column panels of this width, each a row-major [K, width] block (the last one
+  // narrower), one after another, so a GEMM streams each panel's rows contiguously.
+  int64_t panel_cols = 0;
   // SmoothQuant W8A8 (int8_mode 2; set by upload_weight_w8a8): the GEMM quantises A too and
   // multiplies int8 by int8 (the W8A8 arithmetic at the end of this file). `scale` then holds the per-column factor
   // alpha_col; the int8 matrix is in the backend's own layout (the CUDA backend holds it [N, K]).
@@ -119,6 +123,11 @@ class Backend {
   // the host and holds fp32.
   virtual Weight upload_weight(const void* src, DType src_dtype, size_t n);
   virtual void release_weight(const Weight& w);
+  // A [rows, cols] matrix that is only ever a GEMM's B operand, never transposed (layer weights):
+  // the backend may hold it in a layout of its own (Weight::panel_cols). The default is upload_weight.
+  virtual Weight upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+    return upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  }
 
   // Weight-only INT8 (FT's int8_mode 1): when on, the layers' GEMM matrices (QKV, attention
   // output, FFN in and out; not the embeddings or lm_head) are quantised at load time by
@@ -305,7 +314,7 @@ void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
 void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale);
 
 // The backend for `device` ("cpu"; "cuda" only when built in, else Error). weight_dtype: what the
-// backend holds weight matrices in; the CPU backend holds fp32 only (UsageError otherwise).
+// backend holds weight matrices in (fp32, fp16 or bf16; UsageError otherwise).
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
                                       DType weight_dtype = DType::kFloat32);
 

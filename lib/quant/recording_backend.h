@@ -35,6 +35,9 @@ class RecordingBackend : public ops::Backend {
   void use_gemm_config(const std::string& p, const std::string& d) override { in_.use_gemm_config(p, d); }
   DType weight_dtype() const override { return in_.weight_dtype(); }
   ops::Weight upload_weight(const void* src, DType t, size_t n) override { return in_.upload_weight(src, t, n); }
+  ops::Weight upload_weight_matrix(const void* src, DType t, int64_t rows, int64_t cols) override {
+    return in_.upload_weight_matrix(src, t, rows, cols);
+  }
   ops::Weight upload_weight_int8(const void* src, DType t, int64_t rows, int64_t cols) override {
     return in_.upload_weight_int8(src, t, rows, cols);
   }

@@ -62,6 +62,13 @@ def test_cli(tmp):
             check(r["finish_reason"] == want, f"{m} prompt {i}: finish_reason {r['finish_reason']}")
         one, _ = generate(tmp, os.path.join(FIX, m, "1-gpu"), ["--batch-size", "1"], name="one.jsonl")
         check(one == res, f"{m}: --batch-size 1 differs from one batch")
+        # --dtype bf16|fp16 on the CPU: weights held in half; greedy tokens of the float64 emulation
+        # (tests/reference/half_reference.py) for the fixtures that carry one.
+        for dt in ("bf16", "fp16") if "half_weights" in exp else ():
+            half, _ = generate(tmp, os.path.join(FIX, m, "1-gpu"), ["--dtype", dt], name=f"{dt}.jsonl")
+            for i, r in enumerate(half or []):
+                want = exp["half_weights"][dt]["greedy"][i]
+                check(r["output_ids"] == want, f"{m} --dtype {dt} prompt {i}: {r['output_ids']} != emulation {want}")
 
     # Optional fields.
     m = os.path.join(FIX, "gpt2", "1-gpu")
@@ -163,10 +170,6 @@ def test_errors(tmp):
     r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--gemm-config", csv("gemm_config.in", "")])
     check(r.returncode == 2 and "--gemm-config applies to --device cuda only" in r.stderr,
           f"gemm-config on cpu: exit {r.returncode}, stderr {r.stderr.strip()!r}")
-    # Half-precision weights are a GPU option: asking the CPU backend for them is a usage error.
-    r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--dtype", "fp16"])
-    check(r.returncode == 2 and "the cpu backend computes in fp32 only" in r.stderr,
-          f"--dtype fp16 on cpu: exit {r.returncode}, stderr {r.stderr.strip()!r}")
     expect_error("tp mismatch", ["-m", os.path.join(FIX, "gpt2", "2-gpu"), "--input-ids", csv("ok.csv", "1,2\n"), *base],
                  "model folder was converted for tensor parallel size 2; run with `mpirun -np 2`")
 

@@ -4,7 +4,8 @@
 
   * greedy output_ids of generate --int8-mode 1 equal the float64 emulation's greedy paths
     (expected.json "int8_weight_only", tests/reference/int8_reference.py) at TP 1, and at TP 2
-    under mpirun (each rank quantises its own shard);
+    under mpirun (each rank quantises its own shard); with --dtype bf16 too (tables in bf16,
+    "half_weights/int8_bf16", tests/reference/half_reference.py);
   * an unknown mode is a usage error (exit 2, one line; --int8-mode 2 is tests/e2e/w8a8_test.py's);
   * eval-lambada --int8-mode 1 runs (GPT-2 tokenizer fixture) and scores every example.
 Environment: FTX_BIN, FTX_FIXTURES.
@@ -58,6 +59,11 @@ def main():
                 res = generate(tmp, m, tp, ["--int8-mode", "1"])
                 for i, r in enumerate(res or []):
                     check(r["output_ids"] == want[i], f"{m} tp{tp} prompt {i}: {r['output_ids']} != emulation {want[i]}")
+                # With --dtype bf16 the embedding table and lm_head are bf16 too (FT keeps them in half).
+                want = exp["half_weights"]["int8_bf16"][f"tp{tp}"]["greedy"]
+                res = generate(tmp, m, tp, ["--int8-mode", "1", "--dtype", "bf16"])
+                for i, r in enumerate(res or []):
+                    check(r["output_ids"] == want[i], f"{m} tp{tp} bf16 prompt {i}: {r['output_ids']} != emulation {want[i]}")
             print(f"{m}: int8 weight-only greedy tokens equal the emulation at TP 1{' and 2' if mpi else ''}")
 
         g = os.path.join(FIX, "gpt2", "1-gpu")

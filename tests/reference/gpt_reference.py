@@ -14,6 +14,9 @@ activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'), position ('learn
 'none'|'sinusoidal'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale,
 position_offset (learned: wpe row = position + offset, OPT's 2; sinusoidal: the fairseq/XGLM table
 row, offset 2 there).
+Optional cfg key gemm: a function (x, w, kind) -> x @ w used for every product with a weight matrix,
+kind 'layer' (QKV, attention output, FFN), 'head' (lm_head) or 'project' (OPT's projections); an
+emulation of reduced-precision GEMMs rounds x there (tests/reference/half_reference.py).
 Optional W entries: project_in [E, H] (OPT: embeddings of width E projected to H before positions
 are added), project_out [H, E] (OPT: applied after the final layernorm, before lm_head [V, E]).
 """
@@ -80,6 +83,10 @@ def sinusoidal(positions, H):
     return e
 
 
+def _matmul(x, w, kind):
+    return x @ w
+
+
 def _lin(x, w, b):
     y = x @ w
     return y + b if b is not None else y
@@ -96,6 +103,13 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     f(layer, t) -> t', applied to the keys and to the values [S, kv_heads, d] of every layer (after
     rotary) as a KV cache would store and return them (an INT8 cache: int8_kv_reference.py)."""
     S = len(ids)
+    mm = cfg.get("gemm") or _matmul
+
+    def lin(x, w, b):
+        if cfg.get("gemm") is None:
+            return _lin(x, w, b)  # looked up at call time: tests may wrap it to observe the GEMMs
+        y = mm(x, w, "layer")
+        return y + b if b is not None else y
     ids = torch.tensor([0 if embeds and t in embeds else v for t, v in enumerate(ids)], dtype=torch.long)
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps = cfg["eps"]
@@ -105,7 +119,7 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         x[t] = e
     x = x * cfg.get("embedding_scale", 1.0)
     if W.get("project_in") is not None:
-        x = x @ W["project_in"]
+        x = mm(x, W["project_in"], "project")
     off = cfg.get("position_offset", 0)
     if cfg["position"] == "learned":
         x = x + W["wpe"][pos + off]
@@ -120,9 +134,9 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     slopes = alibi_slopes(nh) if cfg["position"] == "alibi" else None
 
     def attention(h, L, li, pre=None):
-        q = _lin(h, L["wq"], L["bq"]).view(S, nh, d)
-        k = _lin(h, L["wk"], L["bk"]).view(S, kvh, d)
-        v = _lin(h, L["wv"], L["bv"]).view(S, kvh, d)
+        q = lin(h, L["wq"], L["bq"]).view(S, nh, d)
+        k = lin(h, L["wk"], L["bk"]).view(S, kvh, d)
+        v = lin(h, L["wv"], L["bv"]).view(S, kvh, d)
         if cfg["position"] == "rope":
             q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
             k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
@@ -140,13 +154,13 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         scores = scores.masked_fill(~mask[None], float("-inf"))
         p = torch.softmax(scores, dim=-1)
         o = torch.einsum("hqk,khd->qhd", p, v).reshape(S, nh * d)
-        return _lin(o, L["wo"], L["bo"])
+        return lin(o, L["wo"], L["bo"])
 
     def ffn(h, L):
-        a = _act(cfg["activation"], _lin(h, L["w1"], L["b1"]))
+        a = _act(cfg["activation"], lin(h, L["w1"], L["b1"]))
         if L.get("wg") is not None:
-            a = a * _lin(h, L["wg"], L["bg"])
-        return _lin(a, L["w2"], L["b2"])
+            a = a * lin(h, L["wg"], L["bg"])
+        return lin(a, L["w2"], L["b2"])
 
     for li, L in enumerate(W["layers"]):
         pre = prefix[li] if prefix is not None else None
@@ -165,9 +179,9 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     if W.get("final_ln") is not None:
         x = _ln(x, W["final_ln"], eps)
     if W.get("project_out") is not None:
-        x = x @ W["project_out"]
+        x = mm(x, W["project_out"], "project")
     head = W["lm_head"] if W.get("lm_head") is not None else W["wte"]
-    logits = x @ head.T
+    logits = mm(x, head.T, "head")
     if W.get("lm_head_bias") is not None:
         logits = logits + W["lm_head_bias"]
     return logits

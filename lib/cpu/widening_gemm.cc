@@ -1,0 +1,368 @@
+#include "lib/cpu/widening_gemm.h"
+
+#include <cblas.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "formats/dtype.h"
+
+namespace ftx::cpu {
+
+namespace {
+
+constexpr int64_t kPanelCols = kWideningPanelCols;  // column chunk: accumulators or widened panel
+
+// How each narrow type widens to fp32: one element (portable code), sixteen (AVX-512).
+template <NarrowType>
+struct Narrow;
+
+template <>
+struct Narrow<NarrowType::kInt8> {
+  using T = int8_t;
+  static float one(const T* p) { return static_cast<float>(*p); }
+#if defined(__x86_64__)
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+#endif
+};
+
+template <>
+struct Narrow<NarrowType::kFp16> {
+  using T = uint16_t;
+  static float one(const T* p) { return half_to_float(*p); }
+#if defined(__x86_64__)
+  // vcvtph2ps: exact, every fp16 value is an fp32 value.
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+#endif
+};
+
+template <>
+struct Narrow<NarrowType::kBf16> {
+  using T = uint16_t;
+  static float one(const T* p) { return bf16_to_float(*p); }
+#if defined(__x86_64__)
+  // bf16 is the top half of an fp32: zero-extend to 32 bits and shift into place.
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+#endif
+};
+
+// acc[m][j] += A[m][k] · B[k][j] (or B[j][k] with trans) over k, for m < M and j < nn: the portable
+// path, vectorised by the compiler for whichever target clone runs it.
+template <class E>
+__attribute__((always_inline)) inline void stream_rows_portable_t(int64_t M, int64_t K, const float* A,
+                                                                  const void* Bv, int64_t ldb, bool trans,
+                                                                  int64_t nn, float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t m = 0; m < M; ++m) {
+        float t = 0.0f;
+        for (int64_t k = 0; k < K; ++k) t += A[m * K + k] * E::one(B + j * ldb + k);
+        acc[m * nn + j] += t;
+      }
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const typename E::T* row = B + k * ldb;
+    for (int64_t m = 0; m < M; ++m) {
+      const float a = A[m * K + k];
+      float* out = acc + m * nn;
+      for (int64_t j = 0; j < nn; ++j) out[j] += a * E::one(row + j);
+    }
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void stream_rows_portable(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb,
+                          bool trans, int64_t nn, float* acc) {
+  switch (type) {
+    case NarrowType::kInt8: stream_rows_portable_t<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kFp16: stream_rows_portable_t<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kBf16: stream_rows_portable_t<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc); break;
+  }
+}
+
+#if defined(__x86_64__)
+// The same products with AVX-512 by hand: the compiler's version keeps acc in memory, so every k
+// loads and stores the accumulators and the kernel ends up bound by L1 traffic, not by the weights
+// it streams. Here each block of 16·C columns keeps R rows x C zmm sums in registers for the whole
+// K loop (R·C <= 16); a k reads one contiguous 16·C-element segment of a weight row (widened to
+// fp32) and does C·R FMAs. Wide blocks (C = 16 at one row) mean few passes over the rows of B and
+// long contiguous reads, which the hardware prefetcher follows.
+template <class E, int R, int C>
+__attribute__((target("avx512f"))) void stream_rows_avx512(int64_t K, const float* A, const typename E::T* B,
+                                                           int64_t ldb, int64_t nn, float* acc, int64_t ldacc) {
+  constexpr int64_t kWidth = 16 * C;
+  int64_t j = 0;
+  for (; j + kWidth <= nn; j += kWidth) {
+    __m512 s[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) s[r][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const typename E::T* row = B + k * ldb + j;
+      __m512 a[R];
+      for (int r = 0; r < R; ++r) a[r] = _mm512_set1_ps(A[r * K + k]);
+      for (int c = 0; c < C; ++c) {
+        const __m512 w = E::sixteen(row + 16 * c);
+        for (int r = 0; r < R; ++r) s[r][c] = _mm512_fmadd_ps(a[r], w, s[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + r * ldacc + j + 16 * c, s[r][c]);
+  }
+  if constexpr (C > 1) {  // what is left, in narrower blocks
+    if (j < nn) stream_rows_avx512<E, R, C / 2>(K, A, B + j, ldb, nn - j, acc + j, ldacc);
+    return;
+  }
+  for (; j < nn; ++j)  // the last < 16 columns
+    for (int r = 0; r < R; ++r) {
+      float t = 0.0f;
+      for (int64_t k = 0; k < K; ++k) t += A[r * K + k] * E::one(B + k * ldb + j);
+      acc[r * ldacc + j] = t;
+    }
+}
+
+// Transposed B ([N, K]: an embedding table as lm_head): output column j is the dot product of each
+// A row with B row j. One B row at a time, so the whole table is read as one sequential stream
+// (four rows side by side ran at half the rate: short interleaved streams the prefetcher follows
+// badly); four accumulators per A row over consecutive 16-element steps hide the FMA latency.
+template <class E, int R>
+__attribute__((target("avx512f"))) void stream_rows_trans_avx512(int64_t K, const float* A, const typename E::T* B,
+                                                                 int64_t ldb, int64_t nn, float* acc,
+                                                                 int64_t ldacc) {
+  const int64_t k64 = K / 64 * 64, k16 = K / 16 * 16;
+  for (int64_t j = 0; j < nn; ++j) {
+    const typename E::T* row = B + j * ldb;
+    __m512 s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < 4; ++u) s[r][u] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k64; k += 64)
+      for (int u = 0; u < 4; ++u) {
+        const __m512 w = E::sixteen(row + k + 16 * u);
+        for (int r = 0; r < R; ++r) s[r][u] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k + 16 * u), w, s[r][u]);
+      }
+    for (int64_t k = k64; k < k16; k += 16) {
+      const __m512 w = E::sixteen(row + k);
+      for (int r = 0; r < R; ++r) s[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(A + r * K + k), w, s[r][0]);
+    }
+    for (int r = 0; r < R; ++r) {
+      float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
+      for (int64_t k = k16; k < K; ++k) t += A[r * K + k] * E::one(row + k);
+      acc[r * ldacc + j] = t;
+    }
+  }
+}
+
+bool has_avx512f() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+bool has_avx512bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+// bf16 B transposed ([N, K]: an embedding table as lm_head, read row by row) on AVX512-BF16:
+// vdpbf16ps multiplies 32 bf16 pairs of an A row and a B row per instruction and adds each
+// adjacent pair of products into an fp32 lane (products exact, sums fp32), so a 64-byte line of
+// B costs one instruction instead of two widenings and two FMAs. A16: the R rows of A in bf16.
+template <int R>
+__attribute__((target("avx512f,avx512bf16"))) void stream_rows_trans_dpbf16(int64_t K, const uint16_t* A16,
+                                                                          const uint16_t* B, int64_t ldb,
+                                                                          int64_t nn, float* acc, int64_t ldacc) {
+  // One B row at a time (a single sequential stream, as stream_rows_trans_avx512), four
+  // accumulators per A row over consecutive 32-element steps.
+  const int64_t k128 = K / 128 * 128, k32 = K / 32 * 32;
+  for (int64_t j = 0; j < nn; ++j) {
+    const uint16_t* row = B + j * ldb;
+    __m512 s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < 4; ++u) s[r][u] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k128; k += 128)
+      for (int u = 0; u < 4; ++u) {
+        const __m512bh w = (__m512bh)_mm512_loadu_si512(row + k + 32 * u);
+        for (int r = 0; r < R; ++r)
+          s[r][u] = _mm512_dpbf16_ps(s[r][u], (__m512bh)_mm512_loadu_si512(A16 + r * K + k + 32 * u), w);
+      }
+    for (int64_t k = k128; k < k32; k += 32) {
+      const __m512bh w = (__m512bh)_mm512_loadu_si512(row + k);
+      for (int r = 0; r < R; ++r)
+        s[r][0] = _mm512_dpbf16_ps(s[r][0], (__m512bh)_mm512_loadu_si512(A16 + r * K + k), w);
+    }
+    for (int r = 0; r < R; ++r) {
+      float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
+      for (int64_t k = k32; k < K; ++k) t += bf16_to_float(A16[r * K + k]) * bf16_to_float(row[k]);
+      acc[r * ldacc + j] = t;
+    }
+  }
+}
+
+// A's rows rounded to bf16 (exact when the caller rounded them already, as the CPU backend does).
+void trans_bf16_dpbf16(int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, int64_t nn, float* acc) {
+  thread_local std::vector<uint16_t> a16;
+  a16.resize(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M * K; ++i) a16[i] = float_to_bf16(A[i]);
+  const auto* b = static_cast<const uint16_t*>(B);
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    const uint16_t* a = a16.data() + m0 * K;
+    float* out = acc + m0 * nn;
+    switch (std::min<int64_t>(4, M - m0)) {
+      case 1: stream_rows_trans_dpbf16<1>(K, a, b, ldb, nn, out, nn); break;
+      case 2: stream_rows_trans_dpbf16<2>(K, a, b, ldb, nn, out, nn); break;
+      case 3: stream_rows_trans_dpbf16<3>(K, a, b, ldb, nn, out, nn); break;
+      default: stream_rows_trans_dpbf16<4>(K, a, b, ldb, nn, out, nn); break;
+    }
+  }
+}
+
+template <class E>
+void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
+                         float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // up to four rows at a time: 16 accumulators in registers
+    const float* a = A + m0 * K;
+    float* out = acc + m0 * nn;
+    const int64_t rows = std::min<int64_t>(4, M - m0);
+    if (trans) {
+      switch (rows) {
+        case 1: stream_rows_trans_avx512<E, 1>(K, a, B, ldb, nn, out, nn); break;
+        case 2: stream_rows_trans_avx512<E, 2>(K, a, B, ldb, nn, out, nn); break;
+        case 3: stream_rows_trans_avx512<E, 3>(K, a, B, ldb, nn, out, nn); break;
+        default: stream_rows_trans_avx512<E, 4>(K, a, B, ldb, nn, out, nn); break;
+      }
+    } else {
+      switch (rows) {
+        case 1: stream_rows_avx512<E, 1, 16>(K, a, B, ldb, nn, out, nn); break;
+        case 2: stream_rows_avx512<E, 2, 8>(K, a, B, ldb, nn, out, nn); break;
+        case 3: stream_rows_avx512<E, 3, 4>(K, a, B, ldb, nn, out, nn); break;
+        default: stream_rows_avx512<E, 4, 4>(K, a, B, ldb, nn, out, nn); break;
+      }
+    }
+  }
+}
+#endif
+
+// acc[m][j] = sum_k A[m][k] · B(k, j) (acc zeroed by the caller), the fastest way the CPU allows.
+// B points at column j = 0 of the block (row j = 0 with trans).
+void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
+                  int64_t nn, float* acc) {
+#if defined(__x86_64__)
+  if (type == NarrowType::kBf16 && trans && has_avx512bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
+  if (has_avx512f()) {
+    switch (type) {
+      case NarrowType::kInt8: return stream_block_avx512<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kFp16: return stream_block_avx512<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kBf16: return stream_block_avx512<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc);
+    }
+  }
+#endif
+  stream_rows_portable(type, M, K, A, B, ldb, trans, nn, acc);
+}
+
+// panel = B's block widened to fp32 and times scale: [K, nn] (or [nn, K] with trans, no scale).
+template <class E>
+__attribute__((always_inline)) inline void widen_panel_t(int64_t K, const void* Bv, int64_t ldb, bool trans,
+                                                         int64_t nn, const float* scale, float* panel) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t k = 0; k < K; ++k) panel[j * K + k] = E::one(B + j * ldb + k);
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < nn; ++j)
+      panel[k * nn + j] = E::one(B + k * ldb + j) * (scale ? scale[j] : 1.0f);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool trans, int64_t nn, const float* scale,
+                 float* panel) {
+  switch (type) {
+    case NarrowType::kInt8: widen_panel_t<Narrow<NarrowType::kInt8>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kFp16: widen_panel_t<Narrow<NarrowType::kFp16>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kBf16: widen_panel_t<Narrow<NarrowType::kBf16>>(K, B, ldb, trans, nn, scale, panel); break;
+  }
+}
+
+size_t element_size(NarrowType type) { return type == NarrowType::kInt8 ? 1 : 2; }
+
+}  // namespace
+
+ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col) {
+  const auto* bytes = static_cast<const uint8_t*>(B);
+  if (!packed) return {bytes + static_cast<size_t>(col) * elem_size, N, N - col};
+  const int64_t p = col / kWideningPanelCols, first = p * kWideningPanelCols;
+  const int64_t width = std::min(kWideningPanelCols, N - first);
+  return {bytes + static_cast<size_t>(first * K + (col - first)) * elem_size, width, first + width - col};
+}
+
+void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N) {
+  if (N <= kWideningPanelCols) return;  // one panel: the row-major layout already
+  auto* d = static_cast<uint8_t*>(data);
+  const std::vector<uint8_t> plain(d, d + static_cast<size_t>(K * N) * elem_size);
+  for (int64_t first = 0; first < N; first += kWideningPanelCols) {
+    const int64_t width = std::min(kWideningPanelCols, N - first);
+    for (int64_t k = 0; k < K; ++k)
+      std::memcpy(d + static_cast<size_t>(first * K + k * width) * elem_size,
+                  plain.data() + static_cast<size_t>(k * N + first) * elem_size, static_cast<size_t>(width) * elem_size);
+  }
+}
+
+void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
+                         bool trans_b, bool packed, const float* scale, float* C, float beta, int64_t n0,
+                         int64_t nn) {
+  const auto* bytes = static_cast<const uint8_t*>(B);
+  const size_t el = element_size(type);
+  // Chunks of at most kPanelCols columns that never straddle a panel of a packed B: each is a
+  // [K, cn] block with row stride ldb (rows of [N, K] with trans_b).
+  auto chunk = [&](int64_t col, int64_t end) -> ColumnSegment {
+    if (trans_b) return {bytes + static_cast<size_t>(col * K) * el, K, std::min(kPanelCols, end - col)};
+    ColumnSegment seg = column_segment(B, el, K, N, packed, col);
+    seg.width = std::min({seg.width, kPanelCols, end - col});
+    return seg;
+  };
+  const int64_t end = n0 + nn;
+  if (M <= kWideningStreamRows) {
+    // Column chunks keep the M accumulator rows in L1 while the weights stream through.
+    thread_local std::vector<float> acc;
+    for (int64_t col = n0; col < end;) {
+      const ColumnSegment seg = chunk(col, end);
+      const int64_t cn = seg.width;
+      acc.assign(static_cast<size_t>(M * cn), 0.0f);
+      stream_block(type, M, K, A, seg.start, seg.ld, trans_b, cn, acc.data());
+      for (int64_t m = 0; m < M; ++m) {
+        float* c = C + m * N + col;
+        const float* a = acc.data() + m * cn;
+        for (int64_t j = 0; j < cn; ++j)
+          c[j] = a[j] * (scale ? scale[col + j] : 1.0f) + (beta != 0.0f ? beta * c[j] : 0.0f);
+      }
+      col += cn;
+    }
+    return;
+  }
+  thread_local std::vector<float> panel;
+  for (int64_t col = n0; col < end;) {
+    const ColumnSegment seg = chunk(col, end);
+    const int64_t cn = seg.width;
+    panel.resize(static_cast<size_t>(K * cn));
+    widen_panel(type, K, seg.start, seg.ld, trans_b, cn, scale ? scale + col : nullptr, panel.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, cn, K, 1.0f, A, K, panel.data(),
+                trans_b ? K : cn, beta, C + col, N);
+    col += cn;
+  }
+}
+
+}  // namespace ftx::cpu

@@ -1,0 +1,45 @@
+#pragma once
+// GEMMs on the CPU whose weight operand is held narrower than fp32 (int8, fp16, bf16) while the
+// activations and sums stay fp32: the kernels widen the weights to fp32 as they read them, so a
+// decode step reads 1 or 2 bytes per weight instead of 4. Shared by weight-only INT8
+// (int8_gemm.h) and the fp16/bf16 weights of `--dtype fp16|bf16 --device cpu`.
+//
+// Few rows (decode) run as a streaming kernel that reads each weight once for all rows (AVX-512
+// by hand where the CPU has it); many rows widen panels of the weights to fp32 and hand them to
+// OpenBLAS's sgemm.
+#include <cstddef>
+#include <cstdint>
+
+namespace ftx::cpu {
+
+enum class NarrowType { kInt8, kFp16, kBf16 };
+
+// Up to this many rows of A the streaming kernel runs; more go through widened panels.
+constexpr int64_t kWideningStreamRows = 8;
+// Column-panel width of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
+constexpr int64_t kWideningPanelCols = 256;
+
+// Rearranges a row-major [K, N] matrix of `elem_size`-byte elements in place into column panels of
+// kWideningPanelCols: panel p (columns [p·W, min(N, (p+1)·W))) is a row-major [K, width] block at
+// element offset p·W·K.
+void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N);
+
+// Output columns [n0, n0 + nn) of C[M, N] = A[M, K] · B · diag(scale) + beta·C on the calling
+// thread. B holds `type` elements, [K, N] row-major, or [N, K] with trans_b (embedding tables
+// used as lm_head), or [K, N] in column panels of kWideningPanelCols when `packed`
+// (pack_column_panels; not with trans_b). scale: one per column of C, or null for none. A is used
+// as given: rounding it to B's precision, when the contract asks for it, is the caller's.
+void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
+                         bool trans_b, bool packed, const float* scale, float* C, float beta, int64_t n0,
+                         int64_t nn);
+
+// Where column `col` of a [K, N] matrix of `elem_size`-byte elements starts and the stride between
+// its rows, in elements: row-major, or packed in column panels.
+struct ColumnSegment {
+  const void* start;
+  int64_t ld;
+  int64_t width;  // columns from `col` to the end of its panel (or of the matrix)
+};
+ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col);
+
+}  // namespace ftx::cpu

@@ -1,0 +1,135 @@
+// One GEMM of the CPU backend with fp16/bf16 (and int8) weights against a double-precision
+// evaluation of Backend::gemm's contract written from its formula: A rounded to the weights'
+// dtype (round to nearest even), B as held, products summed exactly (double), C = A·B + beta·C.
+// Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x the largest
+// |C| of the case. Covered: the streaming kernels (rows <= 8) and the many-row paths (oneDNN for
+// bf16, widened panels for fp16), [K,N] and transposed [N,K] weights, widths that are not a
+// multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
+// [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "lib/cpu/cpu_backend.h"
+
+namespace ftx {
+namespace {
+
+double round_to(DType t, float v) {
+  return t == DType::kBFloat16 ? bf16_to_float(float_to_bf16(v)) : half_to_float(float_to_half(v));
+}
+
+struct Case {
+  int64_t M, N, K;
+  bool trans;
+  float beta;
+};
+
+class HalfGemm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(HalfGemm, MatchesRoundedOperandsSummedExactly) {
+  const DType dt = GetParam();
+  cpu::CpuBackend be(2, dt);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const Case cases[] = {{1, 200, 72, false, 0}, {3, 130, 64, true, 0}, {8, 1000, 33, false, 1}, {9, 300, 100, false, 0},
+                        {9, 301, 70, true, 0},  {40, 257, 96, false, 1}, {64, 129, 48, true, 1}, {1, 5000, 64, true, 0},
+                        {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}};
+  for (const Case& c : cases)
+    for (bool packed : {false, true}) {
+    if (packed && c.trans) continue;
+    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K << " trans=" << c.trans
+                                      << " beta=" << c.beta << " packed=" << packed);
+    std::vector<float> a(c.M * c.K), w(c.K * c.N), out(c.M * c.N);
+    for (auto& v : a) v = nd(rng);
+    for (auto& v : w) v = 0.1f * nd(rng);
+    for (auto& v : out) v = nd(rng);
+    const std::vector<float> before = out;
+    const ops::Weight B = packed ? be.upload_weight_matrix(w.data(), DType::kFloat32, c.K, c.N)
+                                 : be.upload_weight(w.data(), DType::kFloat32, w.size());
+    ASSERT_EQ(B.dtype, dt);
+    EXPECT_EQ(B.panel_cols > 0, packed);
+    be.gemm(c.M, c.N, c.K, a.data(), B, c.trans, out.data(), c.beta);
+    // B as held: the matrix rounded to dt; with trans it is stored [N, K].
+    std::vector<double> want(c.M * c.N);
+    double scale = 1e-30;
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < c.K; ++k)
+          s += round_to(dt, a[m * c.K + k]) * round_to(dt, c.trans ? w[n * c.K + k] : w[k * c.N + n]);
+        want[m * c.N + n] = s + c.beta * before[m * c.N + n];
+        scale = std::max(scale, std::fabs(want[m * c.N + n]));
+      }
+    double worst = 0, unrounded = 0;
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        worst = std::max(worst, std::fabs(out[m * c.N + n] - want[m * c.N + n]));
+        // The same product without rounding A: what a kernel that skipped the rounding would give.
+        double s = 0;
+        for (int64_t k = 0; k < c.K; ++k)
+          s += static_cast<double>(a[m * c.K + k]) * round_to(dt, c.trans ? w[n * c.K + k] : w[k * c.N + n]);
+        unrounded = std::max(unrounded, std::fabs(s + c.beta * before[m * c.N + n] - want[m * c.N + n]));
+      }
+    EXPECT_LE(worst, 1e-5 * scale);
+    EXPECT_GT(unrounded, 3e-5 * scale) << "the case cannot tell a rounded A from an unrounded one";
+    be.release_weight(B);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, HalfGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Weight-only int8 layer matrices are held in column panels too: several panels, few and many rows,
+// against A · (q · diag(scale)) in double with q and scale from FT's rule (quantize_int8_columns).
+TEST(Int8PackedGemm, MatchesDequantisedProduct) {
+  cpu::CpuBackend be(2);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t M : {1, 5, 12}) {
+    const int64_t N = 777, K = 90;
+    SCOPED_TRACE(M);
+    std::vector<float> a(M * K), w(K * N), out(M * N, 0.0f), scale(N);
+    std::vector<int8_t> q(K * N);
+    for (auto& v : a) v = nd(rng);
+    for (auto& v : w) v = 0.1f * nd(rng);
+    ops::quantize_int8_columns(w.data(), K, N, q.data(), scale.data());
+    const ops::Weight B = be.upload_weight_int8(w.data(), DType::kFloat32, K, N);
+    EXPECT_GT(B.panel_cols, 0);
+    be.gemm(M, N, K, a.data(), B, false, out.data(), 0.0f);
+    double worst = 0, largest = 1e-30;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += static_cast<double>(a[m * K + k]) * q[k * N + n] * scale[n];
+        worst = std::max(worst, std::fabs(out[m * N + n] - s));
+        largest = std::max(largest, std::fabs(s));
+      }
+    EXPECT_LE(worst, 1e-5 * largest);
+    be.release_weight(B);
+  }
+}
+
+// Weights are held in the dtype: the embedding lookup widens the stored (rounded) row exactly.
+TEST(HalfEmbedding, RowIsTheRoundedTableRow) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    cpu::CpuBackend be(1, dt);
+    std::vector<float> table(4 * 3);
+    for (size_t i = 0; i < table.size(); ++i) table[i] = 0.1f * static_cast<float>(i) + 0.0123f;
+    const ops::Weight t = be.upload_weight(table.data(), DType::kFloat32, table.size());
+    const int32_t ids[] = {2, 0}, pos[] = {0, 1};
+    std::vector<float> out(2 * 3);
+    be.embedding(out.data(), t, nullptr, ops::PositionTable::kNone, 0, ids, pos, 2, 3, 2.0f);
+    for (int r = 0; r < 2; ++r)
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(out[r * 3 + i], static_cast<float>(2.0 * round_to(dt, table[ids[r] * 3 + i])));
+    be.release_weight(t);
+  }
+}
+
+}  // namespace
+}  // namespace ftx
