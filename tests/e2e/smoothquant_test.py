@@ -6,10 +6,10 @@ Usage: smoothquant_test.py {reference|ranges|arch|errors|convert}
   reference: GPT-2 fixture (fp16 files). Calibrated ranges vs float64 forward: 1e-5 relative.
              Given ftx's ranges: smoothed fp32 weights within 1e-6 relative, fp16 weights equal,
              int8 files equal except values whose unrounded quantity lies within 1e-4 of a .5
-             rounding boundary, scale files within 1e-6 relative; at TP 1 and TP 2 (the split
+             rounding boundary, scale files within 1e-6 relative; at TP 1, 2 and 4 (the split
              equals write_int8's), from a TP-1 and from a TP-2 input folder (same bytes);
              --calibrate-kv-cache alone; manifest and config.ini; --format ft (FasterTransformer's
-             OPT W8A8 files) at TP 1 fp32 and TP 2 fp16; the default LAMBADA data.
+             OPT W8A8 files) at TP 1 fp32, TP 2 fp16 and TP 4 fp16; the default LAMBADA data.
   ranges:    calibrated ranges of GPT-2, Megatron, GPT-J, GPT-NeoX, BLOOM and OPT-post fixtures vs
              float64 forward hooks on the fixtures' logical models (tests/reference/gpt_reference.py):
              1e-4 relative.
@@ -187,7 +187,7 @@ def test_reference():
 
         # 2. Given ftx's ranges: smoothing, floating-point weights and INT8 files.
         for tp, dtype, src, label in ((1, "fp32", "1-gpu", "tp1-fp32"), (2, "fp16", "1-gpu", "tp2-fp16"),
-                                     (2, "fp16", "2-gpu", "tp2-fp16-from-2gpu")):
+                                     (2, "fp16", "2-gpu", "tp2-fp16-from-2gpu"), (4, "fp32", "1-gpu", "tp4-fp32")):
             if label == "tp1-fp32":
                 out = out1
             else:
@@ -255,8 +255,8 @@ def test_reference():
             compare_int8(os.path.join(out, "1-gpu"), ref.int8_files(c, T, Rs, 1, "fp32"),
                          ref.unrounded_int8(c, T, Rs, "fp32"), 1, f"alpha {alpha}")
 
-        # 5. --format ft: FasterTransformer's OPT W8A8 files, TP 1 fp32 and TP 2 fp16.
-        for tp, dtype in ((1, "fp32"), (2, "fp16")):
+        # 5. --format ft: FasterTransformer's OPT W8A8 files, TP 1 fp32, TP 2 fp16 and TP 4 fp16.
+        for tp, dtype in ((1, "fp32"), (2, "fp16"), (4, "fp16")):
             out = os.path.join(tmp, f"ft{tp}")
             sq_ok(["-i", f"{gpt2}/1-gpu", "-o", out, "-g", str(tp), "-t", dtype, "--alpha", "0.5", "--format", "ft",
                    "--act-ranges", rpath, "-q"])
