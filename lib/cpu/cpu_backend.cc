@@ -92,6 +92,21 @@ ops::Weight CpuBackend::upload_weight_int8(const void* src, DType src_dtype, int
   return w;
 }
 
+ops::Weight CpuBackend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                           float act_scale, float out_scale) {
+  const size_t bytes = vnni_packed_bytes(rows, cols);
+  float* q_dst = alloc((bytes + sizeof(float) - 1) / sizeof(float));
+  pack_int8_vnni(q, rows, cols, reinterpret_cast<uint8_t*>(q_dst));
+  float* s_dst = alloc(static_cast<size_t>(std::max<int64_t>(cols, 1)));
+  std::memcpy(s_dst, alpha_col, static_cast<size_t>(cols) * sizeof(float));
+  ops::Weight w(q_dst, s_dst);
+  w.w8a8 = true;
+  w.act_scale = act_scale;
+  w.out_scale = out_scale;
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
 void CpuBackend::release_weight(const ops::Weight& w) {
   if (w && is_half(w.dtype)) {
     release(static_cast<float*>(const_cast<void*>(w.data)));
@@ -159,12 +174,15 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8 and half are all there is
-  if (weight.dtype == DType::kInt8 && weight.w8a8) {  // oneDNN threads the int8 matmul itself
-    w8a8_gemm(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, weight.act_scale, weight.out_scale, C,
-              beta);
+  const bool packed = weight.panel_cols > 0;
+  if (weight.dtype == DType::kInt8 && weight.w8a8) {
+    w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
+    const auto* w = static_cast<const uint8_t*>(weight.data);
+    for_column_blocks(
+        M, N, K, [&](int64_t n0, int64_t nn) { w8a8_gemm_block(w8a8_act_, w, N, weight.scale, C, beta, n0, nn); },
+        weight.panel_cols);
     return;
   }
-  const bool packed = weight.panel_cols > 0;
   for_column_blocks(
       M, N, K,
       [&](int64_t n0, int64_t nn) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "lib/cpu/w8a8_gemm.h"
 #include "lib/ops/backend.h"
 
 namespace ftx::cpu {
@@ -32,6 +33,9 @@ class CpuBackend : public ops::Backend {
   // fp32 stays row-major for OpenBLAS.
   ops::Weight upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
   ops::Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
+  // W8A8 matrices are packed for AVX512-VNNI (vnni_int8_gemm.h), in the same column panels.
+  ops::Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
+                                 float act_scale, float out_scale) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -82,6 +86,7 @@ class CpuBackend : public ops::Backend {
   std::vector<float> a_rounded_;    // half GEMMs: A rounded to the weights' dtype, as fp32
   std::vector<uint16_t> a_bf16_;    // bf16 GEMMs through oneDNN: A as bf16
   std::unique_ptr<DnnlMatmul> dnnl_;  // made on the first bf16 GEMM with many rows
+  W8A8Activations w8a8_act_;          // the input of the W8A8 GEMM running now, quantised
 };
 
 }  // namespace ftx::cpu

@@ -2,14 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
-#include <utility>
-#include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include "formats/error.h"
+#include "lib/cpu/widening_gemm.h"
 
 namespace ftx::cpu {
 
@@ -23,21 +17,13 @@ inline int8_t to_int8_rne(float v) {
   return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
 }
 
-// One engine and stream for the process, and one matmul primitive per weight shape (N, K) with the
-// row count M left to run time: decode and every prefill length share it, so no kernel is
-// generated per M (oneDNN then picks its gemm:jit int8 kernel, AVX512-VNNI here, which measured as
-// fast as the per-M brgemm one at M = 1 and within noise at M = 64). Weights stay in their plain
-// [K, N] layout.
-struct DnnlState {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::mutex mu;
-  std::map<std::pair<int64_t, int64_t>, dnnl::matmul> cache;
-};
-
-DnnlState& dnnl_state() {
-  static DnnlState s;
-  return s;
+// One output row: c[n] = float(acc[n]) · (row_factor · alpha_col[n]) + beta · c[n].
+inline void dequantize_row(const int32_t* acc, int64_t n, float row_factor, const float* alpha_col, float* c,
+                           float beta) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float y = static_cast<float>(acc[j]) * (row_factor * alpha_col[j]);
+    c[j] = beta == 0.0f ? y : y + beta * c[j];
+  }
 }
 
 }  // namespace
@@ -62,62 +48,59 @@ void quantize_per_token(const float* x, int64_t M, int64_t K, int8_t* q, float* 
 void dequantize_int32(const int32_t* acc, int64_t M, int64_t N, const float* alpha_row, float row_scale,
                       const float* alpha_col, float* C, float beta) {
 #pragma omp parallel for if (M * N > 65536)
-  for (int64_t m = 0; m < M; ++m) {
-    const float ar = alpha_row ? alpha_row[m] : row_scale;
-    for (int64_t n = 0; n < N; ++n) {
-      const float y = static_cast<float>(acc[m * N + n]) * (ar * alpha_col[n]);
-      C[m * N + n] = beta == 0.0f ? y : y + beta * C[m * N + n];
-    }
-  }
+  for (int64_t m = 0; m < M; ++m)
+    dequantize_row(acc + m * N, N, alpha_row ? alpha_row[m] : row_scale, alpha_col, C + m * N, beta);
 }
 
 void int8_matmul_s32(int64_t M, int64_t N, int64_t K, const int8_t* q_a, const int8_t* q_w, int32_t* acc) {
-  using dt = dnnl::memory::data_type;
-  using tag = dnnl::memory::format_tag;
-  DnnlState& st = dnnl_state();
-  dnnl::matmul prim;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto key = std::make_pair(N, K);
-    auto it = st.cache.find(key);
-    if (it == st.cache.end()) {
-      const int64_t rows = DNNL_RUNTIME_DIM_VAL;
-      try {
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dnnl::memory::desc({rows, K}, dt::s8, tag::ab),
-                                                           dnnl::memory::desc({K, N}, dt::s8, tag::ab),
-                                                           dnnl::memory::desc({rows, N}, dt::s32, tag::ab)),
-                                        st.engine);
-        it = st.cache.emplace(key, dnnl::matmul(pd)).first;
-      } catch (const dnnl::error& e) {
-        throw Error("oneDNN int8 matmul ?x" + std::to_string(K) + "x" + std::to_string(N) + ": " + e.what());
-      }
+  std::vector<uint8_t> packed(vnni_packed_bytes(K, N));
+  pack_int8_vnni(q_w, K, N, packed.data());
+  const int64_t K4 = vnni_padded_k(K);
+  std::vector<int8_t> a(static_cast<size_t>(M * K4), 0);
+  std::vector<int32_t> sums(static_cast<size_t>(M), 0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      a[m * K4 + k] = q_a[m * K + k];
+      sums[m] += q_a[m * K + k];
     }
-    prim = it->second;
-  }
-  dnnl::memory a({{M, K}, dt::s8, tag::ab}, st.engine, const_cast<int8_t*>(q_a));
-  dnnl::memory w({{K, N}, dt::s8, tag::ab}, st.engine, const_cast<int8_t*>(q_w));
-  dnnl::memory c({{M, N}, dt::s32, tag::ab}, st.engine, acc);
-  prim.execute(st.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, c}});
-  st.stream.wait();
+  vnni_int8_product({a.data(), sums.data(), M, K}, packed.data(), N, 0, N, acc);
 }
 
-void w8a8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const int8_t* q_w, const float* alpha_col,
-               float act_scale, float out_scale, float* C, float beta) {
-  // Scratch per thread: the engine calls the GEMMs one at a time, and rows are few at decode.
-  thread_local std::vector<int8_t> q_a;
-  thread_local std::vector<int32_t> acc;
-  thread_local std::vector<float> alpha_row;
-  q_a.resize(static_cast<size_t>(M * K));
-  acc.resize(static_cast<size_t>(M * N));
-  const bool per_token = !(act_scale > 0.0f);
-  if (per_token) {
-    alpha_row.resize(static_cast<size_t>(M));
-    quantize_per_token(A, M, K, q_a.data(), alpha_row.data());
-  } else {
-    quantize_per_tensor(A, M * K, act_scale, q_a.data());
+void W8A8Activations::quantize(int64_t M, int64_t K, const float* A, float act_scale, float out_scale) {
+  const int64_t K4 = vnni_padded_k(K);
+  M_ = M;
+  K_ = K;
+  per_token_ = !(act_scale > 0.0f);
+  out_scale_ = out_scale;
+  q_.assign(static_cast<size_t>(M * K4), 0);
+  row_sum_.resize(static_cast<size_t>(M));
+  alpha_row_.resize(static_cast<size_t>(per_token_ ? M : 0));
+#pragma omp parallel for if (M * K > 65536)
+  for (int64_t m = 0; m < M; ++m) {
+    int8_t* q = q_.data() + m * K4;
+    if (per_token_)
+      quantize_per_token(A + m * K, 1, K, q, alpha_row_.data() + m);
+    else
+      quantize_per_tensor(A + m * K, K, act_scale, q);
+    int32_t s = 0;
+    for (int64_t k = 0; k < K; ++k) s += q[k];
+    row_sum_[m] = s;
   }
-  int8_matmul_s32(M, N, K, q_a.data(), q_w, acc.data());
-  dequantize_int32(acc.data(), M, N, per_token ? alpha_row.data() : nullptr, out_scale, alpha_col, C, beta);
+}
+
+void w8a8_gemm_block(const W8A8Activations& a, const uint8_t* packed_w, int64_t N, const float* alpha_col, float* C,
+                     float beta, int64_t n0, int64_t nn) {
+  // A panel's width at a time: the int32 sums of the M rows stay in L1 until they are scaled.
+  thread_local std::vector<int32_t> acc;
+  const VnniActivations op = a.operand();
+  for (int64_t col = n0; col < n0 + nn;) {
+    const int64_t cn = std::min(kWideningPanelCols - col % kWideningPanelCols, n0 + nn - col);
+    acc.resize(static_cast<size_t>(op.M * cn));
+    vnni_int8_product(op, packed_w, N, col, cn, acc.data());
+    for (int64_t m = 0; m < op.M; ++m)
+      dequantize_row(acc.data() + m * cn, cn, a.row_factor(m), alpha_col + col, C + m * N + col, beta);
+    col += cn;
+  }
 }
 
 }  // namespace ftx::cpu

@@ -1,6 +1,7 @@
 // The CPU W8A8 GEMM's steps (lib/cpu/w8a8_gemm.h) on hand-computed values: rounding half to even
-// and saturation, per-token scales (a zero row included), the oneDNN int32 product against a plain
-// loop, and the dequantisation.
+// and saturation, per-token scales (a zero row included), the packed VNNI int32 product against a
+// plain loop (masked column tails, K not a multiple of 4, several panels, every row-group shape),
+// and the dequantisation.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -35,10 +36,13 @@ TEST(W8A8Gemm, PerTokenScalesEachRowByItsMax) {
 TEST(W8A8Gemm, Int32ProductEqualsLoop) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> d(-128, 127);
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 96, 64}, {7, 33, 200}, {16, 256, 64}}) {
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 96, 64}, {7, 33, 200}, {16, 256, 64}, {1, 600, 201},
+                         {2, 300, 7}, {3, 17, 1024}, {4, 513, 30}, {5, 70, 3}, {9, 280, 66}}) {
     std::vector<int8_t> a(M * K), w(K * N);
     for (auto& v : a) v = static_cast<int8_t>(d(rng));
     for (auto& v : w) v = static_cast<int8_t>(d(rng));
+    a[0] = w[0] = -128;  // the extremes: -128 · -128 and the +128 offset of the packed weights
+    a.back() = w.back() = 127;
     std::vector<int32_t> got(M * N);
     int8_matmul_s32(M, N, K, a.data(), w.data(), got.data());
     for (int64_t m = 0; m < M; ++m)
@@ -47,6 +51,20 @@ TEST(W8A8Gemm, Int32ProductEqualsLoop) {
         for (int64_t k = 0; k < K; ++k) s += int32_t{a[m * K + k]} * int32_t{w[k * N + n]};
         ASSERT_EQ(got[m * N + n], s) << M << "x" << N << "x" << K << " at " << m << "," << n;
       }
+    // The portable path (CPUs without AVX512-VNNI) on the same packed weights, over a column range
+    // that starts inside a panel.
+    std::vector<uint8_t> packed(vnni_packed_bytes(K, N));
+    pack_int8_vnni(w.data(), K, N, packed.data());
+    const int64_t K4 = vnni_padded_k(K), n0 = N / 3;
+    std::vector<int8_t> a4(M * K4, 0);
+    std::vector<int32_t> sums(M, 0);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) a4[m * K4 + k] = a[m * K + k], sums[m] += a[m * K + k];
+    std::vector<int32_t> fast((N - n0) * M), slow((N - n0) * M);
+    vnni_int8_product({a4.data(), sums.data(), M, K}, packed.data(), N, n0, N - n0, fast.data());
+    vnni_int8_product_portable({a4.data(), sums.data(), M, K}, packed.data(), N, n0, N - n0, slow.data());
+    EXPECT_EQ(fast, slow) << M << "x" << N << "x" << K;
+    for (int64_t m = 0; m < M; ++m) EXPECT_EQ(fast[m * (N - n0)], got[m * N + n0]) << M << "x" << N << "x" << K;
   }
 }
 
@@ -62,6 +80,45 @@ TEST(W8A8Gemm, WholeGemmThroughTheBackend) {
   EXPECT_FLOAT_EQ(c[0], -50.0f * (0.5f * 0.1f) + 1.0f);
   EXPECT_FLOAT_EQ(c[1], 100.0f * (0.5f * 0.01f) + 1.0f);
   be.release_weight(w);
+}
+
+// The backend's GEMM (activations quantised into the padded operand, panels split across two
+// threads, the int32 sums scaled back per panel) equals the three steps run one after another on
+// plain row-major data, bit for bit, per tensor and per token, with and without beta.
+TEST(W8A8Gemm, BackendEqualsTheStepsOnRandomShapes) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::normal_distribution<float> x(0.0f, 2.0f);
+  CpuBackend be(2);
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 300}, {6, 520, 129}, {20, 770, 64}}) {
+    std::vector<int8_t> wq(K * N);
+    for (auto& v : wq) v = static_cast<int8_t>(d(rng));
+    std::vector<float> alpha(N), A(M * K), C0(M * N);
+    for (auto& v : alpha) v = std::uniform_real_distribution<float>(1e-3f, 2e-2f)(rng);
+    for (auto& v : A) v = x(rng);
+    for (auto& v : C0) v = x(rng);
+    for (float act_scale : {0.0f, 9.5f})
+      for (float beta : {0.0f, 1.0f}) {
+        std::vector<int8_t> qa(M * K);
+        std::vector<float> row(M);
+        if (act_scale > 0)
+          quantize_per_tensor(A.data(), M * K, act_scale, qa.data());
+        else
+          quantize_per_token(A.data(), M, K, qa.data(), row.data());
+        std::vector<int32_t> acc(M * N, 0);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t n = 0; n < N; ++n) acc[m * N + n] += int32_t{qa[m * K + k]} * int32_t{wq[k * N + n]};
+        std::vector<float> want = C0, got = C0;
+        dequantize_int32(acc.data(), M, N, act_scale > 0 ? nullptr : row.data(), 0.25f, alpha.data(), want.data(), beta);
+        const ops::Weight w = be.upload_weight_w8a8(wq.data(), K, N, alpha.data(), act_scale, 0.25f);
+        be.gemm(M, N, K, A.data(), w, false, got.data(), beta);
+        be.release_weight(w);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(got[i], want[i]) << M << "x" << N << "x" << K << " act_scale " << act_scale << " beta " << beta
+                                     << " at " << i;
+      }
+  }
 }
 
 }  // namespace
