@@ -98,36 +98,37 @@ def _rint_sat(v):
 class W8A8Gemm:
     """One layer GEMM as W8A8 computes it: y = gemm(x) (without the bias).
 
-    W8A8Gemm.margin: the smallest distance of an unrounded activation x·s to a rounding boundary
-    (k + 0.5) since the last reset_margin(). An engine computing in fp32 may round such a value the
-    other way when the distance is below its own error (about 1e-5 in these units here), and then its logits
-    differ from the emulation's by one int8 step's effect: the tests use the margin to tell those
-    steps apart."""
-    margin = 1.0
+    W8A8Gemm.follow: None, or a function (gemm, part, v, q) -> q that may replace the rounded
+    activations q = sat(rint(v)) of input slice `part` (the TP rank for a row-parallel GEMM, else 0).
+    A test sets it to take an fp32 engine's own rounding where the engine's unrounded value lies on
+    the other side of a rounding boundary (tests/reference/w8a8_follow.py); the formulas here do not
+    change."""
+    follow = None
 
-    def __init__(self, q, a_col, act_scale, out_scale, row_parallel_tp):
+    def __init__(self, q, a_col, act_scale, out_scale, row_parallel_tp, name=""):
         self.q, self.a_col = q, a_col                # [K, N] int8 values (float64), [N]
         self.act_scale, self.out_scale = act_scale, out_scale  # None: per-token
         self.tp = row_parallel_tp                    # > 1: input rows split over ranks
+        self.name = name                             # "LAYER.qkv" | ".dense" | ".fc1" | ".fc2"
 
     def __call__(self, x):
         K = self.q.shape[0]
         y = torch.zeros(x.shape[0], self.q.shape[1], dtype=torch.float64)
-        for xs, qs in zip(x.split(K // self.tp, dim=1), self.q.split(K // self.tp, dim=0)):
+        parts = zip(x.split(K // self.tp, dim=1), self.q.split(K // self.tp, dim=0))
+        for part, (xs, qs) in enumerate(parts):
             if self.act_scale is None:
                 amax = xs.abs().amax(dim=1, keepdim=True)
                 safe = torch.where(amax > 0, amax, torch.ones_like(amax))
                 v = xs * (127.0 / safe)
                 qx = torch.where(amax > 0, _rint_sat(v), torch.zeros_like(xs))
-                y += (qx @ qs) * (amax / 127.0) * self.a_col
+                factor = (amax / 127.0) * self.a_col
             else:
                 v = xs * self.act_scale
                 qx = _rint_sat(v)
-                y += (qx @ qs) * self.out_scale * self.a_col
-            inside = v.abs() < 127.5  # saturated values have no boundary to cross
-            if inside.any():
-                d = ((v - torch.floor(v)) - 0.5).abs()[inside].min()
-                W8A8Gemm.margin = min(W8A8Gemm.margin, float(d))
+                factor = self.out_scale * self.a_col
+            if W8A8Gemm.follow is not None:
+                qx = W8A8Gemm.follow(self, part, v, qx)
+            y += (qx @ qs) * factor
         return y
 
 
@@ -158,7 +159,7 @@ def w8a8_model(folder, tp, per_token, per_channel):
     for l in range(nl):
         p = f"model.layers.{l}."
 
-        def gemm(g, K, N, qkv=False, row_parallel=False):
+        def gemm(g, K, N, qkv=False, row_parallel=False):  # -> W8A8Gemm arguments before the TP size
             q = _read(folder, f"{p}{g}.weight.int8{col}.0.bin", (K, N), np.int8)
             name = "scale_w_quant_orig" if per_token else "scale_y_accum_quant"
             if per_channel:
@@ -177,14 +178,14 @@ def w8a8_model(folder, tp, per_token, per_channel):
         g2 = vec(p + "post_attention_layernorm.weight.bin", H)
         L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
         for i, k in enumerate("qkv"):
-            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys, 1)
+            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys, 1, f"{l}.qkv")
             L["b" + k] = qkv_b[i * H:(i + 1) * H] if qkv_b is not None else None
-        L["wo"] = W8A8Gemm(*gemm("attention.dense", H, H, row_parallel=True), tp)
+        L["wo"] = W8A8Gemm(*gemm("attention.dense", H, H, row_parallel=True), tp, f"{l}.dense")
         L["bo"] = vec(p + "attention.dense.bias.bin", H)
-        L["w1"] = W8A8Gemm(*gemm("mlp.dense_h_to_4h", H, I), 1)
+        L["w1"] = W8A8Gemm(*gemm("mlp.dense_h_to_4h", H, I), 1, f"{l}.fc1")
         L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
         L["wg"], L["bg"] = None, None
-        L["w2"] = W8A8Gemm(*gemm("mlp.dense_4h_to_h", I, H, row_parallel=True), tp)
+        L["w2"] = W8A8Gemm(*gemm("mlp.dense_4h_to_h", I, H, row_parallel=True), tp, f"{l}.fc2")
         L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
         s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
         if s is not None:

@@ -3,11 +3,17 @@
 // of the engine fixtures (scripts/fixtures/make_w8a8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM
 // and OPT post-LN; per-tensor and per-token + per-channel. Under `mpirun -np 2` (tests/e2e/w8a8.cmake)
 // the TP-2 folders against the emulation's TP-2 section (each rank quantises its own slice of a
-// row-parallel GEMM's input).
+// row-parallel GEMM's input). The engine's GEMM inputs are traced and the emulation rerun on them
+// (tests/reference/w8a8_follow.py), so that an activation the two round to neighbouring int8 values
+// (an fp32 and a float64 value on either side of k + 0.5) does not move every later logit.
 #include <gtest/gtest.h>
+
+#include <stdlib.h>  // mkdtemp
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -45,48 +51,126 @@ ops::Backend::SmoothQuant mode_of(const std::string& mode) {
   return sq;
 }
 
+// A CPU backend that records the fp32 input of every W8A8 GEMM, named by layer and GEMM, so that
+// the emulation can follow the engine's rounding (tests/reference/w8a8_follow.py).
+class W8A8TracingBackend : public cpu::CpuBackend {
+ public:
+  struct Call {
+    int64_t prompt, step;
+    std::string gemm;
+    int64_t rows, cols;
+    size_t offset;
+  };
+  W8A8TracingBackend() : cpu::CpuBackend(0) {}  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
+
+  void name_gemms(const ModelWeights& w) {
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const std::string p = std::to_string(l);
+      names_[&w.layers[l].qkv_w] = p + ".qkv";
+      names_[&w.layers[l].dense_w] = p + ".dense";
+      names_[&w.layers[l].fc_w] = p + ".fc1";
+      names_[&w.layers[l].proj_w] = p + ".fc2";
+    }
+  }
+  void at(int64_t prompt, int64_t step) { prompt_ = prompt, step_ = step; }
+
+  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+            float beta) override {
+    if (B.w8a8) {
+      const auto it = names_.find(&B);
+      if (it == names_.end()) throw Error("engine_w8a8_test", "a W8A8 GEMM on a weight that is not a layer GEMM");
+      calls_.push_back({prompt_, step_, it->second, M, K, inputs_.size()});
+      inputs_.insert(inputs_.end(), A, A + M * K);
+    }
+    cpu::CpuBackend::gemm(M, N, K, A, B, trans_b, C, beta);
+  }
+
+  void write(const std::string& dir, int rank) const {
+    nlohmann::json calls = nlohmann::json::array();
+    for (const Call& c : calls_)
+      calls.push_back({{"prompt", c.prompt}, {"step", c.step}, {"gemm", c.gemm}, {"rows", c.rows}, {"cols", c.cols},
+                       {"offset", c.offset}});
+    std::ofstream(dir + "/index." + std::to_string(rank) + ".json") << nlohmann::json{{"calls", calls}}.dump();
+    std::ofstream data(dir + "/data." + std::to_string(rank) + ".bin", std::ios::binary);
+    data.write(reinterpret_cast<const char*>(inputs_.data()), static_cast<std::streamsize>(inputs_.size() * 4));
+    ASSERT_TRUE(data.good()) << dir << ": writing the trace failed";
+  }
+
+ private:
+  std::map<const ops::Weight*, std::string> names_;
+  std::vector<Call> calls_;
+  std::vector<float> inputs_;
+  int64_t prompt_ = 0, step_ = 0;
+};
+
+// Each prompt alone (cache row 0): its prefill, then one decode per token of the expected greedy
+// path, so that every traced GEMM input is one prompt's rows in position order.
 test::Observed run_w8a8(const std::string& dir, const test::Expected& e, dist::Communicator& comm,
-                        const std::string& mode) {
-  cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
-  be.set_smoothquant(mode_of(mode));
-  return test::run_greedy_paths_on(be, dir, e, comm);
-}
-
-// Steps whose quantised activations all lie at least kMargin from a rounding boundary (k + 0.5)
-// in the emulation: there fp32 and float64 round every activation alike, and the logits must agree
-// within 1e-4 x the row's largest |logit|. The fp32 engine's activations differ from float64 by
-// about 1e-5 in these units (a value 1.2e-5 from a boundary has been seen rounded the other way),
-// so kMargin is 5e-5. A step with a value closer than that (expected.json "margin"; about half the
-// steps here) may have one activation rounded the other way; one int8 step of one activation moves
-// the logits by up to ~2e-3 x their largest, so such steps are held to kFlipTolerance. Every step
-// must give the emulation's greedy token.
-constexpr double kMargin = 5e-5, kFlipTolerance = 2e-2;
-
-std::vector<std::vector<double>> load_margins(const std::string& dir, const std::string& section) {
-  std::ifstream in(dir + "/expected.json");
-  const auto j = nlohmann::json::parse(in);
-  return j.at(nlohmann::json::json_pointer("/" + section + "/margin")).get<std::vector<std::vector<double>>>();
-}
-
-void expect_matches(const test::Observed& o, const test::Expected& e, const std::vector<std::vector<double>>& margin) {
-  size_t strict = 0, all = 0;
+                        W8A8TracingBackend& be) {
+  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
+  be.name_gemms(w);
+  Engine eng(w, be, comm);
+  int64_t longest = 0;
+  for (size_t b = 0; b < e.prompts.size(); ++b)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(e.prompts[b].size() + e.greedy[b].size()));
+  eng.reserve(1, longest, longest);
+  std::vector<float> logits(static_cast<size_t>(e.vocab));
+  test::Observed o;
+  o.steps.resize(e.prompts.size());
   for (size_t b = 0; b < e.prompts.size(); ++b) {
-    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+    for (size_t s = 0; s < e.greedy[b].size(); ++s) {
+      be.at(static_cast<int64_t>(b), static_cast<int64_t>(s));
+      if (s == 0)
+        eng.prefill({e.prompts[b]}, {0}, logits.data());
+      else
+        eng.decode({e.greedy[b][s - 1]}, {0}, logits.data());
+      o.steps[b].push_back(logits);
+    }
+  }
+  return o;
+}
+
+// Logits within 1e-4 x the row's largest |logit| of the float64 emulation on every step, once the
+// emulation takes the engine's rounding where an activation lies within the fp32 error of a
+// rounding boundary (w8a8_follow.py asserts every activation the engine quantised equals its own
+// within that error, and counts the values it followed); and every step's greedy token is the
+// unfollowed emulation's (expected.json).
+void expect_matches(const std::string& model, const std::string& mode, int tp, const test::Observed& o,
+                    const test::Expected& e, const std::string& trace) {
+  const std::string src = test::env_or("FTX_SOURCE_DIR", test::source_dir_from_here());
+  const std::string fixture = w8a8_fixtures() + "/" + model;
+  const std::string out = trace + "/followed.json";
+  const std::string cmd = test::env_or("FTX_TORCH_PYTHON", "/usr/bin/python3") + " " + src +
+                          "/tests/reference/w8a8_follow.py --model " + model + " --folder " + fixture +
+                          "/1-gpu --mode " + mode + " --tp " + std::to_string(tp) + " --expected " + fixture +
+                          "/expected.json --trace " + trace + " --out " + out;
+  std::fflush(stdout);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the emulation found engine activations off its own: " << cmd;
+  std::ifstream in(out);
+  const auto followed = nlohmann::json::parse(in).at("greedy_logits").get<std::vector<std::vector<std::vector<double>>>>();
+  ASSERT_EQ(followed.size(), e.prompts.size());
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    ASSERT_EQ(o.steps[b].size(), e.greedy[b].size());
+    ASSERT_EQ(followed[b].size(), e.greedy[b].size());
     for (size_t s = 0; s < o.steps[b].size(); ++s) {
-      const bool clear = margin[b][s] >= kMargin;
-      strict += clear;
-      ++all;
-      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab,
-                                     clear ? 1e-4 : kFlipTolerance))
-          << "prompt " << b << " step " << s << " (margin " << margin[b][s] << ")";
+      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), followed[b][s].data(), e.vocab, 1e-4))
+          << "prompt " << b << " step " << s;
       const auto& l = o.steps[b][s];
       EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
     }
   }
-  // A good share of steps is held to 1e-4 (54% over all cases, at least 6 of 24 in each): the test
-  // would not pass on the loose bound alone.
-  EXPECT_GE(5 * strict, all) << strict << " of " << all << " steps clear of rounding boundaries";
-  std::printf("  %zu of %zu steps at 1e-4 (margin >= %g), the rest at %g\n", strict, all, kMargin, kFlipTolerance);
+}
+
+// A fresh folder for one case's trace (rank 0 makes it; every rank writes its own files there).
+std::string trace_dir(dist::Communicator& comm) {
+  char path[256] = {};
+  if (comm.rank() == 0) {
+    std::string t = test::env_or("TMPDIR", "/tmp") + "/ftx-w8a8-trace-XXXXXX";
+    if (!mkdtemp(t.data())) throw Error(t, "mkdtemp failed");
+    std::snprintf(path, sizeof path, "%s", t.c_str());
+  }
+  comm.broadcast(path, sizeof path, 0);
+  return path;
 }
 
 class EngineW8A8 : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -98,8 +182,13 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   const auto e = test::load_expected(dir, mode + "/tp1");
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
-  expect_matches(run_w8a8(dir + "/1-gpu", e, comm, mode), e,
-                 load_margins(dir, mode + "/tp1"));
+  W8A8TracingBackend be;
+  be.set_smoothquant(mode_of(mode));
+  const auto o = run_w8a8(dir + "/1-gpu", e, comm, be);
+  const std::string trace = trace_dir(comm);
+  be.write(trace, 0);
+  expect_matches(model, mode, 1, o, e, trace);
+  std::filesystem::remove_all(trace);
   // The emulation is not the floating-point model (the check above would then prove nothing):
   // quantising activations and weights moves the logits well beyond the tolerance.
   const auto fp = test::load_expected(test::engine_fixtures() + "/" + model);
@@ -118,8 +207,16 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
   const std::string dir = w8a8_fixtures() + "/" + model;
   const auto e = test::load_expected(dir, mode + "/tp2");
   ASSERT_FALSE(e.prompts.empty());
-  const auto o = run_w8a8(dir + "/2-gpu", e, *comm, mode);
-  if (comm->rank() == 0) expect_matches(o, e, load_margins(dir, mode + "/tp2"));
+  W8A8TracingBackend be;
+  be.set_smoothquant(mode_of(mode));
+  const auto o = run_w8a8(dir + "/2-gpu", e, *comm, be);
+  const std::string trace = trace_dir(*comm);
+  be.write(trace, comm->rank());
+  comm->barrier();
+  if (comm->rank() == 0) {
+    expect_matches(model, mode, 2, o, e, trace);
+    std::filesystem::remove_all(trace);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineW8A8,
