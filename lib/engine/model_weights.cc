@@ -220,7 +220,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
   const ops::Backend::SmoothQuant& sq = backend.smoothquant();
-  if (sq.on) check_w8a8_folder(dir, cfg);
+  const W8A8Files w8a8_files = sq.on ? check_w8a8_folder(dir, cfg, sq) : W8A8Files::kTrtLlm;
   if (layout.pp > cfg.num_layer)
     throw Error(join(dir, "config.ini"), "num_layer = " + std::to_string(cfg.num_layer) + " is less than the " +
                                              std::to_string(layout.pp) + " pipeline stages");
@@ -366,7 +366,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     const Slot slot = slot_for(f.name);
     if (std::string gemm; w8a8(f, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
-      *slot.matrix = load_w8a8_weight(dir, gemm, rank, tp, rows, cols, sq, backend);
+      *slot.matrix = load_w8a8_weight(dir, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);
       w.owned_weights_.push_back(*slot.matrix);
       w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
       continue;

@@ -41,6 +41,37 @@ std::vector<float> read_floats(const std::string& path, int64_t count) {
   return v;
 }
 
+// FasterTransformer's OPT W8A8 files of one GEMM (`base` = DIR/model.layers.L.<gemm>): the int8
+// weight per rank; `scale` (QKV: three equal values), `scale_inter` (QKV: this rank's columns,
+// [3, cols/3]) and `scale_out` (QKV: one per Q, K, V), once for all ranks. They are the
+// per-tensor roles of TensorRT-LLM's scale_x_orig_quant, scale_y_accum_quant and
+// scale_y_quant_orig: y = (q_x · q_w) · scale_out · scale_inter, with no int8 rounding of y in
+// between. QKV's three output scales are folded into its column factors (rounded once, as
+// the product out_scale · alpha_col of the per-tensor arithmetic is).
+ops::Weight load_ft_w8a8_weight(const std::string& base, int rank, int64_t rows, int64_t cols, bool qkv,
+                                ops::Backend& backend) {
+  const int64_t segs = qkv ? 3 : 1;
+  const std::vector<uint8_t> q = read_exact(base + ".weight.int8." + std::to_string(rank) + ".bin", rows * cols, 1);
+  const std::vector<float> scale = read_floats(base + ".scale.bin", segs);
+  const std::vector<float> inter = read_floats(base + ".scale_inter.bin", qkv ? cols : 1);
+  const std::vector<float> out = read_floats(base + ".scale_out.bin", segs);
+  if (!(scale[0] > 0.0f)) throw Error(base + ".scale.bin", "scale " + std::to_string(scale[0]) + " is not positive");
+  for (float s : scale)
+    if (s != scale[0])
+      throw Error(base + ".scale.bin", "Q, K and V input scales differ (" + std::to_string(scale[0]) + ", " +
+                                           std::to_string(s) + "): the three share one input, quantised once");
+  std::vector<float> alpha(static_cast<size_t>(cols));
+  float out_scale = out[0];
+  if (qkv) {
+    for (int64_t j = 0; j < cols; ++j) alpha[j] = inter[j] * out[j / (cols / 3)];
+    out_scale = 1.0f;
+  } else {
+    std::fill(alpha.begin(), alpha.end(), inter[0]);
+  }
+  return backend.upload_weight_w8a8(reinterpret_cast<const int8_t*>(q.data()), rows, cols, alpha.data(), scale[0],
+                                    out_scale);
+}
+
 }  // namespace
 
 bool is_w8a8_gemm(const std::string& weight_name, std::string* gemm) {
@@ -56,7 +87,7 @@ bool is_w8a8_gemm(const std::string& weight_name, std::string* gemm) {
   return false;
 }
 
-void check_w8a8_folder(const std::string& dir, const ModelConfig& cfg) {
+W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const ops::Backend::SmoothQuant& mode) {
   const std::string ini_path = dir + "/config.ini";
   const IniFile ini = IniFile::read(ini_path);
   std::string alpha, format;
@@ -73,14 +104,22 @@ void check_w8a8_folder(const std::string& dir, const ModelConfig& cfg) {
   if (alpha.empty() || alpha == "None")
     throw Error(ini_path, "--int8-mode 2 needs a folder written by `ftx smoothquant --alpha A`; config.ini has " +
                               (alpha.empty() ? std::string("no smoothquant key") : "smoothquant = None (KV-cache scales only)"));
+  if (format == "ft") {
+    if (mode.per_token || mode.per_channel)
+      throw Error(ini_path, std::string("int8_format = ft: FasterTransformer's W8A8 files have per-tensor scales "
+                                        "only; drop ") +
+                                (mode.per_token ? "--per-token" : "--per-channel") +
+                                " or export with ftx smoothquant --format trt-llm");
+    return W8A8Files::kFt;
+  }
   if (!format.empty() && format != "trt-llm")
-    throw Error(ini_path, "int8_format = " + format +
-                              ": --int8-mode 2 reads TensorRT-LLM's files (ftx smoothquant --format trt-llm), not "
-                              "FasterTransformer's OPT W8A8 files");
+    throw Error(ini_path, "int8_format = " + format + ": not a format ftx smoothquant writes (trt-llm or ft)");
+  return W8A8Files::kTrtLlm;
 }
 
 ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, int rank, int tp, int64_t rows,
-                             int64_t cols, const ops::Backend::SmoothQuant& mode, ops::Backend& backend) {
+                             int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
+                             ops::Backend& backend) {
   const std::string base = dir + "/" + gemm;
   const std::string r = std::to_string(rank);
   auto ends_with = [&](const char* s) {
@@ -90,6 +129,7 @@ ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, in
   const bool qkv = ends_with("attention.query_key_value");
   // QKV and FC1 split their output columns across ranks; attention.dense and FC2 their input rows.
   const bool column_parallel = qkv || ends_with("mlp.dense_h_to_4h");
+  if (files == W8A8Files::kFt) return load_ft_w8a8_weight(base, rank, rows, cols, qkv, backend);
   const std::string col = mode.per_channel ? ".col" : "";
   const std::vector<uint8_t> q = read_exact(base + ".weight.int8" + col + "." + r + ".bin", rows * cols, 1);
   // alpha_col: the per-column factor of the dequantisation (lib/ops/backend.h).

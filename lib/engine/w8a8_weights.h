@@ -1,10 +1,11 @@
 #pragma once
 // SmoothQuant W8A8 weights (--int8-mode 2): the layer GEMMs of a `ftx smoothquant` folder read from
-// TensorRT-LLM's int8 files (ft-format.md §3.5) instead of the smoothed floating-point matrices
-// beside them, with the scales each runtime mode needs (ft-runtime.md §4.2, TensorRT-LLM's
-// weight.py): per-tensor activations take scale_x_orig_quant, scale_y_accum_quant[.col] and
-// scale_y_quant_orig; per-token ones scale_w_quant_orig[.col]; per-channel picks the `.col` weights
-// and scales. Each TP rank reads its own rank's files.
+// its int8 files instead of the smoothed floating-point matrices beside them, with the scales each
+// runtime mode needs (ft-runtime.md §4.2). TensorRT-LLM's files (ft-format.md §3.5, its weight.py):
+// per-tensor activations take scale_x_orig_quant, scale_y_accum_quant[.col] and scale_y_quant_orig;
+// per-token ones scale_w_quant_orig[.col]; per-channel picks the `.col` weights and scales.
+// FasterTransformer's OPT files (ft-format.md §3.1, per-tensor only): scale, scale_inter and
+// scale_out in those three roles. Each TP rank reads its own rank's weight files.
 #include <cstdint>
 #include <string>
 
@@ -13,16 +14,20 @@
 
 namespace ftx {
 
-// The folder can serve W8A8: config.ini says smoothquant exported it with an alpha in TensorRT-LLM's
-// format, the attention is multi-head and the FFN not gated. Throws Error naming the folder and
-// the reason otherwise.
-void check_w8a8_folder(const std::string& dir, const ModelConfig& cfg);
+// Whose int8 files a folder holds (config.ini int8_format; TensorRT-LLM's when absent).
+enum class W8A8Files { kTrtLlm, kFt };
+
+// The folder can serve W8A8 in `mode`: config.ini says smoothquant exported it with an alpha, the
+// attention is multi-head, the FFN not gated, and FT-format files are asked for per tensor only.
+// Returns the files' format; throws Error naming the folder and the reason otherwise.
+W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const ops::Backend::SmoothQuant& mode);
 
 // The GEMM "model.layers.L.<gemm>" (gemm: attention.query_key_value, attention.dense,
 // mlp.dense_h_to_4h or mlp.dense_4h_to_h) of TP rank `rank` of `tp`, [rows, cols] as this rank
 // holds it, uploaded as a W8A8 weight. Throws Error naming a missing or mis-sized file.
 ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, int rank, int tp, int64_t rows,
-                             int64_t cols, const ops::Backend::SmoothQuant& mode, ops::Backend& backend);
+                             int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
+                             ops::Backend& backend);
 
 // Whether an FT weight name ("model.layers.L.<gemm>.weight") is one of the four W8A8 GEMMs; sets
 // `gemm` to its "model.layers.L.<gemm>" part.

@@ -4,17 +4,18 @@ and `ftx chat`, on the `ftx smoothquant` folders of scripts/fixtures/make_w8a8_f
 logits are checked by the engine_w8a8_test gtests):
 
   * generate's greedy output_ids equal the float64 emulation's greedy paths (expected.json) for
-    per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM and OPT, at TP 1
-    and at TP 2 under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
+    per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM and OPT, and for
+    FasterTransformer's files (--format ft) on GPT-2, BLOOM and OPT, at TP 1 and at TP 2 under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
-    files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only, one
-    written in --format ft, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
+    files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only,
+    --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 W8 = os.path.join(os.environ["FTX_FIXTURES"], "w8a8")
 MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post"]
 MODES = {"per_tensor": [], "per_token_channel": ["--per-token", "--per-channel"]}
+FT_MODELS = ["gpt2", "bloom", "opt_post"]  # with FasterTransformer's files (OUT/NAME/ft, section "ft")
 failures = []
 
 
@@ -71,8 +73,13 @@ def main():
                     got = generate(tmp, os.path.join(W8, m, f"{tp}-gpu"), ids, flags, mpi=tp if tp > 1 else 0)
                     want = exp[mode][f"tp{tp}"]["greedy"]
                     check(got == want, f"{m} {mode} tp{tp}: {got} != emulation {want}")
-            print(f"{m}: W8A8 greedy tokens equal the emulation, per-tensor and per-token+per-channel, "
-                  f"TP 1{' and 2' if mpi else ''}")
+            if m in FT_MODELS:
+                for tp in ((1, 2) if mpi else (1,)):
+                    got = generate(tmp, os.path.join(W8, m, "ft", f"{tp}-gpu"), ids, [], mpi=tp if tp > 1 else 0)
+                    want = exp["ft"][f"tp{tp}"]["greedy"]
+                    check(got == want, f"{m} FT-format files tp{tp}: {got} != emulation {want}")
+            print(f"{m}: W8A8 greedy tokens equal the emulation, per-tensor and per-token+per-channel"
+                  f"{', FT-format files' if m in FT_MODELS else ''}, TP 1{' and 2' if mpi else ''}")
         g = os.path.join(W8, "gpt2", "1-gpu")
         ids = os.path.join(ENGINE, "gpt2", "start_ids.csv")
         for flags in (["--per-token"], ["--per-channel"], ["--int8-kv-cache"]):
@@ -111,11 +118,17 @@ def main():
              "--calib-data", os.path.join(W8, "calib.jsonl"), "-q"])
         expect_error(tmp, base + [os.path.join(kv, "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
                                   "--int8-mode", "2"], ["smoothquant = None"], "a KV-cache-only folder")
-        ftf = os.path.join(tmp, "ftf")
-        ftx(["smoothquant", "-i", os.path.join(ENGINE, "gpt2", "1-gpu"), "-o", ftf, "--alpha", "0.5", "--format", "ft",
-             "--calib-data", os.path.join(W8, "calib.jsonl"), "-q"])
-        expect_error(tmp, base + [os.path.join(ftf, "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
-                                  "--int8-mode", "2"], ["int8_format = ft"], "an FT-format folder")
+        expect_error(tmp, base + [os.path.join(W8, "gpt2", "ft", "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
+                                  "--int8-mode", "2", "--per-token"], ["int8_format = ft", "per-tensor"],
+                     "--per-token on FT-format files")
+        ftb = os.path.join(tmp, "ft_broken")
+        shutil.copytree(os.path.join(W8, "gpt2", "ft", "1-gpu"), ftb)
+        os.remove(os.path.join(ftb, "manifest.json"))
+        bad = "model.layers.0.attention.query_key_value.scale.bin"
+        with open(os.path.join(ftb, bad), "wb") as f:
+            f.write(struct.pack("<3f", 10.0, 10.0, 12.0))
+        expect_error(tmp, base + [ftb, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2"],
+                     [bad, "differ"], "FT-format QKV input scales that differ")
         sc = os.path.join(ENGINE, "santacoder", "1-gpu")
         expect_error(tmp, base + [sc, "--input-ids", os.path.join(ENGINE, "santacoder", "start_ids.csv"),
                                   "--max-new-tokens", "2", "--int8-mode", "2"], ["multi-query"], "multi-query attention")

@@ -59,6 +59,11 @@ def weight_only_int8(W, tp):
 # rint rounds half to even and sat clamps to [-128, 127] (PTX cvt.rni.sat.s8.f32); the integer
 # product is exact; everything else is float64. The GEMM bias is added after.
 #
+# FasterTransformer's OPT files (config.ini int8_format = ft; ft-runtime.md §4.2 "FT OPT w8a8
+# variant"), per-tensor only: q_x = sat(rint(x · scale)), y = (q_x · q_w) · scale_out · scale_inter,
+# scale_inter per column for QKV (one value per Q, K, V repeated), scale_out one per Q, K, V; the
+# int32 sum is scaled straight to floating point, as in TensorRT-LLM's arithmetic above.
+#
 # Tensor parallelism: QKV and FC1 keep whole columns on a rank, so only the row-parallel GEMMs
 # (attention.dense, FC2) see TP: each rank quantises its own slice of the input row (per-token:
 # its own amax) and the ranks' dequantised partial products are summed.
@@ -137,6 +142,8 @@ def w8a8_model(folder, tp, per_token, per_channel):
     weights) of the TP-1 smoothquant folder `folder`, emulating TP size `tp`."""
     c = _ini(folder)
     assert int(c["tensor_para_size"]) == 1, folder
+    ft_files = c.get("int8_format", "trt-llm") == "ft"
+    assert not (ft_files and (per_token or per_channel)), "FT's W8A8 files are per-tensor only"
     dt = c["weight_data_type"]
     nh, d = int(c["head_num"]), int(c["size_per_head"])
     H, I, nl, V = nh * d, int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"])
@@ -160,6 +167,14 @@ def w8a8_model(folder, tp, per_token, per_channel):
         p = f"model.layers.{l}."
 
         def gemm(g, K, N, qkv=False, row_parallel=False):  # -> W8A8Gemm arguments before the TP size
+            if ft_files:
+                # FT's OPT files: scale = s_x, scale_inter per column (QKV) or one value, scale_out
+                # per Q, K, V (QKV) or one value; y = (q_x · q_w) · scale_out · scale_inter.
+                segs = 3 if qkv else 1
+                q = _read(folder, f"{p}{g}.weight.int8.0.bin", (K, N), np.int8)
+                a = f32(f"{p}{g}.scale_inter.bin", N) if qkv else f32(f"{p}{g}.scale_inter.bin", 1).expand(N)
+                out = f32(f"{p}{g}.scale_out.bin", segs)
+                return q, a, float(f32(f"{p}{g}.scale.bin", segs)[0]), [float(v) for v in out]
             q = _read(folder, f"{p}{g}.weight.int8{col}.0.bin", (K, N), np.int8)
             name = "scale_w_quant_orig" if per_token else "scale_y_accum_quant"
             if per_channel:
@@ -170,7 +185,7 @@ def w8a8_model(folder, tp, per_token, per_channel):
                 a = f32(f"{p}{g}.{name}.bin", 1).expand(N)
             xs = None if per_token else float(f32(f"{p}{g}.scale_x_orig_quant.bin", 1)[0])
             ys = None if per_token else float(f32(f"{p}{g}.scale_y_quant_orig.bin", 1)[0])
-            return q, a, xs, ys
+            return q, a, xs, [ys] * (3 if qkv else 1)
 
         q, a, xs, ys = gemm("attention.query_key_value", H, 3 * H, qkv=True)
         qkv_b = vec(p + "attention.query_key_value.bias.0.bin", 3 * H)
@@ -178,14 +193,17 @@ def w8a8_model(folder, tp, per_token, per_channel):
         g2 = vec(p + "post_attention_layernorm.weight.bin", H)
         L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
         for i, k in enumerate("qkv"):
-            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys, 1, f"{l}.qkv")
+            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys[i], 1, f"{l}.qkv")
             L["b" + k] = qkv_b[i * H:(i + 1) * H] if qkv_b is not None else None
-        L["wo"] = W8A8Gemm(*gemm("attention.dense", H, H, row_parallel=True), tp, f"{l}.dense")
+        q, a, xs, ys = gemm("attention.dense", H, H, row_parallel=True)
+        L["wo"] = W8A8Gemm(q, a, xs, ys[0], tp, f"{l}.dense")
         L["bo"] = vec(p + "attention.dense.bias.bin", H)
-        L["w1"] = W8A8Gemm(*gemm("mlp.dense_h_to_4h", H, I), 1, f"{l}.fc1")
+        q, a, xs, ys = gemm("mlp.dense_h_to_4h", H, I)
+        L["w1"] = W8A8Gemm(q, a, xs, ys[0], 1, f"{l}.fc1")
         L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
         L["wg"], L["bg"] = None, None
-        L["w2"] = W8A8Gemm(*gemm("mlp.dense_4h_to_h", I, H, row_parallel=True), tp, f"{l}.fc2")
+        q, a, xs, ys = gemm("mlp.dense_4h_to_h", I, H, row_parallel=True)
+        L["w2"] = W8A8Gemm(q, a, xs, ys[0], tp, f"{l}.fc2")
         L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
         s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
         if s is not None:

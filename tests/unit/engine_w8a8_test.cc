@@ -1,7 +1,8 @@
 // SmoothQuant W8A8 (`--int8-mode 2`) in the CPU engine against the float64 emulation of the same
 // quantised arithmetic (tests/reference/int8_reference.py, w8a8_model) on `ftx smoothquant` folders
 // of the engine fixtures (scripts/fixtures/make_w8a8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM
-// and OPT post-LN; per-tensor and per-token + per-channel. Under `mpirun -np 2` (tests/e2e/w8a8.cmake)
+// and OPT post-LN; per-tensor and per-token + per-channel on TensorRT-LLM's files, per-tensor on
+// FasterTransformer's (`--format ft`). Under `mpirun -np 2` (tests/e2e/w8a8.cmake)
 // the TP-2 folders against the emulation's TP-2 section (each rank quantises its own slice of a
 // row-parallel GEMM's input). The engine's GEMM inputs are traced and the emulation rerun on them
 // (tests/reference/w8a8_follow.py), so that an activation the two round to neighbouring int8 values
@@ -44,10 +45,13 @@ std::string w8a8_fixtures() {
   return dir;
 }
 
+// The folder of a mode's smoothquant export: FT-format files in their own subfolder.
+std::string folder_of(const std::string& mode) { return mode == "ft" ? "/ft" : ""; }
+
 ops::Backend::SmoothQuant mode_of(const std::string& mode) {
   ops::Backend::SmoothQuant sq;
   sq.on = true;
-  sq.per_token = sq.per_channel = mode == "per_token_channel";
+  sq.per_token = sq.per_channel = mode == "per_token_channel";  // "ft": FT's files, per tensor
   return sq;
 }
 
@@ -142,7 +146,7 @@ void expect_matches(const std::string& model, const std::string& mode, int tp, c
   const std::string out = trace + "/followed.json";
   const std::string cmd = test::env_or("FTX_TORCH_PYTHON", "/usr/bin/python3") + " " + src +
                           "/tests/reference/w8a8_follow.py --model " + model + " --folder " + fixture +
-                          "/1-gpu --mode " + mode + " --tp " + std::to_string(tp) + " --expected " + fixture +
+                          folder_of(mode) + "/1-gpu --mode " + mode + " --tp " + std::to_string(tp) + " --expected " + fixture +
                           "/expected.json --trace " + trace + " --out " + out;
   std::fflush(stdout);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "the emulation found engine activations off its own: " << cmd;
@@ -184,7 +188,7 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   dist::SingleRank comm;
   W8A8TracingBackend be;
   be.set_smoothquant(mode_of(mode));
-  const auto o = run_w8a8(dir + "/1-gpu", e, comm, be);
+  const auto o = run_w8a8(dir + folder_of(mode) + "/1-gpu", e, comm, be);
   const std::string trace = trace_dir(comm);
   be.write(trace, 0);
   expect_matches(model, mode, 1, o, e, trace);
@@ -209,7 +213,7 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
   ASSERT_FALSE(e.prompts.empty());
   W8A8TracingBackend be;
   be.set_smoothquant(mode_of(mode));
-  const auto o = run_w8a8(dir + "/2-gpu", e, *comm, be);
+  const auto o = run_w8a8(dir + folder_of(mode) + "/2-gpu", e, *comm, be);
   const std::string trace = trace_dir(*comm);
   be.write(trace, comm->rank());
   comm->barrier();
@@ -222,6 +226,11 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
 INSTANTIATE_TEST_SUITE_P(Models, EngineW8A8,
                          ::testing::Combine(::testing::ValuesIn(w8a8_models()),
                                             ::testing::Values("per_tensor", "per_token_channel")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+// FasterTransformer's files exist for its GPT model (smoothquant --format ft refuses GPT-J and NeoX).
+INSTANTIATE_TEST_SUITE_P(FtFiles, EngineW8A8,
+                         ::testing::Values(std::make_tuple("gpt2", "ft"), std::make_tuple("bloom", "ft"),
+                                           std::make_tuple("opt_post", "ft")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // The four layer GEMMs are held as int8 with one fp32 factor per column; embeddings stay fp32.
