@@ -1,9 +1,11 @@
 #pragma once
-// The CPU implementation of the op seam: OpenBLAS for GEMMs (sgemv at one row, which is the
-// memory-bound batch-1 decode case), OpenMP for everything else. Activations, norms and the KV
-// cache are fp32; weight matrices are held in the weight dtype the backend was made for: fp32, or
-// fp16/bf16 (half the bytes), whose GEMMs round the activation operand to that dtype and sum in
-// fp32 (widening_gemm.h for few rows; oneDNN for many bf16 rows; widened panels for many fp16 rows).
+// The CPU implementation of the op seam. GEMMs of up to kWideningStreamRows rows (decode) run in
+// ftx's streaming kernel (widening_gemm.h), which reads each weight once per GEMM; more rows
+// (prefill) go to OpenBLAS's sgemm (fp32, fp16, int8 weight-only) or oneDNN (bf16); SmoothQuant
+// W8A8 to the VNNI kernel (vnni_int8_gemm.h). OpenMP for everything else. Activations, norms and
+// the KV cache are fp32; weight matrices are held in the weight dtype the backend was made for:
+// fp32, or fp16/bf16 (half the bytes), whose GEMMs round the activation operand to that dtype and
+// sum in fp32.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -30,7 +32,8 @@ class CpuBackend : public ops::Backend {
   // Half and int8 layer matrices are held in column panels (widening_gemm.h, kWideningPanelCols):
   // a few-row GEMM then reads each panel front to back instead of a short segment of every row
   // (one page per row of K: the hardware prefetcher stops at page ends), about 2x the read rate.
-  // fp32 stays row-major for OpenBLAS.
+  // fp32 stays row-major: OpenBLAS's sgemv, which serves one row, read panels 10% slower, and the
+  // streaming kernel at 2-16 rows lost only a little of what panels gave it.
   ops::Weight upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
   ops::Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
   // W8A8 matrices are packed for AVX512-VNNI (vnni_int8_gemm.h), in the same column panels.

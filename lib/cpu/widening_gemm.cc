@@ -34,6 +34,17 @@ struct Narrow<NarrowType::kInt8> {
 };
 
 template <>
+struct Narrow<NarrowType::kFp32> {
+  using T = float;
+  static float one(const T* p) { return *p; }
+#if defined(__x86_64__)
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    return _mm512_loadu_ps(p);
+  }
+#endif
+};
+
+template <>
 struct Narrow<NarrowType::kFp16> {
   using T = uint16_t;
   static float one(const T* p) { return half_to_float(*p); }
@@ -91,6 +102,7 @@ void stream_rows_portable(NarrowType type, int64_t M, int64_t K, const float* A,
     case NarrowType::kInt8: stream_rows_portable_t<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc); break;
     case NarrowType::kFp16: stream_rows_portable_t<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc); break;
     case NarrowType::kBf16: stream_rows_portable_t<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kFp32: stream_rows_portable_t<Narrow<NarrowType::kFp32>>(M, K, A, B, ldb, trans, nn, acc); break;
   }
 }
 
@@ -216,40 +228,56 @@ void trans_bf16_dpbf16(int64_t M, int64_t K, const float* A, const void* B, int6
   a16.resize(static_cast<size_t>(M * K));
   for (int64_t i = 0; i < M * K; ++i) a16[i] = float_to_bf16(A[i]);
   const auto* b = static_cast<const uint16_t*>(B);
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {
-    const uint16_t* a = a16.data() + m0 * K;
-    float* out = acc + m0 * nn;
-    switch (std::min<int64_t>(4, M - m0)) {
-      case 1: stream_rows_trans_dpbf16<1>(K, a, b, ldb, nn, out, nn); break;
-      case 2: stream_rows_trans_dpbf16<2>(K, a, b, ldb, nn, out, nn); break;
-      case 3: stream_rows_trans_dpbf16<3>(K, a, b, ldb, nn, out, nn); break;
-      default: stream_rows_trans_dpbf16<4>(K, a, b, ldb, nn, out, nn); break;
+  // Blocks of B rows that stay in cache while every group of four A rows passes over them.
+  const int64_t block = M <= 4 ? nn : 16;
+  for (int64_t j = 0; j < nn; j += block) {
+    const int64_t jn = std::min(block, nn - j);
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const uint16_t* a = a16.data() + m0 * K;
+      float* out = acc + m0 * nn + j;
+      switch (std::min<int64_t>(4, M - m0)) {
+        case 1: stream_rows_trans_dpbf16<1>(K, a, b + j * ldb, ldb, jn, out, nn); break;
+        case 2: stream_rows_trans_dpbf16<2>(K, a, b + j * ldb, ldb, jn, out, nn); break;
+        case 3: stream_rows_trans_dpbf16<3>(K, a, b + j * ldb, ldb, jn, out, nn); break;
+        default: stream_rows_trans_dpbf16<4>(K, a, b + j * ldb, ldb, jn, out, nn); break;
+      }
     }
   }
 }
 
+// Up to four rows of A at a time (16 accumulators in registers), each group over the whole block
+// of at most kPanelCols columns (measured no slower than 64-column sub-blocks kept in L2: the
+// longer contiguous reads make up for it). A transposed B (an embedding table as lm_head, 50k rows)
+// is walked 16 rows at a time with every row group, so the table comes from memory once.
 template <class E>
 void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
                          float* acc) {
   const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    constexpr int64_t kRowsOfB = 16;
+    for (int64_t j = 0; j < nn; j += kRowsOfB) {
+      const int64_t jn = std::min(kRowsOfB, nn - j);
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const float* a = A + m0 * K;
+        float* out = acc + m0 * nn + j;
+        switch (std::min<int64_t>(4, M - m0)) {
+          case 1: stream_rows_trans_avx512<E, 1>(K, a, B + j * ldb, ldb, jn, out, nn); break;
+          case 2: stream_rows_trans_avx512<E, 2>(K, a, B + j * ldb, ldb, jn, out, nn); break;
+          case 3: stream_rows_trans_avx512<E, 3>(K, a, B + j * ldb, ldb, jn, out, nn); break;
+          default: stream_rows_trans_avx512<E, 4>(K, a, B + j * ldb, ldb, jn, out, nn); break;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t m0 = 0; m0 < M; m0 += 4) {  // up to four rows at a time: 16 accumulators in registers
     const float* a = A + m0 * K;
     float* out = acc + m0 * nn;
-    const int64_t rows = std::min<int64_t>(4, M - m0);
-    if (trans) {
-      switch (rows) {
-        case 1: stream_rows_trans_avx512<E, 1>(K, a, B, ldb, nn, out, nn); break;
-        case 2: stream_rows_trans_avx512<E, 2>(K, a, B, ldb, nn, out, nn); break;
-        case 3: stream_rows_trans_avx512<E, 3>(K, a, B, ldb, nn, out, nn); break;
-        default: stream_rows_trans_avx512<E, 4>(K, a, B, ldb, nn, out, nn); break;
-      }
-    } else {
-      switch (rows) {
-        case 1: stream_rows_avx512<E, 1, 16>(K, a, B, ldb, nn, out, nn); break;
-        case 2: stream_rows_avx512<E, 2, 8>(K, a, B, ldb, nn, out, nn); break;
-        case 3: stream_rows_avx512<E, 3, 4>(K, a, B, ldb, nn, out, nn); break;
-        default: stream_rows_avx512<E, 4, 4>(K, a, B, ldb, nn, out, nn); break;
-      }
+    switch (std::min<int64_t>(4, M - m0)) {
+      case 1: stream_rows_avx512<E, 1, 16>(K, a, B, ldb, nn, out, nn); break;
+      case 2: stream_rows_avx512<E, 2, 8>(K, a, B, ldb, nn, out, nn); break;
+      case 3: stream_rows_avx512<E, 3, 4>(K, a, B, ldb, nn, out, nn); break;
+      default: stream_rows_avx512<E, 4, 4>(K, a, B, ldb, nn, out, nn); break;
     }
   }
 }
@@ -266,6 +294,7 @@ void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const v
       case NarrowType::kInt8: return stream_block_avx512<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc);
       case NarrowType::kFp16: return stream_block_avx512<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc);
       case NarrowType::kBf16: return stream_block_avx512<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kFp32: return stream_block_avx512<Narrow<NarrowType::kFp32>>(M, K, A, B, ldb, trans, nn, acc);
     }
   }
 #endif
@@ -294,10 +323,17 @@ void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool tr
     case NarrowType::kInt8: widen_panel_t<Narrow<NarrowType::kInt8>>(K, B, ldb, trans, nn, scale, panel); break;
     case NarrowType::kFp16: widen_panel_t<Narrow<NarrowType::kFp16>>(K, B, ldb, trans, nn, scale, panel); break;
     case NarrowType::kBf16: widen_panel_t<Narrow<NarrowType::kBf16>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kFp32: widen_panel_t<Narrow<NarrowType::kFp32>>(K, B, ldb, trans, nn, scale, panel); break;
   }
 }
 
-size_t element_size(NarrowType type) { return type == NarrowType::kInt8 ? 1 : 2; }
+size_t element_size(NarrowType type) {
+  switch (type) {
+    case NarrowType::kInt8: return 1;
+    case NarrowType::kFp32: return 4;
+    default: return 2;
+  }
+}
 
 }  // namespace
 
@@ -357,6 +393,12 @@ void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const
   for (int64_t col = n0; col < end;) {
     const ColumnSegment seg = chunk(col, end);
     const int64_t cn = seg.width;
+    if (type == NarrowType::kFp32 && !scale) {  // already fp32: sgemm reads the block where it is
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, cn, K, 1.0f, A, K,
+                  static_cast<const float*>(seg.start), seg.ld, beta, C + col, N);
+      col += cn;
+      continue;
+    }
     panel.resize(static_cast<size_t>(K * cn));
     widen_panel(type, K, seg.start, seg.ld, trans_b, cn, scale ? scale + col : nullptr, panel.data());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, cn, K, 1.0f, A, K, panel.data(),

@@ -12,10 +12,16 @@
 
 namespace ftx::cpu {
 
-enum class NarrowType { kInt8, kFp16, kBf16 };
+// kFp32 is no narrowing at all: fp32 weights take the same streaming kernel, because for a few
+// rows OpenBLAS's sgemm spends more time packing the weights on every call than multiplying (half
+// of a 16-row decode step by perf) and its sgemv serves one row only.
+enum class NarrowType { kInt8, kFp16, kBf16, kFp32 };
 
-// Up to this many rows of A the streaming kernel runs; more go through widened panels.
-constexpr int64_t kWideningStreamRows = 8;
+// Up to this many rows of A the streaming kernel runs; more go through widened panels and sgemm.
+// Each row's sums are the same whatever the number of rows (the k order never changes), so a
+// request's logits do not depend on how many others share its decode step (fp32 from two rows
+// up: one row goes to OpenBLAS's sgemv).
+constexpr int64_t kWideningStreamRows = 16;
 // Column-panel width of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;
 
