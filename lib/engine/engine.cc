@@ -85,21 +85,38 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     if (!p->prefix()) {
       prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
     } else {
-      // The prefix goes into the KV cache as is (copy_kv_2d), so the cache must be fp32 here.
-      FTX_CHECK(be_.kv_dtype() != DType::kInt8, "", "prefix prompts do not combine with --int8-kv-cache yet");
-      FTX_CHECK(be_.kv_dtype() == DType::kFloat32, "",
-                std::string("prefix prompts need an fp32 KV cache; the ") + be_.name() + " backend holds it in " +
-                    dtype_name(be_.kv_dtype()) + " (run with --dtype fp32)");
+      // The prefix goes into the KV cache as it is held here (copy_kv_2d): fp32, or int8 with each
+      // layer's cache scale, quantised once now as the attention stores every other K and V.
+      const DType kv = be_.kv_dtype();
+      FTX_CHECK(kv == DType::kFloat32 || kv == DType::kInt8, "",
+                std::string("prefix prompts need an fp32 or int8 KV cache; the ") + be_.name() + " backend holds it in " +
+                    dtype_name(kv) + " (run with --dtype fp32)");
       FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
       const size_t el = dtype_size(p->dtype());
       for (size_t t = 0; t < p->tasks().size(); ++t) {
         const int64_t len = p->tasks()[t].length;
-        const size_t n = static_cast<size_t>(2 * cfg_.num_layer * shape_.kv_heads * len * shape_.head_dim);
+        const size_t per_layer = static_cast<size_t>(2 * shape_.kv_heads * len * shape_.head_dim);
+        const size_t n = static_cast<size_t>(cfg_.num_layer) * per_layer;
         std::vector<float> host(n);
         ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
                             DType::kFloat32, n);
-        float* dev = be_.alloc(n);
-        be_.upload(dev, host.data(), n);
+        // int8: four elements to a float slot of the buffer; only this stage's layers have a scale
+        // (and are ever copied), the rest stay zero.
+        const size_t slots = kv == DType::kInt8 ? (n + 3) / 4 : n;
+        std::vector<float> held(slots, 0.0f);
+        if (kv == DType::kInt8) {
+          auto* q = reinterpret_cast<int8_t*>(held.data());
+          for (size_t l = 0; l < weights.layers.size(); ++l) {
+            const size_t first = static_cast<size_t>(weights.first_layer()) + l;
+            const float kv_orig_quant = 1.0f / kv_scale(static_cast<int64_t>(l));  // fp32, as the attention stores
+            for (size_t i = first * per_layer; i < (first + 1) * per_layer; ++i)
+              q[i] = ops::quantize_kv(host[i], kv_orig_quant);
+          }
+        } else {
+          held.swap(host);
+        }
+        float* dev = be_.alloc(slots);
+        be_.upload(dev, held.data(), slots);
         prefix_kv_.push_back(dev);
         prefix_len_.push_back(len);
         max_prefix_ = std::max(max_prefix_, len);
@@ -127,9 +144,12 @@ std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, in
     for (int kv = 0; kv < 2; ++kv) {
       const ops::KvCache& cache = kv == 0 ? k_cache_[l] : v_cache_[l];
       // Row `row`, every head, slots [0, len): [kv_heads, len, d] of the file's [layers, 2, ...].
-      ops::KvCache dst(static_cast<char*>(cache.data) + static_cast<size_t>(row * kvh * max_seq_ * d) * el, cache.dtype);
+      ops::KvCache dst(static_cast<char*>(cache.data) + static_cast<size_t>(row * kvh * max_seq_ * d) * el, cache.dtype,
+                       cache.scale);
       const int64_t model_layer = w_.first_layer() + static_cast<int64_t>(l);
-      ops::KvCache src(prefix_kv_[t] + (model_layer * 2 + kv) * kvh * len * d);
+      ops::KvCache src(static_cast<char*>(static_cast<void*>(prefix_kv_[t])) +
+                           static_cast<size_t>((model_layer * 2 + kv) * kvh * len * d) * el,
+                       cache.dtype, cache.scale);
       be_.copy_kv_2d(dst, max_seq_ * d, src, len * d, len * d, kvh);
     }
   length_[row] = len;

@@ -163,7 +163,7 @@ class Engine {
   int64_t memory_len_ = 0;
   ops::Weight prompt_w_;  // stacked p-tuning tables [prompt_end_ - prompt_start_, H]; null: none
   int64_t prompt_start_ = INT64_MAX, prompt_end_ = 0;
-  std::vector<float*> prefix_kv_;       // per prefix task: [layers, 2, kv_heads, len, d] fp32
+  std::vector<float*> prefix_kv_;       // per prefix task: [layers, 2, kv_heads, len, d] in the cache's dtype
   std::vector<int64_t> prefix_len_;     // per prefix task
   int64_t max_prefix_ = 0;
   std::vector<int64_t> row_prefix_;     // per cache row: prefix slots ahead of position 0

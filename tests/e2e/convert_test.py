@@ -21,7 +21,6 @@ Modes (one ctest entry each):
 import configparser
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile

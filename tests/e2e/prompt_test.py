@@ -12,7 +12,7 @@ Usage: prompt_test.py {convert|generate|errors}
   generate: `ftx generate` with the tables: greedy tokens equal the reference for a mixed batch
             (three tasks, no task; explicit virtual ids and "virtual_tokens"), at --batch-size 1, on
             `mpirun -np 2` with the 2-gpu folder, with --prompt-table x.npy (TRT-LLM's form), and
-            start_ids CSV with --task; prefix prompts (type 2) the same at TP 1 and 2, and a session
+            start_ids CSV with --task; prefix prompts (type 2) the same at TP 1 and 2 (and with --int8-kv-cache), and a session
             whose second round continues a prefixed first; eval-lambada --task runs and differs
             from no task.
   errors:   truncated archive, config without task_templates and peft, tables of the wrong hidden
@@ -33,7 +33,6 @@ import tempfile
 import zlib
 
 import numpy as np
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
@@ -213,6 +212,12 @@ def test_generate(tmp):
         for tp, extra in ((1, ()), (1, ("--batch-size", "1")), (2, ())):
             got = greedy(tmp, os.path.join(PF, "prefix", model, f"{tp}-gpu"), reqs, extra, mpi=2 if tp == 2 else 0)
             check(got == exp["greedy"], f"{model} prefix tp{tp} {extra}: {got} != reference {exp['greedy']}")
+        # With an INT8 KV cache (the prefix K/V stored in it too): the emulation's greedy tokens.
+        for tp in (1, 2):
+            got = greedy(tmp, os.path.join(PF, "prefix", model, f"{tp}-gpu"), reqs, ["--int8-kv-cache"],
+                         mpi=2 if tp == 2 else 0)
+            want = exp["int8_kv_cache"]["greedy"]
+            check(got == want, f"{model} prefix --int8-kv-cache tp{tp}: {got} != emulation {want}")
         # A session with a prefix: the second round continues the first (its context holds the prefix).
         r0, r1 = exp["requests"][0]["ids"][:2], exp["requests"][0]["ids"][2:]
         sess = [{"ids": r0, "task": "summ", "session": "s", "max_new_tokens": 1},

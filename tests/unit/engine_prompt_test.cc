@@ -6,7 +6,7 @@
 // that substitutes the embeddings (tests/reference/gpt_reference.py `embeds`). Under
 // `mpirun -np 2` (tests/e2e/prompt.cmake) the 2-gpu folders: equal to 1 rank within 1e-5.
 // Prefix prompts (type 2): the fixture's prefix/<model> folders, the reference prepending each
-// layer's K/V prefix, the same checks.
+// layer's K/V prefix, the same checks; and with an INT8 KV cache against its emulation.
 #include <gtest/gtest.h>
 
 #include "engine_prompt_util.h"
@@ -22,13 +22,13 @@ using test::run_paths;
 // All requests in one batch, then each alone: logits along the reference's greedy paths within
 // 1e-4 of the float64 reference both times.
 template <typename Expected>
-void expect_batch_and_alone_match_reference(const std::string& dir, const Expected& e) {
+void expect_batch_and_alone_match_reference(const std::string& dir, const Expected& e, ops::Backend* be = nullptr) {
   dist::SingleRank single;
   std::vector<size_t> all;
   for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
-  const auto batch = run_paths(dir, e, all, single);
+  const auto batch = run_paths(dir, e, all, single, be);
   for (size_t i = 0; i < all.size(); ++i) {
-    const auto alone = run_paths(dir, e, {i}, single);
+    const auto alone = run_paths(dir, e, {i}, single, be);
     ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
     for (size_t s = 0; s < batch[i].size(); ++s) {
       EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
@@ -62,6 +62,29 @@ TEST(EnginePrefixPrompt, MixedBatchAndSingleRequestsMatchReference) {
   }
 }
 
+// With an INT8 KV cache the prefix K/V are stored in it like every other element (quantised with
+// the layer's scale): against the emulation (int8_kv_reference.py) whose scales keep every element,
+// the prefix's included, clear of rounding boundaries.
+TEST(EnginePrefixPrompt, Int8KvCacheMatchesEmulation) {
+  if (dist::launched_by_mpi()) GTEST_SKIP() << "the TP=2 test runs under mpirun";
+  const std::string fx = prompt_fixtures();
+  for (const auto& m : test::prompt_models()) {
+    SCOPED_TRACE(m);
+    const auto e = load(fx, m, /*prefix=*/true, "int8_kv_cache");
+    cpu::CpuBackend be(0);
+    be.set_int8_kv_cache(true);
+    expect_batch_and_alone_match_reference(fx + "/prefix/" + m + "/1-gpu", e, &be);
+    // The emulation is not the fp32 reference (the check would then prove nothing): step 0 of
+    // every request differs by more than the tolerance.
+    const auto fp = load(fx, m, /*prefix=*/true);
+    for (size_t i = 0; i < e.ids.size(); ++i)
+      EXPECT_FALSE(test::logits_close(e.greedy_logits[i][0].data(), fp.greedy_logits[i][0].data(), e.vocab, 1e-3))
+          << "request " << i << ": the INT8 KV cache moves the logits less than 1e-3";
+  }
+}
+
+// TP 2 equals TP 1 within 1e-5 and the reference within 1e-4; with an INT8 KV cache (each rank
+// stores its heads' prefix K/V) the same against the emulation.
 TEST(EnginePrefixPrompt, TwoRanksMatchOneAndReference) {
   if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
   auto comm = dist::make_communicator();
@@ -69,22 +92,26 @@ TEST(EnginePrefixPrompt, TwoRanksMatchOneAndReference) {
   if (comm->rank() == 0) prompt_fixtures();
   comm->barrier();
   const std::string fx = prompt_fixtures();
-  for (const auto& m : test::prompt_models()) {
-    SCOPED_TRACE(m);
-    const auto e = load(fx, m, /*prefix=*/true);
-    std::vector<size_t> all;
-    for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
-    const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm);
-    if (comm->rank() != 0) continue;
-    dist::SingleRank single;
-    const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single);
-    for (size_t i = 0; i < all.size(); ++i)
-      for (size_t s = 0; s < tp2[i].size(); ++s) {
-        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5)) << "request " << i << " step " << s;
-        EXPECT_TRUE(test::logits_close(tp2[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
-            << "request " << i << " step " << s;
-      }
-  }
+  for (const auto& m : test::prompt_models())
+    for (const std::string variant : {"", "int8_kv_cache"}) {
+      SCOPED_TRACE(m + " " + variant);
+      const auto e = load(fx, m, /*prefix=*/true, variant);
+      std::vector<size_t> all;
+      for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
+      cpu::CpuBackend be(0);
+      be.set_int8_kv_cache(!variant.empty());
+      const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm, &be);
+      if (comm->rank() != 0) continue;
+      dist::SingleRank single;
+      const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single, &be);
+      for (size_t i = 0; i < all.size(); ++i)
+        for (size_t s = 0; s < tp2[i].size(); ++s) {
+          EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5))
+              << "request " << i << " step " << s;
+          EXPECT_TRUE(test::logits_close(tp2[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
+              << "request " << i << " step " << s;
+        }
+    }
 }
 
 TEST(EnginePromptTuning, TwoRanksMatchOneAndReference) {

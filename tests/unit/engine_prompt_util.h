@@ -31,8 +31,10 @@ struct PromptExpected {
   std::vector<std::vector<std::vector<double>>> greedy_logits;  // [request][step][V]
 };
 
-// p-tuning: generate.json's entry for `model`; prefix prompts (prefix = true): prefix/<model>/expected.json.
-inline PromptExpected load(const std::string& fixtures, const std::string& model, bool prefix = false) {
+// p-tuning: generate.json's entry for `model`; prefix prompts (prefix = true): prefix/<model>/expected.json,
+// or its section `variant` (e.g. "int8_kv_cache": greedy paths and logits of its own).
+inline PromptExpected load(const std::string& fixtures, const std::string& model, bool prefix = false,
+                           const std::string& variant = "") {
   std::ifstream in(prefix ? fixtures + "/prefix/" + model + "/expected.json" : fixtures + "/generate.json");
   auto j = nlohmann::json::parse(in);
   if (!prefix) j = j[model];
@@ -42,8 +44,9 @@ inline PromptExpected load(const std::string& fixtures, const std::string& model
     e.ids.push_back(r["ids"].get<std::vector<int32_t>>());
     e.task.push_back(r["task"].is_null() ? -1 : r["task"].get<int64_t>());
   }
-  e.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
-  e.greedy_logits = j["greedy_logits"].get<std::vector<std::vector<std::vector<double>>>>();
+  const nlohmann::json& paths = variant.empty() ? j : j.at(variant);
+  e.greedy = paths["greedy"].get<std::vector<std::vector<int32_t>>>();
+  e.greedy_logits = paths["greedy_logits"].get<std::vector<std::vector<std::vector<double>>>>();
   return e;
 }
 
