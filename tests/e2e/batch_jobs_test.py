@@ -36,19 +36,13 @@ import tempfile
 import threading
 import time
 
+from e2e_util import check, finish  # noqa: E402
+
 FTX = os.environ["FTX_BIN"]
 FIX = os.environ["FTX_FIXTURES"]
 ENGINE = os.path.join(FIX, "engine")
 GPT2 = os.path.join(ENGINE, "gpt2", "1-gpu")       # ids only, vocab 301
 BPE = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")    # with GPT-2's tokenizer
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
 
 
 def ftx(*args, binary=False, **kw):
@@ -594,10 +588,7 @@ def main():
         {"resume": test_resume, "streams": test_streams, "rss": test_rss, "mixed": test_mixed,
          "continuous": test_continuous, "tinyvocab": test_tinyvocab, "badvalues": test_badvalues,
          "tp": test_tp}[what](tmp)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print(f"batch_jobs_test {what}: all checks passed")
+    finish(f"batch_jobs_test {what}")
 
 
 if __name__ == "__main__":

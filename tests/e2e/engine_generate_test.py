@@ -16,16 +16,11 @@ import subprocess
 import sys
 import tempfile
 
+from e2e_util import check, finish  # noqa: E402
+
 FTX = os.environ["FTX_BIN"]
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 MODELS = ["gpt2", "megatron", "gptnext", "santacoder", "gptj", "gptneox", "bloom", "opt_post"]
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def run(args, mpi=0):
@@ -199,10 +194,7 @@ def main():
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         {"cli": test_cli, "tp": test_tp, "errors": test_errors}[what](tmp)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print(f"engine_generate_test {what}: all checks passed")
+    finish(f"engine_generate_test {what}")
 
 
 if __name__ == "__main__":

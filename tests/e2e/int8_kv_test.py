@@ -21,7 +21,6 @@ Environment: FTX_BIN, FTX_FIXTURES.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -31,25 +30,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import int8_kv_reference  # noqa: E402
 import sessions_test  # noqa: E402
+from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
 
-FTX = os.environ["FTX_BIN"]
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 MODELS = ["gpt2", "gptj", "gptneox", "bloom"]
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def ftx(args, mpi=0, stdin=None):
-    cmd = ([shutil.which("mpirun") or "mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"]
-           if mpi else []) + [FTX] + args
-    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, timeout=300)
 
 
 def generate(tmp, model_dir, ids, extra=(), mpi=0, n=6):
@@ -102,7 +86,6 @@ def test_sessions(tmp):
     if shutil.which("mpirun"):
         sessions_test.check_rounds(os.path.join(FIX, "gpt2", "2-gpu"), tmp, mpi=2, extra=["--int8-kv-cache"],
                                    label="gpt2 TP 2 int8 KV")
-    failures.extend(sessions_test.failures)
     print("sessions with the int8 KV cache equal fresh requests over the whole context")
 
 
@@ -181,10 +164,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         {"emulation": test_emulation, "sessions": test_sessions, "errors": test_errors,
          "pipeline": test_pipeline}[what](tmp)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print(f"int8_kv_test {what}: all checks passed")
+    finish(f"int8_kv_test {what}")
 
 
 if __name__ == "__main__":

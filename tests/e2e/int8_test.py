@@ -13,27 +13,12 @@ Environment: FTX_BIN, FTX_FIXTURES.
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
-FTX = os.environ["FTX_BIN"]
+from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
+
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 MODELS = ["gpt2", "gptj", "gptneox", "bloom"]
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def ftx(args, mpi=0):
-    cmd = ([shutil.which("mpirun") or "mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"]
-           if mpi else []) + [FTX] + args
-    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
-    return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
 def generate(tmp, model, tp, extra=()):
@@ -93,10 +78,7 @@ def main():
             check([x["index"] for x in a] == [x["index"] for x in b], "eval-lambada: the same examples")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("int8 e2e: all checks passed")
+    finish("int8 e2e")
 
 
 if __name__ == "__main__":

@@ -21,28 +21,16 @@ Environment: FTX_BIN, FTX_FIXTURES (fixtures in $FTX_FIXTURES/pp, scripts/fixtur
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from e2e_util import check, finish, mpirun  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "pp")
 TOL = 1e-5
 GRIDS = [(1, 2), (2, 2), (1, 4), (2, 1)]
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def mpirun(np):
-    return [shutil.which("mpirun") or "mpirun", "-np", str(np), "--oversubscribe", "--allow-run-as-root",
-            "-x", "OMP_NUM_THREADS=1"]
 
 
 def run_ftx(args, tp=1, pp=1, timeout=240):
@@ -216,10 +204,7 @@ def main():
         test_cuda()
     else:
         sys.exit(f"unknown part {part}")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish("pp e2e")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zlib
@@ -37,25 +36,15 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import prompt_reference as ref  # noqa: E402
+from e2e_util import check, finish, run_ftx  # noqa: E402
 
-FTX = os.environ["FTX_BIN"]
 FIX = os.environ["FTX_FIXTURES"]
 PF = os.path.join(FIX, "prompt")
 ENG = os.path.join(FIX, "engine")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def ftx(*args, mpi=0, stdin=None):
-    cmd = ([shutil.which("mpirun") or "mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"]
-           if mpi else []) + [FTX, *args]
-    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin)
+    return run_ftx(list(args), mpi=mpi, stdin=stdin)
 
 
 def ok(r, what):
@@ -300,10 +289,7 @@ def main():
     part = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         {"convert": test_convert, "generate": test_generate, "errors": test_errors}[part](tmp)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish("prompt e2e")
 
 
 if __name__ == "__main__":

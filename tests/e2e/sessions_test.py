@@ -29,17 +29,11 @@ import sys
 import tempfile
 import time
 
+from e2e_util import check, finish, mpirun  # noqa: E402
+
 FTX = os.environ["FTX_BIN"]
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 BPE = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
 
 
 def write(path, text):
@@ -48,15 +42,10 @@ def write(path, text):
     return path
 
 
-def mpirun_prefix(n):
-    return [shutil.which("mpirun") or "mpirun", "-np", str(n), "--oversubscribe", "--allow-run-as-root",
-            "-x", "OMP_NUM_THREADS=1"]
-
-
 def generate(model, lines, tmp, extra=(), mpi=0):
     path = write(os.path.join(tmp, "in.jsonl"), "".join(json.dumps(l) + "\n" for l in lines))
     extra = list(extra) if "--max-new-tokens" in extra else ["--max-new-tokens", "5", *extra]
-    cmd = (mpirun_prefix(mpi) if mpi else []) + [FTX, "generate", "-m", model, "--prompts", path, "--output", "-",
+    cmd = (mpirun(mpi) if mpi else []) + [FTX, "generate", "-m", model, "--prompts", path, "--output", "-",
                                                  "--quiet", *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -257,10 +246,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "errors": test_errors, "resume": test_resume,
          "chat_pipe": test_chat_pipe, "chat_tty": test_chat_tty}[what](tmp)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print(f"sessions_test {what}: all checks passed")
+    finish(f"sessions_test {what}")
 
 
 if __name__ == "__main__":

@@ -35,16 +35,10 @@ import torch
 SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 import smoothquant_reference as ref  # noqa: E402
+from e2e_util import check, finish  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def sq(args):
@@ -486,7 +480,4 @@ def test_errors():
 if __name__ == "__main__":
     {"reference": test_reference, "arch": test_arch, "errors": test_errors, "convert": test_convert,
      "ranges": test_ranges}[sys.argv[1]]()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("OK")
+    finish("smoothquant e2e")

@@ -9,37 +9,23 @@ logits are checked by the engine_w8a8_test gtests):
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
     files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only,
-    --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
+    --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ, a
+    multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 
-FTX = os.environ["FTX_BIN"]
+from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
+
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 W8 = os.path.join(os.environ["FTX_FIXTURES"], "w8a8")
 MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post"]
 MODES = {"per_tensor": [], "per_token_channel": ["--per-token", "--per-channel"]}
 FT_MODELS = ["gpt2", "bloom", "opt_post"]  # with FasterTransformer's files (OUT/NAME/ft, section "ft")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def ftx(args, mpi=0, stdin=None):
-    cmd = ([shutil.which("mpirun") or "mpirun", "-np", str(mpi), "--oversubscribe", "--allow-run-as-root"]
-           if mpi else []) + [FTX] + args
-    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin)
 
 
 def generate(tmp, folder, ids, extra, mpi=0):
@@ -139,10 +125,7 @@ def main():
         print("w8a8 CLI: eval-lambada and chat run; bad input gives one-line errors")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("w8a8 e2e: all checks passed")
+    finish("w8a8 e2e")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+"""What the e2e scripts share: the failures they collect, and running ftx alone or under mpirun.
+
+A script calls check() for every assertion (a failure is printed and collected, so one run shows
+them all) and finish() at the end, which exits 1 when anything failed.
+Environment: FTX_BIN (the ftx binary).
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+    return cond
+
+
+def finish(what):
+    if failures:
+        print(f"{what}: {len(failures)} failure(s)")
+        sys.exit(1)
+    print(f"{what}: all checks passed")
+
+
+def mpirun(n):
+    """The launcher prefix for n ranks of one OpenMP thread each (oversubscribed: CI has 2 cores)."""
+    return [shutil.which("mpirun") or "mpirun", "-np", str(n), "--oversubscribe", "--allow-run-as-root",
+            "-x", "OMP_NUM_THREADS=1"]
+
+
+def run_ftx(args, mpi=0, stdin=None, timeout=None):
+    """`ftx ARGS` (under `mpirun -np MPI` when mpi > 0), text output captured."""
+    cmd = (mpirun(mpi) if mpi else []) + [os.environ["FTX_BIN"], *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, timeout=timeout)
