@@ -1,9 +1,10 @@
-// One GEMM of the CPU backend with fp16/bf16 (and int8) weights against a double-precision
+// One GEMM of the CPU backend with fp16/bf16 (and fp32, and int8) weights against a double-precision
 // evaluation of Backend::gemm's contract written from its formula: A rounded to the weights'
-// dtype (round to nearest even), B as held, products summed exactly (double), C = A·B + beta·C.
-// Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x the largest
-// |C| of the case. Covered: the streaming kernels (rows <= 8) and the many-row paths (oneDNN for
-// bf16, widened panels for fp16), [K,N] and transposed [N,K] weights, widths that are not a
+// dtype (round to nearest even; fp32 as it is), B as held, products summed exactly (double),
+// C = A·B + beta·C. Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x
+// the largest |C| of the case. Covered: the streaming kernels (2..16 rows; one row too for half),
+// one fp32 row (sgemv) and the many-row paths (oneDNN for bf16, widened panels for fp16, sgemm for
+// fp32), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
 // [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix).
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@ namespace ftx {
 namespace {
 
 double round_to(DType t, float v) {
+  if (t == DType::kFloat32) return v;
   return t == DType::kBFloat16 ? bf16_to_float(float_to_bf16(v)) : half_to_float(float_to_half(v));
 }
 
@@ -29,16 +31,16 @@ struct Case {
   float beta;
 };
 
-class HalfGemm : public ::testing::TestWithParam<DType> {};
+class CpuGemm : public ::testing::TestWithParam<DType> {};
 
-TEST_P(HalfGemm, MatchesRoundedOperandsSummedExactly) {
+TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
   const DType dt = GetParam();
   cpu::CpuBackend be(2, dt);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const Case cases[] = {{1, 200, 72, false, 0}, {3, 130, 64, true, 0}, {8, 1000, 33, false, 1}, {9, 300, 100, false, 0},
                         {9, 301, 70, true, 0},  {40, 257, 96, false, 1}, {64, 129, 48, true, 1}, {1, 5000, 64, true, 0},
-                        {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}};
+                        {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}, {16, 777, 50, true, 1}, {13, 520, 31, false, 1}};
   for (const Case& c : cases)
     for (bool packed : {false, true}) {
     if (packed && c.trans) continue;
@@ -52,7 +54,7 @@ TEST_P(HalfGemm, MatchesRoundedOperandsSummedExactly) {
     const ops::Weight B = packed ? be.upload_weight_matrix(w.data(), DType::kFloat32, c.K, c.N)
                                  : be.upload_weight(w.data(), DType::kFloat32, w.size());
     ASSERT_EQ(B.dtype, dt);
-    EXPECT_EQ(B.panel_cols > 0, packed);
+    EXPECT_EQ(B.panel_cols > 0, packed && dt != DType::kFloat32);  // fp32 stays row-major for sgemv
     be.gemm(c.M, c.N, c.K, a.data(), B, c.trans, out.data(), c.beta);
     // B as held: the matrix rounded to dt; with trans it is stored [N, K].
     std::vector<double> want(c.M * c.N);
@@ -76,12 +78,13 @@ TEST_P(HalfGemm, MatchesRoundedOperandsSummedExactly) {
         unrounded = std::max(unrounded, std::fabs(s + c.beta * before[m * c.N + n] - want[m * c.N + n]));
       }
     EXPECT_LE(worst, 1e-5 * scale);
-    EXPECT_GT(unrounded, 3e-5 * scale) << "the case cannot tell a rounded A from an unrounded one";
+    if (dt != DType::kFloat32)
+      EXPECT_GT(unrounded, 3e-5 * scale) << "the case cannot tell a rounded A from an unrounded one";
     be.release_weight(B);
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, HalfGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Weight-only int8 layer matrices are held in column panels too: several panels, few and many rows,
