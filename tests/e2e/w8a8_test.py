@@ -9,8 +9,9 @@ logits are checked by the engine_w8a8_test gtests):
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
     files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only,
-    --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ, a
-    multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token without --int8-mode 2.
+    --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ or are
+    0, an unknown int8_format, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token
+    without --int8-mode 2.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
@@ -115,6 +116,17 @@ def main():
             f.write(struct.pack("<3f", 10.0, 10.0, 12.0))
         expect_error(tmp, base + [ftb, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2"],
                      [bad, "differ"], "FT-format QKV input scales that differ")
+        with open(os.path.join(ftb, bad), "wb") as f:
+            f.write(struct.pack("<3f", 0.0, 0.0, 0.0))
+        expect_error(tmp, base + [ftb, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2"],
+                     [bad, "not positive"], "an FT-format input scale of 0")
+        ini = os.path.join(ftb, "config.ini")
+        with open(ini) as f:
+            text = f.read()
+        with open(ini, "w") as f:
+            f.write(text.replace("int8_format = ft", "int8_format = onnx"))
+        expect_error(tmp, base + [ftb, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2"],
+                     ["config.ini", "int8_format = onnx"], "an unknown int8_format")
         sc = os.path.join(ENGINE, "santacoder", "1-gpu")
         expect_error(tmp, base + [sc, "--input-ids", os.path.join(ENGINE, "santacoder", "start_ids.csv"),
                                   "--max-new-tokens", "2", "--int8-mode", "2"], ["multi-query"], "multi-query attention")
