@@ -9,6 +9,7 @@ const bool kTestEnvSet = [] {
   setenv("FTX_FIXTURES", FTX_TEST_FIXTURES, 0);
   setenv("FTX_SOURCE_DIR", FTX_TEST_SOURCE_DIR, 0);
   setenv("FTX_TORCH_PYTHON", FTX_TEST_TORCH_PYTHON, 0);
+  setenv("FTX_TEST_PYTHON", FTX_TEST_VENV_PYTHON, 0);
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   return true;
