@@ -1,6 +1,8 @@
-// CPU attention: prefill (causal, padded batch) and one-token decode over the KV cache. Both write
-// K and V into the cache first and then read them back from it, so the two paths share one inner
-// loop (attend_one) and produce the same numbers for the same history. The cache is fp32, or int8
+// CPU attention: prefill (causal, padded batch) and one-token decode over the paged KV cache. Both
+// write K and V into the cache first and then read them back from it, so the two paths share one
+// inner loop (attend_one) and produce the same numbers for the same history. A row's slots are read
+// through its block table (RowBlocks), block by block, in slot order: the sums are the same, bit
+// for bit, whatever the block size. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
 // one see the same keys and values.
@@ -40,22 +42,46 @@ struct Int8Elems {
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
 };
 
+// Where one KV head of one row keeps its slots: slot s at element offset(s) of the cache, i.e. in
+// block table[s / block_size], at head `head` and offset s % block_size. Only the indexing: the
+// element views above say how an element is read.
+struct RowBlocks {
+  const int32_t* table;
+  int64_t block_size, block_elems, head_off;  // head_off = head · block_size · d
+  int64_t d;
+  int64_t offset(int64_t s) const {
+    return table[s / block_size] * block_elems + head_off + (s % block_size) * d;
+  }
+  // Calls f(first slot, slots, element offset of the first) for each run of slots [0, n) that lies
+  // contiguously in one block, in slot order.
+  template <typename F>
+  void for_each_run(int64_t n, F&& f) const {
+    for (int64_t s = 0; s < n; s += block_size) f(s, std::min(block_size, n - s), offset(s));
+  }
+};
+
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
-// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions).
+// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions). k and v
+// view the whole cache; `at` says where the head's slots are.
 template <typename Elems>
-void attend_one(float* out, const float* q, Elems k, Elems v, int64_t n, int64_t d, float scale, float slope,
-                int64_t q_pos, int64_t ring, std::vector<float>& scores) {
+void attend_one(float* out, const float* q, Elems k, Elems v, const RowBlocks& at, int64_t n, int64_t d, float scale,
+                float slope, int64_t q_pos, int64_t ring, std::vector<float>& scores) {
   scores.resize(static_cast<size_t>(n));
   float mx = -INFINITY;
-  for (int64_t s = 0; s < n; ++s) {
-    float dot = (k + s * d).dot(q, d);
-    dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
-    scores[s] = dot;
-    mx = std::max(mx, dot);
-  }
+  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t s = s0 + j;
+      float dot = (k + (off + j * d)).dot(q, d);
+      dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
+      scores[s] = dot;
+      mx = std::max(mx, dot);
+    }
+  });
   const float inv = 1.0f / exp_shifted_sum(scores.data(), mx, n);
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-  for (int64_t s = 0; s < n; ++s) (v + s * d).add_scaled(out, scores[s] * inv, d);
+  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+    for (int64_t j = 0; j < len; ++j) (v + (off + j * d)).add_scaled(out, scores[s0 + j] * inv, d);
+  });
 }
 
 // One layer's K and V caches, read through the element view of their dtype.
@@ -81,15 +107,27 @@ void check_cache(const ops::KvCache& c, const char* what) {
                 " is not a positive number");
 }
 
-// Stores the K and V of the token at position `pos` (from its fused qkv row) in cache row `row`.
-void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache& k_cache,
+// Head h of a row whose block table is `table`.
+RowBlocks row_blocks(const int32_t* table, int64_t h, const ops::AttentionShape& sh) {
+  return {table, sh.block_size, sh.block_elems(), h * sh.block_size * sh.head_dim, sh.head_dim};
+}
+
+void check_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables) {
+  if (sh.block_size < 1 || tables.stride * sh.block_size < sh.max_seq || !tables.ids)
+    throw Error("CPU attention: block tables of " + std::to_string(tables.stride) + " blocks of " +
+                std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
+}
+
+// Stores the K and V of the token at slot `pos` (from its fused qkv row) in the row whose block
+// table is `table`.
+void store_kv(const float* qkv_row, const int32_t* table, int64_t pos, const ops::KvCache& k_cache,
               const ops::KvCache& v_cache, const ops::AttentionShape& sh) {
   const int64_t d = sh.head_dim;
   const int64_t slot = sh.memory_len > 0 ? pos % sh.memory_len : pos;
   const float* k = qkv_row + sh.q_heads * d;
   const float* v = k + sh.kv_heads * d;
   for (int64_t h = 0; h < sh.kv_heads; ++h) {
-    const int64_t off = row * sh.cache_row_elems() + (h * sh.max_seq + slot) * d;
+    const int64_t off = row_blocks(table, h, sh).offset(slot);
     if (k_cache.dtype == DType::kInt8) {
       const float kq = 1.0f / k_cache.scale, vq = 1.0f / v_cache.scale;  // kv_orig_quant, in fp32
       int8_t* kd = k_cache.int8() + off;
@@ -108,10 +146,11 @@ void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache
 }  // namespace
 
 void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
-                                   const int32_t* lengths, const int32_t* cache_rows, const ops::KvCache& k_buf,
+                                   const int32_t* lengths, const ops::BlockTables& tables, const ops::KvCache& k_buf,
                                    const ops::KvCache& v_buf, const ops::AttentionShape& sh, const int32_t* past) {
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
+  check_shape(sh, tables);
   const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
@@ -121,7 +160,7 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
       throw Error("context_attention: positions " + std::to_string(p0) + ".." + std::to_string(p0 + lengths[b] - 1) +
                   " wrap the circular cache of " + std::to_string(sh.memory_len));
     for (int64_t t = 0; t < lengths[b]; ++t)
-      store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_buf, v_buf, sh);
+      store_kv(qkv + (b * S + t) * width, tables.row(b), p0 + t, k_buf, v_buf, sh);
   }
 #pragma omp parallel
   {
@@ -135,22 +174,22 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
             std::fill(o, o + d, 0.0f);
             continue;
           }
-          const int64_t kv = h / group;
-          const int64_t base = cache_rows[b] * sh.cache_row_elems() + kv * sh.max_seq * d;
+          const RowBlocks at = row_blocks(tables.row(b), h / group, sh);
           const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
           const int64_t pos = (past ? past[b] : 0) + t;
-          cache.read(base, [&](auto k, auto v) {
-            attend_one(o, qkv + (b * S + t) * width + h * d, k, v, pos + 1, d, sh.scale, slope, pos, 0, scores);
+          cache.read(0, [&](auto k, auto v) {
+            attend_one(o, qkv + (b * S + t) * width + h * d, k, v, at, pos + 1, d, sh.scale, slope, pos, 0, scores);
           });
         }
   }
 }
 
-void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
                                   const int32_t* past, const ops::KvCache& k_buf, const ops::KvCache& v_buf,
                                   const ops::AttentionShape& sh) {
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
+  check_shape(sh, tables);
   const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
@@ -159,7 +198,7 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
     return sh.memory_len > 0 ? std::min<int64_t>(past[r] + 1, sh.memory_len) : past[r] + 1;
   };
   for (int64_t r = 0; r < n; ++r) {
-    store_kv(qkv + r * width, cache_rows[r], past[r], k_buf, v_buf, sh);
+    store_kv(qkv + r * width, tables.row(r), past[r], k_buf, v_buf, sh);
     work += 2 * keys(r) * d * sh.q_heads;
   }
 #pragma omp parallel if (work > (int64_t(1) << 17))
@@ -168,11 +207,10 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
 #pragma omp for collapse(2) schedule(static)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t h = 0; h < sh.q_heads; ++h) {
-        const int64_t kv = h / group;
-        const int64_t base = cache_rows[r] * sh.cache_row_elems() + kv * sh.max_seq * d;
+        const RowBlocks at = row_blocks(tables.row(r), h / group, sh);
         const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-        cache.read(base, [&](auto k, auto v) {
-          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, keys(r), d, sh.scale, slope,
+        cache.read(0, [&](auto k, auto v) {
+          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, at, keys(r), d, sh.scale, slope,
                      past[r], sh.memory_len, scores);
         });
       }
