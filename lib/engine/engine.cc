@@ -177,7 +177,8 @@ void Engine::make_kv_cache(const EngineOptions& options) {
   const int64_t mine = bytes > 0 ? budget_.blocks(bytes, avail) : INT64_MAX;
   const int64_t blocks = min_over_ranks(comm_, mine);
   FTX_CHECK(blocks >= 1, "", "--kv-cache-memory " + budget_.describe() + " holds no KV block of " +
-                                 std::to_string(options.block_size) + " tokens (" + gib(bytes) + " each)");
+                                 std::to_string(options.block_size) + " tokens (" + std::to_string(bytes) +
+                                 " bytes each on this rank)");
   FTX_CHECK(budget_.kind != kv::KvCacheBudget::Kind::kBytes || static_cast<double>(blocks * bytes) <= static_cast<double>(avail), "",
             be_.name() + " backend: out of memory before allocating: --kv-cache-memory " + budget_.describe() + ", " +
                 gib(static_cast<int64_t>(avail)) + " is available");

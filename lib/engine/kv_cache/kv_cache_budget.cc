@@ -18,7 +18,11 @@ std::string KvCacheBudget::describe() const {
   char buf[64];
   switch (kind) {
     case Kind::kAuto: return "auto";
-    case Kind::kBytes: std::snprintf(buf, sizeof buf, "%.2f GiB", value / (1024.0 * 1024.0 * 1024.0)); break;
+    case Kind::kBytes:
+      if (value < 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.0f bytes", value);
+      else if (value < 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f MiB", value / (1024.0 * 1024.0));
+      else std::snprintf(buf, sizeof buf, "%.2f GiB", value / (1024.0 * 1024.0 * 1024.0));
+      break;
     case Kind::kFraction: std::snprintf(buf, sizeof buf, "%g of the available memory", value); break;
   }
   return buf;
