@@ -16,6 +16,7 @@
 
 #include "engine_prompt_util.h"
 #include "engine_test_util.h"
+#include "generation_compare.h"
 #include "formats/error.h"
 #include "lib/engine/scheduler.h"
 
@@ -65,36 +66,12 @@ struct Rig {
 
 using Paths = std::vector<std::vector<std::vector<float>>>;  // [prompt][step][V]
 
-// Logits along the reference's greedy paths, all prompts in one batch (as test::run_greedy_paths_on).
+// Logits along the reference's greedy paths, all prompts in one batch.
 Paths greedy_paths(const std::string& model, EngineOptions o) {
-  Rig r(model, o);
-  const auto e = test::load_expected(test::engine_fixtures() + "/" + model);
-  const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
-  int64_t longest = 0, steps = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    longest = std::max<int64_t>(longest, e.prompts[b].size());
-    steps = std::max<int64_t>(steps, e.greedy[b].size());
-  }
-  r.eng.reserve(B, longest + steps, B * longest);
-  std::vector<int32_t> rows;
-  for (int64_t b = 0; b < B; ++b) rows.push_back(static_cast<int32_t>(b));
-  std::vector<float> logits(static_cast<size_t>(B * V));
-  Paths out(static_cast<size_t>(B));
-  r.eng.prefill(e.prompts, rows, logits.data());
-  for (int64_t b = 0; b < B; ++b) out[b].emplace_back(logits.begin() + b * V, logits.begin() + (b + 1) * V);
-  for (int64_t s = 1; s < steps; ++s) {
-    std::vector<int32_t> feed, active;
-    for (int64_t b = 0; b < B; ++b)
-      if (static_cast<int64_t>(e.greedy[b].size()) > s) {
-        feed.push_back(e.greedy[b][s - 1]);
-        active.push_back(static_cast<int32_t>(b));
-      }
-    r.eng.decode(feed, active, logits.data());
-    for (size_t i = 0; i < active.size(); ++i)
-      out[active[i]].emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
-  }
-  expect_no_block_held(r.eng);
-  return out;
+  CountingBackend be;
+  dist::SingleRank comm;
+  const std::string dir = test::engine_fixtures() + "/" + model;
+  return test::run_greedy_paths_on(be, dir + "/1-gpu", test::load_expected(dir), comm, o).steps;
 }
 
 class PagedModels : public ::testing::TestWithParam<std::string> {};
@@ -114,14 +91,15 @@ TEST_P(PagedModels, GreedyLogitsEqualTheContiguousCacheForEveryBlockSize) {
 
 // Greedy, seeded top-k / top-p / penalties, beam search (width 3); prompts of 1 to 50 tokens.
 std::vector<DecodeRequest> mixed_requests(int64_t vocab, int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(vocab) - 2), short_len(1, 12), long_len(30, 50),
+      new_tokens(2, 13);
   std::vector<DecodeRequest> out;
   for (int i = 0; i < n; ++i) {
     DecodeRequest r;
-    for (int t = i % 4 == 0 ? pick(30, 50) : pick(1, 12); t > 0; --t)
-      r.input_ids.push_back(pick(1, static_cast<int>(vocab) - 2));
-    r.max_new_tokens = pick(2, 13);
+    r.input_ids.resize(static_cast<size_t>(i % 4 == 0 ? long_len(rng) : short_len(rng)));
+    for (int32_t& t : r.input_ids) t = token(rng);
+    r.max_new_tokens = new_tokens(rng);
     SamplingConfig& s = r.sampling;
     s.seed = static_cast<uint64_t>(i) + 1;
     s.return_log_probs = true;
@@ -159,23 +137,6 @@ std::vector<GenerationOutput> schedule(Engine& eng, const std::vector<DecodeRequ
   return out;
 }
 
-void expect_same(const std::vector<GenerationOutput>& got, const std::vector<GenerationOutput>& want,
-                 const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].result.beams.size(), want[i].result.beams.size()) << what << " request " << i;
-    for (size_t k = 0; k < got[i].result.beams.size(); ++k) {
-      const BeamResult &x = got[i].result.beams[k], &y = want[i].result.beams[k];
-      EXPECT_EQ(x.output_ids, y.output_ids) << what << " request " << i << " beam " << k;
-      EXPECT_EQ(x.finish_reason, y.finish_reason) << what << " request " << i;
-      EXPECT_NEAR(x.cum_log_prob, y.cum_log_prob, 1e-5) << what << " request " << i << " beam " << k;
-      ASSERT_EQ(x.output_log_probs.size(), y.output_log_probs.size()) << what << " request " << i;
-      for (size_t t = 0; t < x.output_log_probs.size(); ++t)
-        EXPECT_NEAR(x.output_log_probs[t], y.output_log_probs[t], 1e-5) << what << " request " << i << " token " << t;
-    }
-  }
-}
-
 TEST_P(PagedModels, DecodingEqualsTheContiguousCacheForEveryBlockSize) {
   Rig ref(GetParam(), paged(kContiguous));
   const auto sampled = mixed_requests(ref.eng.vocab_size(), 24, 5);
@@ -183,8 +144,8 @@ TEST_P(PagedModels, DecodingEqualsTheContiguousCacheForEveryBlockSize) {
   const auto want_sampled = schedule(ref.eng, sampled, 6), want_beams = schedule(ref.eng, beams, 4);
   for (const int64_t bs : {1, 16, 64, 128}) {
     Rig r(GetParam(), paged(bs));
-    expect_same(schedule(r.eng, sampled, 6), want_sampled, "block size " + std::to_string(bs));
-    expect_same(schedule(r.eng, beams, 4), want_beams, "beams, block size " + std::to_string(bs));
+    test::expect_same_results(schedule(r.eng, sampled, 6), want_sampled, "block size " + std::to_string(bs));
+    test::expect_same_results(schedule(r.eng, beams, 4), want_beams, "beams, block size " + std::to_string(bs));
   }
 }
 
@@ -211,7 +172,7 @@ TEST_P(PagedModels, PreemptionUnderATinyBudgetGivesTheSameResults) {
     ASSERT_TRUE(r.eng.budgeted());
     EXPECT_EQ(r.eng.kv_cache().capacity(), blocks);
     GenerateStats st;
-    expect_same(schedule(r.eng, *reqs, batch, &st), want, reqs == &sampled ? "tiny budget" : "beams, tiny budget");
+    test::expect_same_results(schedule(r.eng, *reqs, batch, &st), want, reqs == &sampled ? "tiny budget" : "beams, tiny budget");
     EXPECT_GT(st.preemptions, 0);
     EXPECT_GT(r.eng.kv_cache().stats().evictions, 0) << "cached blocks were reused";
     // One block less and the longest request could never finish: an error naming it, not a hang.
