@@ -148,7 +148,7 @@ int run_generate(GenerateFlags& f) {
                  "ftx generate: %lld prompts (%lld prompt tokens), %lld new tokens in %.3f s: %.2f tokens/s; "
                  "time to first token %.1f ms; prefill %.1f ms in %lld admissions; %lld steps; %s batching of %lld; "
                  "%s, %d rank(s) (%s)%s; KV cache: %lld prompt tokens from the prefix cache, %lld preemptions, "
-                 "peak %lld rows\n",
+                 "peak %lld rows, %lld block copies, %.1f MiB of blocks written; workspaces %.1f MiB\n",
                  static_cast<long long>(st.requests), static_cast<long long>(st.prompt_tokens),
                  static_cast<long long>(st.generated_tokens), st.total_s,
                  st.total_s > 0 ? st.generated_tokens / st.total_s : 0.0, st.first_token_s * 1e3, st.prefill_s * 1e3,
@@ -156,7 +156,8 @@ int run_generate(GenerateFlags& f) {
                  static_cast<long long>(f.batch_size), backend->name().c_str(), comm->size(), rt.layout().describe().c_str(),
                  journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "",
                  static_cast<long long>(engine.tokens_reused()), static_cast<long long>(st.preemptions),
-                 static_cast<long long>(st.peak_rows));
+                 static_cast<long long>(st.peak_rows), static_cast<long long>(engine.kv_cache().stats().block_copies),
+                 engine.kv_bytes_touched() / 1048576.0, engine.workspace_bytes() / 1048576.0);
   }
   return 0;
 }

@@ -119,6 +119,10 @@ class Engine {
   bool budgeted() const { return budget_.fixed(); }
   const kv::KvCacheManager& kv_cache() const { return *kv_; }
   int64_t kv_block_bytes() const { return pool_->block_bytes(); }  // K and V of every layer of this stage
+  // Backend bytes of the workspaces now held, and of the KV blocks ever written (on the CPU the
+  // pool's pages nothing wrote are not resident: this is its share of the resident memory).
+  int64_t workspace_bytes() const { return rows_ > 0 ? workspace_bytes(rows_, max_tokens_) : 0; }
+  int64_t kv_bytes_touched() const { return kv_->touched() * pool_->block_bytes(); }
   // What a prefill of `tokens` into an empty row would take from kv_cache().available(): blocks for
   // the slots the prefix cache does not hold, and cached blocks no row holds. new_keys: the chain
   // keys of the full blocks it would compute (and cache), in order.

@@ -11,6 +11,7 @@ void BlockAllocator::grow(int64_t blocks) {
             "KV cache: " + std::to_string(blocks) + " more blocks is out of range");
   const int32_t first = static_cast<int32_t>(capacity());
   refs_.resize(refs_.size() + static_cast<size_t>(blocks), 0);
+  taken_.resize(refs_.size(), 0);
   // New ids go under the blocks already free, lowest id on top.
   std::vector<int32_t> fresh;
   for (int32_t b = first + static_cast<int32_t>(blocks) - 1; b >= first; --b) fresh.push_back(b);
@@ -23,7 +24,14 @@ int32_t BlockAllocator::take() {
   free_.pop_back();
   refs_[static_cast<size_t>(b)] = 1;
   ++referenced_;
+  touch(b);
   return b;
+}
+
+void BlockAllocator::touch(int32_t block) {
+  if (taken_[static_cast<size_t>(block)]) return;
+  taken_[static_cast<size_t>(block)] = 1;
+  ++touched_;
 }
 
 void BlockAllocator::check(int32_t block) const {

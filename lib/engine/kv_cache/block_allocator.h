@@ -16,8 +16,9 @@ class BlockAllocator {
   void grow(int64_t blocks);
   int64_t capacity() const { return static_cast<int64_t>(refs_.size()); }
   int64_t free_count() const { return static_cast<int64_t>(free_.size()); }
-  // Blocks some sequence refers to.
+  // Blocks some sequence refers to, and blocks ever taken (on the CPU, the pool's resident part).
   int64_t referenced() const { return referenced_; }
+  int64_t touched() const { return touched_; }
 
   // A free block with one reference, or -1 when the free list is empty. Last freed, first taken:
   // its memory was touched most recently (on the CPU, pages never touched are not yet resident).
@@ -33,9 +34,11 @@ class BlockAllocator {
 
  private:
   void check(int32_t block) const;
+  void touch(int32_t block);
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;  // a stack: back() is taken next
-  int64_t referenced_ = 0;
+  std::vector<uint8_t> taken_;  // per block: ever taken
+  int64_t referenced_ = 0, touched_ = 0;
 };
 
 }  // namespace ftx::kv

@@ -50,6 +50,7 @@ class KvCacheManager {
   // Blocks a write can take: free ones and cached ones no sequence holds.
   int64_t available() const { return alloc_.free_count() + prefix_.parked_count(); }
   int64_t referenced() const { return alloc_.referenced(); }  // blocks some row holds
+  int64_t touched() const { return alloc_.touched(); }        // blocks ever written
   int64_t cached() const { return prefix_.size(); }
   int32_t refs(int32_t block) const { return alloc_.refs(block); }
   const BlockTable& table(int64_t row) const;
