@@ -10,7 +10,7 @@ if(FTX_HAVE_MPI)
   find_program(FTX_MPIRUN NAMES mpirun mpiexec)
   if(FTX_MPIRUN)
     add_test(NAME paged_tp COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/paged_test.py tp)
-    set_tests_properties(paged_tp PROPERTIES FIXTURES_REQUIRED engine_models ENVIRONMENT "${FTX_TEST_ENV}"
+    set_tests_properties(paged_tp PROPERTIES FIXTURES_REQUIRED "engine_models;pp_models" ENVIRONMENT "${FTX_TEST_ENV}"
                          TIMEOUT 600 LABELS e2e)
   endif()
 endif()

@@ -9,7 +9,8 @@ Usage: paged_test.py {budget|tp|errors}
            under a budget of a few requests' blocks (4 tokens per block): every result line, and
            every streamed line, equal the auto run's; the summary counts preemptions. A job killed
            part way under the budget and resumed gives the uninterrupted file.
-  tp:      the same requests under `mpirun -np 2` (2-gpu folders, TP 2) with a budget: equal to TP 1.
+  tp:      the same requests under `mpirun -np 2` (2-gpu folders, TP 2) with a budget: equal to TP 1;
+           and at PP 2 (stages of 2 and 3 layers, whose blocks differ in size).
   errors:  --tokens-per-block not a power of two, a --kv-cache-memory that is not a size, a budget
            that holds no block, a request that could not finish even alone in the budget: one-line
            errors, exit 2 for the flags, 1 for the others.
@@ -166,6 +167,16 @@ def test_tp(tmp):
         folder = os.path.join(ENGINE, m, "2-gpu")
         check_budget_runs(folder, tmp, mpi=2, tp=2, label=f"{m} TP 2")
         check_sessions(folder, tmp, mpi=2, tp=2, label=f"{m} TP 2")
+    # Pipeline parallelism: the stages hold 2 and 3 of the 5 layers, so the same budget holds more
+    # blocks on one than on the other; every rank takes the smaller count.
+    pp = os.path.join(os.environ["FTX_FIXTURES"], "pp", "gpt2_5", "1-gpu")
+    lines = requests(9, False)
+    one = generate(pp, lines, tmp, ["--batch-size", "8", "--quiet"])
+    two = generate(pp, lines, tmp, ["--batch-size", "8", "--pipeline-para-size", "2", "--tokens-per-block", str(BLOCK),
+                                    "--kv-cache-memory", str(7 * block_bytes(pp) * 3 // 5 + 1)], mpi=2)
+    if check(one.returncode == 0 and two.returncode == 0, f"PP 2: {one.stderr} {two.stderr}"):
+        check(same_results(two.stdout, one.stdout), "PP 2 under a budget differs from PP 1")
+        check(preemptions(two.stderr) > 0, f"PP 2: no request was preempted ({two.stderr.strip()})")
 
 
 def test_errors(tmp):

@@ -18,6 +18,7 @@
 #include "engine_test_util.h"
 #include "generation_compare.h"
 #include "formats/error.h"
+#include "lib/engine/kv_cache_scales.h"
 #include "lib/engine/scheduler.h"
 
 namespace ftx {
@@ -205,6 +206,28 @@ TEST_P(PagedModels, BeamsCopyBlocksNotRows) {
     EXPECT_LE(copies, st.steps * 4 * (width - 1));
     // Each copy is one gather unit per layer for K and for V.
     EXPECT_EQ(r.be.units, copies * 2 * r.w.config().num_layer);
+  }
+}
+
+// The INT8 KV cache (each layer's calibrated scale) is paged like any other: block sizes 1 and 16
+// against one block per row.
+TEST_P(PagedModels, Int8KvCacheEqualsTheContiguousCache) {
+  const std::string dir = test::engine_fixtures() + "/" + GetParam();
+  if (!std::ifstream(dir + "/1-gpu/" + kv_cache_scale_file(0))) GTEST_SKIP() << "no INT8 KV-cache scales";
+  const auto e = test::load_expected(dir);
+  auto run = [&](int64_t bs) {
+    CountingBackend be;
+    be.set_int8_kv_cache(true);
+    dist::SingleRank comm;
+    return test::run_greedy_paths_on(be, dir + "/1-gpu", e, comm, paged(bs)).steps;
+  };
+  const auto want = run(kContiguous);
+  for (const int64_t bs : {1, 16}) {
+    const auto got = run(bs);
+    for (size_t p = 0; p < want.size(); ++p)
+      for (size_t s = 0; s < want[p].size(); ++s)
+        EXPECT_TRUE(test::logits_close(got[p][s].data(), want[p][s].data(), e.vocab, 1e-5))
+            << "block size " << bs << ", prompt " << p << ", step " << s;
   }
 }
 

@@ -58,7 +58,9 @@ std::vector<GenerationOutput> run(Model& m, const std::vector<DecodeRequest>& re
   o.batch_size = batch;
   o.continuous = continuous;
   Scheduler s(m.eng, m.comm, o);
-  return s.run_all(reqs);
+  auto out = s.run_all(reqs);
+  EXPECT_EQ(m.eng.kv_cache().referenced(), 0) << "a run gives every KV block back";
+  return out;
 }
 
 class SchedulerModels : public ::testing::TestWithParam<std::string> {};
