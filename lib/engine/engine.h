@@ -17,8 +17,9 @@
 // world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM.
 //
 // Pipeline parallelism (ft-runtime.md §2.11b): the engine of stage p holds only its layers' weights
-// and KV cache. Every call (prefill, append, decode, copy_rows, reserve) is made by every rank with
-// the same arguments; stage 0 embeds the tokens, each stage runs its layers and sends the hidden
+// and KV cache. Every call (prefill, append, decode, copy_rows, release_rows, reserve) is made by
+// every rank with the same arguments, so every rank's block tables and prefix cache stay the same;
+// stage 0 embeds the tokens, each stage runs its layers and sends the hidden
 // states [tokens, H] to the next stage (with TP, each rank 1/T of them, all-gathered there), the last stage computes the logits and sends them (host
 // memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.

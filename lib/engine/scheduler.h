@@ -146,7 +146,8 @@ struct GenerateStats {
   double total_s = 0;          // wall time of the run
   double prefill_s = 0;
   int64_t requests = 0;
-  int64_t prompt_tokens = 0;     // tokens run through prefills and appends
+  int64_t prompt_tokens = 0;     // tokens fed to prefills and appends (a preempted request's again when it
+                                 // resumes; Engine::tokens_reused() says how many the prefix cache held)
   int64_t generated_tokens = 0;  // new tokens of the best beams (end_id included when produced)
   int64_t prefills = 0;          // admissions (static batching: batches)
   int64_t steps = 0;             // decode steps

@@ -1445,6 +1445,31 @@ TEST(CudaScheduler, ContinuousBatchingEqualsOneByOne) {
   const auto alone = run(1), together = run(3);
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(together[i].result.beams[0].output_ids, alone[i].result.beams[0].output_ids) << "request " << i;
+  // The paged cache on the GPU: 16 tokens per block, a budget of a few requests' blocks (requests
+  // preempted and prefilled again), a prefix the requests share: the tokens of the auto run.
+  std::vector<DecodeRequest> shared = reqs;
+  for (auto& r : shared) r.input_ids.insert(r.input_ids.begin(), 40, 7);
+  auto paged = [&](bool budget) {
+    EngineOptions eo;
+    eo.block_size = 16;
+    if (budget) {
+      Engine probe(w, *gpu, comm, eo);
+      eo.kv_cache.kind = kv::KvCacheBudget::Kind::kBytes;
+      eo.kv_cache.value = static_cast<double>(8 * probe.kv_block_bytes());
+    }
+    Engine eng(w, *gpu, comm, eo);
+    SchedulerOptions o;
+    o.batch_size = 6;
+    Scheduler s(eng, comm, o);
+    auto out = s.run_all(shared);
+    EXPECT_EQ(eng.kv_cache().referenced(), 0);
+    if (budget) EXPECT_GT(s.stats().preemptions, 0);
+    EXPECT_GT(eng.tokens_reused(), 0);
+    return out;
+  };
+  const auto roomy = paged(false), tight = paged(true);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(tight[i].result.beams[0].output_ids, roomy[i].result.beams[0].output_ids) << "request " << i;
 }
 
 }  // namespace
