@@ -69,6 +69,20 @@ struct Narrow<NarrowType::kBf16> {
 #endif
 };
 
+// Calls f(Narrow<type>{}): where a NarrowType becomes its widening rule for the AVX-512 kernels
+// and the element size (the portable target_clones switches below name each type too, so that
+// their inlined loops are compiled for each clone's target).
+template <class F>
+decltype(auto) with_narrow(NarrowType type, F&& f) {
+  switch (type) {
+    case NarrowType::kInt8: return f(Narrow<NarrowType::kInt8>{});
+    case NarrowType::kFp16: return f(Narrow<NarrowType::kFp16>{});
+    case NarrowType::kBf16: return f(Narrow<NarrowType::kBf16>{});
+    case NarrowType::kFp32: break;
+  }
+  return f(Narrow<NarrowType::kFp32>{});
+}
+
 // acc[m][j] += A[m][k] · B[k][j] (or B[j][k] with trans) over k, for m < M and j < nn: the portable
 // path, vectorised by the compiler for whichever target clone runs it.
 template <class E>
@@ -365,17 +379,6 @@ void tile_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int
   }
 }
 
-// Calls f(Narrow<type>{}) : the one place a NarrowType becomes its widening rule.
-template <class F>
-decltype(auto) with_narrow(NarrowType type, F&& f) {
-  switch (type) {
-    case NarrowType::kInt8: return f(Narrow<NarrowType::kInt8>{});
-    case NarrowType::kFp16: return f(Narrow<NarrowType::kFp16>{});
-    case NarrowType::kBf16: return f(Narrow<NarrowType::kBf16>{});
-    case NarrowType::kFp32: break;
-  }
-  return f(Narrow<NarrowType::kFp32>{});
-}
 #endif
 
 // acc[m][j] = sum_k A[m][k] · B(k, j) (acc zeroed by the caller), the fastest way the CPU allows.
@@ -464,11 +467,7 @@ void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool tr
 }
 
 size_t element_size(NarrowType type) {
-  switch (type) {
-    case NarrowType::kInt8: return 1;
-    case NarrowType::kFp32: return 4;
-    default: return 2;
-  }
+  return with_narrow(type, [](auto e) { return sizeof(typename decltype(e)::T); });
 }
 
 }  // namespace
