@@ -38,30 +38,21 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"), noinline)) float fma_loop(int64_t iters) {
-  // Twelve named accumulators: an array of them was kept in memory by the compiler (a store and a
-  // load per FMA, half the rate).
+  // Twelve accumulators held in registers (the loops unrolled: rolled, the compiler kept the array
+  // in memory, a store and a load per FMA), each starting from its own value (identical chains
+  // would be merged into one).
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  // Different starting values, or the compiler merges the identical chains into one.
-  __m512 s0 = _mm512_set1_ps(1.00f), s1 = _mm512_set1_ps(1.01f), s2 = _mm512_set1_ps(1.02f), s3 = _mm512_set1_ps(1.03f),
-         s4 = _mm512_set1_ps(1.04f), s5 = _mm512_set1_ps(1.05f), s6 = _mm512_set1_ps(1.06f), s7 = _mm512_set1_ps(1.07f),
-         s8 = _mm512_set1_ps(1.08f), s9 = _mm512_set1_ps(1.09f), s10 = _mm512_set1_ps(1.10f), s11 = _mm512_set1_ps(1.11f);
+  __m512 s[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) s[i] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(i));
   for (int64_t it = 0; it < iters; ++it) {
-    s0 = _mm512_fmadd_ps(s0, a, b);
-    s1 = _mm512_fmadd_ps(s1, a, b);
-    s2 = _mm512_fmadd_ps(s2, a, b);
-    s3 = _mm512_fmadd_ps(s3, a, b);
-    s4 = _mm512_fmadd_ps(s4, a, b);
-    s5 = _mm512_fmadd_ps(s5, a, b);
-    s6 = _mm512_fmadd_ps(s6, a, b);
-    s7 = _mm512_fmadd_ps(s7, a, b);
-    s8 = _mm512_fmadd_ps(s8, a, b);
-    s9 = _mm512_fmadd_ps(s9, a, b);
-    s10 = _mm512_fmadd_ps(s10, a, b);
-    s11 = _mm512_fmadd_ps(s11, a, b);
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) s[i] = _mm512_fmadd_ps(s[i], a, b);
   }
-  const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
-                                 _mm512_add_ps(_mm512_add_ps(s4, s5), _mm512_add_ps(s6, s7)));
-  return _mm512_reduce_add_ps(_mm512_add_ps(t, _mm512_add_ps(_mm512_add_ps(s8, s9), _mm512_add_ps(s10, s11))));
+  __m512 t = s[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) t = _mm512_add_ps(t, s[i]);
+  return _mm512_reduce_add_ps(t);
 }
 #endif
 
