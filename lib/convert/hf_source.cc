@@ -94,7 +94,9 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   ctx.heads_per_shard = c.head_num;
   ctx.head_dim = c.size_per_head;
   ctx.hidden = H;
-  ctx.qkv = QkvOrder::kQkvMajor;  // c_attn columns are already [Q | K | V]
+  // GPT-2 and multi-query c_attn columns are already [Q | K | V]; a multi-head gpt_bigcode's are
+  // per head [n, 3, d] (GPTBigCodeAttention views them as (heads, 3 * head_dim)), as in GPT-NeoX.
+  ctx.qkv = model_type == "gpt_bigcode" && !mqa ? QkvOrder::kHeadQkv : QkvOrder::kQkvMajor;
   ctx.multi_query = mqa;
   for (auto& t : tensors) {
     std::string name = strip_prefix(t.name);
