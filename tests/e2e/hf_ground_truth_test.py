@@ -5,8 +5,9 @@ the models, the layouts and what is recorded).
 
 Usage: hf_ground_truth_test.py {layouts|engine|generate|errors}
   layouts   every model's four save_pretrained layouts (model.safetensors, sharded safetensors,
-            pytorch_model.bin, sharded .bin) convert to the same .bin bytes and config.ini, at TP 1 fp32
-            and TP 2 bf16; tied models' safetensors hold the shared table once (as transformers saves it).
+            pytorch_model.bin, sharded .bin) convert to the same .bin bytes and config.ini (TP 2, bf16);
+            tied models' safetensors hold the shared table once (as transformers saves it); a GPT-NeoX
+            config.json with only the newer key names (partial_rotary_factor, rope_theta) converts the same.
   engine    each model converted at TP 1 and 2 in fp32, fp16 and bf16 (each dtype from another layout),
             then the gtest HfGroundTruth.LogitsMatchTransformers alone and under `mpirun -np 2`: the
             logits of the prefill and of every decode step along transformers' greedy paths within 1e-4
@@ -25,6 +26,7 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors}
 import configparser
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,7 +76,7 @@ def layouts():
         lm = any(k in head for k in ('"lm_head.weight"', '"embed_out.weight"'))
         check(lm != m["tied"], f"{name}: tied={m['tied']} but model.safetensors {'has' if lm else 'lacks'} the head")
         with tempfile.TemporaryDirectory() as tmp:
-            for T, dt in ((1, "fp32"), (2, "bf16")):
+            for T, dt in ((2, "bf16"),):
                 ref = None
                 for layout in LAYOUTS:
                     got = folder_bytes(convert(os.path.join(FIX, name, layout), os.path.join(tmp, layout), T, dt))
@@ -85,6 +87,23 @@ def layouts():
                     check(not diff, f"{name} T={T} {dt}: {layout} differs from safetensors in {diff[:4]}")
             print(f"ok   layouts {name}: {len(ref) - 1} files identical from {', '.join(LAYOUTS)}"
                   f" ({'tied' if m['tied'] else 'untied'} head)")
+            if m["model_type"] == "gpt_neox":
+                newer_key_names(name, tmp, ref)
+
+
+def newer_key_names(name, tmp, want):
+    """transformers 4.4x writes rotary_pct/rotary_emb_base and their newer names
+    partial_rotary_factor/rope_theta; a config with only the newer ones converts the same."""
+    src = os.path.join(tmp, "newer_keys")
+    shutil.copytree(os.path.join(FIX, name, "safetensors"), src)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    for k in ("rotary_pct", "rotary_emb_base"):
+        del cfg[k]
+    json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
+    got = folder_bytes(convert(src, os.path.join(tmp, "newer_out"), 2, "bf16"))
+    diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    if check(not diff, f"{name} with partial_rotary_factor/rope_theta only: differs in {diff[:4]}"):
+        print(f"ok   layouts {name}: config.json with only partial_rotary_factor and rope_theta converts the same")
 
 
 def convert_all(names, prefix, fp32_tps=(1, 2), half_tps=(1, 2)):
