@@ -67,9 +67,7 @@ std::string basename_of(const std::string& dir) {
 TEST(HfGroundTruth, LogitsMatchTransformers) {
   const char* env = std::getenv("FTX_HF_GT_MODELS");
   if (!env || !*env) GTEST_SKIP() << "FTX_HF_GT_MODELS not set (tests/e2e/hf_ground_truth_test.py sets it)";
-  std::unique_ptr<dist::Communicator> comm;
-  if (dist::launched_by_mpi()) comm = dist::make_communicator();
-  else comm = std::make_unique<dist::SingleRank>();
+  const auto comm = test::this_process_communicator();
   const auto dtypes = split(test::env_or("FTX_HF_GT_DTYPES", "fp32,fp16,bf16"));
   for (const std::string& dir : split(env)) {
     for (const std::string& dt : dtypes) {
