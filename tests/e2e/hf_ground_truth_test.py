@@ -6,7 +6,9 @@ the models, the layouts and what is recorded).
 Usage: hf_ground_truth_test.py {layouts|engine|generate|errors}
   layouts   every model's four save_pretrained layouts (model.safetensors, sharded safetensors,
             pytorch_model.bin, sharded .bin) convert to the same .bin bytes and config.ini (TP 2, bf16);
-            tied models' safetensors hold the shared table once (as transformers saves it); a GPT-NeoX
+            tied models' safetensors hold the shared table once (as transformers saves it); checkpoints
+            saved in fp16 (safetensors) and bf16 (.bin) convert with -t fp16 / bf16 to the fp32
+            checkpoint's bytes but for the tensors the converter folds (products/sums); a GPT-NeoX
             config.json with only the newer key names (partial_rotary_factor, rope_theta) converts the same.
   engine    each model converted at TP 1 and 2 in fp32, fp16 and bf16 (each dtype from another layout),
             then the gtest HfGroundTruth.LogitsMatchTransformers alone and under `mpirun -np 2`: the
@@ -26,6 +28,7 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors}
 import configparser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +40,14 @@ from e2e_util import check, finish, mpirun, run_ftx  # noqa: E402
 
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "hf_ground_truth")
 LAYOUTS = ["safetensors", "safetensors_sharded", "bin", "bin_sharded"]
-SOURCE_OF = {"fp32": "safetensors", "fp16": "bin_sharded", "bf16": "safetensors_sharded"}
+HALF_LAYOUTS = {"safetensors_fp16": "fp16", "bin_bf16": "bf16"}  # saved by model.half() / .to(bfloat16)
+# Engine runs: folder ft_<kind> <- (layout, -t); "fp16src"/"bf16src" are fp32 files of the
+# checkpoints saved in half precision, compared with transformers' float64 model of those checkpoints
+# (from_pretrained, expected.json's "fp16_checkpoint" / "bf16_checkpoint").
+SOURCE_OF = {"fp32": ("safetensors", "fp32"), "fp16": ("bin_sharded", "fp16"),
+             "bf16": ("safetensors_sharded", "bf16"), "fp16src": ("safetensors_fp16", "fp32"),
+             "bf16src": ("bin_bf16", "fp32")}
+KINDS = "fp32,fp16,bf16,fp16src:fp16_checkpoint,bf16src:bf16_checkpoint"
 TOL = 1e-4
 
 
@@ -87,8 +97,28 @@ def layouts():
                     check(not diff, f"{name} T={T} {dt}: {layout} differs from safetensors in {diff[:4]}")
             print(f"ok   layouts {name}: {len(ref) - 1} files identical from {', '.join(LAYOUTS)}"
                   f" ({'tied' if m['tied'] else 'untied'} head)")
+            half_saved(name, tmp, expected(name)["folded_in_half"])
             if m["model_type"] == "gpt_neox":
                 newer_key_names(name, tmp, ref)
+
+
+def half_saved(name, tmp, folded):
+    """A checkpoint saved in fp16 (bf16) converts with -t fp16 (bf16) to the bytes the fp32
+    checkpoint gives (config.ini's copy of torch_dtype aside), but for the tensors convert-hf
+    computes from several (expected.json's folded_in_half): those are now products or sums of
+    rounded factors."""
+    names = [f.split(" ")[0] for f in folded]
+    skip = [re.compile(re.escape(n).replace(r"\*", r"\d+") + r"(\.\d+)?\.bin$") for n in names]
+    for layout, dt in HALF_LAYOUTS.items():
+        want = folder_bytes(convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, "f32_" + dt), 2, dt))
+        got = folder_bytes(convert(os.path.join(FIX, name, layout), os.path.join(tmp, layout), 2, dt))
+        for ini in (want, got):  # GPT-2's section copies config.json's keys, torch_dtype among them
+            ini["config.ini"].get("gpt", {}).pop("torch_dtype", None)
+        diff = sorted(k for k in set(want) | set(got)
+                      if want.get(k) != got.get(k) and not any(p.match(k) for p in skip))
+        if check(not diff, f"{name}: {layout} -t {dt} differs from the fp32 checkpoint's in {diff[:4]}"):
+            print(f"ok   layouts {name}: {layout} -t {dt} gives the fp32 checkpoint's bytes"
+                  + (f" (but {', '.join(names)})" if names else ""))
 
 
 def newer_key_names(name, tmp, want):
@@ -110,9 +140,11 @@ def convert_all(names, prefix, fp32_tps=(1, 2), half_tps=(1, 2)):
     """Each model in each dtype, to <model>/<prefix><dtype>/<T>-gpu (a prefix per test: ctest may
     run them at once)."""
     for name in names:
-        for dt, layout in SOURCE_OF.items():
-            for T in fp32_tps if dt == "fp32" else half_tps:
-                convert(os.path.join(FIX, name, layout), os.path.join(FIX, name, prefix + dt), T, dt)
+        for kind, (layout, dt) in SOURCE_OF.items():
+            if prefix == "gen_" and kind.endswith("src"):
+                continue
+            for T in fp32_tps if kind == "fp32" else half_tps:
+                convert(os.path.join(FIX, name, layout), os.path.join(FIX, name, prefix + kind), T, dt)
 
 
 def engine():
@@ -121,9 +153,9 @@ def engine():
     exe = os.environ.get("FTX_HF_GT_ENGINE_TEST", "")
     if not check(os.path.exists(exe), f"FTX_HF_GT_ENGINE_TEST ({exe}) is not the hf_ground_truth_test binary"):
         return
-    env = dict(os.environ, FTX_HF_GT_MODELS=",".join(os.path.join(FIX, n) for n in names))
+    env = dict(os.environ, FTX_HF_GT_MODELS=",".join(os.path.join(FIX, n) for n in names), FTX_HF_GT_KINDS=KINDS)
     worst = {}
-    for tag, cmd in (("tp1", [exe]), ("tp2", mpirun(2) + ["-x", "FTX_HF_GT_MODELS", exe])):
+    for tag, cmd in (("tp1", [exe]), ("tp2", mpirun(2) + ["-x", "FTX_HF_GT_MODELS", "-x", "FTX_HF_GT_KINDS", exe])):
         r = subprocess.run(cmd + ["--gtest_filter=HfGroundTruth.*", "--gtest_color=no"], env=env,
                            capture_output=True, text=True)
         ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
@@ -133,13 +165,12 @@ def engine():
                 _, model, dt, tp, v = line.split()
                 worst.setdefault(model, {})[f"{dt} {tp}"] = float(v)
         if ok:
-            print(f"ok   engine logits {tag}: {len(names)} models x fp32/fp16/bf16 within the bounds")
+            print(f"ok   engine logits {tag}: {len(names)} models x {KINDS} within the bounds")
     check(len(worst) == len(names), f"max_rel_diff lines for {sorted(worst)}, expected {names}")
     print("largest |ftx - transformers float64| / max(1, max |logit|), prefill and every decode step:")
     for model, d in sorted(worst.items()):
-        fp32 = max(v for k, v in d.items() if k.startswith("fp32"))
-        half = max(v for k, v in d.items() if not k.startswith("fp32"))
-        print(f"  {model:16s} fp32 {fp32:.2e}   fp16/bf16 {half:.2e}   ({len(d)} runs)")
+        by = {kind: max(v for k, v in d.items() if k.split()[0] == kind) for kind in SOURCE_OF}
+        print(f"  {model:16s} " + "   ".join(f"{k} {v:.2e}" for k, v in by.items()) + f"   ({len(d)} runs)")
 
 
 def generate_jsonl(model_dir, requests, T=1, extra=()):

@@ -4,9 +4,11 @@
 //
 // HfGroundTruth.LogitsMatchTransformers runs only when FTX_HF_GT_MODELS names fixture folders
 // (tests/e2e/hf_ground_truth_test.py converts them and runs this binary alone and under
-// `mpirun -np 2`). With N ranks it loads <dir>/ft_<dtype>/<N>-gpu for each dtype of
-// FTX_HF_GT_DTYPES (default fp32,fp16,bf16) and checks, along transformers' greedy paths, the
-// logits of the prefill and of every decode step to kTolerance of the row's largest |logit|
+// `mpirun -np 2`). With N ranks it loads <dir>/ft_<kind>/<N>-gpu for each entry of
+// FTX_HF_GT_KINDS (default fp32,fp16,bf16; "kind:section" compares folder ft_<kind> with the
+// expected.json section of that name, e.g. fp16src:fp16_checkpoint for fp32 files converted from
+// a checkpoint saved in fp16) and checks, along transformers' greedy paths, the logits of the
+// prefill and of every decode step to kTolerance of the row's largest |logit|
 // (engine_test_util.h's logits_close): fp32 files against transformers' float64 logits of the
 // saved weights, fp16 / bf16 files against its float64 logits of the weights rounded to that type
 // (the expected.json sections "fp16" / "bf16"), since that rounding is the converter's job and the
@@ -68,13 +70,17 @@ TEST(HfGroundTruth, LogitsMatchTransformers) {
   const char* env = std::getenv("FTX_HF_GT_MODELS");
   if (!env || !*env) GTEST_SKIP() << "FTX_HF_GT_MODELS not set (tests/e2e/hf_ground_truth_test.py sets it)";
   const auto comm = test::this_process_communicator();
-  const auto dtypes = split(test::env_or("FTX_HF_GT_DTYPES", "fp32,fp16,bf16"));
+  const auto kinds = split(test::env_or("FTX_HF_GT_KINDS", "fp32,fp16,bf16"));
   for (const std::string& dir : split(env)) {
-    for (const std::string& dt : dtypes) {
-      SCOPED_TRACE(dir + " " + dt);
-      const auto e = test::load_expected(dir, dt == "fp32" ? "" : dt);
-      const double tolerance = dt != "fp32" && has_folded_tensors(dir) ? 4.0 * unit_roundoff(dt) : kTolerance;
-      ASSERT_FALSE(e.prompts.empty()) << "expected.json has no section " << dt;
+    for (const std::string& entry : kinds) {
+      SCOPED_TRACE(dir + " " + entry);
+      const size_t colon = entry.find(':');
+      const std::string dt = entry.substr(0, colon);  // the folder, and the type of its files
+      const std::string section = colon == std::string::npos ? dt : entry.substr(colon + 1);
+      const auto e = test::load_expected(dir, section == "fp32" ? "" : section);
+      const bool half_files = dt == "fp16" || dt == "bf16";
+      const double tolerance = half_files && has_folded_tensors(dir) ? 4.0 * unit_roundoff(dt) : kTolerance;
+      ASSERT_FALSE(e.prompts.empty()) << "expected.json has no section " << section;
       const auto o = test::run_greedy_paths(dir + "/ft_" + dt + "/" + std::to_string(comm->size()) + "-gpu", e, *comm);
       if (comm->rank() != 0) continue;
       ASSERT_EQ(o.steps.size(), e.prompts.size());
