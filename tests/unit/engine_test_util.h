@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ inline std::string engine_fixtures() {
     if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "fixture script failed: " << cmd;
   }
   return dir;
+}
+
+// The communicator of this process: MPI's under mpirun, else a single rank.
+inline std::unique_ptr<dist::Communicator> this_process_communicator() {
+  if (dist::launched_by_mpi()) return dist::make_communicator();
+  return std::make_unique<dist::SingleRank>();
 }
 
 struct Expected {
