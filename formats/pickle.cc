@@ -203,8 +203,9 @@ std::string printable(const std::string& s) {
 
 class Unpickler {
  public:
-  Unpickler(const uint8_t* data, size_t size, const std::string& origin, const PersistentLoader& pl)
-      : data_(data), size_(size), origin_(origin), persistent_load_(pl) {
+  Unpickler(const uint8_t* data, size_t size, const std::string& origin, const PersistentLoader& pl,
+            const PickleAllowList* allow)
+      : data_(data), size_(size), origin_(origin), persistent_load_(pl), allow_(allow) {
     none_ = Value::none();
     true_ = Value::boolean(true);
     false_ = Value::boolean(false);
@@ -713,6 +714,7 @@ class Unpickler {
     const std::string full = module + "." + name;
     if (!is_identifier_path(module) || !is_identifier_path(name))
       throw Error(origin_, "refusing to load global '" + printable(full) + "' (not in the allow-list)");
+    if (allow_) return resolve_listed(module, name, full);
     if (allowed_calls().count(full)) return new_object(full);
     if (module == "torch") {
       auto it = torch_dtype_names().find(name);
@@ -724,6 +726,25 @@ class Unpickler {
       }
     }
     if (allowed_opaque_module(module, name)) return new_object(full);
+    throw Error(origin_, "refusing to load global '" + full + "' (not in the allow-list)");
+  }
+
+  static bool in_list(const std::vector<std::string>& list, const std::string& s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+  }
+  // A global under a caller's allow-list: only the names it lists.
+  ValuePtr resolve_listed(const std::string& module, const std::string& name, const std::string& full) {
+    if (in_list(allow_->builtin, full) && allowed_calls().count(full)) return new_object(full);
+    if (in_list(allow_->records, full) || in_list(allow_->opaque, full)) return new_object(full);
+    if (allow_->torch_dtypes && module == "torch") {
+      auto it = torch_dtype_names().find(name);
+      if (it != torch_dtype_names().end()) {
+        auto v = std::make_shared<Value>();
+        v->kind = Value::Kind::kDType;
+        v->str = it->second;
+        return v;
+      }
+    }
     throw Error(origin_, "refusing to load global '" + full + "' (not in the allow-list)");
   }
 
@@ -911,6 +932,12 @@ class Unpickler {
           set_items(obj, flatten_pairs(state), "BUILD", true);
         return;
       case Value::Kind::kObject:
+        if (allow_ && in_list(allow_->records, obj->str)) {
+          if (state->kind == Value::Kind::kDict) obj->dict = state->dict;
+          else if (state->kind == Value::Kind::kTuple || state->kind == Value::Kind::kList) obj->items = state->items;
+          else corrupt("BUILD of a " + obj->str + " with a " + kind_name(state->kind) + " state");
+          return;
+        }
         if (starts_with(obj->str, "omegaconf.") && state->kind == Value::Kind::kDict) unwrap_omegaconf(obj, state);
         return;
       case Value::Kind::kTensor:
@@ -1029,6 +1056,7 @@ class Unpickler {
   int call_depth_ = 0;
   const std::string& origin_;
   const PersistentLoader& persistent_load_;
+  const PickleAllowList* allow_;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
@@ -1040,8 +1068,8 @@ class Unpickler {
 }  // namespace
 
 ValuePtr unpickle(const uint8_t* data, size_t size, const std::string& origin,
-                  const PersistentLoader& persistent_load, size_t* consumed) {
-  Unpickler u(data, size, origin, persistent_load);
+                  const PersistentLoader& persistent_load, size_t* consumed, const PickleAllowList* allow) {
+  Unpickler u(data, size, origin, persistent_load, allow);
   return u.run(consumed);
 }
 

@@ -12,6 +12,7 @@
 #include "formats/tar_archive.h"
 #include "formats/torch_checkpoint.h"
 #include "lib/convert/conversion.h"
+#include "lib/convert/mcore_source.h"
 #include "lib/convert/nemo_files.h"
 #include "lib/convert/shard_groups.h"
 
@@ -58,6 +59,38 @@ std::string ext_of(const std::string& n) {
   return (dot == std::string::npos || (slash != std::string::npos && dot < slash)) ? "" : n.substr(dot);
 }
 
+// Tokenizer: copied as tokenizer<ext>, vocab<ext>, merges<ext>; start/end ids from it.
+void add_nemo_tokenizer(ConversionPlan& plan, const NemoFiles& files, const YAML::Node& y, const ConvertOptions& opt) {
+  YAML::Node tok = y["tokenizer"];
+  ModelConfig& c = plan.cfg;
+  c.start_id = c.end_id = 50256;
+  std::string vocab_text;
+  auto copy = [&](const std::string& override_path, const std::string& member, const std::string& stem) {
+    if (!override_path.empty()) {
+      auto mf = MappedFile::open(override_path);
+      plan.copy_files.emplace_back(stem + ext_of(override_path), Storage{mf->data(), mf->size(), mf, mf, 0, override_path});
+      return plan.copy_files.back().second;
+    }
+    if (member.empty()) return Storage{};
+    plan.copy_files.emplace_back(stem + ext_of(member), files.get(member));
+    return plan.copy_files.back().second;
+  };
+  Storage model_file = copy("", find_tokenizer_file(files, tok, "model", "*.model"), "tokenizer");
+  Storage vocab_file = copy(opt.vocab_path, find_tokenizer_file(files, tok, "vocab_file", "*vocab*"), "vocab");
+  copy(opt.merges_path, find_tokenizer_file(files, tok, "merge_file", "*merge*.txt"), "merges");
+  if (vocab_file.data) {
+    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(vocab_file.data), vocab_file.nbytes));
+    if (id >= 0) c.start_id = c.end_id = id;
+  } else if (model_file.data) {
+    sentencepiece::SentencePieceProcessor sp;
+    auto st = sp.LoadFromSerializedProto(
+        absl::string_view(reinterpret_cast<const char*>(model_file.data), model_file.nbytes));
+    FTX_CHECK(st.ok(), model_file.origin, "cannot load the SentencePiece model: " + st.ToString());
+    c.start_id = sp.bos_id();
+    c.end_id = sp.eos_id();
+  }
+}
+
 }  // namespace
 
 ConversionPlan plan_nemo(const ConvertOptions& opt) {
@@ -79,6 +112,14 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
     throw Error(yorigin, std::string("bad YAML: ") + e.what());
   }
   if (y["model"] && y["model"].IsMap() && !y["num_layers"]) y = y["model"];
+  if (is_mcore_nemo(y, files)) {
+    ConversionPlan plan;
+    plan.source_format = "nemo";
+    plan.source_path = opt.in_path;
+    plan_mcore_nemo_weights(files, y, yorigin, plan);
+    add_nemo_tokenizer(plan, files, y, opt);
+    return plan;
+  }
 
   const int64_t Tt = y_or<int64_t>(y, "tensor_model_parallel_size", 1);
   const int64_t PP = y_or<int64_t>(y, "pipeline_model_parallel_size", 1);
@@ -123,16 +164,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
   ShardGroups groups(Tt);
   for (int64_t p = 0; p < PP; ++p) {
     for (int64_t t = 0; t < Tt; ++t) {
-      char a[64], b[64];
-      std::snprintf(a, sizeof a, "mp_rank_%02lld/model_weights.ckpt", (long long)t);
-      std::snprintf(b, sizeof b, "tp_rank_%02lld_pp_rank_%03lld/model_weights.ckpt", (long long)t, (long long)p);
-      std::string member;
-      if (Tt == 1 && PP == 1 && files.has("model_weights.ckpt")) member = "model_weights.ckpt";
-      else if (PP == 1 && files.has(a)) member = a;
-      else if (files.has(b)) member = b;
-      FTX_CHECK(!member.empty(), opt.in_path,
-                std::string("missing weights ") + (PP == 1 ? a : b) + " (model_config.yaml says " + std::to_string(Tt) +
-                    " tensor parallel x " + std::to_string(PP) + " pipeline shards)");
+      const std::string member = nemo_weights_member(files, t, p, Tt, PP);
       ValuePtr root = load_torch_checkpoint(files.get(member));
       if (auto sd = root->get("state_dict"); sd && sd->is_dict()) root = sd;
       std::vector<NamedTensor> tensors;
@@ -165,34 +197,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
   ctx.layernorm1p = norm == "layernorm1p";
   groups.build_jobs(megatron_gpt_layout(), ctx, opt.in_path, plan.jobs);
 
-  // Tokenizer: copied as tokenizer<ext>, vocab<ext>, merges<ext>; ids from it.
-  YAML::Node tok = y["tokenizer"];
-  c.start_id = c.end_id = 50256;
-  std::string vocab_text;
-  auto copy = [&](const std::string& override_path, const std::string& member, const std::string& stem) {
-    if (!override_path.empty()) {
-      auto mf = MappedFile::open(override_path);
-      plan.copy_files.emplace_back(stem + ext_of(override_path), Storage{mf->data(), mf->size(), mf, mf, 0, override_path});
-      return plan.copy_files.back().second;
-    }
-    if (member.empty()) return Storage{};
-    plan.copy_files.emplace_back(stem + ext_of(member), files.get(member));
-    return plan.copy_files.back().second;
-  };
-  Storage model_file = copy("", find_tokenizer_file(files, tok, "model", "*.model"), "tokenizer");
-  Storage vocab_file = copy(opt.vocab_path, find_tokenizer_file(files, tok, "vocab_file", "*vocab*"), "vocab");
-  copy(opt.merges_path, find_tokenizer_file(files, tok, "merge_file", "*merge*.txt"), "merges");
-  if (vocab_file.data) {
-    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(vocab_file.data), vocab_file.nbytes));
-    if (id >= 0) c.start_id = c.end_id = id;
-  } else if (model_file.data) {
-    sentencepiece::SentencePieceProcessor sp;
-    auto st = sp.LoadFromSerializedProto(
-        absl::string_view(reinterpret_cast<const char*>(model_file.data), model_file.nbytes));
-    FTX_CHECK(st.ok(), model_file.origin, "cannot load the SentencePiece model: " + st.ToString());
-    c.start_id = sp.bos_id();
-    c.end_id = sp.eos_id();
-  }
+  add_nemo_tokenizer(plan, files, y, opt);
   return plan;
 }
 
