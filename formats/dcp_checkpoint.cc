@@ -39,19 +39,6 @@ const PickleAllowList& metadata_allow_list() {
   return l;
 }
 
-bool torch_dtype(const std::string& n, DType* out) {
-  static const std::unordered_map<std::string, DType> m = {
-      {"float32", DType::kFloat32}, {"float64", DType::kFloat64}, {"float16", DType::kFloat16},
-      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64}, {"int32", DType::kInt32},
-      {"int16", DType::kInt16}, {"int8", DType::kInt8}, {"uint8", DType::kUInt8}, {"bool", DType::kBool},
-      {"float8_e4m3fn", DType::kFloat8E4M3}, {"float8_e5m2", DType::kFloat8E5M2},
-  };
-  auto it = m.find(n);
-  if (it == m.end()) return false;
-  *out = it->second;
-  return true;
-}
-
 bool is_record(const ValuePtr& v, const std::string& cls) {
   return v && v->kind == Value::Kind::kObject && v->str.size() >= cls.size() &&
          v->str.compare(v->str.size() - cls.size(), cls.size(), cls) == 0;
@@ -100,7 +87,7 @@ class MetadataParser {
     if (!props->items.empty()) dt = props->items[0];
     else dt = field(props, "dtype");
     DType d;
-    if (!dt || dt->kind != Value::Kind::kDType || !torch_dtype(dt->str, &d))
+    if (!dt || dt->kind != Value::Kind::kDType || !dtype_from_torch_name(dt->str, &d))
       bad("tensor '" + name + "' has an unsupported dtype " + (dt ? dt->repr(40) : std::string("(none)")));
     return d;
   }
@@ -270,6 +257,10 @@ std::vector<DcpChunkView> DcpCheckpoint::chunks(const std::string& name) const {
               std::string("the chunk of '") + name + "' holds " + dtype_name(view.dtype) + ", .metadata says " +
                   dtype_name(t.dtype));
     view.validate(name);
+    // Parsing touched the archive's pickle, local header and central directory, and the kernel
+    // maps whole folios around such touches: let go of them, so that a chunk's pages are resident
+    // only while the job that reads it runs.
+    if (s.file) s.file->release(s.file_offset, s.nbytes);
     out.push_back(DcpChunkView{c.offsets, std::move(view)});
   }
   return out;

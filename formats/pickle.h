@@ -29,6 +29,10 @@ struct PickleAllowList {
   std::vector<std::string> opaque;
 };
 
+// torch's canonical dtype spelling (a pickled `torch.float32` global decodes to a Value of kind
+// kDType named "float32") -> DType; false for a name ftx has no type for.
+bool dtype_from_torch_name(const std::string& torch_name, DType* out);
+
 // Decodes one pickle from [data, data+size). `origin` names the file for errors. `consumed`, when
 // given, receives the number of bytes up to and including STOP (legacy files hold several pickles).
 // `allow`, when given, is the only list of globals the pickle may name.

@@ -4,6 +4,7 @@
 
 #include "formats/error.h"
 #include "lib/convert/megatron_files.h"
+#include "lib/convert/yaml_fields.h"
 
 namespace ftx {
 
@@ -63,25 +64,6 @@ void refuse_nemo(const YAML::Node& y, const std::string& origin) {
     const std::string l = lower(s);
     if (l.empty() || l == "false" || l == "0" || l == "null" || l == "none") continue;
     throw Error(origin, std::string(r.what) + " is not supported (" + r.key + ": " + s + ")");
-  }
-}
-
-template <typename T>
-T y_or(const YAML::Node& n, const char* k, T def) {
-  if (!n[k] || n[k].IsNull()) return def;
-  try {
-    return n[k].as<T>();
-  } catch (const YAML::Exception&) {
-    return def;
-  }
-}
-
-int64_t y_need(const YAML::Node& n, const char* k, const std::string& origin) {
-  if (!n[k] || n[k].IsNull()) throw Error(origin, std::string("missing key '") + k + "'");
-  try {
-    return n[k].as<int64_t>();
-  } catch (const YAML::Exception&) {
-    throw Error(origin, std::string("key '") + k + "' is not an integer: " + n[k].as<std::string>(""));
   }
 }
 
@@ -155,31 +137,31 @@ McoreArgs mcore_args_from_megatron(const ValuePtr& args, const std::string& orig
 McoreArgs mcore_args_from_nemo(const YAML::Node& y, const std::string& origin) {
   refuse_nemo(y, origin);
   McoreArgs a;
-  a.num_layers = y_need(y, "num_layers", origin);
-  a.hidden = y_need(y, "hidden_size", origin);
-  a.heads = y_need(y, "num_attention_heads", origin);
-  a.ffn_hidden = y_need(y, "ffn_hidden_size", origin);
-  a.query_groups = y_or<int64_t>(y, "num_query_groups", a.heads);
-  a.max_position_embeddings = y_or<int64_t>(y, "max_position_embeddings", 0);
-  a.tp = y_or<int64_t>(y, "tensor_model_parallel_size", 1);
-  a.pp = y_or<int64_t>(y, "pipeline_model_parallel_size", 1);
-  const int64_t kv_channels = y_or<int64_t>(y, "kv_channels", 0);
+  a.num_layers = yaml_int(y, "num_layers", origin);
+  a.hidden = yaml_int(y, "hidden_size", origin);
+  a.heads = yaml_int(y, "num_attention_heads", origin);
+  a.ffn_hidden = yaml_int(y, "ffn_hidden_size", origin);
+  a.query_groups = yaml_or<int64_t>(y, "num_query_groups", a.heads);
+  a.max_position_embeddings = yaml_or<int64_t>(y, "max_position_embeddings", 0);
+  a.tp = yaml_or<int64_t>(y, "tensor_model_parallel_size", 1);
+  a.pp = yaml_or<int64_t>(y, "pipeline_model_parallel_size", 1);
+  const int64_t kv_channels = yaml_or<int64_t>(y, "kv_channels", 0);
   FTX_CHECK(kv_channels == 0 || kv_channels * a.heads == a.hidden, origin,
             "kv_channels " + std::to_string(kv_channels) + " is not hidden_size / num_attention_heads (not supported)");
-  a.position = y_or<std::string>(y, "position_embedding_type", "learned_absolute");
+  a.position = yaml_or<std::string>(y, "position_embedding_type", "learned_absolute");
   FTX_CHECK(a.position == "learned_absolute" || a.position == "rope" || a.position == "none", origin,
             "position_embedding_type '" + a.position + "' is not supported (learned_absolute, rope, none)");
-  a.rotary_percent = y_or<double>(y, "rotary_percentage", 1.0);
-  a.rotary_base = y_or<double>(y, "rotary_base", 10000.0);
-  const std::string norm = lower(y_or<std::string>(y, "normalization", "layernorm"));
+  a.rotary_percent = yaml_or<double>(y, "rotary_percentage", 1.0);
+  a.rotary_base = yaml_or<double>(y, "rotary_base", 10000.0);
+  const std::string norm = lower(yaml_or<std::string>(y, "normalization", "layernorm"));
   FTX_CHECK(norm == "layernorm" || norm == "layernorm1p" || norm == "rmsnorm", origin,
             "normalization '" + norm + "' is not supported (layernorm, layernorm1p, rmsnorm)");
   a.rmsnorm = norm == "rmsnorm";
-  a.layernorm1p = norm == "layernorm1p" || y_or<bool>(y, "layernorm_zero_centered_gamma", false);
-  a.eps = y_or<double>(y, "layernorm_epsilon", 1e-5);
-  a.bias = y_or<bool>(y, "bias", true);
-  a.tied = y_or<bool>(y, "share_embeddings_and_output_weights", true);
-  const std::string act = y_or<std::string>(y, "activation", "gelu");
+  a.layernorm1p = norm == "layernorm1p" || yaml_or<bool>(y, "layernorm_zero_centered_gamma", false);
+  a.eps = yaml_or<double>(y, "layernorm_epsilon", 1e-5);
+  a.bias = yaml_or<bool>(y, "bias", true);
+  a.tied = yaml_or<bool>(y, "share_embeddings_and_output_weights", true);
+  const std::string act = yaml_or<std::string>(y, "activation", "gelu");
   try {
     a.activation = activation_from_name(act);
   } catch (const Error& e) {

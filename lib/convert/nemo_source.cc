@@ -14,33 +14,16 @@
 #include "lib/convert/conversion.h"
 #include "lib/convert/mcore_source.h"
 #include "lib/convert/nemo_files.h"
+#include "lib/convert/yaml_fields.h"
 #include "lib/convert/shard_groups.h"
 
 namespace ftx {
 
 namespace {
 
-int64_t y_int(const YAML::Node& n, const char* k, const std::string& origin) {
-  if (!n[k]) throw Error(origin, std::string("missing key '") + k + "'");
-  try {
-    return n[k].as<int64_t>();
-  } catch (const YAML::Exception&) {
-    throw Error(origin, std::string("key '") + k + "' is not an integer: " + n[k].as<std::string>(""));
-  }
-}
-template <typename T>
-T y_or(const YAML::Node& n, const char* k, T def) {
-  if (!n[k] || n[k].IsNull()) return def;
-  try {
-    return n[k].as<T>();
-  } catch (const YAML::Exception&) {
-    return def;
-  }
-}
-
 // "nemo:<f>" and "/artifacts/<f>" name an archive member by suffix; else fall back to a pattern.
 std::string find_tokenizer_file(const NemoFiles& files, const YAML::Node& tok, const char* key, const char* fallback) {
-  std::string v = y_or<std::string>(tok, key, "");
+  std::string v = yaml_or<std::string>(tok, key, "");
   for (const char* pre : {"nemo:", "/artifacts/"})
     if (v.rfind(pre, 0) == 0) v = v.substr(std::string(pre).size());
   if (!v.empty()) {
@@ -121,43 +104,43 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
     return plan;
   }
 
-  const int64_t Tt = y_or<int64_t>(y, "tensor_model_parallel_size", 1);
-  const int64_t PP = y_or<int64_t>(y, "pipeline_model_parallel_size", 1);
+  const int64_t Tt = yaml_or<int64_t>(y, "tensor_model_parallel_size", 1);
+  const int64_t PP = yaml_or<int64_t>(y, "pipeline_model_parallel_size", 1);
   ConversionPlan plan;
   plan.source_format = "nemo";
   plan.source_path = opt.in_path;
   ModelConfig& c = plan.cfg;
   c.arch = Architecture::kGpt;
   c.model_name = "gpt";
-  const int64_t H = y_int(y, "hidden_size", yorigin);
-  c.head_num = y_int(y, "num_attention_heads", yorigin);
+  const int64_t H = yaml_int(y, "hidden_size", yorigin);
+  c.head_num = yaml_int(y, "num_attention_heads", yorigin);
   FTX_CHECK(c.head_num > 0 && H % c.head_num == 0, yorigin, "hidden_size is not a multiple of num_attention_heads");
   FTX_CHECK(c.head_num % Tt == 0, yorigin, "num_attention_heads " + std::to_string(c.head_num) +
                                                " is not divisible by tensor_model_parallel_size " + std::to_string(Tt));
-  const int64_t groups_q = y_or<int64_t>(y, "num_query_groups", c.head_num);
+  const int64_t groups_q = yaml_or<int64_t>(y, "num_query_groups", c.head_num);
   FTX_CHECK(groups_q == c.head_num, yorigin, "grouped-query attention (num_query_groups) is not supported");
   c.size_per_head = H / c.head_num;
-  c.inter_size = y_int(y, "ffn_hidden_size", yorigin);
-  c.num_layer = y_int(y, "num_layers", yorigin);
+  c.inter_size = yaml_int(y, "ffn_hidden_size", yorigin);
+  c.num_layer = yaml_int(y, "num_layers", yorigin);
   FTX_CHECK(c.num_layer % PP == 0, yorigin, "num_layers is not divisible by pipeline_model_parallel_size");
-  c.layernorm_eps = y_or<double>(y, "layernorm_epsilon", 1e-5);
-  c.has_bias = y_or<bool>(y, "bias", true);
-  c.activation = activation_from_name(y_or<std::string>(y, "activation", "gelu"));
-  const std::string norm = y_or<std::string>(y, "normalization", "layernorm");
+  c.layernorm_eps = yaml_or<double>(y, "layernorm_epsilon", 1e-5);
+  c.has_bias = yaml_or<bool>(y, "bias", true);
+  c.activation = activation_from_name(yaml_or<std::string>(y, "activation", "gelu"));
+  const std::string norm = yaml_or<std::string>(y, "normalization", "layernorm");
   FTX_CHECK(norm == "layernorm" || norm == "layernorm1p", yorigin,
             "normalization '" + norm + "' is not supported (layernorm, layernorm1p)");
-  const std::string pos = y_or<std::string>(y, "position_embedding_type", "learned_absolute");
+  const std::string pos = yaml_or<std::string>(y, "position_embedding_type", "learned_absolute");
   if (pos == "rope") {
     c.position = PositionEmbedding::kRotary;
     c.rotary_style = RotaryStyle::kHalfSplit;
-    c.rotary_dim = static_cast<int64_t>(c.size_per_head * y_or<double>(y, "rotary_percentage", 1.0));
-    c.rotary_base = y_or<double>(y, "rotary_base", 10000.0);
-    c.max_pos_seq_len = y_or<int64_t>(y, "max_position_embeddings", 0);
+    c.rotary_dim = static_cast<int64_t>(c.size_per_head * yaml_or<double>(y, "rotary_percentage", 1.0));
+    c.rotary_base = yaml_or<double>(y, "rotary_base", 10000.0);
+    c.max_pos_seq_len = yaml_or<int64_t>(y, "max_position_embeddings", 0);
   } else {
     FTX_CHECK(pos == "learned_absolute", yorigin, "position_embedding_type '" + pos + "' is not supported");
-    c.max_pos_seq_len = y_int(y, "max_position_embeddings", yorigin);
+    c.max_pos_seq_len = yaml_int(y, "max_position_embeddings", yorigin);
   }
-  c.tied_embeddings = y_or<bool>(y, "share_embeddings_and_output_weights", true);
+  c.tied_embeddings = yaml_or<bool>(y, "share_embeddings_and_output_weights", true);
   c.kv_head_num = c.head_num;
 
   // Weights: model_weights.ckpt (TP=PP=1), mp_rank_XX/..., or tp_rank_XX_pp_rank_XXX/...

@@ -109,7 +109,7 @@ def greedy_ids(folder, prompts, steps, n_ranks, extra):
         out = os.path.join(tmp, "out.jsonl")
         cmd = (mpirun(n_ranks) if n_ranks > 1 else []) + [FTX, "generate", "-m", folder, "--input-ids", ids,
                                                           "--max-new-tokens", str(steps), "--top-k", "1",
-                                                          "--ignore-eos", "--output", out, "--quiet", *extra]
+                                                          "--output", out, "--quiet", *extra]
         r = run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if not check(r.returncode == 0, f"generate {folder} {extra}: {r.stderr.strip()[-400:]}"):
             return None
@@ -154,15 +154,15 @@ def test_convert():
                     continue
                 # Greedy tokens through the CLI (one source per model: the folders are identical).
                 steps = len(exp["greedy"][0])
-                want = [p + g for p, g in zip(exp["prompts"], exp["greedy"])]
                 runs = [(1, [])] if tp == 1 else [(2, ["--tensor-para-size", "2"])]
                 if tp == 1:
                     runs.append((2, ["--tensor-para-size", "1", "--pipeline-para-size", "2"]))
                 for n, extra in runs:
                     got = greedy_ids(first[1], exp["prompts"], steps, n, extra)
                     if got is not None:
-                        ok = all(g[: len(w)] == w or g == w[len(p):] for g, w, p in zip(got, want, exp["prompts"]))
-                        check(ok, f"{model} TP {tp} {extra}: greedy tokens {got} != megatron-core's {exp['greedy']}")
+                        # end_id (50256) lies outside the tiny vocabulary: every row runs to the length.
+                        check(got == exp["greedy"], f"{model} TP {tp} {extra}: greedy tokens {got} != "
+                                                    f"megatron-core's {exp['greedy']}")
         if ENGINE_TEST:
             for tp in (1, 2):
                 dirs = ",".join(engine_dirs[tp])
@@ -309,7 +309,10 @@ def test_errors():
         meta = load_meta(os.path.join(it, ".metadata"))
         sdm = field(meta, "state_dict_metadata")
         name = "decoder.layers.self_attention.linear_qkv.weight"
-        field(sdm[name], "chunks").pop()
+        gone = field(sdm[name], "chunks").pop()
+        storage = field(meta, "storage_data")
+        for key in [k for k in storage if field(k, "fqn") == name and field(k, "offset").args == field(gone, "offsets").args]:
+            del storage[key]
         save_meta(meta, os.path.join(it, ".metadata"))
         expect_error("chunks that do not cover a tensor", "convert-megatron", d, out, "chunks cover")
 
