@@ -199,8 +199,8 @@ def to_legacy_megatron(src_iter, dst_root):
         ck = torch.load(os.path.join(src_iter, shard, "model_optim_rng.pt"))
         lm = {"embedding": {"word_embeddings": {}, "position_embeddings": {}}, "encoder": {}}
         for k, v in ck["model"].items():
-            if k == "output_layer.weight":
-                continue  # the last stage's copy of the tied embeddings
+            if k == "output_layer.weight" or k.endswith("_extra_state"):
+                continue  # the last stage's copy of the tied embeddings; module state (None)
             n = k
             for a, b in LEGACY_NAMES:
                 n = n.replace(a, b)
@@ -260,12 +260,14 @@ def field(rec, key):
 
 
 def expect_error(label, sub, src, out, want):
+    shutil.rmtree(out, ignore_errors=True)
     r = convert(sub, src, out, 1)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     check(r.returncode == 1, f"{label}: exit {r.returncode}, expected 1 ({r.stderr.strip()[-300:]})")
     check(len(lines) == 1 and lines[0].startswith("ftx: error: "), f"{label}: not one error line: {r.stderr!r}")
     check(want in r.stderr, f"{label}: {want!r} not in {r.stderr.strip()!r}")
     check(not os.path.exists(os.path.join(out, "1-gpu")), f"{label}: an output folder was written")
+    print(f"{label}: {lines[-1] if lines else '(no message)'}")
 
 
 def test_errors():
@@ -292,14 +294,15 @@ def test_errors():
 
         d, it = fresh("outside")
         meta = load_meta(os.path.join(it, ".metadata"))
-        info = next(iter(field(meta, "storage_data").values()))
+        info = next(v for k, v in field(meta, "storage_data").items()
+                    if field(k, "fqn") == "embedding.word_embeddings.weight")
         info.state["offset"] = 10 ** 9
         save_meta(meta, os.path.join(it, ".metadata"))
         expect_error("chunk outside its file", "convert-megatron", d, out, "lies at bytes [1000000000")
 
         d, it = fresh("unknown_class")
         meta = load_meta(os.path.join(it, ".metadata"))
-        key, info = next(iter(field(meta, "storage_data").items()))
+        key = next(k for k in field(meta, "storage_data") if field(k, "fqn") == "embedding.word_embeddings.weight")
         evil = stub_class("os", "system")("echo pwned")
         field(meta, "storage_data")[key] = evil
         save_meta(meta, os.path.join(it, ".metadata"))
