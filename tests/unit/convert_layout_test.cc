@@ -27,6 +27,16 @@ ModelConfig small() {
   return c;
 }
 
+// A 1-D fp32 view of `data` (which must outlive it).
+TensorView float_view(std::vector<float>& data) {
+  TensorView t;
+  t.dtype = DType::kFloat32;
+  t.shape = {static_cast<int64_t>(data.size())};
+  t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
+  t.storage.nbytes = data.size() * 4;
+  return t;
+}
+
 TEST(ModelConfig, IniRoundTripKeepsEveryField) {
   ModelConfig c = small();
   c.arch = Architecture::kGptBigCode;
@@ -122,14 +132,6 @@ TEST(FtWeightFiles, GptJAndNeoX) {
 
 // A 1 x 12 "QKV bias" per shard: 2 heads, d=2, in Megatron v2 order [n_l, 3, d].
 TEST(TensorJob, QkvReorderMergeAndSplit) {
-  auto make = [](std::vector<float>& data) {
-    TensorView t;
-    t.dtype = DType::kFloat32;
-    t.shape = {static_cast<int64_t>(data.size())};
-    t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
-    t.storage.nbytes = data.size() * 4;
-    return t;
-  };
   // value = 100*qkv + 10*head + e, laid out [head, qkv, e]
   std::vector<float> s0, s1;
   for (int h = 0; h < 2; ++h)
@@ -140,7 +142,7 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
       }
   TensorJob job;
   job.name = "qkv";
-  job.shards = {make(s0), make(s1)};
+  job.shards = {float_view(s0), float_view(s1)};
   job.merge_axis = 1;
   job.segments = 3;
   job.qkv = QkvOrder::kHeadQkv;
@@ -165,19 +167,11 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
 // Megatron Core's grouped QKV: 4 query heads in 2 groups, d = 1, two training shards of one group
 // each, rows [group][q0, q1, K, V]; inference TP 2 gets [Q (2 heads) | K (1) | V (1)] per rank.
 TEST(TensorJob, GroupedQkvReorderMergeAndSplit) {
-  auto make = [](std::vector<float>& data) {
-    TensorView t;
-    t.dtype = DType::kFloat32;
-    t.shape = {static_cast<int64_t>(data.size())};
-    t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
-    t.storage.nbytes = data.size() * 4;
-    return t;
-  };
   // Query head h = 10 + h, K of group g = 100 + g, V of group g = 200 + g.
   std::vector<float> s0 = {10, 11, 100, 200}, s1 = {12, 13, 101, 201};
   TensorJob job;
   job.name = "qkv";
-  job.shards = {make(s0), make(s1)};
+  job.shards = {float_view(s0), float_view(s1)};
   job.merge_axis = 1;
   job.segments = 3;
   job.seg_weights = {2, 1, 1};
@@ -203,7 +197,7 @@ TEST(TensorJob, GroupedQkvReorderMergeAndSplit) {
   }
   // A shard whose size is not groups x (heads/groups + 2) x d is an error naming the layout.
   std::vector<float> bad = {1, 2, 3};
-  job.shards = {make(bad), make(bad)};
+  job.shards = {float_view(bad), float_view(bad)};
   try {
     run_tensor_job(job, 1, DType::kFloat32, [](const JobOutput&) {});
     ADD_FAILURE() << "no error";
