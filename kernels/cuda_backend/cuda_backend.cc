@@ -733,6 +733,17 @@ void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float*
   invoke_add_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
 }
 
+void CudaBackend::rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) {
+  if (replaying()) return;
+  invoke_add_residual_rms_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, out, rows, H, eps);
+}
+
+void CudaBackend::add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma,
+                                        float* norm_out, int64_t rows, int64_t H, float eps) {
+  if (replaying()) return;
+  invoke_add_residual_rms_norm(stream_, x, y, bias, gamma, norm_out, rows, H, eps);
+}
+
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
   if (replaying()) return;
   invoke_add_bias(stream_, x, bias, rows, N);

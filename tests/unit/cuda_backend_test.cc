@@ -441,6 +441,38 @@ TEST_F(CudaVsCpu, AddResidualLayerNorm) {
       }
 }
 
+TEST_F(CudaVsCpu, RmsNorm) {
+  for (int64_t rows : {1, 3, 7})
+    for (int64_t H : {1, 5, 64, 257, 9001})
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " H " + std::to_string(H) + " in_place " +
+                     std::to_string(in_place));
+        auto x = dual(random(rows * H, -3.0f, 5.0f)), gamma = dual_random(H), out = dual_random(rows * H);
+        const Dual& dst = in_place ? x : out;
+        cpu_->rms_norm(dst.c, x.c, gamma.c, rows, H, 1e-5f);
+        gpu_->rms_norm(dst.g, x.g, gamma.g, rows, H, 1e-5f);
+        EXPECT_TRUE(same(dst));
+        EXPECT_TRUE(same(x));
+      }
+}
+
+TEST_F(CudaVsCpu, AddResidualRmsNorm) {
+  for (int64_t rows : {1, 5})
+    for (int64_t H : {3, 1000, 9000})
+      for (int variant = 0; variant < 3; ++variant) {  // 0: y+bias+norm  1: y+norm  2: y only
+        SCOPED_TRACE("rows " + std::to_string(rows) + " H " + std::to_string(H) + " variant " + std::to_string(variant));
+        auto x = dual_random(rows * H), y = dual_random(rows * H), bias = dual_random(H);
+        auto gamma = dual_random(H), out = dual_random(rows * H);
+        const bool norm = variant < 2;
+        cpu_->add_residual_rms_norm(x.c, y.c, variant == 0 ? bias.c : nullptr, norm ? gamma.c : nullptr,
+                                    norm ? out.c : nullptr, rows, H, 1e-6f);
+        gpu_->add_residual_rms_norm(x.g, y.g, variant == 0 ? bias.g : nullptr, norm ? gamma.g : nullptr,
+                                    norm ? out.g : nullptr, rows, H, 1e-6f);
+        EXPECT_TRUE(same(x));
+        EXPECT_TRUE(same(out));
+      }
+}
+
 TEST_F(CudaVsCpu, AddBias) {
   for (int64_t rows : {1, 4, 9})
     for (int64_t N : {1, 33, 1000}) {
@@ -454,8 +486,8 @@ TEST_F(CudaVsCpu, AddBias) {
 }
 
 TEST_F(CudaVsCpu, BiasActivation) {
-  const Activation acts[] = {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu,
-                             Activation::kSilu, Activation::kSwiGlu,   Activation::kGeGlu};
+  const Activation acts[] = {Activation::kGelu,   Activation::kGeluTanh, Activation::kRelu,       Activation::kSilu,
+                             Activation::kSwiGlu, Activation::kGeGlu,    Activation::kSquaredRelu};
   for (Activation act : acts)
     for (int64_t rows : {1, 3})
       for (int64_t N : {7, 1024})
