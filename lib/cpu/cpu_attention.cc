@@ -1,8 +1,9 @@
 // CPU attention: prefill (causal, padded batch) and one-token decode over the paged KV cache. Both
-// write K and V into the cache first and then read them back from it, so the two paths share one
-// inner loop (attend_one) and produce the same numbers for the same history. A row's slots are read
-// through its block table (RowBlocks), block by block, in slot order: the sums are the same, bit
-// for bit, whatever the block size. The cache is fp32, or int8
+// write K and V into the cache first and then read them back from it. A row's slots are read
+// through its block table (RowBlocks), block by block, in slot order. Decode attends one query at a
+// time (attend_one); prefill attends blocks of queries with GEMMs (attention_blocks.h) over the
+// row's keys gathered into one contiguous run, the same formula summed in another order; neither
+// sum depends on the block size. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
 // one see the same keys and values.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "formats/error.h"
+#include "lib/cpu/attention_blocks.h"
 #include "lib/cpu/cpu_backend.h"
 #include "lib/cpu/simd_math.h"
 
@@ -96,6 +98,38 @@ struct CacheView {
     else
       f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
   }
+  // Points kp and vp at slots [0, n) of one head as fp32, key s at kp + s·d: in the cache itself
+  // when they lie in one block of an fp32 cache, else gathered block by block into kf and vf (an
+  // int8 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the same
+  // numbers whatever the block size.
+  void contiguous(const RowBlocks& at, int64_t n, std::vector<float>& kf, std::vector<float>& vf, const float*& kp,
+                  const float*& vp) const {
+    if (k.dtype == DType::kFloat32 && n <= at.block_size) {
+      kp = k.fp32() + at.offset(0);
+      vp = v.fp32() + at.offset(0);
+      return;
+    }
+    const int64_t d = at.d;
+    kf.resize(static_cast<size_t>(n * d));
+    vf.resize(kf.size());
+    at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+      float* kd = kf.data() + s0 * d;
+      float* vd = vf.data() + s0 * d;
+      if (k.dtype == DType::kInt8) {
+        const int8_t* kq = k.int8() + off;
+        const int8_t* vq = v.int8() + off;
+        for (int64_t i = 0; i < len * d; ++i) {
+          kd[i] = static_cast<float>(kq[i]) * k.scale;
+          vd[i] = static_cast<float>(vq[i]) * v.scale;
+        }
+      } else {
+        std::memcpy(kd, k.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
+        std::memcpy(vd, v.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
+      }
+    });
+    kp = kf.data();
+    vp = vf.data();
+  }
 };
 
 void check_cache(const ops::KvCache& c, const char* what) {
@@ -162,24 +196,28 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
     for (int64_t t = 0; t < lengths[b]; ++t)
       store_kv(qkv + (b * S + t) * width, tables.row(b), p0 + t, k_buf, v_buf, sh);
   }
+  // Blocks of queries of one head, each block's attention as two GEMMs (attention_blocks.h).
+  constexpr int64_t kBlock = 32;
+  const int64_t blocks = (S + kBlock - 1) / kBlock;
 #pragma omp parallel
   {
-    std::vector<float> scores;
-#pragma omp for collapse(3) schedule(dynamic, 4)
+    std::vector<float> scratch, kf, vf;
+#pragma omp for collapse(3) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < sh.q_heads; ++h)
-        for (int64_t t = 0; t < S; ++t) {
-          float* o = out + (b * S + t) * out_width + h * d;
-          if (t >= lengths[b]) {
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t t0 = blk * kBlock, rows = std::min(kBlock, S - t0), live = std::max<int64_t>(0, std::min(rows, lengths[b] - t0));
+          for (int64_t t = t0 + live; t < t0 + rows; ++t) {  // padding after the prompt
+            float* o = out + (b * S + t) * out_width + h * d;
             std::fill(o, o + d, 0.0f);
-            continue;
           }
-          const RowBlocks at = row_blocks(tables.row(b), h / group, sh);
-          const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-          const int64_t pos = (past ? past[b] : 0) + t;
-          cache.read(0, [&](auto k, auto v) {
-            attend_one(o, qkv + (b * S + t) * width + h * d, k, v, at, pos + 1, d, sh.scale, slope, pos, 0, scores);
-          });
+          if (live == 0) continue;
+          const int64_t p0 = (past ? past[b] : 0) + t0, keys = p0 + live;
+          AttentionBlock blk_args{qkv + (b * S + t0) * width + h * d, width, live, p0, nullptr, nullptr, d,
+                                  sh.scale, sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f,
+                                  out + (b * S + t0) * out_width + h * d, out_width};
+          cache.contiguous(row_blocks(tables.row(b), h / group, sh), keys, kf, vf, blk_args.k, blk_args.v);
+          attend_block(blk_args, scratch);
         }
   }
 }
