@@ -1557,19 +1557,24 @@ TEST(CudaScheduler, ContinuousBatchingEqualsOneByOne) {
   auto cpu = ops::make_backend("cpu", 1);
   auto wc = ModelWeights::load(dir, 0, 1, *cpu);
   Engine ec(wc, *cpu, comm);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const auto& t = together[i].result.beams[0].output_ids;
-    const auto& a = alone[i].result.beams[0].output_ids;
-    if (reqs[i].sampling.top_k == 0 && reqs[i].sampling.top_p == 0.0) {
-      const auto ref = test::greedy_traces(ec, {reqs[i].input_ids}, reqs[i].max_new_tokens, true)[0];
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, t, 1e-4)) << "request " << i << " batched";
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, a, 1e-4)) << "request " << i << " alone";
-    } else {
-      EXPECT_EQ(t, a) << "request " << i;
+  auto expect_same = [&](const std::vector<DecodeRequest>& rs, const std::vector<GenerationOutput>& x,
+                         const std::vector<GenerationOutput>& y, const char* what) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const auto& t = x[i].result.beams[0].output_ids;
+      const auto& a = y[i].result.beams[0].output_ids;
+      if (rs[i].sampling.top_k == 0 && rs[i].sampling.top_p == 0.0) {
+        const auto ref = test::greedy_traces(ec, {rs[i].input_ids}, rs[i].max_new_tokens, true)[0];
+        EXPECT_TRUE(test::same_tokens_up_to_ties(ref, t, 1e-4)) << what << " request " << i;
+        EXPECT_TRUE(test::same_tokens_up_to_ties(ref, a, 1e-4)) << what << " request " << i;
+      } else {
+        EXPECT_EQ(t, a) << what << " request " << i;
+      }
     }
-  }
+  };
+  expect_same(reqs, together, alone, "batched and alone:");
   // The paged cache on the GPU: 16 tokens per block, a budget of a few requests' blocks (requests
-  // preempted and prefilled again), a prefix the requests share: the tokens of the auto run.
+  // preempted and prefilled again), a prefix the requests share: the same tokens with and without
+  // the budget, greedy ones the CPU engine's up to ties (a resumed request's prefill is another GEMM shape).
   std::vector<DecodeRequest> shared = reqs;
   for (auto& r : shared) r.input_ids.insert(r.input_ids.begin(), 40, 7);
   auto paged = [&](bool budget) {
@@ -1591,17 +1596,7 @@ TEST(CudaScheduler, ContinuousBatchingEqualsOneByOne) {
     return out;
   };
   const auto roomy = paged(false), tight = paged(true);
-  for (size_t i = 0; i < reqs.size(); ++i) {  // ties as above: a resumed request's prefill is another GEMM shape
-    const auto& r = roomy[i].result.beams[0].output_ids;
-    const auto& t = tight[i].result.beams[0].output_ids;
-    if (reqs[i].sampling.top_k == 0 && reqs[i].sampling.top_p == 0.0) {
-      const auto ref = test::greedy_traces(ec, {shared[i].input_ids}, reqs[i].max_new_tokens, true)[0];
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, r, 1e-4)) << "request " << i << " paged";
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, t, 1e-4)) << "request " << i << " paged, preempted";
-    } else {
-      EXPECT_EQ(t, r) << "request " << i;
-    }
-  }
+  expect_same(shared, tight, roomy, "paged, preempted and not:");
 }
 
 }  // namespace
