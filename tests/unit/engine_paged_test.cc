@@ -198,8 +198,7 @@ TEST_P(PagedModels, BeamsCopyBlocksNotRows) {
     GenerateStats st;
     schedule(r.eng, reqs, 4, &st);
     const ModelConfig& c = r.w.config();
-    const int64_t kv_heads = c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num;
-    const int64_t block_elems = r.eng.kv_cache().block_size() * kv_heads * c.size_per_head;
+    const int64_t block_elems = r.eng.kv_cache().block_size() * c.kv_heads_per_rank(1) * c.size_per_head;
     EXPECT_EQ(r.be.largest, block_elems) << "a copy is one block of K or V";
     const int64_t copies = r.eng.kv_cache().stats().block_copies;
     EXPECT_GT(copies, 0);
