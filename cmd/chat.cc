@@ -46,7 +46,7 @@ int run_chat(ChatFlags& f) {
   }
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to load the model (see its error)" : failure);
-  ftx::Engine engine(weights, *rt.backend, *rt.groups, ftx::EngineOptions{d.memory_len});
+  ftx::Engine engine(weights, *rt.backend, *rt.groups, ftx::cmd::engine_options(d, nullptr));
   ftx::SchedulerOptions so;
   so.batch_size = 1;  // one session: its cache stays in the one slot between rounds
   so.session_len = d.session_len;

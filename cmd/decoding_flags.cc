@@ -31,6 +31,15 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "Most tokens a session may hold: its context, a round's new tokens and output");
   sub->add_option("--memory-len", f.memory_len,
                   "Circular KV cache of the last N tokens per row (FT's memory_len); positions keep counting");
+  sub->add_option("--kv-cache-memory", f.kv_cache_memory,
+                  "KV cache memory per rank: auto (default: room for every row of --batch-size x --beam-width to hold "
+                  "its longest request, grown as needed), bytes (2G, 512M, 1073741824) or a fraction in (0, 1] of "
+                  "the memory free after the weights; a fixed budget admits requests as their blocks fit and "
+                  "preempts (and later recomputes) the newest when it runs out");
+  sub->add_option("--tokens-per-block", f.tokens_per_block,
+                  "Tokens per KV-cache block, a power of two (TensorRT-LLM's tokens_per_block; default 64)");
+  sub->add_flag("--no-prefix-cache", f.no_prefix_cache,
+                "Never reuse the KV-cache blocks of an earlier prompt with the same start (default: reused)");
   sub->add_option("--device", f.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--gemm-config", f.gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
@@ -66,6 +75,19 @@ void check_decoding_flags(const DecodingFlags& f) {
   if (f.threads < 0) throw UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
   if (f.session_len < 0) throw UsageError("--session-len " + std::to_string(f.session_len) + " is negative");
   if (f.memory_len < 0) throw UsageError("--memory-len " + std::to_string(f.memory_len) + " is negative");
+  if (f.tokens_per_block < 1 || f.tokens_per_block > 65536 || (f.tokens_per_block & (f.tokens_per_block - 1)) != 0)
+    throw UsageError("--tokens-per-block " + std::to_string(f.tokens_per_block) + " is not a power of two in [1, 65536]");
+  kv::KvCacheBudget::parse(f.kv_cache_memory);
+}
+
+EngineOptions engine_options(const DecodingFlags& f, const PromptTables* prompts) {
+  EngineOptions eo;
+  eo.memory_len = f.memory_len;
+  eo.prompts = prompts;
+  eo.block_size = f.tokens_per_block;
+  eo.kv_cache = kv::KvCacheBudget::parse(f.kv_cache_memory);
+  eo.prefix_cache = !f.no_prefix_cache;
+  return eo;
 }
 
 RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok) {

@@ -8,6 +8,7 @@
 
 #include "cmd/parallel_flags.h"
 #include "cmd/subcommand.h"
+#include "lib/engine/engine.h"
 #include "lib/engine/generate_io.h"
 #include "lib/engine/runtime.h"
 #include "lib/model/model_config.h"
@@ -31,6 +32,11 @@ struct DecodingFlags {
   std::string stop_words, bad_words;
   bool log_probs = false, cum_log_probs = false;
   int64_t session_len = 0, memory_len = 0;
+  // The paged KV cache: its memory (lib/engine/kv_cache/kv_cache_budget.h), tokens per block, and
+  // whether prompts reuse the blocks of earlier ones with the same start.
+  std::string kv_cache_memory = "auto";
+  int64_t tokens_per_block = 64;
+  bool no_prefix_cache = false;
   ParallelFlags parallel;
 };
 
@@ -51,5 +57,8 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
 
 // The backend and communicator (--gemm-config "-" is read from standard input).
 Runtime decoding_runtime(const DecodingFlags& f);
+
+// The engine's options from the flags (--memory-len, the KV cache's); `prompts` may be null.
+EngineOptions engine_options(const DecodingFlags& f, const PromptTables* prompts);
 
 }  // namespace ftx::cmd

@@ -103,10 +103,7 @@ int run_generate(GenerateFlags& f) {
   if (!comm->all_true(failure.empty()))
     throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
 
-  ftx::EngineOptions eo;
-  eo.memory_len = d.memory_len;
-  eo.prompts = prompt_tables.get();
-  ftx::Engine engine(weights, *backend, *rt.groups, eo);
+  ftx::Engine engine(weights, *backend, *rt.groups, ftx::cmd::engine_options(d, prompt_tables.get()));
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
@@ -150,13 +147,17 @@ int run_generate(GenerateFlags& f) {
     std::fprintf(stderr,
                  "ftx generate: %lld prompts (%lld prompt tokens), %lld new tokens in %.3f s: %.2f tokens/s; "
                  "time to first token %.1f ms; prefill %.1f ms in %lld admissions; %lld steps; %s batching of %lld; "
-                 "%s, %d rank(s) (%s)%s\n",
+                 "%s, %d rank(s) (%s)%s; KV cache: %lld prompt tokens from the prefix cache, %lld preemptions, "
+                 "peak %lld rows, %lld block copies, %.1f MiB of blocks written; workspaces %.1f MiB\n",
                  static_cast<long long>(st.requests), static_cast<long long>(st.prompt_tokens),
                  static_cast<long long>(st.generated_tokens), st.total_s,
                  st.total_s > 0 ? st.generated_tokens / st.total_s : 0.0, st.first_token_s * 1e3, st.prefill_s * 1e3,
                  static_cast<long long>(st.prefills), static_cast<long long>(st.steps), f.batching.c_str(),
                  static_cast<long long>(f.batch_size), backend->name().c_str(), comm->size(), rt.layout().describe().c_str(),
-                 journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "");
+                 journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "",
+                 static_cast<long long>(engine.tokens_reused()), static_cast<long long>(st.preemptions),
+                 static_cast<long long>(st.peak_rows), static_cast<long long>(engine.kv_cache().stats().block_copies),
+                 engine.kv_bytes_touched() / 1048576.0, engine.workspace_bytes() / 1048576.0);
   }
   return 0;
 }

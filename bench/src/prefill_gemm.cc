@@ -167,18 +167,19 @@ int main(int argc, char** argv) {
       ftx::ops::AttentionShape sh;
       sh.q_heads = sh.kv_heads = heads;
       sh.head_dim = d;
-      sh.max_seq = M;
+      sh.max_seq = sh.block_size = M;  // one KV block holds the row
       sh.scale = 1.0f / std::sqrt(static_cast<float>(d));
       const auto qkv = random_vector(static_cast<size_t>(M * 3 * H), 1.0f, 5);
       std::vector<float> k(static_cast<size_t>(heads * M * d)), v(k.size()), out(static_cast<size_t>(M * H));
       ftx::ops::KvCache kc, vc;
       kc.data = k.data();
       vc.data = v.data();
-      const int32_t len = static_cast<int32_t>(M), row = 0;
+      const int32_t len = static_cast<int32_t>(M), block = 0;
+      const ftx::ops::BlockTables table{&block, 1};
       double best = 1e30;
       for (int r = 0; r <= reps; ++r) {
         const auto t0 = Clock::now();
-        be.context_attention(out.data(), qkv.data(), 1, M, &len, &row, kc, vc, sh, nullptr);
+        be.context_attention(out.data(), qkv.data(), 1, M, &len, table, kc, vc, sh, nullptr);
         if (r > 0) best = std::min(best, seconds_since(t0));
       }
       const double flops = 2.0 * 2.0 * heads * d * (M * (M + 1) / 2.0);

@@ -1,7 +1,9 @@
-// CUDA attention over the KV cache: prefill (causal, right-padded batch) and one-token decode share
-// one kernel, as the CPU's two paths share attend_one (lib/cpu/cpu_attention.cc). K and V are
-// first stored into the cache [cache_rows, kv_heads, max_seq, d], then read back from it, so prefill
-// and decode see the same numbers for the same history.
+// CUDA attention over the paged KV cache: prefill (causal, right-padded batch) and one-token decode
+// share one kernel, as the CPU's two paths share attend_one (lib/cpu/cpu_attention.cc). K and V are
+// first stored into the cache's blocks [blocks, kv_heads, block_size, d], then read back from them,
+// so prefill and decode see the same numbers for the same history. Keys are read in tiles of 32
+// slots; each slot's element offset comes from the item's block table (slot_offset), worked out
+// once per tile, so any block size works (the engine's default, 64, keeps a tile in one block).
 //
 // Kernel shape (straightforward, correct first): one block per (item, query head, tile of QT
 // consecutive queries); each warp owns QPW queries. Keys stream through shared memory in tiles of
@@ -58,11 +60,19 @@ struct KvElem<int8_t> {
   __device__ static float load(int8_t v, float scale) { return static_cast<float>(v) * scale; }
 };
 
-// Item b's token j (j < nvalid) -> cache row cache_rows[b], slot base_pos + j.
+// Element offset in the cache of slot s of item b's KV head h (the block table's indexing only;
+// KvElem says how an element is stored and read).
+__device__ __forceinline__ int64_t slot_offset(const AttentionLaunch& a, int64_t b, int64_t h, int64_t s) {
+  const int32_t bs = a.block_size;
+  const int32_t slot = static_cast<int32_t>(s);
+  const int64_t block = a.block_tables[b * a.table_stride + slot / bs];
+  return ((block * a.kv_heads + h) * bs + slot % bs) * a.head_dim;
+}
+
+// Item b's token j (j < nvalid) -> its slot base_pos + j.
 template <typename T>
 __global__ void store_kv_kernel(const AttentionLaunch a) {
   const int64_t d = a.head_dim, width = (a.q_heads + 2 * a.kv_heads) * d;
-  const int64_t row_elems = a.kv_heads * a.max_seq * d;
   const size_t total = static_cast<size_t>(a.items) * a.S * a.kv_heads * d;
   for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < total;
        idx += size_t(gridDim.x) * blockDim.x) {
@@ -77,7 +87,7 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
     int64_t slot = (a.past ? a.past[b] : 0) + j;
     if (a.memory_len > 0) slot %= a.memory_len;
     const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
-    const int64_t dst = static_cast<int64_t>(a.cache_rows[b]) * row_elems + (h * a.max_seq + slot) * d + i;
+    const int64_t dst = slot_offset(a, b, h, slot) + i;
     // kv_orig_quant as TensorRT-LLM uses it: the fp32 reciprocal of the stored scale.
     static_cast<T*>(a.k_cache)[dst] = KvElem<T>::store(k[0], 1.0f / a.k_scale);
     static_cast<T*>(a.v_cache)[dst] = KvElem<T>::store(k[a.kv_heads * d], 1.0f / a.v_scale);  // V follows all K heads
@@ -134,11 +144,10 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   const int64_t t_end = min(t0 + QT, nvalid);
   const int64_t nkeys = t_end > t0 ? base_pos + t_end : 0;
   const int64_t group = a.q_heads / a.kv_heads;  // query heads per KV head (MQA: all)
-  const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
-                            (h / group) * a.max_seq * d;
-  const T* kc = static_cast<const T*>(a.k_cache) + cache_off;
-  const T* vc = static_cast<const T*>(a.v_cache) + cache_off;
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
+  __shared__ int64_t key_off[kKeyTile];  // the tile's slots, as element offsets
 
   float m[QPW], l[QPW], acc[QPW][kMaxChunks];
 #pragma unroll
@@ -152,12 +161,14 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   for (int64_t k0 = 0; k0 < nkeys; k0 += kKeyTile) {
     const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
     __syncthreads();  // previous tile consumed; on the first pass, qs is written
+    if (threadIdx.x < nk) key_off[threadIdx.x] = slot_offset(a, b, h / group, k0 + threadIdx.x);
+    __syncthreads();
     for (int idx = threadIdx.x; idx < kKeyTile * d; idx += blockDim.x) {
       const int j = idx / d, i = idx % d;
       float kv = 0.0f, vv = 0.0f;
       if (j < nk) {
-        kv = KvElem<T>::load(kc[(k0 + j) * d + i], a.k_scale);
-        vv = KvElem<T>::load(vc[(k0 + j) * d + i], a.v_scale);
+        kv = KvElem<T>::load(kc[key_off[j] + i], a.k_scale);
+        vv = KvElem<T>::load(vc[key_off[j] + i], a.v_scale);
       }
       ks[j * dp + i] = kv;
       vs[j * d + i] = vv;
@@ -219,10 +230,8 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   const int64_t width = (a.q_heads + 2 * a.kv_heads) * d;
   for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = a.qkv[b * width + h * d + i];
   const int64_t group = a.q_heads / a.kv_heads;
-  const int64_t cache_off = static_cast<int64_t>(a.cache_rows[b]) * a.kv_heads * a.max_seq * d +
-                            (h / group) * a.max_seq * d;
-  const T* kc = static_cast<const T*>(a.k_cache) + cache_off;
-  const T* vc = static_cast<const T*>(a.v_cache) + cache_off;
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
   __syncthreads();  // qs written
 
@@ -231,11 +240,14 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   for (int c = 0; c < kMaxChunks; ++c) acc[c] = 0.0f;
   for (int64_t k0 = static_cast<int64_t>(warp) * kKeyTile; k0 < nkeys; k0 += static_cast<int64_t>(W) * kKeyTile) {
     const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
+    // Lane j works out key j's offset; every lane then reads the ones it loads from its owner.
+    const long long my_off = lane < nk ? slot_offset(a, b, h / group, k0 + lane) : 0;
     __syncwarp();  // the warp's previous tile is consumed
-    for (int idx = lane; idx < kKeyTile * d; idx += 32) {
+    for (int idx = lane; idx < kKeyTile * d; idx += 32) {  // the same trip count on every lane
       const int j = idx / d, i = idx % d;
-      ks[j * dp + i] = j < nk ? KvElem<T>::load(kc[(k0 + j) * d + i], a.k_scale) : 0.0f;
-      vs[j * d + i] = j < nk ? KvElem<T>::load(vc[(k0 + j) * d + i], a.v_scale) : 0.0f;
+      const int64_t off = __shfl_sync(kFullWarpMask, my_off, j) + i;
+      ks[j * dp + i] = j < nk ? KvElem<T>::load(kc[off], a.k_scale) : 0.0f;
+      vs[j * d + i] = j < nk ? KvElem<T>::load(vc[off], a.v_scale) : 0.0f;
     }
     __syncwarp();
     const int64_t s = k0 + lane;

@@ -14,9 +14,10 @@
 
 namespace ftx::cuda {
 
-// Attention over the KV cache [cache_rows, kv_heads, max_seq, d] (see lib/ops/backend.h).
-// Item b has `nvalid` query tokens at qkv rows b·S + j (j < S; j >= nvalid are padding and get
-// zeros), at positions base_pos + j, stored into cache row cache_rows[b] at slot base_pos + j and
+// Attention over the paged KV cache: per layer K and V each [blocks, kv_heads, block_size, d], item
+// b's slot s in block block_tables[b · table_stride + s / block_size] at offset s % block_size (see
+// lib/ops/backend.h). Item b has `nvalid` query tokens at qkv rows b·S + j (j < S; j >= nvalid are
+// padding and get zeros), at slots base_pos + j, stored into its blocks at those slots and
 // attending to slots [0, base_pos + j]. Prefill: S = padded width, nvalid = lengths[b], base_pos
 // = 0. Decode: S = 1, nvalid = 1, base_pos = past[b].
 struct AttentionLaunch {
@@ -28,13 +29,16 @@ struct AttentionLaunch {
   // kInt8 only: kv_quant_orig of K and V (ops::KvCache::scale); stored q = sat(rint(x / scale)),
   // read q · scale.
   float k_scale = 1.0f, v_scale = 1.0f;
-  const int32_t* cache_rows = nullptr;  // [items]
+  const int32_t* block_tables = nullptr;  // [items, table_stride]
+  int64_t table_stride = 0;
+  int32_t block_size = 0;               // slots per block
   const int32_t* lengths = nullptr;     // [items] prefill/append (nvalid), or null for decode
-  const int32_t* past = nullptr;        // [items] first position (decode; an append), or null: 0
+  const int32_t* past = nullptr;        // [items] first slot (decode; an append), or null: 0
   const float* alibi_slopes = nullptr;  // [q_heads] or null
   int64_t items = 0, S = 1;
-  int64_t q_heads = 0, kv_heads = 0, head_dim = 0, max_seq = 0;
-  int64_t memory_len = 0;  // > 0: circular cache, position p at slot p % memory_len (decode only wraps)
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t max_seq = 0;     // slots a row can hold (table_stride · block_size)
+  int64_t memory_len = 0;  // > 0: circular cache, slot p at p % memory_len (decode only wraps)
   float scale = 1.0f;
   int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
 };

@@ -52,11 +52,11 @@ cudaDataType_t cuda_data_type(DType t) {
   return CUDA_R_32F;
 }
 
-// The launch fields prefill and decode share (the caller adds lengths or past). cache_rows and
-// slopes are staged device copies.
+// The launch fields prefill and decode share (the caller adds lengths or past). tables and slopes
+// are staged device copies.
 AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCache& k_cache,
-                                 const ops::KvCache& v_cache, const ops::AttentionShape& sh, const void* cache_rows,
-                                 const void* slopes, int64_t items, int64_t S, int smem_optin) {
+                                 const ops::KvCache& v_cache, const ops::AttentionShape& sh, const void* tables,
+                                 int64_t stride, const void* slopes, int64_t items, int64_t S, int smem_optin) {
   if (k_cache.dtype != v_cache.dtype)
     throw Error(std::string("CUDA attention: K cache in ") + dtype_name(k_cache.dtype) + ", V cache in " +
                 dtype_name(v_cache.dtype));
@@ -75,7 +75,9 @@ AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCach
   } else {
     a.kv_kind = elem_kind(k_cache.dtype);
   }
-  a.cache_rows = static_cast<const int32_t*>(cache_rows);
+  a.block_tables = static_cast<const int32_t*>(tables);
+  a.table_stride = stride;
+  a.block_size = static_cast<int32_t>(sh.block_size);
   a.alibi_slopes = static_cast<const float*>(slopes);
   a.items = items;
   a.S = S;
@@ -109,11 +111,25 @@ int local_rank() {
   return -1;
 }
 
-void check_attention_shape(const ops::AttentionShape& sh, const char* op) {
+void check_attention_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables, const char* op) {
   if (sh.q_heads < 1 || sh.kv_heads < 1 || sh.head_dim < 1 || sh.max_seq < 1)
     throw Error(std::string("CUDA ") + op + ": empty attention shape (q_heads " + std::to_string(sh.q_heads) +
                 ", kv_heads " + std::to_string(sh.kv_heads) + ", head_dim " + std::to_string(sh.head_dim) +
                 ", max_seq " + std::to_string(sh.max_seq) + ")");
+  // Slots are 32-bit in the kernels.
+  if (sh.block_size < 1 || tables.stride < 1 || !tables.ids || tables.stride * sh.block_size < sh.max_seq ||
+      sh.max_seq > INT32_MAX)
+    throw Error(std::string("CUDA ") + op + ": block tables of " + std::to_string(tables.stride) + " blocks of " +
+                std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
+}
+
+// The block ids of `items` rows, each checked to be a block of the cache (a bad id would write
+// device memory silently; on the host the check is free).
+void check_block_ids(const ops::BlockTables& tables, int64_t items, int64_t blocks_in_cache, const char* op) {
+  for (int64_t i = 0; i < items * tables.stride; ++i)
+    if (tables.ids[i] < 0 || (blocks_in_cache >= 0 && tables.ids[i] >= blocks_in_cache))
+      throw Error(std::string("CUDA ") + op + ": block id " + std::to_string(tables.ids[i]) + " in row " +
+                  std::to_string(i / tables.stride) + "'s table");
 }
 
 }  // namespace
@@ -779,44 +795,49 @@ void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t
 // ---------------------------------------------------------------- attention and the cache
 
 void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                                    const int32_t* cache_rows, const ops::KvCache& k_cache,
+                                    const ops::BlockTables& tables, const ops::KvCache& k_cache,
                                     const ops::KvCache& v_cache, const ops::AttentionShape& sh, const int32_t* past) {
   if (B <= 0 || S <= 0) return;
-  check_attention_shape(sh, "context_attention");
+  check_attention_shape(sh, tables, "context_attention");
   // The CPU trusts these (the engine checks them); here a bad value would corrupt device memory
   // silently, so check on the host, where it is free. An append never wraps a circular cache.
   for (int64_t b = 0; b < B; ++b) {
     const int64_t p0 = past ? past[b] : 0;
-    if (lengths[b] < 0 || lengths[b] > S || p0 < 0 || p0 + lengths[b] > sh.max_seq || cache_rows[b] < 0)
+    if (lengths[b] < 0 || lengths[b] > S || p0 < 0 || p0 + lengths[b] > sh.max_seq)
       throw Error("CUDA context_attention: row " + std::to_string(b) + " appends " + std::to_string(lengths[b]) +
-                  " tokens after " + std::to_string(p0) + " (padded width " + std::to_string(S) + ", cache " +
-                  std::to_string(sh.max_seq) + ") to cache row " + std::to_string(cache_rows[b]));
+                  " tokens after " + std::to_string(p0) + " (padded width " + std::to_string(S) + ", row of " +
+                  std::to_string(sh.max_seq) + " slots)");
   }
+  check_block_ids(tables, B, -1, "context_attention");
   const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
+  const size_t tb = static_cast<size_t>(B * tables.stride) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
-  const auto dev = stage({{lengths, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}, {past, past ? ib : 0}});
+  const auto dev = stage({{lengths, ib}, {tables.ids, tb}, {sh.alibi_slopes, sb}, {past, past ? ib : 0}});
   if (replaying()) return;
-  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], B, S, smem_optin_);
+  AttentionLaunch a =
+      attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], tables.stride, dev[2], B, S, smem_optin_);
   a.lengths = static_cast<const int32_t*>(dev[0]);
   a.past = past ? static_cast<const int32_t*>(dev[3]) : nullptr;
   invoke_attention(stream_, a);
 }
 
-void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
                                    const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                                    const ops::AttentionShape& sh) {
   if (n <= 0) return;
-  check_attention_shape(sh, "decode_attention");
+  check_attention_shape(sh, tables, "decode_attention");
   for (int64_t r = 0; r < n; ++r)
-    if (past[r] < 0 || (sh.memory_len == 0 && past[r] >= sh.max_seq) || cache_rows[r] < 0)
+    if (past[r] < 0 || (sh.memory_len == 0 && past[r] >= sh.max_seq))
       throw Error("CUDA decode_attention: row " + std::to_string(r) + " writes slot " + std::to_string(past[r]) +
-                  " of cache row " + std::to_string(cache_rows[r]) + " (cache length " + std::to_string(sh.max_seq) +
-                  ")");
+                  " (rows of " + std::to_string(sh.max_seq) + " slots)");
+  check_block_ids(tables, n, -1, "decode_attention");
   const size_t ib = static_cast<size_t>(n) * sizeof(int32_t);
+  const size_t tb = static_cast<size_t>(n * tables.stride) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
-  const auto dev = stage({{past, ib}, {cache_rows, ib}, {sh.alibi_slopes, sb}});
+  const auto dev = stage({{past, ib}, {tables.ids, tb}, {sh.alibi_slopes, sb}});
   if (replaying()) return;
-  AttentionLaunch a = attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], dev[2], n, 1, smem_optin_);
+  AttentionLaunch a =
+      attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], tables.stride, dev[2], n, 1, smem_optin_);
   a.past = static_cast<const int32_t*>(dev[0]);
   invoke_attention(stream_, a);
 }

@@ -94,9 +94,9 @@ class CudaBackend : public ops::Backend {
               int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
 
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                         const int32_t* cache_rows, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
+                         const ops::BlockTables& tables, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                          const ops::AttentionShape& shape, const int32_t* past = nullptr) override;
-  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
                         const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
   size_t available_memory() const override;

@@ -1,7 +1,9 @@
-// CPU attention: prefill (causal, padded batch) and one-token decode over the KV cache. Both write
-// K and V into the cache first and then read them back from it. Decode attends one query at a
-// time (attend_one); prefill attends blocks of queries with GEMMs (attention_blocks.h), the same
-// formula summed in another order. The cache is fp32, or int8
+// CPU attention: prefill (causal, padded batch) and one-token decode over the paged KV cache. Both
+// write K and V into the cache first and then read them back from it. A row's slots are read
+// through its block table (RowBlocks), block by block, in slot order. Decode attends one query at a
+// time (attend_one); prefill attends blocks of queries with GEMMs (attention_blocks.h) over the
+// row's keys gathered into one contiguous run, the same formula summed in another order; neither
+// sum depends on the block size. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
 // one see the same keys and values.
@@ -42,22 +44,46 @@ struct Int8Elems {
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
 };
 
+// Where one KV head of one row keeps its slots: slot s at element offset(s) of the cache, i.e. in
+// block table[s / block_size], at head `head` and offset s % block_size. Only the indexing: the
+// element views above say how an element is read.
+struct RowBlocks {
+  const int32_t* table;
+  int64_t block_size, block_elems, head_off;  // head_off = head · block_size · d
+  int64_t d;
+  int64_t offset(int64_t s) const {
+    return table[s / block_size] * block_elems + head_off + (s % block_size) * d;
+  }
+  // Calls f(first slot, slots, element offset of the first) for each run of slots [0, n) that lies
+  // contiguously in one block, in slot order.
+  template <typename F>
+  void for_each_run(int64_t n, F&& f) const {
+    for (int64_t s = 0; s < n; s += block_size) f(s, std::min(block_size, n - s), offset(s));
+  }
+};
+
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
-// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions).
+// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions). k and v
+// view the whole cache; `at` says where the head's slots are.
 template <typename Elems>
-void attend_one(float* out, const float* q, Elems k, Elems v, int64_t n, int64_t d, float scale, float slope,
-                int64_t q_pos, int64_t ring, std::vector<float>& scores) {
+void attend_one(float* out, const float* q, Elems k, Elems v, const RowBlocks& at, int64_t n, int64_t d, float scale,
+                float slope, int64_t q_pos, int64_t ring, std::vector<float>& scores) {
   scores.resize(static_cast<size_t>(n));
   float mx = -INFINITY;
-  for (int64_t s = 0; s < n; ++s) {
-    float dot = (k + s * d).dot(q, d);
-    dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
-    scores[s] = dot;
-    mx = std::max(mx, dot);
-  }
+  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t s = s0 + j;
+      float dot = (k + (off + j * d)).dot(q, d);
+      dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
+      scores[s] = dot;
+      mx = std::max(mx, dot);
+    }
+  });
   const float inv = 1.0f / exp_shifted_sum(scores.data(), mx, n);
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-  for (int64_t s = 0; s < n; ++s) (v + s * d).add_scaled(out, scores[s] * inv, d);
+  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+    for (int64_t j = 0; j < len; ++j) (v + (off + j * d)).add_scaled(out, scores[s0 + j] * inv, d);
+  });
 }
 
 // One layer's K and V caches, read through the element view of their dtype.
@@ -72,6 +98,38 @@ struct CacheView {
     else
       f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
   }
+  // Points kp and vp at slots [0, n) of one head as fp32, key s at kp + s·d: in the cache itself
+  // when they lie in one block of an fp32 cache, else gathered block by block into kf and vf (an
+  // int8 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the same
+  // numbers whatever the block size.
+  void contiguous(const RowBlocks& at, int64_t n, std::vector<float>& kf, std::vector<float>& vf, const float*& kp,
+                  const float*& vp) const {
+    if (k.dtype == DType::kFloat32 && n <= at.block_size) {
+      kp = k.fp32() + at.offset(0);
+      vp = v.fp32() + at.offset(0);
+      return;
+    }
+    const int64_t d = at.d;
+    kf.resize(static_cast<size_t>(n * d));
+    vf.resize(kf.size());
+    at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+      float* kd = kf.data() + s0 * d;
+      float* vd = vf.data() + s0 * d;
+      if (k.dtype == DType::kInt8) {
+        const int8_t* kq = k.int8() + off;
+        const int8_t* vq = v.int8() + off;
+        for (int64_t i = 0; i < len * d; ++i) {
+          kd[i] = static_cast<float>(kq[i]) * k.scale;
+          vd[i] = static_cast<float>(vq[i]) * v.scale;
+        }
+      } else {
+        std::memcpy(kd, k.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
+        std::memcpy(vd, v.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
+      }
+    });
+    kp = kf.data();
+    vp = vf.data();
+  }
 };
 
 void check_cache(const ops::KvCache& c, const char* what) {
@@ -83,15 +141,27 @@ void check_cache(const ops::KvCache& c, const char* what) {
                 " is not a positive number");
 }
 
-// Stores the K and V of the token at position `pos` (from its fused qkv row) in cache row `row`.
-void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache& k_cache,
+// Head h of a row whose block table is `table`.
+RowBlocks row_blocks(const int32_t* table, int64_t h, const ops::AttentionShape& sh) {
+  return {table, sh.block_size, sh.block_elems(), h * sh.block_size * sh.head_dim, sh.head_dim};
+}
+
+void check_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables) {
+  if (sh.block_size < 1 || tables.stride * sh.block_size < sh.max_seq || !tables.ids)
+    throw Error("CPU attention: block tables of " + std::to_string(tables.stride) + " blocks of " +
+                std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
+}
+
+// Stores the K and V of the token at slot `pos` (from its fused qkv row) in the row whose block
+// table is `table`.
+void store_kv(const float* qkv_row, const int32_t* table, int64_t pos, const ops::KvCache& k_cache,
               const ops::KvCache& v_cache, const ops::AttentionShape& sh) {
   const int64_t d = sh.head_dim;
   const int64_t slot = sh.memory_len > 0 ? pos % sh.memory_len : pos;
   const float* k = qkv_row + sh.q_heads * d;
   const float* v = k + sh.kv_heads * d;
   for (int64_t h = 0; h < sh.kv_heads; ++h) {
-    const int64_t off = row * sh.cache_row_elems() + (h * sh.max_seq + slot) * d;
+    const int64_t off = row_blocks(table, h, sh).offset(slot);
     if (k_cache.dtype == DType::kInt8) {
       const float kq = 1.0f / k_cache.scale, vq = 1.0f / v_cache.scale;  // kv_orig_quant, in fp32
       int8_t* kd = k_cache.int8() + off;
@@ -110,10 +180,12 @@ void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache
 }  // namespace
 
 void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
-                                   const int32_t* lengths, const int32_t* cache_rows, const ops::KvCache& k_buf,
+                                   const int32_t* lengths, const ops::BlockTables& tables, const ops::KvCache& k_buf,
                                    const ops::KvCache& v_buf, const ops::AttentionShape& sh, const int32_t* past) {
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
+  check_shape(sh, tables);
+  const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;  // query heads per KV head (MQA: all)
   for (int64_t b = 0; b < B; ++b) {
@@ -122,7 +194,7 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
       throw Error("context_attention: positions " + std::to_string(p0) + ".." + std::to_string(p0 + lengths[b] - 1) +
                   " wrap the circular cache of " + std::to_string(sh.memory_len));
     for (int64_t t = 0; t < lengths[b]; ++t)
-      store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_buf, v_buf, sh);
+      store_kv(qkv + (b * S + t) * width, tables.row(b), p0 + t, k_buf, v_buf, sh);
   }
   // Blocks of queries of one head, each block's attention as two GEMMs (attention_blocks.h).
   constexpr int64_t kBlock = 32;
@@ -141,35 +213,21 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
           }
           if (live == 0) continue;
           const int64_t p0 = (past ? past[b] : 0) + t0, keys = p0 + live;
-          const int64_t base = cache_rows[b] * sh.cache_row_elems() + (h / group) * sh.max_seq * d;
           AttentionBlock blk_args{qkv + (b * S + t0) * width + h * d, width, live, p0, nullptr, nullptr, d,
                                   sh.scale, sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f,
                                   out + (b * S + t0) * out_width + h * d, out_width};
-          if (k_buf.dtype == DType::kInt8) {  // q · scale, exactly as decode reads them
-            kf.resize(static_cast<size_t>(keys * d));
-            vf.resize(kf.size());
-            const int8_t* kq = k_buf.int8() + base;
-            const int8_t* vq = v_buf.int8() + base;
-            for (int64_t i = 0; i < keys * d; ++i) {
-              kf[i] = static_cast<float>(kq[i]) * k_buf.scale;
-              vf[i] = static_cast<float>(vq[i]) * v_buf.scale;
-            }
-            blk_args.k = kf.data();
-            blk_args.v = vf.data();
-          } else {
-            blk_args.k = k_buf.fp32() + base;
-            blk_args.v = v_buf.fp32() + base;
-          }
+          cache.contiguous(row_blocks(tables.row(b), h / group, sh), keys, kf, vf, blk_args.k, blk_args.v);
           attend_block(blk_args, scratch);
         }
   }
 }
 
-void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
                                   const int32_t* past, const ops::KvCache& k_buf, const ops::KvCache& v_buf,
                                   const ops::AttentionShape& sh) {
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
+  check_shape(sh, tables);
   const CacheView cache{k_buf, v_buf};
   const int64_t d = sh.head_dim, width = sh.qkv_width(), out_width = sh.q_heads * d;
   const int64_t group = sh.q_heads / sh.kv_heads;
@@ -178,7 +236,7 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
     return sh.memory_len > 0 ? std::min<int64_t>(past[r] + 1, sh.memory_len) : past[r] + 1;
   };
   for (int64_t r = 0; r < n; ++r) {
-    store_kv(qkv + r * width, cache_rows[r], past[r], k_buf, v_buf, sh);
+    store_kv(qkv + r * width, tables.row(r), past[r], k_buf, v_buf, sh);
     work += 2 * keys(r) * d * sh.q_heads;
   }
 #pragma omp parallel if (work > (int64_t(1) << 17))
@@ -187,11 +245,10 @@ void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const
 #pragma omp for collapse(2) schedule(static)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t h = 0; h < sh.q_heads; ++h) {
-        const int64_t kv = h / group;
-        const int64_t base = cache_rows[r] * sh.cache_row_elems() + kv * sh.max_seq * d;
+        const RowBlocks at = row_blocks(tables.row(r), h / group, sh);
         const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-        cache.read(base, [&](auto k, auto v) {
-          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, keys(r), d, sh.scale, slope,
+        cache.read(0, [&](auto k, auto v) {
+          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, at, keys(r), d, sh.scale, slope,
                      past[r], sh.memory_len, scores);
         });
       }

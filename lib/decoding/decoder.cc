@@ -104,6 +104,7 @@ struct Decoder::Impl {
   int64_t beam_width = 1;
   std::vector<SlotState> slots;
   std::vector<uint8_t> used;  // per slot
+  std::vector<uint8_t> paused;  // per slot: preempted, skipped by step()
   std::vector<Row> rows;
   StepOutput out;
   std::vector<uint8_t> finished_now;  // per row; std::vector<bool> cannot take concurrent writes
@@ -263,6 +264,7 @@ Decoder::Decoder(int64_t slots, int64_t beam_width, int64_t vocab_size) : impl_(
     im.beam_width = beam_width;
     im.slots.resize(static_cast<size_t>(slots));
     im.used.assign(static_cast<size_t>(slots), 0);
+    im.paused.assign(static_cast<size_t>(slots), 0);
     const size_t n = static_cast<size_t>(slots * beam_width);
     im.rows.resize(n);
     im.finished_now.assign(n, 1);
@@ -360,6 +362,7 @@ RequestResult Decoder::take(int64_t b) {
   im.check_occupied(b);
   RequestResult res = im.result(static_cast<size_t>(b));
   im.used[b] = 0;
+  im.paused[b] = 0;
   const int64_t K = im.beam_width;
   for (int64_t k = 0; k < K; ++k) {
     im.rows[b * K + k] = Row();
@@ -374,7 +377,7 @@ const StepOutput& Decoder::step(float* logits) {
   Impl& im = *impl_;
   std::vector<int64_t> live;
   for (size_t b = 0; b < im.slots.size(); ++b)
-    if (im.used[b]) live.push_back(static_cast<int64_t>(b));
+    if (im.used[b] && !im.paused[b]) live.push_back(static_cast<int64_t>(b));
   const int64_t n = static_cast<int64_t>(live.size());
   int threads = 1;
 #ifdef _OPENMP
@@ -423,6 +426,30 @@ std::vector<int32_t> Decoder::current_best(int64_t b) const {
   const Row& row = impl_->rows[impl_->best_row(b)];
   const int64_t prompt_len = impl_->slots[b].prompt_len;
   return std::vector<int32_t>(row.history.begin() + prompt_len, row.history.end());
+}
+
+void Decoder::set_paused(int64_t b, bool paused) {
+  Impl& im = *impl_;
+  im.check_occupied(b);
+  im.paused[b] = paused ? 1 : 0;
+  const int64_t K = im.beam_width;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t r = b * K + k;
+    im.out.tokens[r] = im.slots[b].fill_token;
+    im.out.parents[r] = static_cast<int32_t>(r);
+    im.finished_now[r] = paused ? 1 : (im.rows[r].finished ? 1 : 0);
+    im.out.finished[r] = im.finished_now[r] != 0;
+  }
+}
+
+const std::vector<int32_t>& Decoder::history(int64_t row) const {
+  if (row < 0 || row >= rows()) throw Error("decoder: row " + std::to_string(row) + " out of range");
+  return impl_->rows[static_cast<size_t>(row)].history;
+}
+
+bool Decoder::row_finished(int64_t row) const {
+  if (row < 0 || row >= rows()) throw Error("decoder: row " + std::to_string(row) + " out of range");
+  return impl_->rows[static_cast<size_t>(row)].finished;
 }
 
 std::vector<RequestResult> Decoder::results() const {

@@ -115,6 +115,14 @@ class Decoder {
   // Results of the occupied slots, in slot order (slots stay occupied).
   std::vector<RequestResult> results() const;
 
+  // Preemption (the scheduler's, when the KV cache runs out): a paused slot keeps its state but
+  // takes no part in step() (its rows report finished, parent themselves and emit nothing) until it
+  // is resumed; its next step() then takes the logits after each row's history().
+  void set_paused(int64_t slot, bool paused);
+  // Row r's tokens so far: the prompt and what it generated (following its beam's parents).
+  const std::vector<int32_t>& history(int64_t row) const;
+  bool row_finished(int64_t row) const;
+
  private:
   struct Impl;
   Impl* impl_;

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -123,6 +124,66 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
       }
     }
   }
+  make_kv_cache(options);
+}
+
+namespace {
+
+// The smallest of every rank's value (each rank broadcasts its own in turn; a few bytes, once).
+int64_t min_over_ranks(dist::Communicator& comm, int64_t mine) {
+  int64_t m = mine;
+  for (int r = 0; r < comm.size(); ++r) {
+    int64_t v = mine;
+    comm.broadcast(&v, sizeof v, r);
+    m = std::min(m, v);
+  }
+  return m;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+void Engine::make_kv_cache(const EngineOptions& options) {
+  FTX_CHECK(options.block_size >= 1, "", "KV cache block size " + std::to_string(options.block_size) + " is not positive");
+  // The prefix cache's seed names what a block's K/V depend on besides the tokens: the cache's
+  // dtype and the INT8 scales it was quantised with.
+  std::vector<float> scales;
+  uint64_t seed = static_cast<uint64_t>(be_.kv_dtype()) * 0x100000001b3ull + 0x811c9dc5ull;
+  for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
+    scales.push_back(kv_scale(l));
+    uint32_t bits = 0;
+    std::memcpy(&bits, &scales.back(), sizeof bits);
+    seed = kv::PrefixCache::chain(seed, reinterpret_cast<const int32_t*>(&bits), 1);
+  }
+  kv::KvCacheManager::Options ko;
+  ko.block_size = options.block_size;
+  ko.ring = memory_len_;
+  ko.prefix_cache = options.prefix_cache;
+  ko.seed = seed;
+  kv_ = std::make_unique<kv::KvCacheManager>(ko);
+  pool_ = std::make_unique<kv::KvBlockPool>(be_, scales, shape_.kv_heads, shape_.head_dim, options.block_size);
+  shape_.block_size = options.block_size;
+  budget_ = options.kv_cache;
+  if (!budget_.fixed()) return;
+  // A fixed budget is allocated now, the same number of blocks on every rank (pipeline stages may
+  // hold different numbers of layers, and ranks different free memory).
+  const size_t avail = be_.available_memory();
+  const int64_t bytes = pool_->block_bytes();
+  const int64_t mine = bytes > 0 ? budget_.blocks(bytes, avail) : INT64_MAX;
+  const int64_t blocks = min_over_ranks(comm_, mine);
+  FTX_CHECK(blocks >= 1, "", "--kv-cache-memory " + budget_.describe() + " holds no KV block of " +
+                                 std::to_string(options.block_size) + " tokens (" + std::to_string(bytes) +
+                                 " bytes each on this rank)");
+  FTX_CHECK(budget_.kind != kv::KvCacheBudget::Kind::kBytes || static_cast<double>(blocks * bytes) <= static_cast<double>(avail), "",
+            be_.name() + " backend: out of memory before allocating: --kv-cache-memory " + budget_.describe() + ", " +
+                gib(static_cast<int64_t>(avail)) + " is available");
+  if (bytes > 0) pool_->grow(blocks);
+  kv_->add_blocks(blocks);
 }
 
 Engine::~Engine() {
@@ -131,30 +192,47 @@ Engine::~Engine() {
   for (float* p : prefix_kv_) be_.release(p);
 }
 
-std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, int32_t row) {
-  if (prefix_kv_.empty() || tokens.empty() || tokens[0] < prompt_start_) return tokens;
+int64_t Engine::prefix_task(const std::vector<int32_t>& tokens) const {
+  if (prefix_kv_.empty() || tokens.empty() || tokens[0] < prompt_start_) return -1;
   const int64_t t = tokens[0] - prompt_start_;
   FTX_CHECK(t < static_cast<int64_t>(prefix_kv_.size()), "", "prefix task marker " + std::to_string(tokens[0]) + " unknown");
-  FTX_CHECK(length_[row] == 0, "", "a prefix prompt can only start an empty cache row");
+  return t;
+}
+
+std::vector<int32_t> Engine::slot_keys(const std::vector<int32_t>& tokens) const {
+  const int64_t t = prefix_task(tokens);
+  if (t < 0) return tokens;
+  // The prefix's slots carry the task as a negative key, which no token id is.
+  std::vector<int32_t> keys(static_cast<size_t>(prefix_len_[t]), static_cast<int32_t>(-1 - t));
+  keys.insert(keys.end(), tokens.begin() + 1, tokens.end());
+  return keys;
+}
+
+std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, int32_t row, int64_t held) {
+  const int64_t t = prefix_task(tokens);
+  if (t < 0) return std::vector<int32_t>(tokens.begin() + held, tokens.end());
+  FTX_CHECK(kv_->table(row).slots == held, "", "a prefix prompt can only start an empty cache row");
   const int64_t len = prefix_len_[t], kvh = shape_.kv_heads, d = shape_.head_dim;
   const size_t el = dtype_size(be_.kv_dtype());
-  // This stage's layers only (all of them without pipeline parallelism): cache layer l is model
-  // layer first_layer() + l, whose prefix sits at that index of the file's [layers, 2, ...].
-  for (size_t l = 0; l < k_cache_.size(); ++l)
-    for (int kv = 0; kv < 2; ++kv) {
-      const ops::KvCache& cache = kv == 0 ? k_cache_[l] : v_cache_[l];
-      // Row `row`, every head, slots [0, len): [kv_heads, len, d] of the file's [layers, 2, ...].
-      ops::KvCache dst(static_cast<char*>(cache.data) + static_cast<size_t>(row * kvh * max_seq_ * d) * el, cache.dtype,
-                       cache.scale);
-      const int64_t model_layer = w_.first_layer() + static_cast<int64_t>(l);
-      ops::KvCache src(static_cast<char*>(static_cast<void*>(prefix_kv_[t])) +
-                           static_cast<size_t>((model_layer * 2 + kv) * kvh * len * d) * el,
-                       cache.dtype, cache.scale);
-      be_.copy_kv_2d(dst, max_seq_ * d, src, len * d, len * d, kvh);
-    }
-  length_[row] = len;
-  row_prefix_[row] = len;
-  return std::vector<int32_t>(tokens.begin() + 1, tokens.end());
+  if (held < len) {
+    // This stage's layers only (all of them without pipeline parallelism): cache layer l is model
+    // layer first_layer() + l, whose prefix sits at that index of the file's [layers, 2, ...].
+    prepare_writes({row}, {len - held});
+    for (int64_t l = 0; l < pool_->layers(); ++l)
+      for (int kv = 0; kv < 2; ++kv) {
+        const ops::KvCache& cache = kv == 0 ? pool_->k(l) : pool_->v(l);
+        const int64_t model_layer = w_.first_layer() + l;
+        ops::KvCache src(static_cast<char*>(static_cast<void*>(prefix_kv_[t])) +
+                             static_cast<size_t>((model_layer * 2 + kv) * kvh * len * d) * el,
+                         cache.dtype, cache.scale);
+        pool_->write_slots(l, kv, kv_->table(row).blocks, held, len - held, src, len, held);
+      }
+    const std::vector<int32_t> keys(static_cast<size_t>(len - held), static_cast<int32_t>(-1 - t));
+    kv_->commit(row, keys.data(), len - held);
+  }
+  kv_->set_prefix(row, len);
+  // The marker stands for the prefix; tokens beyond it that the prefix cache held are not run.
+  return std::vector<int32_t>(tokens.begin() + 1 + std::max<int64_t>(0, held - len), tokens.end());
 }
 
 void Engine::free_workspace() {
@@ -166,16 +244,18 @@ void Engine::free_workspace() {
 
 void Engine::free_buffers() {
   be_.forget_repeatables();  // recorded decode steps name these buffers
-  for (const ops::KvCache& c : k_cache_) be_.release_kv(c);
-  for (const ops::KvCache& c : v_cache_) be_.release_kv(c);
-  k_cache_.clear();
-  v_cache_.clear();
+  pool_.reset();
   free_workspace();
 }
 
+int64_t Engine::blocks_per_row(int64_t slots) const {
+  const int64_t bs = kv_->block_size();
+  return (slots + bs - 1) / bs;
+}
+
 int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
-  return 2 * static_cast<int64_t>(w_.layers.size()) * rows * shape_.kv_heads * max_seq * shape_.head_dim *
-         static_cast<int64_t>(dtype_size(be_.kv_dtype()));
+  if (budgeted()) return pool_->blocks() * pool_->block_bytes();
+  return rows * blocks_per_row(max_seq) * pool_->block_bytes();
 }
 
 int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
@@ -187,14 +267,6 @@ int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
 int64_t Engine::bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const {
   return cache_bytes(rows, max_seq) + workspace_bytes(rows, std::max(max_prefill_tokens, rows));
 }
-
-namespace {
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
-}  // namespace
 
 void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) {
   FTX_CHECK(rows > 0 && max_seq > 0 && max_prefill_tokens >= 0, "",
@@ -212,7 +284,8 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   const int64_t held = rows_ > 0 ? cache_bytes(rows_, max_seq_) + workspace_bytes(rows_, max_tokens_) : 0;
   const int64_t want_cache = cache_bytes(new_rows, new_seq), want_work = workspace_bytes(new_rows, new_tokens);
   const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
-  const int64_t transient = grow_cache && L > 0 ? want_cache / L : 0;
+  const bool grow_pool = !budgeted() && want_cache > pool_->blocks() * pool_->block_bytes();
+  const int64_t transient = grow_pool && L > 0 ? want_cache / (2 * L) : 0;
   const int64_t extra = want_cache + want_work - held + transient;
   const size_t avail = be_.available_memory();
   if (extra > 0 && static_cast<uint64_t>(extra) > avail)
@@ -224,28 +297,17 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   be_.forget_repeatables();  // recorded decode steps name the buffers replaced here
   ++generation_;
   if (grow_cache) {
-    const int64_t kvh = shape_.kv_heads, d = shape_.head_dim;
-    const size_t n = static_cast<size_t>(new_rows * kvh * new_seq * d);
-    for (int64_t l = 0; l < L; ++l) {
-      for (auto* caches : {&k_cache_, &v_cache_}) {
-        ops::KvCache grown = be_.alloc_kv(n);
-        grown.scale = kv_scale(l);
-        if (static_cast<int64_t>(caches->size()) > l) {
-          // Each (row, head) block of max_seq·d elements keeps its place; the old slots are copied.
-          const ops::KvCache old = (*caches)[l];
-          be_.copy_kv_2d(grown, new_seq * d, old, max_seq_ * d, max_seq_ * d, rows_ * kvh);
-          be_.release_kv(old);
-          (*caches)[l] = grown;
-        } else {
-          caches->push_back(grown);
-        }
-      }
+    // Blocks keep their ids and contents, rows their tables: nothing a row holds moves.
+    if (grow_pool) {
+      const int64_t blocks = new_rows * blocks_per_row(memory_len_ > 0 ? memory_len_ : new_seq);
+      pool_->grow(blocks);
+      kv_->add_blocks(blocks - kv_->capacity());
     }
+    kv_->add_rows(new_rows - rows_);
     rows_ = new_rows;
     max_seq_ = new_seq;
-    shape_.max_seq = max_seq_;
-    length_.resize(static_cast<size_t>(rows_), 0);
-    row_prefix_.resize(static_cast<size_t>(rows_), 0);
+    stride_ = blocks_per_row(memory_len_ > 0 ? memory_len_ : max_seq_);
+    shape_.max_seq = stride_ * kv_->block_size();
   }
   free_workspace();
   max_tokens_ = new_tokens;
@@ -500,13 +562,29 @@ void Engine::stage_output(int64_t n) {
 
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                      float* logits, std::vector<float>* context_embeddings) {
-  FTX_CHECK(prompts.size() == cache_rows.size(), "", "prefill: one cache row per prompt");
-  for (int32_t row : cache_rows) {
-    FTX_CHECK(row >= 0 && row < rows_, "", "prefill: cache row out of range");
-    length_[row] = 0;
-    row_prefix_[row] = 0;
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "prefill: one cache row per prompt");
+  for (int32_t row : cache_rows) FTX_CHECK(row >= 0 && row < rows_, "", "prefill: cache row out of range");
+  release_rows(cache_rows);
+  // Each row first takes the full blocks the prefix cache holds for its tokens (not the block of
+  // its last token, whose logits are wanted), if the pool can hold the rest.
+  const bool share = kv_->sharing() && !context_embeddings;
+  std::vector<int64_t> held(static_cast<size_t>(B), 0);
+  if (share) {
+    int64_t need = 0;
+    for (const auto& p : prompts) need += prefill_cost(p).blocks;
+    FTX_CHECK(need <= kv_->available(), "", "KV cache: a prefill of " + std::to_string(B) + " rows needs " +
+                                                std::to_string(need) + " blocks, " + std::to_string(kv_->available()) +
+                                                " are free (raise --kv-cache-memory)");
+    for (int64_t b = 0; b < B; ++b) {
+      const std::vector<int32_t> keys = slot_keys(prompts[b]);
+      held[b] = kv_->attach(cache_rows[b], keys, static_cast<int64_t>(keys.size()) - 1);
+      tokens_reused_ += held[b];
+    }
   }
-  append(prompts, cache_rows, logits, context_embeddings);
+  std::vector<std::vector<int32_t>> rest;
+  for (int64_t b = 0; b < B; ++b) rest.push_back(place_prefix(prompts[b], cache_rows[b], held[b]));
+  append_rows(rest, cache_rows, logits, context_embeddings);
 }
 
 void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const std::vector<int32_t>& cache_rows,
@@ -520,21 +598,29 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
       FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "append: cache row out of range");
       stripped.push_back(place_prefix(all_tokens[b], cache_rows[b]));
     }
-  const std::vector<std::vector<int32_t>>& tokens = prefix_kv_.empty() ? all_tokens : stripped;
+  append_rows(prefix_kv_.empty() ? all_tokens : stripped, cache_rows, logits, context_embeddings);
+}
+
+void Engine::append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                         float* logits, std::vector<float>* context_embeddings) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
   bool wraps = false;
+  std::vector<int64_t> n(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     const auto& p = tokens[b];
     const int32_t row = cache_rows[b];
     FTX_CHECK(!p.empty(), "", "append: no tokens");
     FTX_CHECK(row >= 0 && row < rows_, "", "append: cache row out of range");
-    const int64_t end = length_[row] + static_cast<int64_t>(p.size());
+    const kv::BlockTable& t = kv_->table(row);
+    const int64_t end = t.slots + static_cast<int64_t>(p.size());
     if (memory_len_ > 0) {
       wraps |= end > memory_len_;
     } else {
       FTX_CHECK(end <= max_seq_, "", "row " + std::to_string(row) + " would hold " + std::to_string(end) +
                                          " tokens, more than the KV cache's " + std::to_string(max_seq_));
     }
-    check_position(end - 1 - row_prefix_[row]);
+    check_position(end - 1 - t.prefix);
+    n[b] = static_cast<int64_t>(p.size());
   }
   if (wraps) {
     // Positions that wrap a circular cache would overwrite keys that earlier queries of the same
@@ -543,6 +629,7 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
     return;
   }
   FTX_CHECK(B <= rows_, "", "append of " + std::to_string(B) + " rows exceeds the reserved " + std::to_string(rows_));
+  prepare_writes(cache_rows, n);
   if (context_embeddings) context_embeddings->assign(static_cast<size_t>(B * H_), 0.0f);
   const int64_t mb = micro_batch_rows(B);
   for (int64_t b0 = 0; b0 < B; b0 += mb) {
@@ -559,6 +646,29 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
   deliver_logits(B, logits);
 }
 
+void Engine::prepare_writes(const std::vector<int32_t>& rows, const std::vector<int64_t>& n) {
+  const int64_t need = kv_->blocks_to_write(rows, n);
+  if (need > kv_->available())
+    throw Error("KV cache: " + std::to_string(need) + " more blocks of " + std::to_string(kv_->block_size()) +
+                " tokens are needed, " + std::to_string(kv_->available()) + " of the " +
+                std::to_string(kv_->capacity()) + " are free (raise --kv-cache-memory or lower --batch-size)");
+  std::vector<kv::BlockCopy> copies;
+  for (size_t i = 0; i < rows.size(); ++i) kv_->prepare_write(rows[i], n[i], &copies);
+  pool_->copy(copies);
+}
+
+std::vector<int32_t> Engine::block_tables(const int32_t* rows, int64_t n) const {
+  std::vector<int32_t> ids(static_cast<size_t>(n * stride_), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& blocks = kv_->table(rows[i]).blocks;
+    FTX_CHECK(static_cast<int64_t>(blocks.size()) <= stride_, "",
+              "internal: KV row " + std::to_string(rows[i]) + " holds " + std::to_string(blocks.size()) +
+                  " blocks, its table " + std::to_string(stride_));
+    std::copy(blocks.begin(), blocks.end(), ids.begin() + i * stride_);
+  }
+  return ids;
+}
+
 void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
                           int64_t first, float* context_embeddings) {
   const int64_t B = static_cast<int64_t>(tokens.size());
@@ -570,22 +680,28 @@ void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const
   bool any_past = false;
   for (int64_t b = 0; b < B; ++b) {
     const auto& p = tokens[b];
+    const kv::BlockTable& t = kv_->table(cache_rows[b]);
     lengths[b] = static_cast<int32_t>(p.size());
-    past[b] = static_cast<int32_t>(length_[cache_rows[b]]);
+    past[b] = static_cast<int32_t>(t.slots);
     any_past |= past[b] > 0;
-    for (int64_t t = 0; t < S; ++t) {
+    for (int64_t s = 0; s < S; ++s) {
       // Right padding: pads repeat id 0 at the next position and are masked out of attention.
-      ids[b * S + t] = t < lengths[b] ? p[t] : 0;
-      positions[b * S + t] = static_cast<int32_t>(past[b] - row_prefix_[cache_rows[b]] + t);
+      ids[b * S + s] = s < lengths[b] ? p[s] : 0;
+      positions[b * S + s] = static_cast<int32_t>(past[b] - t.prefix + s);
     }
   }
+  const std::vector<int32_t> tables = block_tables(cache_rows.data(), B);
+  const ops::BlockTables bt{tables.data(), stride_};
   stage_input(ids.data(), positions.data(), n, prompt_start_);
   run_layers(n, positions, [&](int64_t l) {
-    be_.context_attention(attn_, qkv_, B, S, lengths.data(), cache_rows.data(), k_cache_[l], v_cache_[l], shape_,
+    be_.context_attention(attn_, qkv_, B, S, lengths.data(), bt, pool_->k(l), pool_->v(l), shape_,
                           any_past ? past.data() : nullptr);
   });
   stage_output(n);
-  for (int64_t b = 0; b < B; ++b) length_[cache_rows[b]] += lengths[b];
+  for (int64_t b = 0; b < B; ++b) {
+    kv_->commit(cache_rows[b], tokens[b].data(), lengths[b]);
+    tokens_computed_ += lengths[b];
+  }
   if (!par_.layout().last_stage()) return;
   if (context_embeddings) {
     std::vector<float> host(static_cast<size_t>(n * H_));
@@ -631,13 +747,15 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
   for (int64_t i = 0; i < n; ++i) {
     const int32_t row = cache_rows[i];
     FTX_CHECK(row >= 0 && row < rows_, "", "decode: cache row out of range");
-    FTX_CHECK(memory_len_ > 0 || length_[row] < max_seq_, "",
+    const kv::BlockTable& t = kv_->table(row);
+    FTX_CHECK(memory_len_ > 0 || t.slots < max_seq_, "",
               "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
-    slots[i] = static_cast<int32_t>(length_[row]);
-    positions[i] = static_cast<int32_t>(length_[row] - row_prefix_[row]);  // a prefix takes slots, not positions
+    slots[i] = static_cast<int32_t>(t.slots);
+    positions[i] = static_cast<int32_t>(t.slots - t.prefix);  // a prefix takes slots, not positions
     check_position(positions[i]);
   }
   FTX_CHECK(n <= rows_, "", "decode of " + std::to_string(n) + " rows exceeds the reserved " + std::to_string(rows_));
+  prepare_writes(cache_rows, std::vector<int64_t>(static_cast<size_t>(n), 1));
   const int64_t mb = micro_batch_rows(n);
   for (int64_t i0 = 0; i0 < n; i0 += mb)
     decode_batch(tokens.data() + i0, cache_rows.data() + i0, positions.data() + i0, slots.data() + i0,
@@ -648,11 +766,13 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
 void Engine::decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions,
                           const int32_t* slots, int64_t n, int64_t first) {
   // A decode step of n rows repeats the same ops on the same buffers; only ids, positions and
-  // cache rows change. The key names this engine's buffers (generation), n and where its logits go.
-  // Generated tokens are real (< vocab_size) even when prompt_learning_start_id lies inside the
+  // block tables change. The key names this engine's buffers (generation), n and where its logits
+  // go. Generated tokens are real (< vocab_size) even when prompt_learning_start_id lies inside the
   // vocabulary; a virtual token reaches decode only from a wrapping append (append_stepwise), whose
   // step is not a repeat.
   const int64_t virtual_from = std::max<int64_t>(prompt_start_, cfg_.vocab_size);
+  const std::vector<int32_t> tables = block_tables(cache_rows, n);
+  const ops::BlockTables bt{tables.data(), stride_};
   std::unique_ptr<ops::RepeatableStep> step;
   if (!has_virtual(tokens, n, virtual_from))
     step = std::make_unique<ops::RepeatableStep>(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) +
@@ -660,30 +780,50 @@ void Engine::decode_batch(const int32_t* tokens, const int32_t* cache_rows, cons
                                                           std::to_string(n) + " at " + std::to_string(first));
   stage_input(tokens, positions, n, virtual_from);
   run_layers(n, std::vector<int32_t>(positions, positions + n), [&](int64_t l) {
-    be_.decode_attention(attn_, qkv_, n, cache_rows, slots, k_cache_[l], v_cache_[l], shape_);
+    be_.decode_attention(attn_, qkv_, n, bt, slots, pool_->k(l), pool_->v(l), shape_);
   });
   stage_output(n);
   compute_logits(x_, n, first);
   if (step) step->finish();
-  for (int64_t i = 0; i < n; ++i) ++length_[cache_rows[i]];
+  for (int64_t i = 0; i < n; ++i) kv_->commit(cache_rows[i], tokens + i, 1);
 }
 
 void Engine::copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src) {
-  const int64_t n = static_cast<int64_t>(dst.size());
-  if (n == 0) return;
-  for (size_t l = 0; l < k_cache_.size(); ++l) {
-    be_.gather_cache_rows(k_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
-    be_.gather_cache_rows(v_cache_[l], dst.data(), src.data(), n, shape_.cache_row_elems());
+  if (dst.empty()) return;
+  for (size_t i = 0; i < dst.size(); ++i)
+    FTX_CHECK(dst[i] >= 0 && dst[i] < rows_ && src[i] >= 0 && src[i] < rows_, "", "copy_rows: cache row out of range");
+  kv_->fork(dst, src);
+}
+
+void Engine::release_rows(const std::vector<int32_t>& rows) {
+  for (int32_t r : rows) {
+    FTX_CHECK(r >= 0 && r < rows_, "", "release_rows: cache row " + std::to_string(r) + " out of range");
+    kv_->release(r);
   }
-  std::vector<int64_t> len(static_cast<size_t>(n)), pre(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    len[i] = length_[src[i]];
-    pre[i] = row_prefix_[src[i]];
+}
+
+Engine::PrefillCost Engine::prefill_cost(const std::vector<int32_t>& tokens) const {
+  PrefillCost c;
+  const std::vector<int32_t> keys = slot_keys(tokens);
+  const int64_t n = static_cast<int64_t>(keys.size()), bs = kv_->block_size();
+  const kv::KvCacheManager::Match m = kv_->match(keys, n - 1);
+  // Slots of a circular row stop at the ring.
+  const int64_t blocks = blocks_per_row(memory_len_ > 0 ? std::min(n, memory_len_) : n);
+  c.blocks = blocks - m.blocks + m.parked;
+  if (kv_->sharing()) {
+    uint64_t chain = kv_->seed();
+    for (int64_t i = 0; (i + 1) * bs <= n; ++i) {
+      chain = kv::PrefixCache::chain(chain, keys.data() + i * bs, bs);
+      if (i >= m.blocks) c.new_keys.push_back(chain);
+    }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    length_[dst[i]] = len[i];
-    row_prefix_[dst[i]] = pre[i];
-  }
+  return c;
+}
+
+int64_t Engine::append_cost(int32_t row, int64_t n) const { return kv_->blocks_to_write({row}, {n}); }
+
+int64_t Engine::decode_cost(const std::vector<int32_t>& rows) const {
+  return kv_->blocks_to_write(rows, std::vector<int64_t>(rows.size(), 1));
 }
 
 }  // namespace ftx

@@ -1,19 +1,25 @@
 #pragma once
 // Engine: the model forward for one TP rank on one backend: prefill of a right-padded batch, then
-// one-token decode steps over a KV cache allocated once. One code path for every architecture;
+// one-token decode steps over a paged KV cache. One code path for every architecture;
 // ModelConfig selects the blocks (positions, norm placement, parallel residual, MQA, activation).
 //
-// Cache rows: the KV cache has `rows` rows (batch · beam). prefill() fills the rows it is given;
-// copy_rows()/reorder() move histories between rows (beam fan-out and beam reordering); decode()
-// appends one token to each row it is given. Each row keeps its own length, so rows of different
-// prompt lengths never leave gaps in the cache.
+// Cache rows: the engine has `rows` rows (batch · beam), each a sequence with its own block table
+// over a pool of KV blocks of block_size tokens (lib/engine/kv_cache/). prefill() fills the rows
+// it is given, starting from the leading blocks of an earlier sequence with the same tokens when
+// the prefix cache holds them; copy_rows() gives rows other rows' histories by sharing blocks
+// (beam fan-out and reordering: a shared block is copied only when written, one block, never a
+// row); decode() appends one token to each row it is given; release_rows() gives blocks back.
+// Memory follows the tokens held, and the pool is either sized by reserve() (auto: every row
+// can hold max_seq tokens) or a fixed budget (EngineOptions::kv_cache) the scheduler fits
+// requests into.
 //
 // Logits are computed only on one rank (TP rank 0 of the last pipeline stage) and delivered to
 // world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM.
 //
 // Pipeline parallelism (ft-runtime.md §2.11b): the engine of stage p holds only its layers' weights
-// and KV cache. Every call (prefill, append, decode, copy_rows, reserve) is made by every rank with
-// the same arguments; stage 0 embeds the tokens, each stage runs its layers and sends the hidden
+// and KV cache. Every call (prefill, append, decode, copy_rows, release_rows, reserve) is made by
+// every rank with the same arguments, so every rank's block tables and prefix cache stay the same;
+// stage 0 embeds the tokens, each stage runs its layers and sends the hidden
 // states [tokens, H] to the next stage (with TP, each rank 1/T of them, all-gathered there), the last stage computes the logits and sends them (host
 // memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
@@ -23,6 +29,9 @@
 
 #include "lib/dist/communicator.h"
 #include "lib/dist/parallel.h"
+#include "lib/engine/kv_cache/kv_block_pool.h"
+#include "lib/engine/kv_cache/kv_cache_budget.h"
+#include "lib/engine/kv_cache/kv_cache_manager.h"
 #include "lib/engine/model_weights.h"
 #include "lib/ops/backend.h"
 
@@ -44,6 +53,12 @@ struct EngineOptions {
   // uses batch / P only when P divides the batch (else the whole batch, no overlap) and halves it
   // while micro-batch x tokens > 1024; ftx splits any batch. Any value gives the same logits.
   int64_t micro_batch = 0;
+  // The paged KV cache: tokens per block (any size ≥ 1 on the CPU; the CUDA kernels want a power
+  // of two), how much memory it may take (kv_cache_budget.h), and whether full blocks are kept
+  // for later prefills of the same tokens (off for calibration, which must see every token run).
+  int64_t block_size = 64;
+  kv::KvCacheBudget kv_cache;
+  bool prefix_cache = true;
 };
 
 class Engine {
@@ -58,26 +73,29 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Makes room for `rows` KV-cache rows of `max_seq` tokens and prefills of up to
+  // Makes room for `rows` cache rows of up to `max_seq` tokens each and prefills of up to
   // `max_prefill_tokens` (batch · padded width) tokens. Only what is too small grows, and growing
-  // keeps every row's cache and length, so the scheduler can grow while rows are decoding. Before
-  // allocating, the growth is checked against the backend's available memory: Error with the
-  // numbers when it does not fit.
+  // keeps every row's cache and length, so the scheduler can grow while rows are decoding. The
+  // auto pool grows to rows × max_seq tokens of blocks; a fixed budget's pool was made with the
+  // engine. Before allocating, the growth is checked against the backend's available memory:
+  // Error with the numbers when it does not fit.
   void reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens);
   // Backend bytes the cache and workspaces take at these sizes.
   int64_t bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const;
   int64_t rows() const { return rows_; }
-  // Tokens a row holds as callers count them: a prefix prompt's slots are extra, its marker counts one.
+  // Tokens a row can hold as callers count them: a prefix prompt's slots are extra, its marker counts one.
   int64_t max_seq() const { return max_seq_ - max_prefix_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t hidden() const { return H_; }
   int64_t row_length(int64_t row) const {
-    const int64_t pre = row_prefix_[static_cast<size_t>(row)];
-    return length_[static_cast<size_t>(row)] - pre + (pre > 0 ? 1 : 0);
+    const kv::BlockTable& t = kv_->table(row);
+    return t.slots - t.prefix + (t.prefix > 0 ? 1 : 0);
   }
 
   // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`,
-  // which start empty: append() after forgetting the rows' histories.
+  // which start empty: their blocks are released, each takes the leading full blocks the prefix
+  // cache holds for its tokens (at least its last token is always run, and none are taken when
+  // context_embeddings are asked for: they sum over the tokens run), then append().
   void prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
                float* logits, std::vector<float>* context_embeddings = nullptr);
   // Appends tokens[i] (≥ 1 of them) to cache row cache_rows[i] after the row's current length (its
@@ -92,8 +110,37 @@ class Engine {
   // Appends tokens[i] to cache row cache_rows[i] (at position row_length) and returns the next
   // logits [n, V] (rank 0).
   void decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits);
-  // Row dst[i] takes row src[i]'s history (all reads before writes).
+  // Row dst[i] takes row src[i]'s history (all reads before writes), sharing its blocks.
   void copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src);
+  // The rows give their blocks back (blocks the prefix cache holds stay cached) and are empty.
+  void release_rows(const std::vector<int32_t>& rows);
+
+  // ---- the paged KV cache, for the scheduler's admission (every rank holds the same state)
+  // A fixed budget: the pool does not grow, so requests must be fitted into it.
+  bool budgeted() const { return budget_.fixed(); }
+  const kv::KvCacheManager& kv_cache() const { return *kv_; }
+  int64_t kv_block_bytes() const { return pool_->block_bytes(); }  // K and V of every layer of this stage
+  // Backend bytes of the workspaces now held, and of the KV blocks ever written (on the CPU the
+  // pool's pages nothing wrote are not resident: this is its share of the resident memory).
+  int64_t workspace_bytes() const { return rows_ > 0 ? workspace_bytes(rows_, max_tokens_) : 0; }
+  int64_t kv_bytes_touched() const { return kv_->touched() * pool_->block_bytes(); }
+  // What a prefill of `tokens` into an empty row would take from kv_cache().available(): blocks for
+  // the slots the prefix cache does not hold, and cached blocks no row holds. new_keys: the chain
+  // keys of the full blocks it would compute (and cache), in order.
+  struct PrefillCost {
+    int64_t blocks = 0;
+    std::vector<uint64_t> new_keys;
+  };
+  PrefillCost prefill_cost(const std::vector<int32_t>& tokens) const;
+  // Slots a row holding `tokens` takes (a prefix prompt's marker stands for its K/V).
+  int64_t slots_for(const std::vector<int32_t>& tokens) const { return static_cast<int64_t>(slot_keys(tokens).size()); }
+  // Blocks from available() that appending n tokens to a row, or one token to each of `rows`,
+  // would take (new blocks and copies of shared ones).
+  int64_t append_cost(int32_t row, int64_t n) const;
+  int64_t decode_cost(const std::vector<int32_t>& rows) const;
+  // Tokens prefills and appends ran through the model, and those the prefix cache spared them.
+  int64_t tokens_computed() const { return tokens_computed_; }
+  int64_t tokens_reused() const { return tokens_reused_; }
 
  private:
   // The decoder stack over `n` tokens already embedded in x_; `attend` runs the attention of
@@ -110,10 +157,24 @@ class Engine {
   // [first, first + n).
   void compute_logits(float* hidden, int64_t n, int64_t first);
   void free_buffers();
+  void make_kv_cache(const EngineOptions& options);  // the manager, the pool, a fixed budget's blocks
   void free_workspace();
-  // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the (empty) row
-  // and drops the marker. Returns the tokens to run.
-  std::vector<int32_t> place_prefix(const std::vector<int32_t>& tokens, int32_t row);
+  // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the row's slots
+  // from `held` (what the prefix cache gave it) and drops the marker. Returns the tokens to run
+  // (those beyond `held`).
+  std::vector<int32_t> place_prefix(const std::vector<int32_t>& tokens, int32_t row, int64_t held = 0);
+  // The slot keys of a fresh row's tokens: a prefix prompt's slots carry its task, tokens their ids.
+  std::vector<int32_t> slot_keys(const std::vector<int32_t>& tokens) const;
+  int64_t prefix_task(const std::vector<int32_t>& tokens) const;  // -1: no prefix-prompt marker
+  // Appends after the rows' ends (no prefix markers): blocks, the forward, the commit.
+  void append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                   float* logits, std::vector<float>* context_embeddings);
+  // Makes the next n[i] slots of rows[i] writable (new blocks, copies of shared ones): Error naming
+  // the budget when the pool cannot hold them.
+  void prepare_writes(const std::vector<int32_t>& rows, const std::vector<int64_t>& n);
+  // The rows' block tables for an attention call ([rows, stride_], host).
+  std::vector<int32_t> block_tables(const int32_t* rows, int64_t n) const;
+  int64_t blocks_per_row(int64_t slots) const;
   // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
   void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
   bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
@@ -122,7 +183,7 @@ class Engine {
                        float* logits);
   void check_position(int64_t pos) const;
   float kv_scale(int64_t l) const;  // KvCache::scale of this stage's cache layer l
-  int64_t cache_bytes(int64_t rows, int64_t max_seq) const;
+  int64_t cache_bytes(int64_t rows, int64_t max_seq) const;  // of the pool reserve() would hold
   int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 
   Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
@@ -134,8 +195,7 @@ class Engine {
                     int64_t first, float* context_embeddings);
   // slots: where each token's K/V go (its position plus the row's prefix-prompt length).
   void decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions, const int32_t* slots,
-                    int64_t n,
-                    int64_t first);
+                    int64_t n, int64_t first);
   // The rows per micro-batch for a call of `n` rows (all of them without pipeline parallelism).
   int64_t micro_batch_rows(int64_t n) const;
   // Stage 0 embeds `ids`, a later stage receives the previous stage's hidden states, into x_.
@@ -171,12 +231,15 @@ class Engine {
   std::vector<float*> prefix_kv_;       // per prefix task: [layers, 2, kv_heads, len, d] in the cache's dtype
   std::vector<int64_t> prefix_len_;     // per prefix task
   int64_t max_prefix_ = 0;
-  std::vector<int64_t> row_prefix_;     // per cache row: prefix slots ahead of position 0
 
-  int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;
+  kv::KvCacheBudget budget_;
+  std::unique_ptr<kv::KvCacheManager> kv_;  // block tables, reference counts, prefix cache
+  std::unique_ptr<kv::KvBlockPool> pool_;   // the blocks' K and V, per layer of this stage
+  int64_t stride_ = 0;                      // blocks per row in an attention call's tables
+  int64_t tokens_computed_ = 0, tokens_reused_ = 0;
+
+  int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;  // max_seq_: slots per row (prefix prompt included)
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers
-  std::vector<int64_t> length_;
-  std::vector<ops::KvCache> k_cache_, v_cache_;  // per layer of this stage
   float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,
         *f_ = nullptr, *inter_ = nullptr, *gate_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
 };

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <unordered_set>
 
 #include "formats/error.h"
+#include "lib/engine/scheduler_plan.h"
 #include "lib/ops/backend.h"
 
 namespace ftx {
@@ -22,21 +24,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr int64_t kCacheGrain = 64;
 
 }  // namespace
-
-// What rank 0 decided for one iteration; every rank receives it (share()).
-struct Scheduler::Plan {
-  enum Flag : int64_t { kEnd = 1, kStop = 2, kError = 4 };
-  int64_t flags = 0;
-  int64_t beam = 0;                                // beam width of the batch after this admission
-  std::vector<std::pair<int32_t, int32_t>> moves;  // cache rows (dst, src) to copy first
-  std::vector<int64_t> slot, need;
-  std::vector<uint8_t> append;                     // 1: feed goes after the row's cached tokens
-  std::vector<std::vector<int32_t>> feed;          // tokens to run for each newcomer
-  std::string error;
-  // Rank 0 only: the requests (decode.input_ids = the whole context) and their slot metadata.
-  std::vector<Request> requests;
-  std::vector<Slot> meta;
-};
 
 Scheduler::Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions options)
     : engine_(engine), comm_(comm), opt_(options) {
@@ -62,42 +49,31 @@ void Scheduler::restore_session(const std::string& session, std::vector<int32_t>
 }
 
 int64_t Scheduler::take_free_slot(std::vector<int64_t>& free, Plan& p) {
-  (void)p;
   if (!free.empty()) {
     const int64_t s = free.front();
     free.erase(free.begin());
     return s;
   }
   // No free slot: the least recently used idle session gives up its cache (its context stays).
-  Session* victim = nullptr;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (!slots_[i].parked) continue;
-    Session& cand = sessions_.at(parked_by_[i]);
-    if (!victim || cand.last_used < victim->last_used) victim = &cand;
-  }
-  if (!victim) return -1;
-  const int64_t s = victim->slot;
-  victim->slot = -1;
-  victim->cached = 0;
-  slots_[static_cast<size_t>(s)].parked = false;
-  ++stats_.evictions;
-  return s;
+  return evict_idle_session(p);
 }
 
 void Scheduler::end_session(const std::string& id, Plan& p) {
-  (void)p;
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
-  if (it->second.slot >= 0) slots_[static_cast<size_t>(it->second.slot)].parked = false;
+  if (it->second.slot >= 0) {
+    slots_[static_cast<size_t>(it->second.slot)].parked = false;
+    apply_release(it->second.slot * p.beam, p);
+  }
   sessions_.erase(it);
 }
 
-bool Scheduler::try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam) {
+Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam) {
   // A request is judged only once it could start, so that the results before a bad one come out.
   const auto sit = r.session.empty() ? sessions_.end() : sessions_.find(r.session);
   const bool resident = sit != sessions_.end() && sit->second.slot >= 0;
   const bool evictable = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.parked; });
-  if (!resident && free.empty() && !evictable) return false;
+  if (!resident && free.empty() && !evictable) return Admission::kWait;
   const std::string who = "request " + std::to_string(r.index + 1) +
                           (r.session.empty() ? "" : " (session \"" + r.session + "\")");
   try {
@@ -106,26 +82,15 @@ bool Scheduler::try_admit(const Request& r, Plan& p, std::vector<int64_t>& free,
     throw Error(who + ": " + e.what());
   }
   const std::vector<int32_t>& ids = r.decode.input_ids;
-  Slot meta;
-  meta.index = r.index;
-  meta.fingerprint = r.fingerprint;
-  meta.output = r.output;
-  meta.input_length = static_cast<int64_t>(ids.size());
-  meta.session = r.session;
-  meta.session_end = r.session_end;
-  Request dec = r;  // what the decoder sees: the whole context, so penalties and stop words span it
-  std::vector<int32_t> feed;
-  bool append = false;
-  int64_t slot = -1;
-  if (r.session.empty()) {
-    slot = take_free_slot(free, p);
-    if (slot < 0) return false;
-    feed = ids;
-  } else {
+  // What the rows will hold: the session's context and the round's tokens; of it the rows already
+  // hold `cached` (a resident session).
+  std::vector<int32_t> context;
+  int64_t cached = 0;
+  if (!r.session.empty()) {
     if (opt_.memory_len > 0 && static_cast<int64_t>(ids.size()) > opt_.memory_len)
       throw Error(who + ": " + std::to_string(ids.size()) + " new tokens exceed --memory-len " +
                   std::to_string(opt_.memory_len) + " (FT requires a round's input to fit the memory)");
-    Session& s = sessions_[r.session];
+    const Session& s = sessions_[r.session];
     const int64_t total = static_cast<int64_t>(s.context.size() + ids.size()) + r.decode.max_new_tokens;
     if (opt_.session_len > 0 && total > opt_.session_len)
       throw Error(who + ": the session would hold " + std::to_string(total) + " tokens (" +
@@ -135,39 +100,87 @@ bool Scheduler::try_admit(const Request& r, Plan& p, std::vector<int64_t>& free,
     if (opt_.max_positions > 0 && total > opt_.max_positions)
       throw Error(who + ": the session would reach position " + std::to_string(total) +
                   ", beyond the model's max_pos_seq_len " + std::to_string(opt_.max_positions));
+    context = s.context;
+    if (s.slot >= 0) cached = s.cached;
+  }
+  context.insert(context.end(), ids.begin(), ids.end());
+  const int64_t need = static_cast<int64_t>(context.size()) + r.decode.max_new_tokens;
+  if (opt_.max_seq_len > 0 && opt_.memory_len == 0 && need > opt_.max_seq_len)
+    throw Error(who + ": " + std::to_string(context.size()) + " context tokens + " +
+                std::to_string(r.decode.max_new_tokens) + " new tokens exceed --max-seq-len " +
+                std::to_string(opt_.max_seq_len));
+
+  // Blocks: a prompt whose first uncached block a newcomer of this plan computes waits a step, to
+  // find it cached; with a budget, the prompt and its first step must fit what is free.
+  std::vector<uint64_t> new_keys;
+  if (cached == 0 && engine_.kv_cache().sharing() && !opt_.context_embeddings && opt_.continuous) {
+    new_keys = engine_.prefill_cost(context).new_keys;
+    if (!new_keys.empty() && produced_.count(new_keys.front())) return Admission::kDefer;
+  }
+  if (engine_.budgeted()) {
+    const int64_t row = resident ? sit->second.slot * beam : -1;
+    const AdmissionCost cost = admission_cost(r, context, cached > 0 ? row : -1,
+                                              static_cast<int64_t>(context.size()) - cached, beam, who);
+    // Alone (nothing running, nothing admitted yet), it fits whatever its first step takes.
+    const bool alone = !any_decoding() && p.slot.empty();
+    const int64_t need = cost.prompt + (alone ? 0 : cost.step);
+    while (need > room_) {
+      const int64_t left = evict_idle_session(p, r.session);
+      if (left < 0) break;
+      free.push_back(left);
+    }
+    if (need > room_) {
+      if (alone)
+        throw Error(who + ": needs " + std::to_string(need) + " blocks of the KV cache, " + std::to_string(room_) +
+                    " are free with nothing running");
+      return Admission::kWait;
+    }
+    room_ -= cost.prompt + cost.step;
+  }
+  produced_.insert(new_keys.begin(), new_keys.end());
+
+  Slot meta;
+  meta.index = r.index;
+  meta.fingerprint = r.fingerprint;
+  meta.output = r.output;
+  meta.input_length = static_cast<int64_t>(ids.size());
+  meta.session = r.session;
+  meta.session_end = r.session_end;
+  meta.need = need;
+  meta.admitted = ++admissions_;
+  Request dec = r;  // what the decoder sees: the whole context, so penalties and stop words span it
+  int64_t slot = -1;
+  if (r.session.empty()) {
+    slot = take_free_slot(free, p);
+    if (slot < 0) return Admission::kWait;
+  } else {
+    Session& s = sessions_[r.session];
     if (s.slot >= 0) {
       slot = s.slot;  // its cache is still here: feed only what it does not hold
       slots_[static_cast<size_t>(slot)].parked = false;
-      append = s.cached > 0;
     } else {
       slot = take_free_slot(free, p);
-      if (slot < 0) return false;
+      if (slot < 0) return Admission::kWait;
       s.cached = 0;
     }
     meta.context_length = static_cast<int64_t>(s.context.size());
-    dec.decode.input_ids = s.context;
-    dec.decode.input_ids.insert(dec.decode.input_ids.end(), ids.begin(), ids.end());
-    feed.assign(dec.decode.input_ids.begin() + s.cached, dec.decode.input_ids.end());
-    s.context = dec.decode.input_ids;  // the round's tokens join the context; its output follows
+    s.context = context;  // the round's tokens join the context; its output follows
     s.slot = slot;
     s.busy = true;
     s.last_used = ++clock_;
     meta.round = ++s.rounds;
   }
-  const int64_t need = static_cast<int64_t>(dec.decode.input_ids.size()) + r.decode.max_new_tokens;
-  if (opt_.max_seq_len > 0 && opt_.memory_len == 0 && need > opt_.max_seq_len)
-    throw Error(who + ": " + std::to_string(dec.decode.input_ids.size()) + " context tokens + " +
-                std::to_string(r.decode.max_new_tokens) + " new tokens exceed --max-seq-len " +
-                std::to_string(opt_.max_seq_len));
-  (void)beam;
-  meta.need = need;
+  Plan::Run run;
+  run.row = static_cast<int32_t>(slot * beam);
+  run.append = cached > 0 ? 1 : 0;
+  run.feed.assign(context.begin() + cached, context.end());
+  dec.decode.input_ids = std::move(context);
   p.slot.push_back(slot);
   p.need.push_back(need);
-  p.append.push_back(append ? 1 : 0);
-  p.feed.push_back(std::move(feed));
+  p.runs.push_back(std::move(run));
   p.requests.push_back(std::move(dec));
   p.meta.push_back(std::move(meta));
-  return true;
+  return Admission::kAdmitted;
 }
 
 Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool()>& should_stop) {
@@ -178,7 +191,20 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
     return p;
   }
   try {
-    p.moves.swap(row_moves_);
+    // Rows of requests that finished in the last step give their blocks back (a session round's
+    // best beam moves to its slot's first row).
+    std::vector<std::array<int32_t, 3>> ops;
+    ops.swap(pending_ops_);
+    for (const auto& op : ops) {
+      if (op[0] == Plan::kFork) apply_fork(op[1], op[2], p);
+      else apply_release(op[1], p);
+    }
+    produced_.clear();
+    // With a budget: the running requests' next step first (preempting the newest when it would not
+    // fit), then preempted requests, then newcomers, in what is left.
+    room_ = engine_.budgeted() ? make_room(p) : 0;
+    bool waiting = false;
+    if (engine_.budgeted()) room_ = resume_preempted(p, room_, &waiting);
     const bool decoding = any_decoding();
     // Look ahead a little, so that a session's next round waiting for its previous one does not
     // hold up the requests behind it.
@@ -188,7 +214,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
       if (!r) break;
       pending_.push_back(source->take());
     }
-    if (opt_.continuous || !decoding) {
+    if ((opt_.continuous || !decoding) && !waiting) {
       std::vector<int64_t> free;
       for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s)
         if (!slots_[s].used && !slots_[s].parked) free.push_back(s);
@@ -211,14 +237,15 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
           // requests to finish, then starts a batch of its own width. The row layout changes, so
           // idle sessions lose their caches.
           if (decoding || !p.slot.empty()) break;
-          p.beam = k;
           for (auto& kv : sessions_)
             if (kv.second.slot >= 0) {
               slots_[static_cast<size_t>(kv.second.slot)].parked = false;
+              apply_release(kv.second.slot * p.beam, p);
               kv.second.slot = -1;
               kv.second.cached = 0;
             }
-          p.moves.clear();
+          p.beam = k;
+          if (engine_.budgeted()) room_ = engine_.kv_cache().available();
           free.clear();
           for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) free.push_back(s);
         }
@@ -226,11 +253,17 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
           ++i;
           continue;
         }
-        if (!try_admit(r, p, free, p.beam)) break;
+        const Admission a = try_admit(r, p, free, p.beam);
+        if (a == Admission::kWait) break;
+        if (a == Admission::kDefer) {
+          ++i;
+          continue;
+        }
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
       }
     }
-    if (p.slot.empty() && !decoding && pending_.empty() && source->finished()) p.flags |= Plan::kEnd;
+    if (p.slot.empty() && p.resume.empty() && !decoding && pending_.empty() && source->finished())
+      p.flags |= Plan::kEnd;
   } catch (const Error& e) {
     p.flags |= Plan::kError;
     p.error = e.what();
@@ -241,47 +274,71 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
 void Scheduler::share(Plan& p) {
   if (comm_.size() == 1) return;
   int64_t ids = 0;
-  for (const auto& q : p.feed) ids += static_cast<int64_t>(q.size());
-  int64_t head[6] = {p.flags, p.beam, static_cast<int64_t>(p.slot.size()), ids, static_cast<int64_t>(p.error.size()),
-                     static_cast<int64_t>(p.moves.size())};
+  for (const auto& r : p.runs) ids += static_cast<int64_t>(r.feed.size());
+  int64_t head[9] = {p.flags,
+                     p.beam,
+                     static_cast<int64_t>(p.slot.size()),
+                     static_cast<int64_t>(p.runs.size()),
+                     ids,
+                     static_cast<int64_t>(p.error.size()),
+                     static_cast<int64_t>(p.ops.size()),
+                     static_cast<int64_t>(p.preempt.size()),
+                     static_cast<int64_t>(p.resume.size())};
   comm_.broadcast(head, sizeof head, 0);
   p.flags = head[0];
   p.beam = head[1];
-  const int64_t n = head[2], nmoves = head[5];
-  if (n > 0 || nmoves > 0) {
-    // [dst, src] per move, [slot, need, append, length] per newcomer, then every feed's ids.
+  const int64_t n = head[2], nruns = head[3], nops = head[6], npre = head[7], nres = head[8];
+  if (n + nruns + nops + npre + nres > 0) {
+    // [kind, a, b] per op, the preempted and resumed slots, [slot, need] per newcomer,
+    // [row, append, length] per run, then every run's ids.
     std::vector<int64_t> body;
     if (comm_.rank() == 0) {
-      for (const auto& m : p.moves) body.insert(body.end(), {m.first, m.second});
-      for (size_t i = 0; i < p.slot.size(); ++i)
-        body.insert(body.end(), {p.slot[i], p.need[i], p.append[i], static_cast<int64_t>(p.feed[i].size())});
-      for (const auto& q : p.feed) body.insert(body.end(), q.begin(), q.end());
+      for (const auto& op : p.ops) body.insert(body.end(), {op[0], op[1], op[2]});
+      body.insert(body.end(), p.preempt.begin(), p.preempt.end());
+      body.insert(body.end(), p.resume.begin(), p.resume.end());
+      for (size_t i = 0; i < p.slot.size(); ++i) body.insert(body.end(), {p.slot[i], p.need[i]});
+      for (const auto& r : p.runs) body.insert(body.end(), {r.row, r.append, static_cast<int64_t>(r.feed.size())});
+      for (const auto& r : p.runs) body.insert(body.end(), r.feed.begin(), r.feed.end());
     }
-    body.resize(static_cast<size_t>(2 * nmoves + 4 * n + head[3]));
+    body.resize(static_cast<size_t>(3 * nops + npre + nres + 2 * n + 3 * nruns + head[4]));
     comm_.broadcast(body.data(), body.size() * sizeof(int64_t), 0);
     if (comm_.rank() != 0) {
-      p.moves.clear();
-      for (int64_t i = 0; i < nmoves; ++i)
-        p.moves.emplace_back(static_cast<int32_t>(body[2 * i]), static_cast<int32_t>(body[2 * i + 1]));
-      const int64_t* e = body.data() + 2 * nmoves;
-      size_t at = static_cast<size_t>(2 * nmoves + 4 * n);
+      const int64_t* e = body.data();
+      p.ops.clear();
+      for (int64_t i = 0; i < nops; ++i, e += 3)
+        p.ops.push_back({static_cast<int32_t>(e[0]), static_cast<int32_t>(e[1]), static_cast<int32_t>(e[2])});
+      p.preempt.assign(e, e + npre);
+      e += npre;
+      p.resume.assign(e, e + nres);
+      e += nres;
       p.slot.clear();
       p.need.clear();
-      p.append.clear();
-      p.feed.clear();
-      for (int64_t i = 0; i < n; ++i) {
-        p.slot.push_back(e[4 * i]);
-        p.need.push_back(e[4 * i + 1]);
-        p.append.push_back(static_cast<uint8_t>(e[4 * i + 2]));
-        const int64_t len = e[4 * i + 3];
-        p.feed.emplace_back(body.begin() + at, body.begin() + at + len);
-        at += static_cast<size_t>(len);
+      for (int64_t i = 0; i < n; ++i, e += 2) {
+        p.slot.push_back(e[0]);
+        p.need.push_back(e[1]);
+      }
+      p.runs.assign(static_cast<size_t>(nruns), Plan::Run());
+      const int64_t* ids_at = e + 3 * nruns;
+      for (auto& r : p.runs) {
+        r.row = static_cast<int32_t>(e[0]);
+        r.append = static_cast<uint8_t>(e[1]);
+        r.feed.assign(ids_at, ids_at + e[2]);
+        ids_at += e[2];
+        e += 3;
       }
     }
   }
-  if (head[4] > 0) {
-    p.error.resize(static_cast<size_t>(head[4]));
+  if (head[5] > 0) {
+    p.error.resize(static_cast<size_t>(head[5]));
     comm_.broadcast(&p.error[0], p.error.size(), 0);
+  }
+}
+
+void Scheduler::replay_ops(const Plan& p) {
+  if (comm_.rank() == 0) return;  // rank 0 applied them while planning
+  for (const auto& op : p.ops) {
+    if (op[0] == Plan::kFork) engine_.copy_rows({op[1]}, {op[2]});
+    else engine_.release_rows({op[1]});
   }
 }
 
@@ -296,30 +353,23 @@ void Scheduler::admit(const Plan& p) {
   const bool leader = comm_.rank() == 0;
   const int64_t V = engine_.vocab_size();
   const int64_t B = static_cast<int64_t>(slots_.size());
-  if (!p.moves.empty()) {
-    // A finished session round's best beam becomes its slot's first row.
-    std::vector<int32_t> dst, src;
-    for (const auto& m : p.moves) {
-      dst.push_back(m.first);
-      src.push_back(m.second);
-    }
-    engine_.copy_rows(dst, src);
-  }
-  const int64_t n = static_cast<int64_t>(p.slot.size());
-  if (n == 0) return;
+  for (int64_t s : p.preempt) slots_[static_cast<size_t>(s)].preempted = true;
+  const int64_t n = static_cast<int64_t>(p.slot.size()), nruns = static_cast<int64_t>(p.runs.size());
+  if (nruns == 0) return;
   const int64_t K = p.beam;
   int64_t need = 0, longest = 0;
   if (K == beam_)
     for (const Slot& s : slots_)
       if (s.used) need = std::max(need, s.need);
-  for (int64_t i = 0; i < n; ++i) {
-    need = std::max(need, p.need[i]);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.feed[i].size()));
+  for (int64_t i = 0; i < n; ++i) need = std::max(need, p.need[i]);
+  for (const auto& r : p.runs) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.feed.size()));
+    if (!p.resume.empty()) need = std::max<int64_t>(need, static_cast<int64_t>(r.feed.size()));
   }
   // Every rank checks its own memory before allocating; all stop together when one cannot.
   std::string failed;
   try {
-    engine_.reserve(B * K, cache_length_for(need), n * longest);
+    engine_.reserve(B * K, cache_length_for(need), nruns * longest);
     if (leader && K != beam_) {
       // Rank 0's host side: each row's latest logits, the step's logits, the decoder's rows.
       const double host = static_cast<double>(B * K) * (2.0 * static_cast<double>(V) * sizeof(float) + 256.0);
@@ -345,18 +395,21 @@ void Scheduler::admit(const Plan& p) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  // Fresh rows are prefilled, rows that hold a session's context are appended to; each newcomer's
-  // logits land in row i of `run_logits`.
-  std::vector<float> run_logits(leader ? static_cast<size_t>(n * V) : 0);
-  std::vector<float> ctx(opt_.context_embeddings ? static_cast<size_t>(n * engine_.hidden()) : 0);
+  // Fresh rows are prefilled, rows that hold a session's context are appended to; run i's logits
+  // land in row i of `run_logits`.
+  std::vector<float> run_logits(leader ? static_cast<size_t>(nruns * V) : 0);
+  std::vector<float> ctx(opt_.context_embeddings ? static_cast<size_t>(nruns * engine_.hidden()) : 0);
+  std::vector<int64_t> run_of_row(static_cast<size_t>(B * K), -1);
+  for (int64_t i = 0; i < nruns; ++i) run_of_row[static_cast<size_t>(p.runs[i].row)] = i;
+  const int64_t H = engine_.hidden();
   for (const uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
     std::vector<std::vector<int32_t>> feeds;
     std::vector<int32_t> rows;
     std::vector<int64_t> which;
-    for (int64_t i = 0; i < n; ++i)
-      if (p.append[i] == kind) {
-        feeds.push_back(p.feed[i]);
-        rows.push_back(static_cast<int32_t>(p.slot[i] * K));
+    for (int64_t i = 0; i < nruns; ++i)
+      if (p.runs[i].append == kind) {
+        feeds.push_back(p.runs[i].feed);
+        rows.push_back(p.runs[i].row);
         which.push_back(i);
       }
     if (feeds.empty()) continue;
@@ -365,14 +418,14 @@ void Scheduler::admit(const Plan& p) {
       engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
     else
       engine_.append(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
-    const int64_t H = engine_.hidden();
     for (size_t j = 0; j < which.size(); ++j) {
       if (leader) std::copy_n(lg.begin() + static_cast<int64_t>(j) * V, V, run_logits.begin() + which[j] * V);
       if (!c.empty()) std::copy_n(c.begin() + static_cast<int64_t>(j) * H, H, ctx.begin() + which[j] * H);
     }
   }
-  if (K > 1) {
-    // Every beam starts from its request's context.
+  for (const auto& r : p.runs) stats_.prompt_tokens += static_cast<int64_t>(r.feed.size());
+  if (K > 1 && n > 0) {
+    // Every beam starts from its request's context: its blocks, shared.
     std::vector<int32_t> dst, src;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t k = 1; k < K; ++k) {
@@ -381,19 +434,29 @@ void Scheduler::admit(const Plan& p) {
       }
     engine_.copy_rows(dst, src);
   }
-  const int64_t H = engine_.hidden();
   for (int64_t i = 0; i < n; ++i) {
     Slot& s = slots_[static_cast<size_t>(p.slot[i])];
     s = leader ? p.meta[static_cast<size_t>(i)] : Slot();
     s.used = true;
     s.parked = false;
     s.need = p.need[i];
-    if (!ctx.empty()) s.context_embedding.assign(ctx.begin() + i * H, ctx.begin() + (i + 1) * H);
-    stats_.prompt_tokens += static_cast<int64_t>(p.feed[i].size());
+    const int64_t run = run_of_row[static_cast<size_t>(p.slot[i] * K)];
+    if (!ctx.empty()) s.context_embedding.assign(ctx.begin() + run * H, ctx.begin() + (run + 1) * H);
     if (!leader) continue;
     decoder_->add(p.slot[i], p.requests[static_cast<size_t>(i)].decode);
     for (int64_t k = 0; k < K; ++k)
-      std::copy_n(run_logits.begin() + i * V, V, logits_.begin() + (p.slot[i] * K + k) * V);
+      std::copy_n(run_logits.begin() + run * V, V, logits_.begin() + (p.slot[i] * K + k) * V);
+  }
+  for (int64_t s : p.resume) {
+    // A preempted request goes on: each of its unfinished rows holds its history again, and its
+    // logits are those after it, as the step it missed would have left them.
+    slots_[static_cast<size_t>(s)].preempted = false;
+    if (!leader) continue;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t run = run_of_row[static_cast<size_t>(s * K + k)];
+      if (run >= 0) std::copy_n(run_logits.begin() + run * V, V, logits_.begin() + (s * K + k) * V);
+    }
+    decoder_->set_paused(s, false);
   }
   stats_.requests += n;
   ++stats_.prefills;
@@ -409,16 +472,30 @@ void Scheduler::finish_round(int64_t s, int64_t best_beam, const GenerationOutpu
     sessions_.erase(it);
     return;
   }
-  // The session goes on from its best beam: its tokens join the context, its row is kept.
+  // The session goes on from its best beam: its tokens join the context, its row is kept (as the
+  // slot's first row; the other beams' rows are released).
   const int64_t best_row = s * beam_ + best_beam;
   const std::vector<int32_t>& best = out.result.beams.front().output_ids;
   sess.context.insert(sess.context.end(), best.begin(), best.end());
   sess.cached = engine_.row_length(best_row);
-  if (best_row != s * beam_) row_moves_.emplace_back(static_cast<int32_t>(s * beam_), static_cast<int32_t>(best_row));
+  if (best_row != s * beam_) pending_ops_.push_back({Plan::kFork, static_cast<int32_t>(s * beam_), static_cast<int32_t>(best_row)});
+  for (int64_t k = 1; k < beam_; ++k) pending_ops_.push_back({Plan::kRelease, static_cast<int32_t>(s * beam_ + k), 0});
   sess.busy = false;
   sess.slot = s;
   slot.parked = true;
   parked_by_[static_cast<size_t>(s)] = slot.session;
+}
+
+void Scheduler::release_all() {
+  std::vector<int32_t> rows;
+  for (int64_t r = 0; r < engine_.rows(); ++r) rows.push_back(static_cast<int32_t>(r));
+  engine_.release_rows(rows);
+  pending_ops_.clear();
+  for (auto& kv : sessions_) {
+    kv.second.slot = -1;
+    kv.second.cached = 0;
+  }
+  for (Slot& s : slots_) s.parked = false;
 }
 
 Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on_result,
@@ -436,6 +513,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     Plan p;
     if (leader) p = plan(source, should_stop);
     share(p);
+    replay_ops(p);
     if (p.flags & Plan::kError) throw Error(p.error);
     if (p.flags & Plan::kStop) {
       status = Status::kStopped;
@@ -452,7 +530,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     if (!any_decoding()) continue;
 
     // One decoding step for every live request: rank 0 decides, every rank receives
-    // [tokens | parents | finished] for all rows.
+    // [tokens | parents | finished] for all rows. Preempted requests sit it out.
     msg.assign(static_cast<size_t>(3 * rows), 0);
     if (leader) {
       const StepOutput& so = decoder_->step(logits_.data());
@@ -468,10 +546,11 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     const int32_t* parents = msg.data() + rows;
     const int32_t* finished = msg.data() + 2 * rows;
 
-    // Beams are reordered before anything reads their rows (a finished round's best beam row).
+    // Beams are reordered before anything reads their rows (a finished round's best beam row):
+    // rows take their parents' blocks, shared.
     std::vector<int32_t> dst, src;
     for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
-      if (!slots_[static_cast<size_t>(s)].used || K == 1) continue;
+      if (!running(s) || K == 1) continue;
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = s * K + k;
         if (parents[r] != r) {
@@ -483,8 +562,8 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     if (!dst.empty()) engine_.copy_rows(dst, src);
 
     for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
+      if (!running(s)) continue;
       Slot& slot = slots_[static_cast<size_t>(s)];
-      if (!slot.used) continue;
       bool live = false, done = true;
       for (int64_t k = 0; k < K; ++k) {
         live |= !was_finished[s * K + k];
@@ -503,6 +582,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
         on_token(ev);
       }
       if (live) ++slot.steps;
+      for (int64_t k = 0; k < K; ++k) was_finished[s * K + k] = finished[s * K + k] != 0;
       if (!done) continue;
       if (leader) {
         GenerationOutput out;
@@ -518,20 +598,22 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
         out.result = decoder_->take(s);
         if (!out.result.beams.empty()) stats_.generated_tokens += static_cast<int64_t>(out.result.beams[0].output_ids.size());
         if (!slot.session.empty()) finish_round(s, best_beam, out);
+        // The request's rows give their blocks back at the next plan (a session keeps its best).
+        if (!slot.parked)
+          for (int64_t k = 0; k < K; ++k) pending_ops_.push_back({Plan::kRelease, static_cast<int32_t>(s * K + k), 0});
         on_result(std::move(out));
       }
       const bool parked = slot.parked;  // a session keeps its cache in the slot until its next round
       slot = Slot();
       slot.parked = parked;
     }
-    for (int64_t r = 0; r < rows; ++r) was_finished[r] = finished[r] != 0;
     ++stats_.steps;
 
     // Run every unfinished row of a live request one step.
     feed.clear();
     step_logits_rows.clear();
     for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
-      if (!slots_[static_cast<size_t>(s)].used) continue;
+      if (!running(s)) continue;
       for (int64_t k = 0; k < K; ++k) {
         const int64_t r = s * K + k;
         if (!finished[r]) {
@@ -542,12 +624,15 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     }
     const int64_t na = static_cast<int64_t>(feed.size());
     if (na == 0) continue;
+    stats_.peak_rows = std::max(stats_.peak_rows, na);
     if (leader) step_logits.resize(static_cast<size_t>(na * V));
     engine_.decode(feed, step_logits_rows, leader ? step_logits.data() : nullptr);
     if (leader)
       for (int64_t i = 0; i < na; ++i)
         std::copy_n(step_logits.begin() + i * V, V, logits_.begin() + static_cast<int64_t>(step_logits_rows[i]) * V);
   }
+  // The rows' blocks go back (full ones stay in the prefix cache); sessions keep their contexts.
+  release_all();
   stats_.total_s += seconds_since(t0);
   return status;
 }

@@ -16,6 +16,18 @@
 // the host and is run again at its next round), so any number of sessions fit in bounded memory;
 // a session ends (and frees everything) with a round marked session_end, or a control request.
 //
+// The KV cache (lib/engine/kv_cache/): rows hold blocks, not max_seq slots. A finished request's
+// rows give their blocks back at once (full blocks stay in the prefix cache for later prompts with
+// the same start); beams share their parents' blocks. With a fixed cache budget
+// (Engine::budgeted()) a request is admitted when the blocks of its prompt (those the prefix cache
+// does not hold) and its first step fit beside the next step of every running request; when a
+// step would run out, idle sessions lose their blocks first, then the newest running request is
+// preempted: its blocks are released, the decoder keeps its state, and when blocks are free again
+// (before any new admission) each of its rows is prefilled with its tokens so far and it goes on,
+// with the tokens it would have had. A request that could not finish even alone is an error.
+// Newcomers whose first uncached block another newcomer of the same admission computes wait one
+// step, so that a prefix shared by a wave of requests is computed once.
+//
 // Requests are pulled one by one from a RequestSource into a short look-ahead queue (a session's
 // next round must not hold up others) and results are handed out as each request finishes
 // (completion order; OrderedResults restores input order), so memory is bounded by the batch, not
@@ -28,6 +40,7 @@
 // request or a stop reaches every rank as the same error.
 // Pipeline parallelism changes nothing here: every rank of every stage executes the same plan, and
 // the engine brings the last stage's logits to rank 0 (engine.h), which decodes and broadcasts.
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -35,6 +48,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lib/decoding/decoder.h"
@@ -132,11 +146,14 @@ struct GenerateStats {
   double total_s = 0;          // wall time of the run
   double prefill_s = 0;
   int64_t requests = 0;
-  int64_t prompt_tokens = 0;     // tokens run through prefills and appends
+  int64_t prompt_tokens = 0;     // tokens fed to prefills and appends (a preempted request's again when it
+                                 // resumes; Engine::tokens_reused() says how many the prefix cache held)
   int64_t generated_tokens = 0;  // new tokens of the best beams (end_id included when produced)
   int64_t prefills = 0;          // admissions (static batching: batches)
   int64_t steps = 0;             // decode steps
-  int64_t evictions = 0;         // idle sessions whose cache was dropped for want of a slot
+  int64_t evictions = 0;         // idle sessions whose cache was dropped for want of a slot or blocks
+  int64_t preemptions = 0;       // running requests whose cache was dropped for want of blocks
+  int64_t peak_rows = 0;         // most rows a decode step ran
 };
 
 class Scheduler {
@@ -163,6 +180,8 @@ class Scheduler {
   struct Slot {
     bool used = false;    // a request is decoding in it
     bool parked = false;  // a session keeps its cache here between rounds
+    bool preempted = false;  // its request waits for blocks to run again (its rows hold none)
+    uint64_t admitted = 0;   // admission order (rank 0): the newest is preempted first
     int64_t index = 0;
     int64_t need = 0;  // cache slots the request may fill (its context, new tokens and output)
     int64_t input_length = 0;
@@ -184,15 +203,46 @@ class Scheduler {
   };
 
   Plan plan(RequestSource* source, const std::function<bool()>& should_stop);
-  // Rank 0: whether `r` can start now; fills the plan entry and consumes slots/sessions if so.
-  bool try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam);
+  // Rank 0: whether `r` can start now (kAdmitted: the plan entry is filled and slots/sessions
+  // consumed), must wait for rows or blocks (kWait), or waits one step for a newcomer of this plan
+  // that computes its first uncached block (kDefer).
+  enum class Admission { kAdmitted, kWait, kDefer };
+  Admission try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam);
   int64_t take_free_slot(std::vector<int64_t>& free, Plan& p);
   void end_session(const std::string& id, Plan& p);
   void share(Plan& p);
+  void replay_ops(const Plan& p);  // ranks other than 0: the cache ops rank 0 applied while planning
   void admit(const Plan& p);
   void finish_round(int64_t s, int64_t best_beam, const GenerationOutput& out);
   int64_t cache_length_for(int64_t need) const;
   bool any_decoding() const;
+  // Every row gives its blocks back (the end of a run).
+  void release_all();
+
+  // ---- the KV-cache budget (scheduler_memory.cc), rank 0 while planning
+  // Applies a cache op to the engine now and records it for the other ranks.
+  void apply_release(int64_t row, Plan& p);
+  void apply_fork(int64_t dst, int64_t src, Plan& p);
+  // Blocks the next step of the running requests may take.
+  int64_t step_cost() const;
+  bool running(int64_t s) const { return slots_[static_cast<size_t>(s)].used && !slots_[static_cast<size_t>(s)].preempted; }
+  // Blocks free for admissions once every running request's next step is provided for; preempts
+  // (and evicts idle sessions) until that is not negative.
+  int64_t make_room(Plan& p);
+  // The least recently used idle session (other than `keep`) drops its blocks and leaves its slot;
+  // returns the slot, or -1 when no session is idle.
+  int64_t evict_idle_session(Plan& p, const std::string& keep = "");
+  // Preempted requests that fit in `room` run again (oldest first); returns the room left, and
+  // whether one still waits.
+  int64_t resume_preempted(Plan& p, int64_t room, bool* waiting);
+  // The blocks admitting `r` takes: its prompt's (a fresh prefill of `context`, or appending the
+  // last append_n tokens to append_row when append_row >= 0) and its first step's. Error when it
+  // could not finish even alone in the pool.
+  struct AdmissionCost {
+    int64_t prompt = 0, step = 0;
+  };
+  AdmissionCost admission_cost(const Request& r, const std::vector<int32_t>& context, int64_t append_row,
+                               int64_t append_n, int64_t beam, const std::string& who) const;
 
   Engine& engine_;
   dist::Communicator& comm_;
@@ -206,8 +256,12 @@ class Scheduler {
   std::deque<Request> pending_;       // look-ahead: pulled from the source, not yet admitted
   std::unordered_map<std::string, Session> sessions_;
   std::vector<std::string> parked_by_;  // per slot: the session parked there (when Slot::parked)
-  std::vector<std::pair<int32_t, int32_t>> row_moves_;  // (dst, src) to apply before the next admission
+  // Cache ops (Plan::CacheOp) for the next plan: rows of finished requests, a session's best beam.
+  std::vector<std::array<int32_t, 3>> pending_ops_;
   uint64_t clock_ = 0;
+  uint64_t admissions_ = 0;
+  int64_t room_ = 0;  // while planning: blocks still free for admissions
+  std::unordered_set<uint64_t> produced_;  // while planning: prefix blocks this plan's newcomers compute
 };
 
 // Restores input order: results arrive in completion order and leave in index order, starting

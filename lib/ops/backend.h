@@ -16,9 +16,13 @@
 //    are stored, dequantised as they are read; KvCache::scale).
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
-//  * KV cache, per layer: K and V each [cache_rows, kv_heads, max_seq, head_dim]; a row's token t
-//    lives at slot t (t % memory_len for a circular cache, AttentionShape::memory_len). Rows
-//    advance independently (no lock-step padding gap).
+//  * KV cache, per layer: K and V each [blocks, kv_heads, block_size, head_dim], a pool of blocks
+//    of AttentionShape::block_size tokens (the paged cache of lib/engine/kv_cache/). A row (one
+//    sequence) is a block table: its slot s lives in block table[s / block_size] at offset
+//    s % block_size, and its token t at slot t (t % memory_len for a circular cache,
+//    AttentionShape::memory_len; a prefix prompt's slots come first, see the engine). Rows advance
+//    independently (no lock-step padding gap) and may share blocks (the engine copies a shared
+//    block before an op writes into it).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +93,8 @@ struct AttentionShape {
   int64_t q_heads = 0;      // query heads on this rank
   int64_t kv_heads = 0;     // key/value heads on this rank (q_heads for MHA, 1 for MQA)
   int64_t head_dim = 0;
-  int64_t max_seq = 0;      // KV cache capacity per row
+  int64_t max_seq = 0;      // slots a row can hold: its block table's length · block_size
+  int64_t block_size = 0;   // tokens per KV-cache block
   float scale = 1.0f;       // applied to Q·K (1/sqrt(head_dim))
   // > 0: the cache is circular (FT's memory_len): position p lives at slot p % memory_len
   // (max_seq == memory_len) and attends to the last memory_len positions [p - memory_len + 1, p].
@@ -98,7 +103,16 @@ struct AttentionShape {
 
   // One token's fused QKV row: [Q (q_heads·d) | K (kv_heads·d) | V (kv_heads·d)].
   int64_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }
-  int64_t cache_row_elems() const { return kv_heads * max_seq * head_dim; }
+  int64_t block_elems() const { return kv_heads * block_size * head_dim; }  // one block of K or V
+};
+
+// The block tables of the rows of one attention call (host memory, like the other metadata): row
+// r's block i is ids[r · stride + i]; entries beyond the slots a row holds are never read.
+// stride · block_size is AttentionShape::max_seq.
+struct BlockTables {
+  const int32_t* ids = nullptr;
+  int64_t stride = 0;
+  const int32_t* row(int64_t r) const { return ids + r * stride; }
 };
 
 class Backend {
@@ -238,20 +252,20 @@ class Backend {
                       double base) = 0;
 
   // ---- attention ----
-  // Prefill, or an append to rows that already hold past[b] tokens (past null: none). qkv:
+  // Prefill, or an append to rows that already hold past[b] slots (past null: none). qkv:
   // [B, S, qkv_width] (right-padded, row b valid for t < lengths[b]). Writes K,V of the valid
-  // tokens to cache row cache_rows[b] at positions [past[b], past[b] + lengths[b]) and out[b,t] =
-  // causal softmax attention of position past[b] + t over positions [0, past[b] + t] (padded query
-  // positions get zeros). With a circular cache the positions must not wrap (the engine feeds a
-  // wrapping append one token at a time, as FT's continue_gen does).
+  // tokens to row b (block table tables.row(b)) at slots [past[b], past[b] + lengths[b]) and
+  // out[b,t] = causal softmax attention of slot past[b] + t over slots [0, past[b] + t] (padded
+  // query positions get zeros). With a circular cache the slots must not wrap (the engine feeds a
+  // wrapping append one token at a time, as FT's continue_gen does). The blocks written are the
+  // rows' own (the engine has copied shared ones).
   virtual void context_attention(float* out, const float* qkv, int64_t B, int64_t S,
-                                 const int32_t* lengths, const int32_t* cache_rows, const KvCache& k_cache,
+                                 const int32_t* lengths, const BlockTables& tables, const KvCache& k_cache,
                                  const KvCache& v_cache, const AttentionShape& shape,
                                  const int32_t* past = nullptr) = 0;
-  // One decode step for n rows: token r, at position past[r], is written to cache row
-  // cache_rows[r] and attends to positions [0, past[r]] (the last memory_len of them when the
-  // cache is circular).
-  virtual void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows,
+  // One decode step for n rows: token r is written to row r (tables.row(r)) at slot past[r] and
+  // attends to slots [0, past[r]] (the last memory_len of them when the cache is circular).
+  virtual void decode_attention(float* out, const float* qkv, int64_t n, const BlockTables& tables,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
   // dst[i·dst_pitch + j] := src[i·src_pitch + j] for i < height, j < width, in elements of the
@@ -260,8 +274,9 @@ class Backend {
   // slots per row) copies the old one into the new one so rows keep their histories.
   virtual void copy_kv_2d(const KvCache& dst, int64_t dst_pitch, const KvCache& src, int64_t src_pitch,
                           int64_t width, int64_t height) = 0;
-  // cache row dst[i] := old row src[i] for i < n, all reads before any write (beam reordering);
-  // row_elems in elements of the cache's dtype.
+  // cache row dst[i] := old row src[i] for i < n, all reads before any write; row_elems in
+  // elements of the cache's dtype. The paged cache's copy on write: a "row" is one block
+  // (AttentionShape::block_elems()), copied before a sequence writes into a block it shared.
   virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;
 

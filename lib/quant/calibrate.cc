@@ -90,7 +90,10 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
     tokens += static_cast<int64_t>(s.size());
   }
-  Engine engine(weights, rec, comm);
+  // Every token of every sample runs through the recorded GEMMs: no prefix is taken from the cache.
+  EngineOptions eo;
+  eo.prefix_cache = false;
+  Engine engine(weights, rec, comm, eo);
   engine.reserve(1, longest, longest);
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
   Progress progress("calibrate", samples.size(), 0, options.quiet, "samples (" + std::to_string(tokens) + " tokens)");

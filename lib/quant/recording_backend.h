@@ -85,13 +85,13 @@ class RecordingBackend : public ops::Backend {
     in_.rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, base);
   }
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                         const int32_t* cache_rows, const ops::KvCache& k, const ops::KvCache& v,
+                         const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                          const ops::AttentionShape& shape, const int32_t* past) override {
-    in_.context_attention(out, qkv, B, S, lengths, cache_rows, k, v, shape, past);
+    in_.context_attention(out, qkv, B, S, lengths, tables, k, v, shape, past);
   }
-  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows, const int32_t* past,
+  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
                         const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override {
-    in_.decode_attention(out, qkv, n, cache_rows, past, k, v, shape);
+    in_.decode_attention(out, qkv, n, tables, past, k, v, shape);
   }
   void copy_kv_2d(const ops::KvCache& dst, int64_t dp, const ops::KvCache& src, int64_t sp, int64_t width,
                   int64_t height) override {

@@ -6,8 +6,10 @@ Environment: FTX_BIN (the ftx binary).
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 failures = []
 
@@ -37,3 +39,22 @@ def run_ftx(args, mpi=0, stdin=None, timeout=None):
     cmd = (mpirun(mpi) if mpi else []) + [os.environ["FTX_BIN"], *args]
     env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
     return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, timeout=timeout)
+
+
+def check_killed_and_resumed(base, out, ref, kill_after_bytes, total):
+    """`BASE --output OUT` killed (SIGKILL) once OUT.partial holds kill_after_bytes, then run again with
+    --resume: checks that part of the `total` results were kept and that the resumed file equals REF
+    (an uninterrupted run's)."""
+    p = subprocess.Popen(base + ["--output", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(out + ".partial") and os.path.getsize(out + ".partial") > kill_after_bytes:
+            p.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    p.communicate()
+    kept = sum(1 for _ in open(out + ".partial")) if os.path.exists(out + ".partial") else 0
+    check(0 < kept < total, f"killed part way: {kept} kept")
+    r = subprocess.run(base + ["--output", out, "--resume"], capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read(),
+          f"resumed file differs from the uninterrupted run: {r.stderr.strip()}")

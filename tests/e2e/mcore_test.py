@@ -15,7 +15,8 @@ Usage: mcore_test.py {convert|legacy|errors}
                within 1e-4 of the row's largest logit of megatron-core's float64 forward
                (expected.json);
              * `ftx generate` greedy output_ids identical to megatron-core's greedy tokens at TP 1,
-               TP 2 (mpirun -np 2) and TP 1 x PP 2 (mpirun -np 2).
+               TP 2 (mpirun -np 2), TP 1 x PP 2 (mpirun -np 2), and at TP 1 with KV-cache blocks of 1
+               and 4 tokens (the paged cache sized by GQA's and MQA's kv heads).
   legacy   the classic model's mcore shards renamed to the legacy Megatron layout
            (model.language_model.encoder.layers.N.self_attention.query_key_value...; mcore's
            per-head [3, d] QKV rows are the same as checkpoint_version 3's): ftx's folder from the
@@ -157,6 +158,8 @@ def test_convert():
                 runs = [(1, [])] if tp == 1 else [(2, ["--tensor-para-size", "2"])]
                 if tp == 1:
                     runs.append((2, ["--tensor-para-size", "1", "--pipeline-para-size", "2"]))
+                    # The paged KV cache (sized by kv heads: GQA, MQA) at block sizes below the prompts.
+                    runs += [(1, ["--tokens-per-block", str(b)]) for b in (1, 4)]
                 for n, extra in runs:
                     got = greedy_ids(first[1], exp["prompts"], steps, n, extra)
                     if got is not None:

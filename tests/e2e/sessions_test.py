@@ -23,13 +23,12 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from e2e_util import check, finish, mpirun  # noqa: E402
+from e2e_util import check, check_killed_and_resumed, finish, mpirun  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
@@ -152,20 +151,7 @@ def test_resume(tmp):
     r = subprocess.run(base + ["--output", ref], capture_output=True, text=True, timeout=600)
     if not check(r.returncode == 0, f"uninterrupted: {r.stderr}"):
         return
-    out = os.path.join(tmp, "out.jsonl")
-    p = subprocess.Popen(base + ["--output", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline and p.poll() is None:
-        if os.path.exists(out + ".partial") and os.path.getsize(out + ".partial") > 60000:
-            p.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.002)
-    p.communicate()
-    kept = sum(1 for _ in open(out + ".partial")) if os.path.exists(out + ".partial") else 0
-    check(0 < kept < 4000, f"killed part way: {kept} kept")
-    r = subprocess.run(base + ["--output", out, "--resume"], capture_output=True, text=True, timeout=600)
-    check(r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read(),
-          f"resumed session file differs from the uninterrupted run: {r.stderr.strip()}")
+    check_killed_and_resumed(base, os.path.join(tmp, "out.jsonl"), ref, 60000, 4000)
 
 
 CHAT_LINES = ["Hello world, this is", "The quick brown fox", "/reset", "Once upon a time"]

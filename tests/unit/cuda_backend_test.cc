@@ -578,6 +578,7 @@ ops::AttentionShape attn_shape(const AttnCase& c, int64_t max_seq, std::vector<f
   sh.kv_heads = c.kv_heads;
   sh.head_dim = c.head_dim;
   sh.max_seq = max_seq;
+  sh.block_size = max_seq;  // one block per row (row_tables), unless a test pages it
   sh.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   if (c.alibi) {
     slopes = ops::alibi_slopes(c.q_heads);
@@ -585,6 +586,9 @@ ops::AttentionShape attn_shape(const AttnCase& c, int64_t max_seq, std::vector<f
   }
   return sh;
 }
+
+// The block tables of a cache of whole rows (block_size = max_seq): row i's one block is rows[i].
+ops::BlockTables row_tables(const std::vector<int32_t>& rows) { return {rows.data(), 1}; }
 
 // Prefill of a right-padded batch into permuted cache rows (one row unused); outputs (padded
 // positions zero) and both whole caches (untouched slots keep their garbage) must match.
@@ -602,10 +606,10 @@ TEST_F(CudaVsCpu, ContextAttention) {
       std::vector<float> slopes;
       const auto sh = attn_shape(c, max_seq, slopes);
       auto qkv = dual(random(B * bt.S * sh.qkv_width(), -2.0f, 2.0f));
-      auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+      auto kc = dual_random(cache_rows * sh.block_elems()), vc = dual_random(cache_rows * sh.block_elems());
       auto out = dual_random(B * bt.S * c.q_heads * c.head_dim);
-      cpu_->context_attention(out.c, qkv.c, B, bt.S, bt.lengths.data(), bt.rows.data(), kc.c, vc.c, sh);
-      gpu_->context_attention(out.g, qkv.g, B, bt.S, bt.lengths.data(), bt.rows.data(), kc.g, vc.g, sh);
+      cpu_->context_attention(out.c, qkv.c, B, bt.S, bt.lengths.data(), row_tables(bt.rows), kc.c, vc.c, sh);
+      gpu_->context_attention(out.g, qkv.g, B, bt.S, bt.lengths.data(), row_tables(bt.rows), kc.g, vc.g, sh);
       EXPECT_TRUE(same(out));
       EXPECT_TRUE(same(kc));
       EXPECT_TRUE(same(vc));
@@ -628,10 +632,10 @@ TEST_F(CudaVsCpu, DecodeAttention) {
       const std::vector<int32_t> past = {0, 31, 32, last, random_int(1, last - 1), std::min<int32_t>(last, 257)};
       const int64_t n = static_cast<int64_t>(rows.size());
       auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
-      auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+      auto kc = dual_random(cache_rows * sh.block_elems()), vc = dual_random(cache_rows * sh.block_elems());
       auto out = dual_random(n * c.q_heads * c.head_dim);
-      cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
-      gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
+      cpu_->decode_attention(out.c, qkv.c, n, row_tables(rows), past.data(), kc.c, vc.c, sh);
+      gpu_->decode_attention(out.g, qkv.g, n, row_tables(rows), past.data(), kc.g, vc.g, sh);
       EXPECT_TRUE(same(out));
       EXPECT_TRUE(same(kc));
       EXPECT_TRUE(same(vc));
@@ -667,7 +671,7 @@ TEST_F(CudaVsCpu, HalfKvCache) {
       const int64_t rows = 3, max_seq = 1000, S = 40;
       std::vector<float> slopes;
       const auto sh = attn_shape(c, max_seq, slopes);
-      const size_t cache_n = static_cast<size_t>(rows * sh.cache_row_elems());
+      const size_t cache_n = static_cast<size_t>(rows * sh.block_elems());
       // Same starting cache on both: rounded garbage (untouched slots must survive as they are).
       const auto start = rounded(random(cache_n), t);
       std::vector<uint16_t> bits(cache_n);
@@ -699,20 +703,20 @@ TEST_F(CudaVsCpu, HalfKvCache) {
       // Prefill two prompts into rows 2 and 0.
       const std::vector<int32_t> lengths = {40, 17}, prow = {2, 0};
       run_both(random(2 * S * sh.qkv_width(), -2.0f, 2.0f), 2 * S * c.q_heads * c.head_dim,
-               [&](float* o, const float* q) { cpu_->context_attention(o, q, 2, S, lengths.data(), prow.data(), kc.c, vc.c, sh); },
-               [&](float* o, const float* q) { half->context_attention(o, q, 2, S, lengths.data(), prow.data(), kh, vh, sh); });
+               [&](float* o, const float* q) { cpu_->context_attention(o, q, 2, S, lengths.data(), row_tables(prow), kc.c, vc.c, sh); },
+               [&](float* o, const float* q) { half->context_attention(o, q, 2, S, lengths.data(), row_tables(prow), kh, vh, sh); });
       EXPECT_EQ(cache_of(kh), cpu_of(kc));
       EXPECT_EQ(cache_of(vh), cpu_of(vc));
       // Decode: row 2 at slot 40, row 0 at 17, row 1 at the cache's last slot (over garbage history).
       const std::vector<int32_t> drow = {2, 0, 1}, past = {40, 17, static_cast<int32_t>(max_seq - 1)};
       run_both(random(3 * sh.qkv_width(), -2.0f, 2.0f), 3 * c.q_heads * c.head_dim,
-               [&](float* o, const float* q) { cpu_->decode_attention(o, q, 3, drow.data(), past.data(), kc.c, vc.c, sh); },
-               [&](float* o, const float* q) { half->decode_attention(o, q, 3, drow.data(), past.data(), kh, vh, sh); });
+               [&](float* o, const float* q) { cpu_->decode_attention(o, q, 3, row_tables(drow), past.data(), kc.c, vc.c, sh); },
+               [&](float* o, const float* q) { half->decode_attention(o, q, 3, row_tables(drow), past.data(), kh, vh, sh); });
       EXPECT_EQ(cache_of(kh), cpu_of(kc));
       // Beam reorder with a row that is both read and overwritten.
       const std::vector<int32_t> dst = {0, 1, 2}, src = {2, 0, 0};
-      cpu_->gather_cache_rows(kc.c, dst.data(), src.data(), 3, sh.cache_row_elems());
-      half->gather_cache_rows(kh, dst.data(), src.data(), 3, sh.cache_row_elems());
+      cpu_->gather_cache_rows(kc.c, dst.data(), src.data(), 3, sh.block_elems());
+      half->gather_cache_rows(kh, dst.data(), src.data(), 3, sh.block_elems());
       EXPECT_EQ(cache_of(kh), cpu_of(kc));
       half->release_kv(kh);
       half->release_kv(vh);
@@ -736,7 +740,7 @@ TEST_F(CudaVsCpu, Int8KvCache) {
     const float scale = 0.021f;
     std::vector<float> slopes;
     const auto sh = attn_shape(c, max_seq, slopes);
-    const size_t cache_n = static_cast<size_t>(rows * sh.cache_row_elems());
+    const size_t cache_n = static_cast<size_t>(rows * sh.block_elems());
     // The same starting bytes on both (untouched slots must survive as they are).
     std::vector<int8_t> start(cache_n);
     for (int8_t& b : start) b = static_cast<int8_t>(random_int(-128, 127));
@@ -770,19 +774,19 @@ TEST_F(CudaVsCpu, Int8KvCache) {
     };
     const std::vector<int32_t> lengths = {40, 17}, prow = {2, 0};
     run_both(random(2 * S * sh.qkv_width(), -3.2f, 3.2f), 2 * S * c.q_heads * c.head_dim,
-             [&](float* o, const float* q) { cpu8->context_attention(o, q, 2, S, lengths.data(), prow.data(), kc, vc, sh); },
-             [&](float* o, const float* q) { gpu8->context_attention(o, q, 2, S, lengths.data(), prow.data(), kg, vg, sh); });
+             [&](float* o, const float* q) { cpu8->context_attention(o, q, 2, S, lengths.data(), row_tables(prow), kc, vc, sh); },
+             [&](float* o, const float* q) { gpu8->context_attention(o, q, 2, S, lengths.data(), row_tables(prow), kg, vg, sh); });
     EXPECT_EQ(bytes_of(kg), host_bytes(kc));
     EXPECT_EQ(bytes_of(vg), host_bytes(vc));
     const std::vector<int32_t> drow = {2, 0, 1}, past = {40, 17, static_cast<int32_t>(max_seq - 1)};
     run_both(random(3 * sh.qkv_width(), -3.2f, 3.2f), 3 * c.q_heads * c.head_dim,
-             [&](float* o, const float* q) { cpu8->decode_attention(o, q, 3, drow.data(), past.data(), kc, vc, sh); },
-             [&](float* o, const float* q) { gpu8->decode_attention(o, q, 3, drow.data(), past.data(), kg, vg, sh); });
+             [&](float* o, const float* q) { cpu8->decode_attention(o, q, 3, row_tables(drow), past.data(), kc, vc, sh); },
+             [&](float* o, const float* q) { gpu8->decode_attention(o, q, 3, row_tables(drow), past.data(), kg, vg, sh); });
     EXPECT_EQ(bytes_of(kg), host_bytes(kc));
     EXPECT_EQ(bytes_of(vg), host_bytes(vc));
     const std::vector<int32_t> dst = {0, 1, 2}, src = {2, 0, 0};
-    cpu8->gather_cache_rows(kc, dst.data(), src.data(), 3, sh.cache_row_elems());
-    gpu8->gather_cache_rows(kg, dst.data(), src.data(), 3, sh.cache_row_elems());
+    cpu8->gather_cache_rows(kc, dst.data(), src.data(), 3, sh.block_elems());
+    gpu8->gather_cache_rows(kg, dst.data(), src.data(), 3, sh.block_elems());
     EXPECT_EQ(bytes_of(kg), host_bytes(kc));
     // Growth: every (row, head) block of max_seq·d int8 elements into a cache of twice the slots.
     const int64_t blocks = rows * sh.kv_heads, old_pitch = max_seq * sh.head_dim;
@@ -837,15 +841,15 @@ TEST_F(CudaVsCpu, PrefillThenDecode) {
     std::vector<float> slopes;
     const auto sh = attn_shape(c, max_seq, slopes);
     std::vector<int32_t> lengths = {9, 2, 5}, rows = {1, 2, 0};
-    auto kc = dual_random(B * sh.cache_row_elems()), vc = dual_random(B * sh.cache_row_elems());
+    auto kc = dual_random(B * sh.block_elems()), vc = dual_random(B * sh.block_elems());
     auto qkv = dual(random(B * S * sh.qkv_width()));
     auto out = dual_random(B * S * c.q_heads * c.head_dim);
-    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), rows.data(), kc.c, vc.c, sh);
-    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), rows.data(), kc.g, vc.g, sh);
+    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), row_tables(rows), kc.c, vc.c, sh);
+    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), row_tables(rows), kc.g, vc.g, sh);
     for (int step = 0; step < 4; ++step) {
       auto q1 = dual(random(B * sh.qkv_width()));
-      cpu_->decode_attention(out.c, q1.c, B, rows.data(), lengths.data(), kc.c, vc.c, sh);
-      gpu_->decode_attention(out.g, q1.g, B, rows.data(), lengths.data(), kc.g, vc.g, sh);
+      cpu_->decode_attention(out.c, q1.c, B, row_tables(rows), lengths.data(), kc.c, vc.c, sh);
+      gpu_->decode_attention(out.g, q1.g, B, row_tables(rows), lengths.data(), kc.g, vc.g, sh);
       for (auto& l : lengths) ++l;
     }
     EXPECT_TRUE(same(out));
@@ -1282,10 +1286,10 @@ TEST(CudaBackendErrors, RefusedInputsLeaveTheBackendUsable) {
   ops::AttentionShape sh;
   sh.q_heads = sh.kv_heads = 1;
   sh.head_dim = 4;
-  sh.max_seq = 4;
+  sh.max_seq = sh.block_size = 4;
   const int32_t one = 1, row = 0;
   EXPECT_NE(message([&] {
-              be->context_attention(x + 64, x, 1, 1, &one, &row, ops::KvCache(x + 128), ops::KvCache(x + 192, DType::kFloat16), sh);
+              be->context_attention(x + 64, x, 1, 1, &one, {&row, 1}, ops::KvCache(x + 128), ops::KvCache(x + 192, DType::kFloat16), sh);
             }).find("K cache in float32, V cache in float16"),
             std::string::npos);
   std::vector<float> host(4);
@@ -1399,14 +1403,57 @@ TEST_F(CudaVsCpu, ContextAttentionAppendsAfterPast) {
     const std::vector<int32_t> lengths = {19, 4, 1}, rows = {2, 0, 3}, past = {0, 33, 100};
     const int64_t B = 3;
     auto qkv = dual(random(B * S * sh.qkv_width(), -2.0f, 2.0f));
-    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+    auto kc = dual_random(cache_rows * sh.block_elems()), vc = dual_random(cache_rows * sh.block_elems());
     auto out = dual_random(B * S * c.q_heads * c.head_dim);
-    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), rows.data(), kc.c, vc.c, sh, past.data());
-    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), rows.data(), kc.g, vc.g, sh, past.data());
+    cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), row_tables(rows), kc.c, vc.c, sh, past.data());
+    gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), row_tables(rows), kc.g, vc.g, sh, past.data());
     EXPECT_TRUE(same(out));
     EXPECT_TRUE(same(kc));
     EXPECT_TRUE(same(vc));
   }
+}
+
+// The paged layout: each row's blocks anywhere in the pool, in block sizes that split a key tile
+// (1, 16) or hold two (64). A prefill, an append after it and decode steps, against the CPU twin:
+// outputs, and both whole pools (blocks no row holds keep their garbage).
+TEST_F(CudaVsCpu, PagedAttention) {
+  for (const AttnCase& c : kAttnCases)
+    for (const int64_t bs : {int64_t(1), int64_t(16), int64_t(64)}) {
+      SCOPED_TRACE(attn_name(c) + " block size " + std::to_string(bs));
+      const int64_t max_seq = 192, B = 3, S = 37, stride = max_seq / bs, blocks = B * stride + 5;
+      std::vector<float> slopes;
+      auto sh = attn_shape(c, max_seq, slopes);
+      sh.block_size = bs;
+      std::vector<int32_t> ids(static_cast<size_t>(blocks));
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), std::mt19937(static_cast<uint32_t>(bs)));
+      ids.resize(static_cast<size_t>(B * stride));
+      const ops::BlockTables tables{ids.data(), stride};
+      auto kc = dual_random(blocks * sh.block_elems()), vc = dual_random(blocks * sh.block_elems());
+      std::vector<int32_t> lengths = {37, 20, 1};
+      auto qkv = dual(random(B * S * sh.qkv_width(), -2.0f, 2.0f));
+      auto out = dual_random(B * S * c.q_heads * c.head_dim);
+      cpu_->context_attention(out.c, qkv.c, B, S, lengths.data(), tables, kc.c, vc.c, sh);
+      gpu_->context_attention(out.g, qkv.g, B, S, lengths.data(), tables, kc.g, vc.g, sh);
+      EXPECT_TRUE(same(out));
+      const std::vector<int32_t> more = {3, 30, 17};
+      auto qkv2 = dual(random(B * 30 * sh.qkv_width(), -2.0f, 2.0f));
+      auto out2 = dual_random(B * 30 * c.q_heads * c.head_dim);
+      cpu_->context_attention(out2.c, qkv2.c, B, 30, more.data(), tables, kc.c, vc.c, sh, lengths.data());
+      gpu_->context_attention(out2.g, qkv2.g, B, 30, more.data(), tables, kc.g, vc.g, sh, lengths.data());
+      EXPECT_TRUE(same(out2));
+      for (int64_t b = 0; b < B; ++b) lengths[b] += more[b];
+      for (int step = 0; step < 3; ++step) {
+        auto q1 = dual(random(B * sh.qkv_width(), -2.0f, 2.0f));
+        auto o1 = dual_random(B * c.q_heads * c.head_dim);
+        cpu_->decode_attention(o1.c, q1.c, B, tables, lengths.data(), kc.c, vc.c, sh);
+        gpu_->decode_attention(o1.g, q1.g, B, tables, lengths.data(), kc.g, vc.g, sh);
+        EXPECT_TRUE(same(o1)) << "step " << step;
+        for (auto& l : lengths) ++l;
+      }
+      EXPECT_TRUE(same(kc));
+      EXPECT_TRUE(same(vc));
+    }
 }
 
 // A circular cache (memory_len): decode positions before, at and well past the wrap, against the
@@ -1422,10 +1469,10 @@ TEST_F(CudaVsCpu, DecodeAttentionOverACircularCache) {
     const std::vector<int32_t> rows = {1, 4, 0, 3, 2}, past = {3, 47, 48, 100, 1000};
     const int64_t n = 5;
     auto qkv = dual(random(n * sh.qkv_width(), -2.0f, 2.0f));
-    auto kc = dual_random(cache_rows * sh.cache_row_elems()), vc = dual_random(cache_rows * sh.cache_row_elems());
+    auto kc = dual_random(cache_rows * sh.block_elems()), vc = dual_random(cache_rows * sh.block_elems());
     auto out = dual_random(n * c.q_heads * c.head_dim);
-    cpu_->decode_attention(out.c, qkv.c, n, rows.data(), past.data(), kc.c, vc.c, sh);
-    gpu_->decode_attention(out.g, qkv.g, n, rows.data(), past.data(), kc.g, vc.g, sh);
+    cpu_->decode_attention(out.c, qkv.c, n, row_tables(rows), past.data(), kc.c, vc.c, sh);
+    gpu_->decode_attention(out.g, qkv.g, n, row_tables(rows), past.data(), kc.g, vc.g, sh);
     EXPECT_TRUE(same(out));
     EXPECT_TRUE(same(kc));
     EXPECT_TRUE(same(vc));
@@ -1510,17 +1557,46 @@ TEST(CudaScheduler, ContinuousBatchingEqualsOneByOne) {
   auto cpu = ops::make_backend("cpu", 1);
   auto wc = ModelWeights::load(dir, 0, 1, *cpu);
   Engine ec(wc, *cpu, comm);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const auto& t = together[i].result.beams[0].output_ids;
-    const auto& a = alone[i].result.beams[0].output_ids;
-    if (reqs[i].sampling.top_k == 0 && reqs[i].sampling.top_p == 0.0) {
-      const auto ref = test::greedy_traces(ec, {reqs[i].input_ids}, reqs[i].max_new_tokens, true)[0];
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, t, 1e-4)) << "request " << i << " batched";
-      EXPECT_TRUE(test::same_tokens_up_to_ties(ref, a, 1e-4)) << "request " << i << " alone";
-    } else {
-      EXPECT_EQ(t, a) << "request " << i;
+  auto expect_same = [&](const std::vector<DecodeRequest>& rs, const std::vector<GenerationOutput>& x,
+                         const std::vector<GenerationOutput>& y, const char* what) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const auto& t = x[i].result.beams[0].output_ids;
+      const auto& a = y[i].result.beams[0].output_ids;
+      if (rs[i].sampling.top_k == 0 && rs[i].sampling.top_p == 0.0) {
+        const auto ref = test::greedy_traces(ec, {rs[i].input_ids}, rs[i].max_new_tokens, true)[0];
+        EXPECT_TRUE(test::same_tokens_up_to_ties(ref, t, 1e-4)) << what << " request " << i;
+        EXPECT_TRUE(test::same_tokens_up_to_ties(ref, a, 1e-4)) << what << " request " << i;
+      } else {
+        EXPECT_EQ(t, a) << what << " request " << i;
+      }
     }
-  }
+  };
+  expect_same(reqs, together, alone, "batched and alone:");
+  // The paged cache on the GPU: 16 tokens per block, a budget of a few requests' blocks (requests
+  // preempted and prefilled again), a prefix the requests share: the same tokens with and without
+  // the budget, greedy ones the CPU engine's up to ties (a resumed request's prefill is another GEMM shape).
+  std::vector<DecodeRequest> shared = reqs;
+  for (auto& r : shared) r.input_ids.insert(r.input_ids.begin(), 40, 7);
+  auto paged = [&](bool budget) {
+    EngineOptions eo;
+    eo.block_size = 16;
+    if (budget) {
+      Engine probe(w, *gpu, comm, eo);
+      eo.kv_cache.kind = kv::KvCacheBudget::Kind::kBytes;
+      eo.kv_cache.value = static_cast<double>(8 * probe.kv_block_bytes());
+    }
+    Engine eng(w, *gpu, comm, eo);
+    SchedulerOptions o;
+    o.batch_size = 6;
+    Scheduler s(eng, comm, o);
+    auto out = s.run_all(shared);
+    EXPECT_EQ(eng.kv_cache().referenced(), 0);
+    if (budget) EXPECT_GT(s.stats().preemptions, 0);
+    EXPECT_GT(eng.tokens_reused(), 0);
+    return out;
+  };
+  const auto roomy = paged(false), tight = paged(true);
+  expect_same(shared, tight, roomy, "paged, preempted and not:");
 }
 
 }  // namespace

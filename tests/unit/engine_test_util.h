@@ -184,11 +184,11 @@ struct Observed {
   std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
 };
 
-// On a given backend (its int8 settings as they are).
+// On a given backend (its int8 settings as they are) and engine options.
 inline Observed run_greedy_paths_on(ops::Backend& be, const std::string& dir, const Expected& e,
-                                    dist::Communicator& comm) {
+                                    dist::Communicator& comm, const EngineOptions& options = {}) {
   ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
-  Engine eng(w, be, comm);
+  Engine eng(w, be, comm, options);
   const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
   int64_t longest = 0, steps = 0;
   for (int64_t b = 0; b < B; ++b) {

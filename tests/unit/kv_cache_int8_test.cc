@@ -57,10 +57,13 @@ TEST(KvInt8, AttentionEqualsFp32OverDequantisedValues) {
     sh.kv_heads = kv_heads;
     sh.head_dim = 8;
     sh.max_seq = 12;
+    sh.block_size = 4;  // paged: each row's three blocks out of order in the pool
     sh.scale = 1.0f / std::sqrt(8.0f);
     const float scale = 0.021f;
     const int64_t rows = 2, S = 5, W = sh.qkv_width();
-    const size_t n = static_cast<size_t>(rows * sh.cache_row_elems());
+    const size_t n = static_cast<size_t>(2 * 3 * sh.block_elems());
+    const std::vector<int32_t> ids = {3, 1, 5, 0, 4, 2};
+    const ops::BlockTables crow{ids.data(), 3};
     Caches c8(q8, n, scale), cf(fp, n, 1.0f);
     ASSERT_EQ(c8.k.dtype, DType::kInt8);
     std::mt19937 rng(5);
@@ -76,18 +79,18 @@ TEST(KvInt8, AttentionEqualsFp32OverDequantisedValues) {
           b[t * W + i] = static_cast<float>(ops::quantize_kv(a[t * W + i], inv)) * scale;
       return std::make_pair(a, b);
     };
-    const std::vector<int32_t> lengths = {5, 3}, crow = {1, 0};
+    const std::vector<int32_t> lengths = {5, 3};
     auto [qa, qb] = make(rows * S);
     std::vector<float> o8(static_cast<size_t>(rows * S * sh.q_heads * sh.head_dim)), of(o8.size());
-    q8.context_attention(o8.data(), qa.data(), rows, S, lengths.data(), crow.data(), c8.k, c8.v, sh);
-    fp.context_attention(of.data(), qb.data(), rows, S, lengths.data(), crow.data(), cf.k, cf.v, sh);
+    q8.context_attention(o8.data(), qa.data(), rows, S, lengths.data(), crow, c8.k, c8.v, sh);
+    fp.context_attention(of.data(), qb.data(), rows, S, lengths.data(), crow, cf.k, cf.v, sh);
     EXPECT_EQ(o8, of);
     std::vector<int32_t> past = {5, 3};
     for (int step = 0; step < 4; ++step) {
       auto [da, db] = make(rows);
       std::vector<float> d8(static_cast<size_t>(rows * sh.q_heads * sh.head_dim)), df(d8.size());
-      q8.decode_attention(d8.data(), da.data(), rows, crow.data(), past.data(), c8.k, c8.v, sh);
-      fp.decode_attention(df.data(), db.data(), rows, crow.data(), past.data(), cf.k, cf.v, sh);
+      q8.decode_attention(d8.data(), da.data(), rows, crow, past.data(), c8.k, c8.v, sh);
+      fp.decode_attention(df.data(), db.data(), rows, crow, past.data(), cf.k, cf.v, sh);
       EXPECT_EQ(d8, df) << "step " << step;
       for (auto& p : past) ++p;
     }

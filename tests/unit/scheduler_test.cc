@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "generation_compare.h"
 #include "formats/error.h"
 #include "lib/engine/scheduler.h"
 
@@ -57,24 +58,9 @@ std::vector<GenerationOutput> run(Model& m, const std::vector<DecodeRequest>& re
   o.batch_size = batch;
   o.continuous = continuous;
   Scheduler s(m.eng, m.comm, o);
-  return s.run_all(reqs);
-}
-
-void expect_same_tokens(const std::vector<GenerationOutput>& a, const std::vector<GenerationOutput>& b,
-                        const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].result.beams.size(), b[i].result.beams.size()) << what << " request " << i;
-    for (size_t k = 0; k < a[i].result.beams.size(); ++k) {
-      const BeamResult &x = a[i].result.beams[k], &y = b[i].result.beams[k];
-      EXPECT_EQ(x.output_ids, y.output_ids) << what << " request " << i << " beam " << k;
-      EXPECT_EQ(x.finish_reason, y.finish_reason) << what << " request " << i;
-      ASSERT_EQ(x.output_log_probs.size(), y.output_log_probs.size());
-      // The GEMM of one row (a matrix-vector product) and of several round differently: 1e-5.
-      for (size_t t = 0; t < x.output_log_probs.size(); ++t)
-        EXPECT_NEAR(x.output_log_probs[t], y.output_log_probs[t], 1e-5) << what << " request " << i;
-    }
-  }
+  auto out = s.run_all(reqs);
+  EXPECT_EQ(m.eng.kv_cache().referenced(), 0) << "a run gives every KV block back";
+  return out;
 }
 
 class SchedulerModels : public ::testing::TestWithParam<std::string> {};
@@ -87,9 +73,9 @@ TEST_P(SchedulerModels, EveryBatchingGivesTheTokensOfOneByOne) {
   std::vector<size_t> lengths;
   for (const auto& o : alone) lengths.push_back(o.result.beams[0].output_ids.size());
   EXPECT_GT(std::set<size_t>(lengths.begin(), lengths.end()).size(), 5u);
-  expect_same_tokens(alone, run(m, reqs, 6, true), "continuous 6");
-  expect_same_tokens(alone, run(m, reqs, 6, false), "static 6");
-  expect_same_tokens(alone, run(m, reqs, 64, true), "one batch");
+  test::expect_same_results(alone, run(m, reqs, 6, true), "continuous 6");
+  test::expect_same_results(alone, run(m, reqs, 6, false), "static 6");
+  test::expect_same_results(alone, run(m, reqs, 64, true), "one batch");
   for (size_t i = 0; i < alone.size(); ++i) {
     EXPECT_EQ(alone[i].index, static_cast<int64_t>(i));
     EXPECT_EQ(alone[i].input_length, static_cast<int64_t>(reqs[i].input_ids.size()));
