@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "formats/error.h"
+#include "lib/model/config_ini_check.h"
 
 namespace ftx {
 
@@ -226,6 +227,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   for (const char* s : {"gpt", "gptj", "gptneox"})
     if (ini.has_section(s)) { sec = s; break; }
   if (sec.empty()) throw Error(origin, "no [gpt], [gptj] or [gptneox] section");
+  check_config_ini(ini, sec);  // every key's type and range, and keys that must agree, named with their values
   Reader r{ini, sec};
   ModelConfig c;
 
@@ -304,7 +306,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
       c.max_pos_seq_len = 0;
     }
     c.rotary_base = r.d_or("rotary_base", 10000.0);
-    c.weight_data_type = dtype_from_name(r.get_or("storage_dtype", "float32"));
+    c.weight_data_type = dtype_from_name(lower(r.get_or("storage_dtype", "float32")));
   }
 
   // FT optional keys (defaults as FT's readers).
@@ -334,10 +336,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     if (c.arch == Architecture::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
     c.has_pre_decoder_layernorm = r.b_or("has_pre_decoder_layernorm", c.has_pre_decoder_layernorm);
     c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", true);
-    c.weight_data_type = DType::kFloat32;
-    std::string wdt = lower(r.get_or("weight_data_type", "fp32"));
-    if (wdt.find("fp16") != std::string::npos) c.weight_data_type = DType::kFloat16;
-    else if (wdt.find("bf16") != std::string::npos) c.weight_data_type = DType::kBFloat16;
+    c.weight_data_type = dtype_from_name(lower(r.get_or("weight_data_type", "fp32")));  // one of check_config_ini's
     if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
     if (r.has("bias")) c.has_bias = r.b_or("bias", true);
   }
