@@ -24,6 +24,7 @@
 #include "lib/engine/w8a8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/model/ft_weight_layout.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx {
 
@@ -216,7 +217,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
 }
 
 ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend) {
-  const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
+  const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
   const ops::Backend::SmoothQuant& sq = backend.smoothquant();
