@@ -530,7 +530,7 @@ def test_badvalues(tmp):
     expect("--top-p 5", [*base, "--top-p", "5"], 2, "--top-p 5 outside [0, 1]")
     expect("--top-k 2000", [*base, "--top-k", "2000"], 2, "--top-k 2000 outside [0, 1024]")
     expect("--temperature -1", [*base, "--temperature", "-1"], 2, "--temperature -1 must be >= 0")
-    expect("--threads -3", [*base, "--threads", "-3"], 2, "--threads -3 must be at least 1")
+    expect("--threads -3", [*base, "--threads", "-3"], 2, "--threads -3 is negative")
     expect("--beam-width 10000", [*base, "--beam-width", "10000"], 2, "--beam-width 10000 outside [1, 64]")
     expect("--batch-size 0", [*base, "--batch-size", "0"], 2, "--batch-size 0 outside")
     expect("--max-new-tokens 0", [*base[:-4], "--max-new-tokens", "0", "--output", out], 2, "--max-new-tokens")
