@@ -214,7 +214,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto bias_tl = c.boolean("bias");
   const auto mqa = c.boolean("multi_query_mode");
   const auto rotary_pct = c.real("rotary_pct", 0.0, false, 1.0);
-  c.real("rotary_base", 0.0, true, HUGE_VAL);
+  c.real("rotary_base", 0.0, true, 1e10);
   if (auto s = c.text("rotary_scaling_type"); s && lower(trim(*s)) != "none" && !trim(*s).empty())
     c.fail("rotary_scaling_type", "ftx does not scale rotary positions (the model would run without the scaling)");
 
@@ -234,7 +234,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto has_bias = c.boolean("has_bias");
   c.boolean("tied_embeddings");
   c.boolean("has_lm_head_bias");
-  c.real("embedding_scale", 0.0, true, HUGE_VAL);
+  c.real("embedding_scale", 0.0, true, 1e6);
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
