@@ -13,6 +13,7 @@
 
 #include "formats/error.h"
 #include "formats/mapped_file.h"
+#include "formats/pending_outputs.h"
 
 namespace ftx {
 
@@ -253,13 +254,13 @@ void write_file(const std::string& path, const void* data, size_t nbytes) {
     if (k <= 0) {
       int e = k < 0 ? errno : EIO;
       ::close(fd);
-      throw Error(path, std::string("write failed: ") + std::strerror(e));
+      throw Error(path, std::string("write failed: ") + std::strerror(e) + write_error_hint(e));
     }
     p += k;
     left -= static_cast<size_t>(k);
   }
   // Some file systems (NFS, tmpfs quotas) report a full disk only at close.
-  if (::close(fd) != 0) throw Error(path, std::string("write failed: ") + std::strerror(errno));
+  if (::close(fd) != 0) throw Error(path, std::string("write failed: ") + std::strerror(errno) + write_error_hint(errno));
 }
 
 // ---- OutputDir -------------------------------------------------------------------------------
@@ -280,7 +281,12 @@ void remove_tree_quietly(const std::string& p) {
 
 }  // namespace
 
-TransientDir::~TransientDir() { remove_tree_quietly(path_); }
+TransientDir::TransientDir(std::string path) : path_(std::move(path)), pending_(register_pending_output(path_, "")) {}
+
+TransientDir::~TransientDir() {
+  unregister_pending_output(pending_);
+  remove_tree_quietly(path_);
+}
 
 OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) {
   std::string p = final_path;
@@ -296,13 +302,17 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) 
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) throw Error(parent, "cannot create folder: " + ec.message());
+  // Unfinished outputs of earlier runs that were killed (their own cleanup could not run).
+  sweep_stale_temporaries(parent, base);
   tmp_path_ = parent + "/." + base + ".tmp-" + std::to_string(::getpid());
   remove_tree_quietly(tmp_path_);  // left over by an earlier run that had this pid
   if (::mkdir(tmp_path_.c_str(), 0755) != 0)
     throw Error(tmp_path_, std::string("cannot create folder: ") + std::strerror(errno));
+  pending_ = register_pending_output(tmp_path_, final_path_);  // removed on Ctrl-C or SIGTERM too
 }
 
 OutputDir::~OutputDir() {
+  unregister_pending_output(pending_);
   if (!committed_) remove_tree_quietly(tmp_path_);
 }
 
@@ -312,6 +322,8 @@ void OutputDir::commit() {
     if (::rename(tmp_path_.c_str(), final_path_.c_str()) != 0)
       throw Error(final_path_, std::string("cannot move the finished output into place: ") + std::strerror(errno));
     committed_ = true;
+    unregister_pending_output(pending_);
+    pending_ = -1;
     return;
   }
   if (!force_) throw Error(final_path_ + " exists; use --force to overwrite");
@@ -328,6 +340,8 @@ void OutputDir::commit() {
     throw Error(final_path_, std::string("cannot move the finished output into place: ") + std::strerror(e));
   }
   committed_ = true;
+  unregister_pending_output(pending_);
+  pending_ = -1;
   remove_tree_quietly(old);
 }
 
