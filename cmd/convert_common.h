@@ -1,5 +1,9 @@
 #pragma once
 // Flags shared by `ftx convert-megatron`, `convert-nemo` and `convert-hf` (FT/TensorRT-LLM names).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -45,9 +49,12 @@ int run_convert(ConvertFlags& f, Planner plan_fn, const char* folder_only = null
     if (folder_only) throw UsageError(std::string("-i -: ") + folder_only + " is a folder; it cannot come on standard input");
     f.opt.in_path = spool_input("-", "the checkpoint");
   }
+  check_token_id_flag("--start-id", f.opt.start_id);
+  check_token_id_flag("--end-id", f.opt.end_id);
   f.opt.vocab_path = f.opt.vocab_path.empty() ? "" : spool_input(f.opt.vocab_path, "--vocab-path");
   f.opt.merges_path = f.opt.merges_path.empty() ? "" : spool_input(f.opt.merges_path, "--merges-path");
-  if (f.opt.start_id < -1 || f.opt.end_id < -1) throw UsageError("--start-id/--end-id must be token ids (>= 0)");
+  for (const std::string* p : {&f.opt.vocab_path, &f.opt.merges_path})
+    if (!p->empty() && ::access(p->c_str(), R_OK) != 0) throw Error(*p, "cannot read it: " + std::string(std::strerror(errno)));
   DType dt;
   try {
     dt = dtype_from_name(f.dtype);

@@ -70,8 +70,8 @@ void check_decoding_flags(const DecodingFlags& f) {
   check_range("--tensor-para-size", f.parallel.tensor_para_size, 0, kMaxRanks);
   check_range("--pipeline-para-size", f.parallel.pipeline_para_size, 0, kMaxRanks);
   // -1 is "not given" (empty prompts are an error; end_id from config.ini).
-  if (f.start_id < -1) throw UsageError("--start-id " + std::to_string(f.start_id) + " is not a token id (>= 0)");
-  if (f.end_id < -1) throw UsageError("--end-id " + std::to_string(f.end_id) + " is not a token id (>= 0)");
+  check_token_id_flag("--start-id", f.start_id);
+  check_token_id_flag("--end-id", f.end_id);
 }
 
 RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/flag_checks.h"
 #include "cmd/ft_spellings.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     try {
       const auto rest = ftx::cmd::translate_ft_spellings(*app.get_subcommand(argv[1]),
                                                          std::vector<std::string>(args.begin() + 2, args.end()));
+      ftx::cmd::check_raw_values(*app.get_subcommand(argv[1]), rest);
       args.resize(2);
       args.insert(args.end(), rest.begin(), rest.end());
     } catch (const ftx::UsageError& e) {

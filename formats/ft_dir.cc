@@ -281,11 +281,16 @@ void remove_tree_quietly(const std::string& p) {
 
 }  // namespace
 
-TransientDir::TransientDir(std::string path) : path_(std::move(path)), pending_(register_pending_output(path_, "")) {}
+TransientDir::TransientDir(std::string path) : path_(std::move(path)) {
+  const fs::path parent = fs::path(path_).parent_path();
+  if (!parent.empty() && !exists_nofollow(parent.string())) made_parent_ = parent.string();
+  pending_ = register_pending_output(path_, "", made_parent_);
+}
 
 TransientDir::~TransientDir() {
   unregister_pending_output(pending_);
   remove_tree_quietly(path_);
+  if (!made_parent_.empty()) ::rmdir(made_parent_.c_str());  // made for the scratch folder: gone when empty
 }
 
 OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) {
@@ -299,6 +304,11 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) 
   if (exists_nofollow(final_path_) && !force_)
     throw Error(final_path_ + " exists; use --force to overwrite");
   const std::string parent = fp.has_parent_path() ? fp.parent_path().string() : ".";
+  // The folders made for it go again if it is never committed (a failed run leaves nothing).
+  for (fs::path p = parent; !p.empty() && !exists_nofollow(p.string()); p = p.parent_path()) {
+    created_.push_back(p.string());
+    if (!p.has_parent_path() || p.parent_path() == p) break;
+  }
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) throw Error(parent, "cannot create folder: " + ec.message());
@@ -308,12 +318,14 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) 
   remove_tree_quietly(tmp_path_);  // left over by an earlier run that had this pid
   if (::mkdir(tmp_path_.c_str(), 0755) != 0)
     throw Error(tmp_path_, std::string("cannot create folder: ") + std::strerror(errno));
-  pending_ = register_pending_output(tmp_path_, final_path_);  // removed on Ctrl-C or SIGTERM too
+  pending_ = register_pending_output(tmp_path_, final_path_, created_.empty() ? "" : created_.back());
 }
 
 OutputDir::~OutputDir() {
   unregister_pending_output(pending_);
-  if (!committed_) remove_tree_quietly(tmp_path_);
+  if (committed_) return;
+  remove_tree_quietly(tmp_path_);
+  for (const auto& d : created_) ::rmdir(d.c_str());  // innermost first; only while empty
 }
 
 void OutputDir::commit() {

@@ -62,6 +62,7 @@ class TransientDir {
 
  private:
   std::string path_;
+  std::string made_parent_;  // its parent, when that did not exist yet (removed again if empty)
   int pending_ = -1;
 };
 
@@ -85,6 +86,7 @@ class OutputDir {
   std::string final_path_, tmp_path_;
   bool force_, committed_ = false;
   int pending_ = -1;
+  std::vector<std::string> created_;  // folders made for the output, innermost first
 };
 
 }  // namespace ftx

@@ -29,6 +29,7 @@ struct Slot {
   std::atomic<bool> used{false};
   char tmp[PATH_MAX];
   char final_path[PATH_MAX];
+  char created_dir[PATH_MAX];
 };
 Slot g_slots[kSlots];
 std::mutex g_mu;
@@ -92,6 +93,7 @@ extern "C" void on_fatal_signal(int sig) {
   for (auto& s : g_slots) {
     if (!s.used.load()) continue;
     remove_tree(s.tmp, 0);
+    if (s.created_dir[0]) ::rmdir(s.created_dir);  // only when empty
     if (!s.final_path[0]) continue;  // a scratch folder: nothing to say
     say("ftx: error: stopped by ");
     say(signal_name(sig));
@@ -110,13 +112,14 @@ bool process_running(long pid) {
 
 }  // namespace
 
-int register_pending_output(const std::string& tmp_path, const std::string& final_path) {
+int register_pending_output(const std::string& tmp_path, const std::string& final_path, const std::string& created_dir) {
   std::lock_guard<std::mutex> lock(g_mu);
   for (int i = 0; i < kSlots; ++i) {
     Slot& s = g_slots[i];
     if (s.used.load()) continue;
     std::snprintf(s.tmp, sizeof s.tmp, "%s", tmp_path.c_str());
     std::snprintf(s.final_path, sizeof s.final_path, "%s", final_path.c_str());
+    std::snprintf(s.created_dir, sizeof s.created_dir, "%s", created_dir.c_str());
     s.used.store(true);
     if (g_registered++ == 0) {
       struct sigaction sa {};

@@ -16,7 +16,9 @@ namespace ftx {
 // Registers `tmp_path` (a file or a folder of files) for removal on a fatal signal; `final_path`
 // names the output in the message ("" for a scratch folder: removed silently). Returns a handle
 // for unregister_pending_output().
-int register_pending_output(const std::string& tmp_path, const std::string& final_path);
+// `created_dir` (optional): a folder made for the output, removed too when it is then empty.
+int register_pending_output(const std::string& tmp_path, const std::string& final_path,
+                            const std::string& created_dir = "");
 void unregister_pending_output(int handle);
 
 // In `parent`, temporaries of `base` (".<base>.tmp-<pid>" and ".<base>.old-<pid>") left by

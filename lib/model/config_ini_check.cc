@@ -283,7 +283,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   if (gptj_residual && parallel && (*gptj_residual != 0) != *parallel) c.disagree("use_gptj_residual", "parallel_residual");
 
   if (heads && kv_heads && *kv_heads != 1 && *kv_heads != *heads)
-    c.fail("kv_head_num", "must be 1 (multi-query) or head_num (" + std::to_string(*heads) + ")");
+    c.disagree("kv_head_num", head_num ? "head_num" : "n_head", "kv_head_num must be 1 (multi-query) or the head count");
   if (mqa && kv_heads && heads && *heads > 1 && *mqa != (*kv_heads == 1)) c.disagree("multi_query_mode", "kv_head_num");
 
   if (arch) {
