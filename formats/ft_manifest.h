@@ -29,7 +29,7 @@ struct FtManifest {
 // DIR/manifest.json, or nullopt when there is none. Accepted shapes: ftx's {"files": [{"file",
 // "tensor", "dtype", "shape", "bytes", "crc32"}, ...]}, and other tools' {"files": [{"name"|"path",
 // "size"|"nbytes"}]} or {"files": {"<file>": {"bytes": n} | n}}. Error(path) for invalid JSON or a
-// file name that is not a plain name in the folder.
+// file name that is not a plain name in the folder (an unknown dtype is left unset: checked byte-wise).
 std::optional<FtManifest> read_ft_manifest(const std::string& dir);
 
 // What is wrong with one listed file ("" when nothing): missing, not the recorded size, not the

@@ -37,7 +37,8 @@ void check_weight_bytes(const std::string& path, const uint8_t* bytes, size_t nb
     std::snprintf(got, sizeof got, "%08x", all.crc32);
     std::snprintf(want, sizeof want, "%08x", *listed->crc32);
     throw Error(path, std::string("checksum ") + got + ", manifest.json says " + want +
-                          ": the file changed after conversion (`ftx inspect --verify " + dir + "` checks every file)");
+                          ": the file changed after conversion (`ftx inspect --verify " + dir +
+                          "` checks every file; if the change is meant, convert again or delete manifest.json)");
   }
   if (all.nonfinite)
     throw Error(path, std::to_string(all.nonfinite) + " non-finite value" + (all.nonfinite == 1 ? "" : "s") +

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 failures = []
 
@@ -37,3 +38,15 @@ def run_ftx(args, mpi=0, stdin=None, timeout=None):
     cmd = (mpirun(mpi) if mpi else []) + [os.environ["FTX_BIN"], *args]
     env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
     return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, timeout=timeout)
+
+
+def wait_for(pred, what, context=lambda: "", timeout=30):
+    """Polls pred() every 50 ms until it is true (True) or `timeout` s pass (a failure naming `what`
+    and context(), False): the terminal tests' way of waiting for a screen."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.05)
+    check(False, f"timed out waiting for {what}; {context()}")
+    return False

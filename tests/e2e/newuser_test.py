@@ -35,6 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util  # noqa: E402
 from e2e_util import check, finish  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
@@ -148,7 +149,7 @@ def test_paths(tmp):
         ("-m OUT", out, f"is a conversion's output folder, not a model folder; pass -m {out}/1-gpu"),
         ("-m an HF folder", HF_BIN, "is a HuggingFace model folder (config.json), not a converted one; convert it first"),
         ("-m config.ini", os.path.join(out, "1-gpu", "config.ini"), f"-m takes the folder that holds it: -m {out}/1-gpu"),
-        ("-m a .bin", os.path.join(out, "1-gpu", "model.wte.bin"), f"is one weight file; -m takes the folder that holds it"),
+        ("-m a .bin", os.path.join(out, "1-gpu", "model.wte.bin"), "is one weight file; -m takes the folder that holds it"),
         ("-m a .nemo", nemo, "is a NeMo archive, not a converted model; convert it first (ftx convert-nemo"),
         ("-m a Megatron checkpoint", meg, "is a Megatron checkpoint, not a converted model"),
         ("-m an interrupted conversion", interrupted, "holds only the unfinished output of an interrupted conversion"),
@@ -200,7 +201,7 @@ def test_weights(tmp):
         one_line_error(name, r, 1, *needles)
         check(not os.path.exists(out) and not os.path.exists(out + ".partial"), f"{name}: output written")
 
-    nan, inf = float("nan"), float("inf")
+    nan = float("nan")
     # 1000 NaNs in a layer's matrix, the checksums taken out: the scan finds them.
     layer = "model.layers.1.mlp.dense_h_to_4h.weight.0.bin"
     d = os.path.join(tmp, "nan_nocrc")
@@ -618,13 +619,7 @@ def test_chat_tty(tmp):
             return [l for l in open(err).read().splitlines() if l.startswith("[round")] if os.path.exists(err) else []
 
         def wait_for(pred, what, timeout=30):
-            t0 = time.time()
-            while time.time() - t0 < timeout:
-                if pred():
-                    return True
-                time.sleep(0.05)
-            check(False, f"tty: timed out waiting for {what}; pane:\n{pane()}\nstderr: {open(err).read() if os.path.exists(err) else ''}")
-            return False
+            return e2e_util.wait_for(pred, "tty: " + what, lambda: f"pane:\n{pane()}\nstderr: {stats()}", timeout)
 
         def keys(*k, literal=False):
             subprocess.run(tm + ["send-keys", "-t", "c"] + (["-l"] if literal else []) + list(k), check=True)
