@@ -138,8 +138,8 @@ class Checker {
     try {
       return activation_from_name(trim(*v));
     } catch (const Error&) {
-      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU; HF: gelu, gelu_new, relu, "
-              "silu, swiglu, geglu)");
+      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU, squared-relu; HF: gelu, "
+              "gelu_new, relu, silu, swiglu, geglu)");
     }
   }
 
@@ -236,6 +236,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("has_lm_head_bias");
   c.real("embedding_scale", 0.0, true, 1e6);
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
+  c.choice("normalization", {{"layernorm"}, {"rmsnorm"}}, "layernorm, rmsnorm");
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
   // ---- keys that state the same fact ----
@@ -282,8 +283,9 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
            "must be even and at most size_per_head (" + std::to_string(*size_per_head) + ")");
   if (gptj_residual && parallel && (*gptj_residual != 0) != *parallel) c.disagree("use_gptj_residual", "parallel_residual");
 
-  if (heads && kv_heads && *kv_heads != 1 && *kv_heads != *heads)
-    c.disagree("kv_head_num", head_num ? "head_num" : "n_head", "kv_head_num must be 1 (multi-query) or the head count");
+  if (heads && kv_heads && (*kv_heads > *heads || *heads % *kv_heads != 0))
+    c.disagree("kv_head_num", head_num ? "head_num" : "n_head",
+               "kv_head_num must divide the head count: 1 for multi-query, fewer for grouped-query attention");
   if (mqa && kv_heads && heads && *heads > 1 && *mqa != (*kv_heads == 1)) c.disagree("multi_query_mode", "kv_head_num");
 
   if (arch) {
@@ -298,6 +300,9 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   }
   if (tp && heads && *heads % *tp != 0)
     c.fail("tensor_para_size", "head_num " + std::to_string(*heads) + " is not divisible by it");
+  if (tp && kv_heads && *kv_heads != 1 && *kv_heads % *tp != 0)
+    c.fail("tensor_para_size", "kv_head_num " + std::to_string(*kv_heads) +
+                                   " is not divisible by it (grouped-query attention splits the key/value heads)");
   const auto inter = inter_size ? inter_size : intermediate;
   if (tp && inter && *inter % *tp != 0)
     c.fail("tensor_para_size", "inter_size " + std::to_string(*inter) + " is not divisible by it");

@@ -54,6 +54,10 @@ std::map<std::string, ModelConfig> models() {
   mqa.arch = Architecture::kGptBigCode, mqa.kv_head_num = 1, mqa.attention = AttentionKind::kMultiQuery;
   mqa.tensor_para_size = 2;
   m["santacoder"] = mqa;
+  ModelConfig mcore = next;  // Megatron Core: grouped-query attention, RMSNorm, squared ReLU
+  mcore.kv_head_num = 2, mcore.tensor_para_size = 2, mcore.normalization = Normalization::kRmsNorm;
+  mcore.activation = Activation::kSquaredRelu;
+  m["mcore_gqa"] = mcore;
   return m;
 }
 
@@ -96,7 +100,7 @@ std::string meaning(const ModelConfig& c) {
                     c.max_pos_seq_len, c.start_id, c.end_id, c.position_offset, c.rotary_dim, c.tensor_para_size})
     s += " " + std::to_string(v);
   for (int v : {static_cast<int>(c.position), static_cast<int>(c.rotary_style), static_cast<int>(c.norm),
-                static_cast<int>(c.attention), static_cast<int>(c.weight_data_type), int(c.parallel_residual),
+                static_cast<int>(c.attention), static_cast<int>(c.normalization), static_cast<int>(c.weight_data_type), int(c.parallel_residual),
                 int(c.shared_input_norm), int(c.has_bias), int(c.has_pre_decoder_layernorm),
                 int(c.has_post_decoder_layernorm), int(c.tied_embeddings), int(c.has_lm_head_bias)})
     s += " " + std::to_string(v);
@@ -130,6 +134,11 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
       // naming the file): tied_embeddings (model.lm_head.weight.bin) and, without its key, the TP
       // size comes from the folder's name, OUT/<N>-gpu.
       if (key == "tied_embeddings" || key == "tensor_para_size") continue;
+      // Without kv_head_num a grouped-query model reads as one with a key/value head per head: the
+      // QKV matrix's size, checked at load, tells (ModelWeights names the file). Without
+      // normalization (ftx's key, written only for RMSNorm, as no FT or TensorRT-LLM key states
+      // it) the model reads as a LayerNorm one and nothing in the folder says otherwise.
+      if (name == "mcore_gqa" && (key == "kv_head_num" || key == "normalization")) continue;
       const Result r = load(edited(ini, sec, key, std::nullopt));
       const std::string what = name + " without " + key;
       if (r.cfg) EXPECT_EQ(meaning(*r.cfg), want) << what << " loads as another model";
@@ -246,6 +255,8 @@ TEST(ConfigIniCheck, ContradictoryKeysNameBoth) {
       {"gptneox", "use_gptj_residual", "0", "parallel_residual"},
       {"gptneox", "parallel_residual", "0", "use_gptj_residual"},
       {"santacoder", "tensor_para_size", "3", "tensor_para_size"},
+      {"mcore_gqa", "kv_head_num", "3", "head_num"},
+      {"mcore_gqa", "tensor_para_size", "4", "kv_head_num"},
   };
   auto all = models();
   for (const Case& c : cases) {
