@@ -123,7 +123,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     if (found == -2) throw Error(path, "not a regular file");
     if (found != want)
       throw Error(path, std::to_string(found) + " bytes, expected " + std::to_string(want) + " (" +
-                            describe(f, cfg.weight_data_type) + ")");
+                            describe(f, cfg.weight_data_type) + " from config.ini)");
   }
   if (DIR* d = ::opendir(dir.c_str())) {
     std::string extra;

@@ -44,7 +44,7 @@ TEST_F(EngineWeights, TruncatedFileNamesBytesFoundAndExpected) {
   const auto f = dir_ / "model.layers.1.mlp.dense_h_to_4h.weight.0.bin";
   fs::resize_file(f, 1000);
   const auto msg = load_error();
-  EXPECT_NE(msg.find("model.layers.1.mlp.dense_h_to_4h.weight.0.bin: 1000 bytes, expected 32768 (fp16 [64, 256])"),
+  EXPECT_NE(msg.find("model.layers.1.mlp.dense_h_to_4h.weight.0.bin: 1000 bytes, expected 32768 (fp16 [64, 256] from config.ini)"),
             std::string::npos) << msg;
 }
 
