@@ -79,7 +79,10 @@ std::string convert_hint(const char* converter, const std::string& in) {
     throw Error(dir, "is a HuggingFace model folder (config.json), not a converted one; " + convert_hint("convert-hf", dir));
   if (present(d / "model_config.yaml"))
     throw Error(dir, "is an extracted NeMo checkpoint, not a converted model; " + convert_hint("convert-nemo", dir));
-  if (present(d / "latest_checkpointed_iteration.txt") || present(d / "release") || present(d / "mp_rank_00"))
+  // A Megatron checkpoint's top folder, or one iteration of it: legacy (mp_rank_TT or mp_rank_TT_PPP
+  // per rank) or Megatron Core's torch_dist (.metadata beside the .distcp shards).
+  if (present(d / "latest_checkpointed_iteration.txt") || present(d / "release") || present(d / "mp_rank_00") ||
+      present(d / "mp_rank_00_000") || present(d / ".metadata"))
     throw Error(dir, "is a Megatron checkpoint, not a converted model; " + convert_hint("convert-megatron", dir));
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
