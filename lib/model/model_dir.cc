@@ -46,32 +46,33 @@ std::vector<std::string> ft_subfolders(const std::string& dir) {
 }
 
 std::string convert_hint(const char* converter, const std::string& in) {
-  return std::string("convert it first (ftx ") + converter + " -i " + in + " -o OUT), then pass -m OUT/1-gpu";
+  return std::string("convert it first (ftx ") + converter + " -i " + in + " -o OUT), then pass OUT/1-gpu";
 }
 
-// Why `dir` (which has no config.ini) is not an FT model folder, and what to pass instead.
+// Why `dir` (which has no config.ini) is not an FT model folder, and what to pass instead. No flag is
+// named: -m (the decoders), -i (smoothquant) and --model-dir (prompt-convert) all come here.
 [[noreturn]] void explain_not_a_model_dir(const std::string& dir) {
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) throw Error(dir, "no such model folder (-m takes a converted folder, OUT/N-gpu)");
+  if (::stat(dir.c_str(), &st) != 0) throw Error(dir, "no such model folder (expected a converted one, OUT/N-gpu, with config.ini)");
   const std::string base = fs::path(dir).filename().string();
   if (!S_ISDIR(st.st_mode)) {
     if (base == "config.ini")
-      throw Error(dir, "is the model's config.ini; -m takes the folder that holds it: -m " + parent_of(dir));
+      throw Error(dir, "is the model's config.ini; pass the folder that holds it: " + parent_of(dir));
     if (ends_with(base, ".nemo")) throw Error(dir, "is a NeMo archive, not a converted model; " + convert_hint("convert-nemo", dir));
     if (ends_with(base, ".safetensors") || base == "pytorch_model.bin" || base == "config.json")
       throw Error(dir, "is a file of a HuggingFace model; " + convert_hint("convert-hf", parent_of(dir)));
     if (ends_with(base, ".bin") && present(fs::path(parent_of(dir)) / "config.ini"))
-      throw Error(dir, "is one weight file; -m takes the folder that holds it: -m " + parent_of(dir));
+      throw Error(dir, "is one weight file; pass the folder that holds it: " + parent_of(dir));
     if (ends_with(base, ".pt") || ends_with(base, ".ckpt"))
       throw Error(dir, "is a checkpoint file, not a converted model; convert it first (ftx convert-megatron or "
-                       "convert-nemo -i ... -o OUT), then pass -m OUT/1-gpu");
-    throw Error(dir, "is a file; -m takes a converted model folder (OUT/N-gpu, with config.ini and .bin files)");
+                       "convert-nemo -i ... -o OUT), then pass OUT/1-gpu");
+    throw Error(dir, "is a file; expected a converted model folder (OUT/N-gpu, with config.ini and .bin files)");
   }
   const auto sub = ft_subfolders(dir);
   if (!sub.empty()) {
     std::string list;
     for (size_t i = 0; i < sub.size(); ++i) list += (i ? (i + 1 == sub.size() ? " or " : ", ") : "") + dir + "/" + sub[i];
-    throw Error(dir, "is a conversion's output folder, not a model folder; pass -m " + list +
+    throw Error(dir, "is a conversion's output folder, not a model folder; pass " + list +
                          " (the folder for the number of ranks you run)");
   }
   const fs::path d(dir);
@@ -91,7 +92,7 @@ std::string convert_hint(const char* converter, const std::string& in) {
       throw Error(dir, "holds only the unfinished output of an interrupted conversion (" + name +
                            "); run the conversion again");
   }
-  throw Error(dir, "no config.ini: not a converted model folder (-m takes OUT/N-gpu, as ftx convert-* writes it)");
+  throw Error(dir, "no config.ini: not a converted model folder (expected OUT/N-gpu, as ftx convert-* writes it)");
 }
 
 }  // namespace

@@ -146,10 +146,10 @@ def test_paths(tmp):
     interrupted = os.path.join(tmp, "half")
     os.makedirs(os.path.join(interrupted, ".1-gpu.tmp-999999"))
     cases = [
-        ("-m OUT", out, f"is a conversion's output folder, not a model folder; pass -m {out}/1-gpu"),
+        ("-m OUT", out, f"is a conversion's output folder, not a model folder; pass {out}/1-gpu"),
         ("-m an HF folder", HF_BIN, "is a HuggingFace model folder (config.json), not a converted one; convert it first"),
-        ("-m config.ini", os.path.join(out, "1-gpu", "config.ini"), f"-m takes the folder that holds it: -m {out}/1-gpu"),
-        ("-m a .bin", os.path.join(out, "1-gpu", "model.wte.bin"), "is one weight file; -m takes the folder that holds it"),
+        ("-m config.ini", os.path.join(out, "1-gpu", "config.ini"), f"is the model's config.ini; pass the folder that holds it: {out}/1-gpu"),
+        ("-m a .bin", os.path.join(out, "1-gpu", "model.wte.bin"), "is one weight file; pass the folder that holds it"),
         ("-m a .nemo", nemo, "is a NeMo archive, not a converted model; convert it first (ftx convert-nemo"),
         ("-m a Megatron checkpoint", meg, "is a Megatron checkpoint, not a converted model"),
         ("-m a torch_dist iteration", os.path.join(SRC, "tests", "fixtures", "mcore", "modern", "megatron", "tp2pp2",
