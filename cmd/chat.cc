@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/line_editor.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
 #include "formats/ft_dir.h"
@@ -17,6 +18,7 @@
 #include "lib/engine/scheduler.h"
 #include "lib/tokenizer/incremental_text.h"
 #include "lib/tokenizer/model_tokenizer.h"
+#include "lib/model/model_dir.h"
 
 namespace {
 
@@ -29,7 +31,7 @@ struct ChatFlags {
 int run_chat(ChatFlags& f) {
   ftx::cmd::DecodingFlags& d = f.d;
   ftx::cmd::check_decoding_flags(d);
-  const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(d.model_dir + "/config.ini"));
+  const auto cfg = ftx::read_model_config(d.model_dir);
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
   if (!tokenizer) throw ftx::Error(d.model_dir, "chat needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
@@ -54,15 +56,34 @@ int run_chat(ChatFlags& f) {
   so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
   ftx::Scheduler scheduler(engine, *comm, so);
 
+  // On a terminal: line editing and history, and Ctrl-C stops the answer in progress (not the chat).
+  // In a pipe every round is one line: an answer's own line breaks are written as \n.
   const bool terminal = f.input == "-" && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  std::unique_ptr<ftx::cmd::InterruptKey> interrupt;
+  std::unique_ptr<ftx::cmd::LineEditor> editor;
   std::unique_ptr<ftx::ChatSource> source;
-  if (leader)
-    source = std::make_unique<ftx::ChatSource>(
-        f.input, *tokenizer, defaults, cfg.vocab_size,
-        [terminal] {
-          if (terminal) std::fputs("> ", stdout), std::fflush(stdout);
-        },
-        [](const std::string& msg) { std::fprintf(stderr, "ftx: error: %s\n", msg.c_str()); });
+  auto notice = [](const std::string& msg) { std::fprintf(stderr, "ftx: error: %s\n", msg.c_str()); };
+  if (leader && terminal) {
+    interrupt = std::make_unique<ftx::cmd::InterruptKey>();
+    editor = std::make_unique<ftx::cmd::LineEditor>("> ", *interrupt);
+    source = std::make_unique<ftx::ChatSource>([&](std::string& line) { return editor->read(line); }, "<terminal>",
+                                               *tokenizer, defaults, cfg.vocab_size, notice);
+  } else if (leader) {
+    source = std::make_unique<ftx::ChatSource>(f.input, *tokenizer, defaults, cfg.vocab_size, nullptr, notice);
+  }
+  auto write = [terminal](const std::string& text) {
+    if (terminal) {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      for (char c : text) {
+        if (c == '\n') std::fputs("\\n", stdout);
+        else if (c == '\r') std::fputs("\\r", stdout);
+        else if (c == '\\') std::fputs("\\\\", stdout);
+        else std::fputc(c, stdout);
+      }
+    }
+    std::fflush(stdout);
+  };
 
   // Each round streams its text as tokens arrive (beam search: its best beam at the end).
   ftx::IncrementalText text(*tokenizer, defaults.sampling.end_id);
@@ -70,25 +91,27 @@ int run_chat(ChatFlags& f) {
   int64_t streamed = 0;
   auto on_token = [&](const ftx::StreamEvent& ev) {
     if (streamed++ == 0) first_token = std::chrono::steady_clock::now();
+    if (interrupt && interrupt->take()) scheduler.finish_running();  // Ctrl-C: this answer ends here
     if (!ev.best.empty()) return;
-    std::fputs(text.add(ev.token).c_str(), stdout);
-    std::fflush(stdout);
+    write(text.add(ev.token));
   };
   auto on_result = [&](ftx::GenerationOutput&& out) {
     const auto done = std::chrono::steady_clock::now();
-    const auto& best = out.result.beams.front().output_ids;
+    const auto& best = out.result.beams.front();
     if (out.result.beams.size() > 1)
-      for (int32_t t : best) std::fputs(text.add(t).c_str(), stdout);
-    std::fputs((text.flush() + "\n").c_str(), stdout);
+      for (int32_t t : best.output_ids) write(text.add(t));
+    write(text.flush());
+    std::fputs("\n", stdout);
     std::fflush(stdout);
     if (!f.quiet) {
       const double ttft = std::chrono::duration<double>(first_token - source->read_at()).count();
       const double total = std::chrono::duration<double>(done - source->read_at()).count();
+      const size_t n = best.output_ids.size();
       std::fprintf(stderr,
-                   "[round %lld: %zu tokens, %.1f tokens/s, first token %.1f ms; context %lld tokens, %lld new]\n",
-                   static_cast<long long>(out.round), best.size(),
-                   total > 0 ? static_cast<double>(best.size()) / total : 0.0, ttft * 1e3,
-                   static_cast<long long>(out.context_length), static_cast<long long>(out.input_length));
+                   "[round %lld: %zu tokens, %.1f tokens/s, first token %.1f ms; context %lld tokens, %lld new%s]\n",
+                   static_cast<long long>(out.round), n, total > 0 ? static_cast<double>(n) / total : 0.0, ttft * 1e3,
+                   static_cast<long long>(out.context_length), static_cast<long long>(out.input_length),
+                   best.finish_reason == ftx::FinishReason::kNone ? "; stopped" : "");
     }
     text.reset();
     streamed = 0;

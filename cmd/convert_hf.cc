@@ -21,6 +21,8 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--calib-samples", sq->calib_samples, "calibration samples")->capture_default_str();
   sub->add_option("--calib-seq-len", sq->calib_seq_len, "tokens per calibration sample")->capture_default_str();
   return [f, sq, alpha, alpha_opt] {
+    ftx::cmd::check_range("--calib-samples", sq->calib_samples, 1, ftx::cmd::kMaxFlagCount);
+    ftx::cmd::check_range("--calib-seq-len", sq->calib_seq_len, 1, ftx::cmd::kMaxFlagCount);
     if (alpha_opt->count() == 0 && !sq->calibrate_kv_cache) {
       if (!sq->calib_data.empty()) throw ftx::UsageError("--calib-data needs --smoothquant or --calibrate-kv-cache");
       return ftx::cmd::run_convert(*f, ftx::plan_hf, "a HuggingFace model");

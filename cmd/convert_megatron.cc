@@ -10,7 +10,11 @@ ftx::cmd::Action setup(CLI::App* sub) {
   ftx::cmd::add_convert_flags(sub, *f);
   sub->add_option("--head-num", f->opt.head_num, "attention heads (checkpoints without args)");
   sub->add_option("--trained-tensor-parallel-size", f->opt.trained_tp, "training TP size (checkpoints without args)");
-  return [f] { return ftx::cmd::run_convert(*f, ftx::plan_megatron, "a Megatron checkpoint"); };
+  return [f] {
+    ftx::cmd::check_range("--head-num", f->opt.head_num, 0, ftx::cmd::kMaxFlagCount);  // 0: from the checkpoint's args
+    ftx::cmd::check_range("--trained-tensor-parallel-size", f->opt.trained_tp, 0, ftx::cmd::kMaxRanks);
+    return ftx::cmd::run_convert(*f, ftx::plan_megatron, "a Megatron checkpoint");
+  };
 }
 
 }  // namespace

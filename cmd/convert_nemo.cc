@@ -20,6 +20,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--prompt-start-id", p->start_id, "config.ini prompt_learning_start_id (default end_id + 1)");
 
   return [f, p] {
+    ftx::cmd::check_token_id_flag("--prompt-start-id", p->start_id);
     if (p->in.empty()) {
       if (p->start_id >= 0) throw ftx::UsageError("--prompt-start-id needs --prompt-in-file");
       return ftx::cmd::run_convert(*f, ftx::plan_nemo);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cmd/flag_checks.h"
 #include "cmd/run_control.h"
 #include "formats/error.h"
 #include "formats/input_file.h"
@@ -71,10 +72,15 @@ void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
-  if (f.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
-  if (f.threads < 0) throw UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
-  if (f.session_len < 0) throw UsageError("--session-len " + std::to_string(f.session_len) + " is negative");
-  if (f.memory_len < 0) throw UsageError("--memory-len " + std::to_string(f.memory_len) + " is negative");
+  check_range("--max-new-tokens", f.max_new_tokens, 1, kMaxNewTokens);
+  check_range("--threads", f.threads, 0, kMaxThreads);
+  check_range("--session-len", f.session_len, 0, kMaxFlagCount);
+  check_range("--memory-len", f.memory_len, 0, kMaxFlagCount);
+  check_range("--tensor-para-size", f.parallel.tensor_para_size, 0, kMaxRanks);
+  check_range("--pipeline-para-size", f.parallel.pipeline_para_size, 0, kMaxRanks);
+  // -1 is "not given" (empty prompts are an error; end_id from config.ini).
+  check_token_id_flag("--start-id", f.start_id);
+  check_token_id_flag("--end-id", f.end_id);
   if (f.tokens_per_block < 1 || f.tokens_per_block > 65536 || (f.tokens_per_block & (f.tokens_per_block - 1)) != 0)
     throw UsageError("--tokens-per-block " + std::to_string(f.tokens_per_block) + " is not a power of two in [1, 65536]");
   kv::KvCacheBudget::parse(f.kv_cache_memory);

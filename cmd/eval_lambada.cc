@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/flag_checks.h"
 #include "cmd/lambada_data.h"
 #include "cmd/prompt_flags.h"
 #include "cmd/parallel_flags.h"
@@ -26,6 +27,7 @@
 #include "lib/eval/lambada.h"
 #include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
+#include "lib/model/model_dir.h"
 
 namespace {
 
@@ -37,7 +39,7 @@ struct EvalFlags {
   int int8_mode = 0;
   bool per_token = false, per_channel = false;
   bool int8_kv_cache = false;
-  bool quiet = false, force = false, resume = false;
+  bool quiet = false, force = false, resume = false, max_examples_given = false;
   ftx::cmd::PromptFlags prompt;
   ftx::cmd::ParallelFlags parallel;
 };
@@ -46,9 +48,14 @@ struct EvalFlags {
 std::string default_data_path() { return ftx::cmd::default_lambada_path(); }
 
 int run_eval(const EvalFlags& f) {
-  if (f.batch_size < 1) throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " must be at least 1");
-  if (f.max_examples < 0) throw ftx::UsageError("--max-examples " + std::to_string(f.max_examples) + " is negative");
-  if (f.threads < 0) throw ftx::UsageError("--threads " + std::to_string(f.threads) + " must be at least 1 (0: all cores)");
+  ftx::cmd::check_range("--batch-size", f.batch_size, 1, ftx::kMaxBatchSize);
+  if (f.max_examples_given) ftx::cmd::check_range("--max-examples", f.max_examples, 1, INT64_MAX);  // 0 is not "all"
+  ftx::cmd::check_range("--threads", f.threads, 0, ftx::cmd::kMaxThreads);
+  ftx::cmd::check_range("--tensor-para-size", f.parallel.tensor_para_size, 0, ftx::cmd::kMaxRanks);
+  ftx::cmd::check_range("--pipeline-para-size", f.parallel.pipeline_para_size, 0, ftx::cmd::kMaxRanks);
+  ftx::cmd::check_distinct_files("--data", f.data, "--output", f.output);
+  ftx::cmd::check_distinct_files("--data", f.data, "--summary-json", f.summary_json);
+  ftx::cmd::check_distinct_files("--output", f.output, "--summary-json", f.summary_json);
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (f.resume && f.output.empty()) throw ftx::UsageError("--resume continues the --output of an interrupted run: give --output");
   ftx::cmd::StopOnSignal stop_signal;
@@ -66,7 +73,7 @@ int run_eval(const EvalFlags& f) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   // Prompt learning: with --task, every example starts with all of the task's virtual tokens (or
   // its prefix prompt).
-  const auto model_cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
+  const auto model_cfg = ftx::read_model_config(f.model_dir);
   int64_t task = -1;
   const auto prompt_tables =
       ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task, comm->rank(), comm->size());
@@ -92,7 +99,7 @@ int run_eval(const EvalFlags& f) {
         ex.full_ids.insert(ex.full_ids.begin(), virtual_prefix.begin(), virtual_prefix.end());
         ex.context_ids.insert(ex.context_ids.begin(), virtual_prefix.begin(), virtual_prefix.end());
       }
-      const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f.model_dir + "/config.ini"));
+      const auto cfg = ftx::read_model_config(f.model_dir);
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned;
       ftx::check_lambada_lengths(examples, learned ? cfg.max_pos_seq_len : 0, ftx::input_display_name(data));
     } catch (const ftx::Error& e) {
@@ -192,7 +199,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--data", f->data,
                   "LAMBADA JSONL, one {\"text\": ...} per line (-: stdin; default: the copy ftx ships)");
   sub->add_option("--batch-size", f->batch_size, "Examples per batch (default 16)");
-  sub->add_option("--max-examples", f->max_examples, "Evaluate only the first N examples");
+  auto* max_examples = sub->add_option("--max-examples", f->max_examples, "Evaluate only the first N examples");
   sub->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--gemm-config", f->gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
@@ -211,7 +218,10 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial");
   sub->add_flag("--quiet", f->quiet, "No progress on standard error");
   ftx::cmd::add_prompt_flags(sub, f->prompt);
-  return [f] { return run_eval(*f); };
+  return [f, max_examples] {
+    f->max_examples_given = max_examples->count() > 0;
+    return run_eval(*f);
+  };
 }
 
 FTX_SUBCOMMAND("eval-lambada", "LAMBADA accuracy of an FT model folder (both of FT's protocols)", setup_eval);

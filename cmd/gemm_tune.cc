@@ -3,11 +3,15 @@
 #include <memory>
 #include <string>
 
+#include "cmd/flag_checks.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
 #include "formats/ft_dir.h"
 #include "lib/gemm/gemm_tune.h"
+#include "lib/decoding/decoder.h"
+#include "lib/engine/scheduler.h"
 #include "lib/model/model_config.h"
+#include "lib/model/model_dir.h"
 
 namespace {
 
@@ -44,9 +48,19 @@ ftx::cmd::Action setup(CLI::App* sub) {
 
   return [f]() -> int {
     using namespace ftx::gemm;
+    using ftx::cmd::check_range;
+    // Checked before any GPU work; 0 means "not given" for the sizes and the TP size.
+    for (auto [flag, v] : {std::pair<const char*, int64_t>{"--head-num", f->head_num}, {"--size-per-head", f->size_per_head},
+                           {"--inter-size", f->inter_size}, {"--vocab-size", f->vocab_size}, {"--num-layer", f->num_layer}})
+      check_range(flag, v, 0, ftx::cmd::kMaxFlagCount);
+    check_range("--tensor-para-size", f->tensor_para_size, 0, ftx::cmd::kMaxRanks);
+    check_range("--batch-size", f->batch_size, 1, ftx::kMaxBatchSize);
+    check_range("--beam-width", f->beam_width, 1, ftx::kMaxBeamWidth);
+    check_range("--max-input-len", f->max_input_len, 1, ftx::cmd::kMaxFlagCount);
+    check_range("--repeats", int64_t{f->repeats}, 1, 10000);
     GemmTuneArgs a;
     if (!f->model_dir.empty()) {
-      ftx::ModelConfig cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(f->model_dir + "/config.ini"));
+      ftx::ModelConfig cfg = ftx::read_model_config(f->model_dir);
       a.dims = gemm_dims_from_model(cfg, f->tensor_para_size > 0 ? f->tensor_para_size
                                                                  : std::max<int64_t>(1, cfg.tensor_para_size));
     } else {

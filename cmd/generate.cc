@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/decoding_flags.h"
+#include "cmd/flag_checks.h"
 #include "cmd/prompt_flags.h"
 #include "cmd/run_control.h"
 #include "cmd/subcommand.h"
@@ -23,6 +24,7 @@
 #include "lib/engine/scheduler.h"
 #include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
+#include "lib/model/model_dir.h"
 
 namespace {
 
@@ -43,12 +45,14 @@ int run_generate(GenerateFlags& f) {
   if (f.batch_size < 1 || f.batch_size > ftx::kMaxBatchSize)
     throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " outside [1, " +
                           std::to_string(ftx::kMaxBatchSize) + "]");
-  if (f.max_seq_len < 0) throw ftx::UsageError("--max-seq-len " + std::to_string(f.max_seq_len) + " is negative");
+  ftx::cmd::check_range("--max-seq-len", f.max_seq_len, 0, ftx::cmd::kMaxFlagCount);
+  ftx::cmd::check_distinct_files(f.prompts.empty() ? "--input-ids" : "--prompts",
+                                 f.prompts.empty() ? f.input_ids : f.prompts, "--output", f.output);
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (d.memory_len > 0 && f.max_seq_len > 0)
     throw ftx::UsageError("--memory-len sets the KV cache length; --max-seq-len cannot be given with it");
 
-  const auto cfg = ftx::ModelConfig::from_ini(ftx::IniFile::read(d.model_dir + "/config.ini"));
+  const auto cfg = ftx::read_model_config(d.model_dir);
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
   ftx::cmd::StopOnSignal stop_signal;
@@ -142,6 +146,13 @@ int run_generate(GenerateFlags& f) {
   if (!leader) return 0;
   journal->finish();
 
+  if (scheduler.stats().requests == 0 && journal->resumed() == 0) {
+    // Not an error (an empty batch is a batch), but never a summary of nothing.
+    std::fprintf(stderr, "ftx: warning: %s has no prompts; %s holds no results\n",
+                 ftx::input_display_name(f.input_ids.empty() ? f.prompts : f.input_ids).c_str(),
+                 ftx::output_display_name(f.output).c_str());
+    return 0;
+  }
   if (!f.quiet) {
     const auto& st = scheduler.stats();
     std::fprintf(stderr,

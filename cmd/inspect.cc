@@ -1,4 +1,5 @@
 // ftx inspect PATH [--stats] [--json] [--all]: one line per tensor of any supported input.
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -6,17 +7,47 @@
 
 #include "cmd/subcommand.h"
 #include "formats/checkpoint.h"
+#include "formats/error.h"
 #include "formats/input_file.h"
 #include "lib/inspect/listing.h"
+#include "lib/inspect/verify.h"
 
 namespace {
 
 struct InspectFlags {
   std::string path;
-  bool stats = false, json = false, all = false;
+  bool stats = false, json = false, all = false, verify = false;
 };
 
+// --verify: one line per file ("FILE: OK" / "FILE: FAILED (why)"; JSON lines with --json), a
+// summary on stderr, exit 1 when any file failed.
+int run_verify(const InspectFlags& f) {
+  if (!ftx::is_ft_model_dir(f.path))
+    throw ftx::Error(f.path, "--verify checks a converted model folder (OUT/N-gpu, with config.ini and manifest.json)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const ftx::FolderVerification v = ftx::verify_ft_folder(f.path, [&](const ftx::VerifiedFile& file) {
+    if (f.json) {
+      nlohmann::ordered_json j;
+      j["file"] = file.file;
+      j["ok"] = file.problem.empty();
+      if (!file.problem.empty()) j["problem"] = file.problem;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%s: %s\n", file.file.c_str(), file.problem.empty() ? "OK" : ("FAILED (" + file.problem + ")").c_str());
+    }
+    std::fflush(stdout);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "ftx inspect --verify: %zu files, %.1f MB read in %.2f s: %s%s\n", v.files.size(),
+               static_cast<double>(v.bytes) / 1e6, s,
+               v.failed() ? (std::to_string(v.failed()) + " FAILED").c_str() : "all OK",
+               v.has_checksums ? "" : v.has_manifest ? " (manifest.json records no checksums: sizes and values checked)"
+                                                     : " (no manifest.json: sizes and values checked against config.ini)");
+  return v.failed() ? 1 : 0;
+}
+
 int run_inspect(const InspectFlags& f) {
+  if (f.verify) return run_verify(f);
   // A checkpoint on standard input ("-") is copied to a private temporary file: parsers map files.
   ftx::CheckpointListing listing = ftx::list_any(ftx::spool_input(f.path, "the checkpoint"));
   for (const auto& t : listing.tensors) {
@@ -46,6 +77,19 @@ int run_inspect(const InspectFlags& f) {
                   ftx::shape_to_string(t.tensor.shape).c_str());
     }
   }
+  // An FT folder's files against manifest.json: sizes always, checksums and values with --stats
+  // (which reads every byte anyway). Mismatches are errors after the listing.
+  int64_t failed = 0;
+  if (ftx::is_ft_model_dir(f.path)) {
+    ftx::verify_ft_folder(
+        f.path,
+        [&](const ftx::VerifiedFile& file) {
+          if (file.problem.empty()) return;
+          ++failed;
+          std::fprintf(stderr, "ftx: error: %s/%s: %s\n", f.path.c_str(), file.file.c_str(), file.problem.c_str());
+        },
+        f.stats);
+  }
   if (f.all) {
     for (const auto& v : listing.values) {
       if (f.json) {
@@ -58,7 +102,7 @@ int run_inspect(const InspectFlags& f) {
       }
     }
   }
-  return 0;
+  return failed ? 1 : 0;
 }
 
 ftx::cmd::Action setup_inspect(CLI::App* sub) {
@@ -69,6 +113,9 @@ ftx::cmd::Action setup_inspect(CLI::App* sub) {
   sub->add_flag("--stats", f->stats, "add sum, sum of absolute values, min and max (float64)");
   sub->add_flag("--json", f->json, "one JSON object per tensor");
   sub->add_flag("--all", f->all, "also list non-tensor values (args, iteration, ...)");
+  sub->add_flag("--verify", f->verify,
+                "check an FT model folder before deploying it: config.ini, every file's size, CRC-32 "
+                "(manifest.json) and finite values; exit 1 when any file fails");
   return [f] { return run_inspect(*f); };
 }
 

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "cmd/flag_checks.h"
+#include "cmd/ft_spellings.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
-#include "lib/util/closest_match.h"
 
 namespace ftx::cmd {
 std::vector<SubcommandInfo>& registry() {
@@ -36,19 +37,36 @@ int main(int argc, char** argv) {
     return 70;
   }
   // CLI11 reports a mistyped subcommand as "A subcommand is required"; name the word and the
-  // nearest subcommand instead.
+  // subcommands it may mean instead.
+  std::vector<std::string> args(argv, argv + argc);
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const auto& s : subs) names.push_back(s.name);
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      const std::string near = ftx::closest_match(argv[1], names);
-      const std::string hint = near.empty() ? "" : "; did you mean '" + near + "'?";
+      const auto meant = ftx::cmd::subcommands_meant(argv[1], names);
+      std::string hint;
+      for (size_t i = 0; i < meant.size(); ++i)
+        hint += (i == 0 ? "; did you mean '" : i + 1 == meant.size() ? "' or '" : "', '") + meant[i];
+      if (!hint.empty()) hint += "'?";
       std::fprintf(stderr, "ftx: error: unknown subcommand '%s'%s (`ftx --help` lists them)\n", argv[1], hint.c_str());
       return 2;
     }
+    // FasterTransformer's spellings of the subcommand's flags (cmd/ft_spellings.h).
+    try {
+      const auto rest = ftx::cmd::translate_ft_spellings(*app.get_subcommand(argv[1]),
+                                                         std::vector<std::string>(args.begin() + 2, args.end()));
+      ftx::cmd::check_raw_values(*app.get_subcommand(argv[1]), rest);
+      args.resize(2);
+      args.insert(args.end(), rest.begin(), rest.end());
+    } catch (const ftx::UsageError& e) {
+      std::fprintf(stderr, "ftx: error: %s\n", e.what());
+      return 2;
+    }
   }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every other flag error is a usage error: one line, exit 2.
     if (e.get_exit_code() == 0) return app.exit(e);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cmd/flag_checks.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
 #include "formats/input_file.h"
@@ -29,6 +30,7 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_flag("-q,--quiet", f->quiet, "no task summary on stderr");
   return [f] {
     using ftx::UsageError;
+    ftx::cmd::check_token_id_flag("--start-id", f->start_id);
     if (f->out.empty() == f->model_dir.empty())
       throw UsageError("give exactly one of -o/--out-file (a .npy table) and --model-dir (an FT folder)");
     if (!f->out.empty() && f->out != "-" && (f->out.size() < 4 || f->out.compare(f->out.size() - 4, 4, ".npy") != 0))

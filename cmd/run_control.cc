@@ -46,13 +46,29 @@ void check_flags_as_request(const DecodeRequest& probe, int64_t vocab_size) {
   try {
     check_decode_request(probe, vocab_size);
   } catch (const Error& e) {
-    // Messages start with the field ("top_p 5 outside [0, 1]"); the flag is the same name.
+    // Messages name the fields ("top_p 5 outside [0, 1]", "min_length 10 is more than
+    // max_new_tokens 4"); each flag is the field's name with dashes.
+    static const char* kFields[] = {"max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty",
+                                    "presence_penalty", "len_penalty", "min_length", "beam_width",
+                                    "beam_search_diversity_rate", "end_id"};
     std::string msg = e.what();
-    const size_t space = msg.find(' ');
-    std::string field = msg.substr(0, space);
-    for (char& c : field)
-      if (c == '_') c = '-';
-    throw UsageError("--" + field + msg.substr(space));
+    for (const char* field : kFields) {
+      const std::string f = field;
+      for (size_t p = 0; (p = msg.find(f, p)) != std::string::npos;) {
+        const bool word_start = p == 0 || msg[p - 1] == ' ' || msg[p - 1] == '(';
+        const bool word_end = p + f.size() == msg.size() || msg[p + f.size()] == ' ';
+        if (!word_start || !word_end) {
+          p += f.size();
+          continue;
+        }
+        std::string flag = "--" + f;
+        for (char& c : flag)
+          if (c == '_') c = '-';
+        msg.replace(p, f.size(), flag);
+        p += flag.size();
+      }
+    }
+    throw UsageError(msg);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "cmd/lambada_data.h"
+#include "cmd/flag_checks.h"
 #include "cmd/subcommand.h"
 #include "formats/dtype.h"
 #include "formats/error.h"
@@ -54,7 +55,12 @@ ftx::cmd::Action setup(CLI::App* sub) {
     if (o.dtype != ftx::DType::kFloat32 && o.dtype != ftx::DType::kFloat16 && o.dtype != ftx::DType::kBFloat16)
       throw ftx::UsageError("--weight-data-type '" + f->dtype + "' is not one of fp32, fp16, bf16");
     if (o.out_dir == "-") throw ftx::UsageError("-o: the output is a folder (OUT/<N>-gpu/), it cannot be standard output");
-    if (o.threads < 0) throw ftx::UsageError("--threads must be at least 1 (0: all cores)");
+    ftx::cmd::check_range("--threads", o.threads, 0, ftx::cmd::kMaxThreads);
+    ftx::cmd::check_range("-g", o.tp, 1, ftx::cmd::kMaxRanks);
+    ftx::cmd::check_range("--calib-samples", o.calib_samples, 1, ftx::cmd::kMaxFlagCount);
+    ftx::cmd::check_range("--calib-seq-len", o.calib_seq_len, 1, ftx::cmd::kMaxFlagCount);
+    ftx::cmd::check_distinct_files("--calib-data", o.calib_data, "--save-act-ranges", o.save_act_ranges);
+    ftx::cmd::check_distinct_files("--act-ranges", o.act_ranges, "--save-act-ranges", o.save_act_ranges);
     if (o.calib_data.empty() && o.act_ranges.empty()) o.calib_data = ftx::cmd::default_lambada_path();
     ftx::quant::run_smoothquant(o);
     return 0;

@@ -8,5 +8,10 @@
 namespace ftx {
 
 uint32_t crc32_bytes(const void* data, size_t nbytes);
+// The CRC-32 of earlier bytes (crc) extended by these: crc32_bytes over pieces, piece by piece.
+uint32_t crc32_update(uint32_t crc, const void* data, size_t nbytes);
+// The CRC-32 of A followed by B from crc(A), crc(B) and B's length (zlib's crc32_combine): pieces
+// checksummed in parallel give the file's checksum.
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 }  // namespace ftx

@@ -13,6 +13,7 @@
 
 #include "formats/error.h"
 #include "formats/mapped_file.h"
+#include "formats/pending_outputs.h"
 
 namespace ftx {
 
@@ -253,13 +254,13 @@ void write_file(const std::string& path, const void* data, size_t nbytes) {
     if (k <= 0) {
       int e = k < 0 ? errno : EIO;
       ::close(fd);
-      throw Error(path, std::string("write failed: ") + std::strerror(e));
+      throw Error(path, std::string("write failed: ") + std::strerror(e) + write_error_hint(e));
     }
     p += k;
     left -= static_cast<size_t>(k);
   }
   // Some file systems (NFS, tmpfs quotas) report a full disk only at close.
-  if (::close(fd) != 0) throw Error(path, std::string("write failed: ") + std::strerror(errno));
+  if (::close(fd) != 0) throw Error(path, std::string("write failed: ") + std::strerror(errno) + write_error_hint(errno));
 }
 
 // ---- OutputDir -------------------------------------------------------------------------------
@@ -280,7 +281,17 @@ void remove_tree_quietly(const std::string& p) {
 
 }  // namespace
 
-TransientDir::~TransientDir() { remove_tree_quietly(path_); }
+TransientDir::TransientDir(std::string path) : path_(std::move(path)) {
+  const fs::path parent = fs::path(path_).parent_path();
+  if (!parent.empty() && !exists_nofollow(parent.string())) made_parent_ = parent.string();
+  pending_ = register_pending_output(path_, "", made_parent_);
+}
+
+TransientDir::~TransientDir() {
+  unregister_pending_output(pending_);
+  remove_tree_quietly(path_);
+  if (!made_parent_.empty()) ::rmdir(made_parent_.c_str());  // made for the scratch folder: gone when empty
+}
 
 OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) {
   std::string p = final_path;
@@ -293,17 +304,28 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) 
   if (exists_nofollow(final_path_) && !force_)
     throw Error(final_path_ + " exists; use --force to overwrite");
   const std::string parent = fp.has_parent_path() ? fp.parent_path().string() : ".";
+  // The folders made for it go again if it is never committed (a failed run leaves nothing).
+  for (fs::path p = parent; !p.empty() && !exists_nofollow(p.string()); p = p.parent_path()) {
+    created_.push_back(p.string());
+    if (!p.has_parent_path() || p.parent_path() == p) break;
+  }
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) throw Error(parent, "cannot create folder: " + ec.message());
+  // Unfinished outputs of earlier runs that were killed (their own cleanup could not run).
+  sweep_stale_temporaries(parent, base);
   tmp_path_ = parent + "/." + base + ".tmp-" + std::to_string(::getpid());
   remove_tree_quietly(tmp_path_);  // left over by an earlier run that had this pid
   if (::mkdir(tmp_path_.c_str(), 0755) != 0)
     throw Error(tmp_path_, std::string("cannot create folder: ") + std::strerror(errno));
+  pending_ = register_pending_output(tmp_path_, final_path_, created_.empty() ? "" : created_.back());
 }
 
 OutputDir::~OutputDir() {
-  if (!committed_) remove_tree_quietly(tmp_path_);
+  unregister_pending_output(pending_);
+  if (committed_) return;
+  remove_tree_quietly(tmp_path_);
+  for (const auto& d : created_) ::rmdir(d.c_str());  // innermost first; only while empty
 }
 
 void OutputDir::commit() {
@@ -312,6 +334,8 @@ void OutputDir::commit() {
     if (::rename(tmp_path_.c_str(), final_path_.c_str()) != 0)
       throw Error(final_path_, std::string("cannot move the finished output into place: ") + std::strerror(errno));
     committed_ = true;
+    unregister_pending_output(pending_);
+    pending_ = -1;
     return;
   }
   if (!force_) throw Error(final_path_ + " exists; use --force to overwrite");
@@ -328,6 +352,8 @@ void OutputDir::commit() {
     throw Error(final_path_, std::string("cannot move the finished output into place: ") + std::strerror(e));
   }
   committed_ = true;
+  unregister_pending_output(pending_);
+  pending_ = -1;
   remove_tree_quietly(old);
 }
 

@@ -54,7 +54,7 @@ void write_file(const std::string& path, const void* data, size_t nbytes);
 // ends: intermediate folders of a multi-step job that must never outlive it.
 class TransientDir {
  public:
-  explicit TransientDir(std::string path) : path_(std::move(path)) {}
+  explicit TransientDir(std::string path);  // also removed on a fatal signal (pending_outputs.h)
   ~TransientDir();
   TransientDir(const TransientDir&) = delete;
   TransientDir& operator=(const TransientDir&) = delete;
@@ -62,11 +62,15 @@ class TransientDir {
 
  private:
   std::string path_;
+  std::string made_parent_;  // its parent, when that did not exist yet (removed again if empty)
+  int pending_ = -1;
 };
 
 // A folder written under a temporary sibling name (`.<name>.tmp-<pid>`) and renamed into place by
 // commit(). Without `force`, an existing folder is an Error and is left untouched; with it, the old
-// folder is replaced only at commit. An uncommitted folder is removed by the destructor.
+// folder is replaced only at commit. An uncommitted folder is removed by the destructor, or by the
+// handler of a fatal signal, and the temporaries of earlier runs that were killed are removed (with
+// a note) when the same output is written again (formats/pending_outputs.h).
 class OutputDir {
  public:
   OutputDir(const std::string& final_path, bool force);
@@ -81,6 +85,8 @@ class OutputDir {
  private:
   std::string final_path_, tmp_path_;
   bool force_, committed_ = false;
+  int pending_ = -1;
+  std::vector<std::string> created_;  // folders made for the output, innermost first
 };
 
 }  // namespace ftx

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,20 @@ std::string folder_of(const std::string& path) {
 bool is_regular_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// "model-00001-of-00002.safetensors", "pytorch_model-00001-of-00003.bin".
+bool is_shard_name(const std::string& name) {
+  const size_t of = name.find("-of-");
+  if (of == std::string::npos || of < 6 || name[of - 6] != '-') return false;
+  for (size_t i = of - 5; i < of; ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return false;
+  return true;
 }
 
 }  // namespace
@@ -112,6 +127,37 @@ HfWeightFiles find_hf_weight_files(const std::string& folder) {
     throw Error(folder, "no HuggingFace weights found (looked for model.safetensors, "
                         "model.safetensors.index.json, pytorch_model.bin, pytorch_model.bin.index.json)");
   }
+  return w;
+}
+
+std::string hf_model_folder(const std::string& path) {
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) throw Error(path, "no such file or folder");
+  return S_ISDIR(st.st_mode) ? path : folder_of(path);
+}
+
+HfWeightFiles hf_weight_files_at(const std::string& path) {
+  const std::string folder = hf_model_folder(path);
+  if (folder == path) return find_hf_weight_files(folder);
+  const size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name == "config.json") return find_hf_weight_files(folder);
+  HfWeightFiles w;
+  if (ends_with(name, ".index.json")) {
+    w.format = name.find(".safetensors") != std::string::npos ? "safetensors" : "torch";
+    w.index_path = path;
+    w.files = read_hf_index(path).files;
+    return w;
+  }
+  if (is_shard_name(name))
+    throw Error(path, "is one shard of a sharded checkpoint; pass the model folder (or its .index.json) to convert "
+                      "every shard");
+  if (ends_with(name, ".safetensors")) w.format = "safetensors";
+  else if (ends_with(name, ".bin") || ends_with(name, ".pt") || ends_with(name, ".pth")) w.format = "torch";
+  else
+    throw Error(path, "is not a HuggingFace weight file (.safetensors, .bin, or a shard .index.json); pass the "
+                      "model folder or one of those");
+  w.files = {path};
   return w;
 }
 

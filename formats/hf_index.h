@@ -33,6 +33,13 @@ struct HfWeightFiles {
 };
 // Throws Error(folder, ...) listing what was looked for when none is there.
 HfWeightFiles find_hf_weight_files(const std::string& folder);
+// The weights `path` names: the folder's (as above) for a folder or its config.json; else the one
+// file named (a .safetensors or .bin file, or a shard index), whatever else the folder holds. Error
+// naming the path when it does not exist, is one shard of a sharded checkpoint, or is no weight file.
+HfWeightFiles hf_weight_files_at(const std::string& path);
+// The folder of an HF model given as `path`: the path itself, or the folder of a file named in it.
+// Error naming the path when it does not exist.
+std::string hf_model_folder(const std::string& path);
 
 // git-lfs pointer files start with "version https://git-lfs".
 bool is_git_lfs_pointer(const uint8_t* data, size_t size);

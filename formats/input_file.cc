@@ -36,7 +36,10 @@ bool LineReader::read_raw(std::string& line) {
   size_t len = static_cast<size_t>(n);
   if (len && buf_[len - 1] == '\n') --len;
   if (len && buf_[len - 1] == '\r') --len;
-  line.assign(buf_, len);
+  size_t start = 0;
+  if (!read_any_ && len >= 3 && std::memcmp(buf_, "\xEF\xBB\xBF", 3) == 0) start = 3;  // a UTF-8 byte-order mark
+  read_any_ = true;
+  line.assign(buf_ + start, len - start);
   return true;
 }
 

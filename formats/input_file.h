@@ -16,7 +16,8 @@ class LineReader {
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
-  // The next line without its "\n" (and a trailing "\r"); false at the end of the input.
+  // The next line without its "\n" (and a trailing "\r"); false at the end of the input. A UTF-8
+  // byte-order mark at the start of the input (Windows editors write one) is not part of the line.
   bool next(std::string& line);
   // The next line, without consuming it.
   bool peek(std::string& line);
@@ -29,7 +30,7 @@ class LineReader {
   bool owned_ = false;
   std::string name_;
   int64_t line_no_ = 0;
-  bool have_peeked_ = false, peeked_ok_ = false;
+  bool have_peeked_ = false, peeked_ok_ = false, read_any_ = false;
   std::string peeked_;
   char* buf_ = nullptr;
   size_t cap_ = 0;

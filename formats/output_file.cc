@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "formats/pending_outputs.h"
 
 namespace ftx {
 
@@ -75,7 +76,7 @@ void check_write(std::FILE* f, const std::string& name) {
 }
 
 void flush_or_throw(std::FILE* f, const std::string& name) {
-  if (std::fflush(f) != 0) throw Error(name, "write failed: " + errno_text());
+  if (std::fflush(f) != 0) throw Error(name, "write failed: " + errno_text() + write_error_hint(errno));
 }
 
 // Byte offsets just past each complete ('\n'-terminated) line of a file.
@@ -155,19 +156,23 @@ AtomicOutput::AtomicOutput(const std::string& path, bool force) : target_(classi
       break;
   }
   if (target_.exists && !force) throw Error(path, "exists; use --force to overwrite");
+  sweep_stale_temporaries(dir_of(target_.resolved), base_of(target_.resolved));
   tmp_ = dir_of(target_.resolved) + "/." + base_of(target_.resolved) + ".tmp-" + std::to_string(::getpid());
   file_ = std::fopen(tmp_.c_str(), "wb");
   if (!file_) throw Error(path, "cannot create output: " + errno_text());
   owns_file_ = true;
+  pending_ = register_pending_output(tmp_, target_.path);
 }
 
 AtomicOutput::~AtomicOutput() {
+  unregister_pending_output(pending_);
   if (owns_file_ && file_) std::fclose(file_);
   if (!tmp_.empty() && !committed_) std::remove(tmp_.c_str());
 }
 
 void AtomicOutput::write(const void* data, size_t n) {
-  if (n && std::fwrite(data, 1, n, file_) != n) throw Error(output_display_name(target_.path), "write failed: " + errno_text());
+  if (n && std::fwrite(data, 1, n, file_) != n)
+    throw Error(output_display_name(target_.path), "write failed: " + errno_text() + write_error_hint(errno));
 }
 
 void AtomicOutput::flush() { flush_or_throw(file_, output_display_name(target_.path)); }
@@ -184,6 +189,8 @@ void AtomicOutput::commit() {
       throw Error(target_.path, "cannot move the finished output into place: " + errno_text());
   }
   committed_ = true;
+  unregister_pending_output(pending_);
+  pending_ = -1;
 }
 
 void write_output_file(const std::string& path, const std::string& contents, bool force) {

@@ -56,6 +56,7 @@ class AtomicOutput {
   std::string tmp_;
   std::FILE* file_ = nullptr;
   bool owns_file_ = false, committed_ = false;
+  int pending_ = -1;  // formats/pending_outputs.h
 };
 
 // Writes a whole file at once through AtomicOutput.

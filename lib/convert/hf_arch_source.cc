@@ -259,7 +259,7 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
   plan.extra_ini.emplace_back("model_type", model_type);
 
   std::vector<Source> sources;
-  for (auto& t : hf::load_weights(folder))
+  for (auto& t : hf::load_weights(opt.in_path))
     sources.push_back({strip(spec, t.name), t.tensor.storage.origin + ":" + t.name, t.tensor});
 
   JobContext ctx;

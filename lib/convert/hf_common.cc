@@ -44,8 +44,8 @@ std::string str_or(const json& j, const std::string& k, const std::string& d) {
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
 }
 
-std::vector<NamedTensor> load_weights(const std::string& folder) {
-  HfWeightFiles wf = find_hf_weight_files(folder);
+std::vector<NamedTensor> load_weights(const std::string& in_path) {
+  HfWeightFiles wf = hf_weight_files_at(in_path);
   std::vector<NamedTensor> all;
   if (wf.format == "safetensors") {
     if (!wf.index_path.empty()) return read_safetensors_sharded(wf.index_path);

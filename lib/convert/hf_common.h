@@ -23,8 +23,9 @@ double num_or(const json& j, const std::string& k, double d);
 bool bool_or(const json& j, const std::string& k, bool d);
 std::string str_or(const json& j, const std::string& k, const std::string& d);
 
-// Every tensor of the model folder, names as stored (prefixes included).
-std::vector<NamedTensor> load_weights(const std::string& folder);
+// Every tensor of the model, names as stored (prefixes included): `in_path` is the model folder
+// (transformers' order of preference among its weight files) or the one weight file to convert.
+std::vector<NamedTensor> load_weights(const std::string& in_path);
 
 // vocab.json, merges.txt, tokenizer.json, tokenizer_config.json when present, copied as they are.
 void add_tokenizer_files(const std::string& folder, ConversionPlan& plan);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "formats/hf_index.h"
 #include "lib/convert/conversion.h"
 #include "lib/convert/hf_arch.h"
 #include "lib/convert/hf_common.h"
@@ -34,11 +35,8 @@ std::string strip_prefix(const std::string& n) {
 }  // namespace
 
 ConversionPlan plan_hf(const ConvertOptions& opt) {
-  std::string folder = opt.in_path;
-  if (!is_directory(folder)) {
-    auto slash = folder.find_last_of('/');
-    folder = slash == std::string::npos ? "." : folder.substr(0, slash);
-  }
+  // -i is the model folder or one weight file in it (which is then the one converted).
+  const std::string folder = hf_model_folder(opt.in_path);
   const std::string cfg_path = folder + "/config.json";
   json j;
   try {
@@ -56,7 +54,7 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
     return plan_hf_arch(opt, arch, j, folder);
   }
 
-  std::vector<NamedTensor> tensors = hf::load_weights(folder);
+  std::vector<NamedTensor> tensors = hf::load_weights(opt.in_path);
   std::map<std::string, TensorView> by_name;
   for (auto& t : tensors) by_name[strip_prefix(t.name)] = t.tensor;
   const bool santacoder = by_name.count("h.0.attn.q_attn.weight") > 0;

@@ -112,6 +112,9 @@ ConversionPlan plan_megatron(const ConvertOptions& opt) {
   const int64_t H = megatron_arg_int(args, "hidden_size", wte[0].shape[1]);
   c.head_num = megatron_arg_int(args, "num_attention_heads", opt.head_num);
   FTX_CHECK(c.head_num > 0, dir, "the checkpoint has no args: pass --head-num");
+  FTX_CHECK(opt.head_num <= 0 || opt.head_num == c.head_num, dir,
+            "--head-num " + std::to_string(opt.head_num) + " disagrees with the checkpoint's num_attention_heads " +
+                std::to_string(c.head_num) + " (--head-num is for checkpoints without args)");
   FTX_CHECK(H % c.head_num == 0, dir,
             "hidden size " + std::to_string(H) + " is not a multiple of the head count " + std::to_string(c.head_num));
   FTX_CHECK(c.head_num % Tt == 0, dir, "head count " + std::to_string(c.head_num) +

@@ -24,6 +24,7 @@
 #include "lib/convert/tensor_job.h"
 #include "lib/engine/model_weights.h"
 #include "lib/model/model_config.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx {
 
@@ -162,7 +163,7 @@ void plan_prompt_tables(const PromptArchive& a, ConversionPlan& plan, int64_t st
 void add_prompt_tables(const PromptArchive& a, const std::string& model_dir_in, int64_t start_id, bool force) {
   std::string dir = model_dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  const IniFile ini = IniFile::read(dir + "/config.ini");
+  const IniFile ini = read_model_config_ini(dir);
   ModelConfig cfg = ModelConfig::from_ini(ini);
   FTX_CHECK(a.hidden == cfg.hidden(), a.path,
             "prompt tables have hidden size " + std::to_string(a.hidden) + " but the model (" + dir +

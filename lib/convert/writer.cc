@@ -58,19 +58,6 @@ int64_t endoftext_id(const std::string& text) {
 
 namespace {
 
-void make_dirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      throw Error(cur, std::string("cannot create folder: ") + std::strerror(errno));
-  }
-}
-
 const char* section_of(const ModelConfig& c) {
   return c.arch == Architecture::kGptJ ? "gptj" : c.arch == Architecture::kGptNeoX ? "gptneox" : "gpt";
 }
@@ -104,7 +91,6 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
     FTX_CHECK(f.optional || produced_names.count(f.name), plan.source_path,
               "no source tensor for '" + f.name + "' (the weights do not match the configuration)");
 
-  make_dirs(opt.out_dir);
   OutputDir out(opt.out_dir + "/" + std::to_string(opt.tp) + "-gpu", opt.force);
 
   uint64_t total_bytes = 0;

@@ -76,6 +76,9 @@ void check_decode_request(const DecodeRequest& r, int64_t vocab) {
       fail("input id " + std::to_string(id) + " outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
   if (r.max_new_tokens < 0) fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is negative");
+  if (r.max_new_tokens > kMaxNewTokens)
+    fail("max_new_tokens " + std::to_string(r.max_new_tokens) + " is more than " + std::to_string(kMaxNewTokens) +
+         " (no KV cache row holds that many)");
   if (s.beam_width < 1 || s.beam_width > kMaxBeamWidth)
     fail("beam_width " + std::to_string(s.beam_width) + " outside [1, " + std::to_string(kMaxBeamWidth) +
          "] (FT's beam search kernels)");
@@ -93,6 +96,17 @@ void check_decode_request(const DecodeRequest& r, int64_t vocab) {
     fail("repetition_penalty " + fmt(s.repetition_penalty) + " and presence_penalty " + fmt(s.presence_penalty) +
          " both set; use one");
   if (s.min_length < 0) fail("min_length " + std::to_string(s.min_length) + " is negative");
+  // Settings the request could never honour are errors, not silent no-ops.
+  if (r.max_new_tokens > 0 && s.min_length > r.max_new_tokens)
+    fail("min_length " + std::to_string(s.min_length) + " is more than max_new_tokens " +
+         std::to_string(r.max_new_tokens) + " (the end id would be banned for every new token)");
+  if (s.beam_width > 1 && (s.top_k != 0 || s.top_p != 0.0))
+    fail(std::string(s.top_k != 0 ? "top_k " + std::to_string(s.top_k) : "top_p " + fmt(s.top_p)) +
+         " has no effect with beam search (beam_width " + std::to_string(s.beam_width) +
+         "): beams are not sampled; drop one of them");
+  if (s.beam_width == 1 && s.top_k == 0 && s.top_p == 0.0 && s.temperature != 1.0 && s.temperature != 0.0)
+    fail("temperature " + fmt(s.temperature) +
+         " has no effect with greedy decoding (top_k 0 and top_p 0); set top_k or top_p to sample");
   if (!std::isfinite(s.len_penalty)) fail("len_penalty " + fmt(s.len_penalty) + " is not finite");
   if (!std::isfinite(s.beam_search_diversity_rate))
     fail("beam_search_diversity_rate " + fmt(s.beam_search_diversity_rate) + " is not finite");

@@ -53,12 +53,17 @@ struct DecodeRequest {
 // beams.
 constexpr int64_t kMaxTopK = 1024;
 constexpr int64_t kMaxBeamWidth = 64;
+// New tokens per request: FT takes a uint32 length, but no cache holds 2^24 tokens of one row; a
+// larger value is a mistake (and would overflow the lengths computed from it).
+constexpr int64_t kMaxNewTokens = int64_t(1) << 24;
 
 // Throws Error (the message names the field and value, no location) when a request breaks FT's
-// rules: an empty prompt or an id outside [0, vocab), max_new_tokens < 0 (0: nothing to generate), top_k outside [0, 1024],
+// rules: an empty prompt or an id outside [0, vocab), max_new_tokens outside [0, kMaxNewTokens] (0: nothing to generate), top_k outside [0, 1024],
 // top_p outside [0, 1], temperature < 0, repetition_penalty <= 0, both penalties set, min_length < 0,
 // beam_width outside [1, 64], non-finite values. An end_id outside the vocabulary is allowed (it
-// never matches).
+// never matches). Values that would be silently ignored are errors too: min_length beyond
+// max_new_tokens, top_k/top_p with beam search (which does not sample), a temperature with greedy
+// decoding (top_k 0 and top_p 0).
 void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
 enum class FinishReason { kNone, kLength, kEndId, kStopWords };

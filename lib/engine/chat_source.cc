@@ -7,18 +7,25 @@ namespace ftx {
 ChatSource::ChatSource(const std::string& input, const Tokenizer& tokenizer, RequestDefaults defaults,
                        int64_t vocab_size, std::function<void()> prompt,
                        std::function<void(const std::string&)> notice)
-    : in_(input), tok_(tokenizer), defaults_(std::move(defaults)), vocab_(vocab_size), prompt_(std::move(prompt)),
-      notice_(std::move(notice)), session_("chat-1"), sessions_(1) {}
+    : file_(std::make_unique<LineReader>(input)), name_(file_->name()), tok_(tokenizer), defaults_(std::move(defaults)),
+      vocab_(vocab_size), prompt_(std::move(prompt)), notice_(std::move(notice)), session_("chat-1"), sessions_(1) {
+  read_line_ = [this](std::string& line) { return file_->next(line); };
+}
+
+ChatSource::ChatSource(ReadLine read_line, std::string input_name, const Tokenizer& tokenizer, RequestDefaults defaults,
+                       int64_t vocab_size, std::function<void(const std::string&)> notice)
+    : read_line_(std::move(read_line)), name_(std::move(input_name)), tok_(tokenizer), defaults_(std::move(defaults)),
+      vocab_(vocab_size), notice_(std::move(notice)), session_("chat-1"), sessions_(1) {}
 
 bool ChatSource::read_next() {
   std::string line;
   for (;;) {
     if (prompt_) prompt_();
-    if (!in_.next(line)) {
+    if (!read_line_(line)) {
       finished_ = true;
       return false;
     }
-    const std::string where = in_.name() + ": line " + std::to_string(in_.line_number());
+    const std::string where = name_ + ": line " + std::to_string(++line_no_);
     if (line.rfind("//", 0) == 0) {
       line.erase(0, 1);  // a literal leading "/"
     } else if (!line.empty() && line[0] == '/') {
@@ -66,7 +73,7 @@ const Request* ChatSource::peek() {
 }
 
 Request ChatSource::take() {
-  if (!peek()) throw Error(in_.name(), "internal: take() with no line");
+  if (!peek()) throw Error(name_, "internal: take() with no line");
   have_ = false;
   if (!next_.is_control()) {
     in_flight_ = true;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "formats/input_file.h"
@@ -23,10 +24,16 @@ namespace ftx {
 
 class ChatSource : public RequestSource {
  public:
+  // One line of input into `line` (without its newline); false at the end of the input.
+  using ReadLine = std::function<bool(std::string& line)>;
+
   // input: a path or "-" (standard input). prompt(): called before a line is read (shows "> " on a
   // terminal). notice(text): a one-line message about a skipped line.
   ChatSource(const std::string& input, const Tokenizer& tokenizer, RequestDefaults defaults, int64_t vocab_size,
              std::function<void()> prompt, std::function<void(const std::string&)> notice);
+  // Lines from `read_line` (a terminal's line editor), named `input_name` in messages.
+  ChatSource(ReadLine read_line, std::string input_name, const Tokenizer& tokenizer, RequestDefaults defaults,
+             int64_t vocab_size, std::function<void(const std::string&)> notice);
   const Request* peek() override;
   Request take() override;
   bool finished() override;
@@ -39,7 +46,10 @@ class ChatSource : public RequestSource {
  private:
   bool read_next();
 
-  LineReader in_;
+  std::unique_ptr<LineReader> file_;  // the path's lines (or read_line_ instead)
+  ReadLine read_line_;
+  std::string name_;
+  int64_t line_no_ = 0;
   const Tokenizer& tok_;
   RequestDefaults defaults_;
   int64_t vocab_;

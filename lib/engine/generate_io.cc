@@ -209,14 +209,56 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
   return r;
 }
 
+namespace {
+
+// Whether a prompt file's first non-blank line opens a JSON array of requests ("[", "[{", '["',
+// "[]"), not a text prompt that happens to start with a bracket ("[INST] ...").
+bool opens_json_array(const std::string& first) {
+  const std::string t = trim(first);
+  if (t.empty() || t[0] != '[') return false;
+  const std::string rest = trim(t.substr(1));
+  return rest.empty() || rest[0] == '{' || rest[0] == '"' || rest[0] == ']';
+}
+
+}  // namespace
+
+// The whole file is one JSON array (held in memory: such files are written by hand or by a
+// script, not streamed); each element becomes what one JSON line would be.
+bool PromptReader::read_json_array(std::string text) {
+  for (std::string line; in_.next(line);) text += "\n" + line;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw Error(in_.name(), std::string("starts like a JSON array of prompts but is not valid JSON: ") + e.what());
+  }
+  if (!j.is_array()) throw Error(in_.name(), "expected one JSON array of prompts");
+  for (auto& item : j) array_items_.push_back(item.dump());
+  return true;
+}
+
 bool PromptReader::read_next() {
   std::string line;
   for (;;) {
-    if (!in_.next(line)) return false;
-    const std::string where = in_.name() + ": line " + std::to_string(in_.line_number()) + " (prompt " +
-                              std::to_string(next_index_ + 1) + ")";
-    std::string after;
-    const bool last = !in_.peek(after);
+    std::string where;
+    bool last = false;
+    if (json_array_) {
+      if (array_next_ == array_items_.size()) return false;
+      where = in_.name() + ": element " + std::to_string(array_next_ + 1) + " (prompt " + std::to_string(next_index_ + 1) + ")";
+      line = std::move(array_items_[array_next_++]);
+      if (line[0] == '"') {  // a text prompt
+        nlohmann::json text = nlohmann::json::object();
+        text["text"] = nlohmann::json::parse(line);
+        line = text.dump();
+      } else if (line[0] != '{') {
+        throw Error(where + ": expected a request object or a text string, not " + line);
+      }
+    } else {
+      if (!in_.next(line)) return false;
+      where = in_.name() + ": line " + std::to_string(in_.line_number()) + " (prompt " + std::to_string(next_index_ + 1) + ")";
+      std::string after;
+      last = !in_.peek(after);
+    }
     if (!format_known_) {
       if (trim(line).empty()) {
         if (last) return false;
@@ -224,6 +266,10 @@ bool PromptReader::read_next() {
       }
       format_known_ = true;
       json_lines_ = trim(line)[0] == '{';
+      if (format_ == PromptFormat::kText && opens_json_array(line)) {
+        json_array_ = json_lines_ = read_json_array(line);
+        continue;
+      }
     }
     Request r;
     PromptChoice choice;

@@ -37,7 +37,9 @@ struct PromptLimits {
 
 enum class PromptFormat {
   kStartIdsCsv,  // FT start_ids.csv: one prompt per line, comma-separated ids
-  kText,         // one prompt per line, or JSON lines (when the first non-blank line starts with '{')
+  kText,         // one prompt per line, or JSON lines (when the first non-blank line starts with '{'),
+                 // or one JSON array of request objects or text strings (when it starts with '[{',
+                 // '["' or a lone '['); a UTF-8 byte-order mark before any of them is skipped
 };
 
 // The JSON-line fields a request may carry besides "text" or "ids".
@@ -79,6 +81,10 @@ class PromptReader : public RequestSource {
   PromptFormat format_;
   bool format_known_ = false;  // kText: whether json_lines_ was decided (first non-blank line)
   bool json_lines_ = false;
+  bool json_array_ = false;    // kText: the file is one JSON array; its elements are the requests
+  std::vector<std::string> array_items_;  // each element as JSON text
+  size_t array_next_ = 0;
+  bool read_json_array(std::string first_line);
   const Tokenizer* tok_;
   RequestDefaults defaults_;
   PromptLimits limits_;

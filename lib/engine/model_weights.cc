@@ -10,20 +10,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <type_traits>
 #include <variant>
 
-#include <nlohmann/json.hpp>
-
 #include "formats/error.h"
 #include "formats/ft_dir.h"
+#include "formats/ft_manifest.h"
 #include "formats/mapped_file.h"
 #include "formats/tensor.h"
 #include "lib/engine/w8a8_weights.h"
+#include "lib/engine/weight_checks.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/model/ft_weight_layout.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx {
 
@@ -63,46 +63,12 @@ void check_tp(const std::string& dir, const ModelConfig& cfg, int tp) {
 }
 
 // manifest.json, when a converter wrote one: every file it names must have the size it says.
-// Accepted shapes: {"files": [{"name"|"file"|"path": ..., "bytes"|"size"|"nbytes": n}, ...]} or
-// {"files": {"<file>": {"bytes": n} | n}}.
 void check_manifest(const std::string& dir) {
-  const std::string path = join(dir, "manifest.json");
-  if (file_size(path) < 0) return;
-  nlohmann::json j;
-  try {
-    std::ifstream in(path);
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(path, std::string("not valid JSON: ") + e.what());
-  }
-  if (!j.is_object() || !j.contains("files")) return;
-  auto check_one = [&](const std::string& name, int64_t bytes) {
-    if (name.empty() || bytes < 0) return;
-    if (name.find('/') != std::string::npos || name == "..")
-      throw Error(path, "file name '" + name + "' is not a plain file name");
-    const int64_t found = file_size(join(dir, name));
-    if (found < 0) throw Error(join(dir, name), "listed in manifest.json but missing");
-    if (found != bytes)
-      throw Error(join(dir, name), std::to_string(found) + " bytes, manifest.json says " + std::to_string(bytes));
-  };
-  auto bytes_of = [](const nlohmann::json& e) -> int64_t {
-    if (e.is_number_integer()) return e.get<int64_t>();
-    if (!e.is_object()) return -1;
-    for (const char* k : {"bytes", "size", "nbytes"})
-      if (e.contains(k) && e[k].is_number_integer()) return e[k].get<int64_t>();
-    return -1;
-  };
-  const auto& files = j["files"];
-  if (files.is_array()) {
-    for (const auto& e : files) {
-      if (!e.is_object()) continue;
-      std::string name;
-      for (const char* k : {"name", "file", "path"})
-        if (e.contains(k) && e[k].is_string()) { name = e[k].get<std::string>(); break; }
-      check_one(name, bytes_of(e));
-    }
-  } else if (files.is_object()) {
-    for (auto it = files.begin(); it != files.end(); ++it) check_one(it.key(), bytes_of(it.value()));
+  const auto manifest = read_ft_manifest(dir);
+  if (!manifest) return;
+  for (const auto& e : manifest->files) {
+    const std::string why = check_manifest_file(dir, e, /*with_data=*/false);
+    if (!why.empty()) throw Error(join(dir, e.file), why);
   }
 }
 
@@ -157,7 +123,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     if (found == -2) throw Error(path, "not a regular file");
     if (found != want)
       throw Error(path, std::to_string(found) + " bytes, expected " + std::to_string(want) + " (" +
-                            describe(f, cfg.weight_data_type) + ")");
+                            describe(f, cfg.weight_data_type) + " from config.ini)");
   }
   if (DIR* d = ::opendir(dir.c_str())) {
     std::string extra;
@@ -216,7 +182,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
 }
 
 ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend) {
-  const ModelConfig cfg = ModelConfig::from_ini(IniFile::read(join(dir, "config.ini")));
+  const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
   const ops::Backend::SmoothQuant& sq = backend.smoothquant();
@@ -356,6 +322,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   auto head_table = [&](const std::string& name) {
     return name == "model.lm_head.weight" || name == "model.lm_head.bias" || (tied && name == "model.wte");
   };
+  const auto manifest = read_ft_manifest(dir);  // its checksums are checked as each file is loaded
   std::vector<float> host;
   std::vector<uint8_t> padded;
   for (const auto& f : files) {
@@ -374,6 +341,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     auto file = MappedFile::open(path);
     size_t n = static_cast<size_t>(f.numel());
     const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());
+    check_weight_bytes(path, src, n * dtype_size(file_dtype), file_dtype, manifest ? manifest->find(f.file_name()) : nullptr,
+                       dir);
     if (head_table(f.name) && w.padded_vocab_ > cfg.vocab_size) {
       const size_t row = n / static_cast<size_t>(cfg.vocab_size), elem = dtype_size(file_dtype);
       padded.assign(static_cast<size_t>(w.padded_vocab_) * row * elem, 0);  // zero bits: 0.0 in every dtype

@@ -4,6 +4,7 @@
 #include "formats/ft_dir.h"
 #include "lib/dist/device_communicator.h"
 #include "lib/model/model_config.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx {
 
@@ -22,7 +23,7 @@ Runtime make_runtime(const RuntimeOptions& o) {
   // the world size and config.ini, and stops with the same one-line error.
   int64_t num_layer = -1;
   if (o.pipeline_para_size > 1)
-    num_layer = ModelConfig::from_ini(IniFile::read(o.model_dir + "/config.ini")).num_layer;
+    num_layer = read_model_config(o.model_dir).num_layer;
   const dist::ParallelLayout layout =
       dist::ParallelLayout::resolve(o.tensor_para_size, o.pipeline_para_size, rt.comm->size(), rt.comm->rank(),
                                     num_layer);

@@ -537,8 +537,9 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
       for (int64_t r = 0; r < rows; ++r) {
         msg[r] = so.tokens[r];
         msg[rows + r] = so.parents[r];
-        msg[2 * rows + r] = so.finished[r] ? 1 : 0;
+        msg[2 * rows + r] = so.finished[r] || cut_short_ ? 1 : 0;  // finish_running(): every row ends here
       }
+      cut_short_ = false;
     }
     comm_.broadcast(msg.data(), msg.size() * sizeof(int32_t), 0);
     if (stats_.first_token_s < 0) stats_.first_token_s = seconds_since(t0);
@@ -607,6 +608,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
       slot = Slot();
       slot.parked = parked;
     }
+    if (!any_decoding()) cut_short_ = false;  // a finish_running() that came as the last ones ended
     ++stats_.steps;
 
     // Run every unfinished row of a live request one step.

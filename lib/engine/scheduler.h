@@ -170,6 +170,10 @@ class Scheduler {
   // All requests at once; outputs in input order (rank 0; other ranks get empty outputs).
   std::vector<GenerationOutput> run_all(const std::vector<DecodeRequest>& requests,
                                         const StreamCallback& on_token = nullptr);
+  // Rank 0, during run() (from a callback): every request decoding now ends after the current step,
+  // with the tokens it has (finish reason none); a session keeps them as its context. ftx chat's
+  // Ctrl-C: the answer stops, the conversation goes on.
+  void finish_running() { cut_short_ = true; }
   // --resume (rank 0, before run): a session whose earlier rounds' results are already written
   // continues from `context` (its prompts and generated tokens) after `rounds` rounds.
   void restore_session(const std::string& session, std::vector<int32_t> context, int64_t rounds);
@@ -262,6 +266,7 @@ class Scheduler {
   uint64_t admissions_ = 0;
   int64_t room_ = 0;  // while planning: blocks still free for admissions
   std::unordered_set<uint64_t> produced_;  // while planning: prefix blocks this plan's newcomers compute
+  bool cut_short_ = false;  // rank 0: finish_running() was called
 };
 
 // Restores input order: results arrive in completion order and leave in index order, starting

@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "formats/error.h"
+#include "lib/model/config_ini_check.h"
 
 namespace ftx {
 
@@ -51,6 +52,19 @@ std::string fmt_double(double v) {
 }
 
 std::string b01(bool b) { return b ? "1" : "0"; }
+
+// N of a config.ini path ".../<N>-gpu/config.ini", else 1.
+int64_t tp_of_folder_name(const std::string& ini_path) {
+  const size_t slash = ini_path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return 1;
+  const size_t start = ini_path.rfind('/', slash - 1);
+  const std::string dir = ini_path.substr(start == std::string::npos ? 0 : start + 1, slash - (start == std::string::npos ? 0 : start + 1));
+  const size_t dash = dir.find("-gpu");
+  if (dash == std::string::npos || dash == 0 || dash + 4 != dir.size() || dash > 5 ||
+      dir.find_first_not_of("0123456789") != dash)
+    return 1;
+  return std::stoll(dir.substr(0, dash));
+}
 std::string bTF(bool b) { return b ? "True" : "False"; }
 
 const char* position_name(PositionEmbedding p) {
@@ -231,6 +245,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   for (const char* s : {"gpt", "gptj", "gptneox"})
     if (ini.has_section(s)) { sec = s; break; }
   if (sec.empty()) throw Error(origin, "no [gpt], [gptj] or [gptneox] section");
+  check_config_ini(ini, sec);  // every key's type and range, and keys that must agree, named with their values
   Reader r{ini, sec};
   ModelConfig c;
 
@@ -295,11 +310,12 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     c.num_layer = r.i("n_layer");
     c.vocab_size = r.i("vocab_size");
     c.max_pos_seq_len = r.i("n_positions");
-    c.start_id = r.i_or("bos_token_id", 50256);
-    c.end_id = r.i_or("eos_token_id", 50256);
+    c.start_id = r.i_or("start_id", r.i_or("bos_token_id", 50256));
+    c.end_id = r.i_or("end_id", r.i_or("eos_token_id", 50256));
     c.layernorm_eps = r.d_or("layer_norm_epsilon", 1e-5);
     c.activation = activation_from_name(r.get("activation_function"));
     c.norm = r.b_or("do_layer_norm_before", true) ? NormPlacement::kPre : NormPlacement::kPost;
+    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", c.norm == NormPlacement::kPre);  // TL: no ln_f after post-LN
     c.has_bias = r.b_or("bias", true);
     if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
     double pct = r.d_or("rotary_pct", 0.0);
@@ -309,13 +325,15 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
       c.max_pos_seq_len = 0;
     }
     c.rotary_base = r.d_or("rotary_base", 10000.0);
-    c.weight_data_type = dtype_from_name(r.get_or("storage_dtype", "float32"));
+    c.weight_data_type = dtype_from_name(lower(r.get_or("storage_dtype", "float32")));
   }
 
   // FT optional keys (defaults as FT's readers).
   if (!tl_dialect) {
     c.layernorm_eps = r.has("layernorm_eps") ? r.d_or("layernorm_eps", 1e-6) : r.d_or("layer_norm_epsilon", 1e-6);
-    std::string lt = lower(r.get_or("layernorm_type", "pre_layernorm"));
+    // Absent keys take what another dialect's key says before FT's default (check_config_ini made
+    // sure that keys present agree).
+    std::string lt = lower(r.get_or("layernorm_type", r.b_or("do_layer_norm_before", true) ? "pre_layernorm" : "post_layernorm"));
     if (lt == "pre_layernorm") c.norm = NormPlacement::kPre;
     else if (lt == "post_layernorm") c.norm = NormPlacement::kPost;
     else throw Error(origin, "layernorm_type '" + lt + "' is neither pre_layernorm nor post_layernorm");
@@ -323,30 +341,37 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
       // FT computes its "Gelu" with the tanh approximation, so an FT-only folder means gelu_tanh.
       Activation a = activation_from_name(r.get("activation_type"));
       c.activation = (a == Activation::kGelu) ? Activation::kGeluTanh : a;
+    } else if (r.has("activation_function")) {
+      c.activation = activation_from_name(r.get("activation_function"));  // TensorRT-LLM's key is exact
     } else if (c.arch != Architecture::kGptJ) {
       c.activation = Activation::kGeluTanh;
     }
     if (c.arch == Architecture::kGpt || c.arch == Architecture::kBloom || c.arch == Architecture::kOpt ||
         c.arch == Architecture::kXglm || c.arch == Architecture::kGptBigCode) {
-      bool has_pos = r.b_or("has_positional_encoding", c.position == PositionEmbedding::kLearned);
+      const std::string pe = r.has("position_embedding_type") ? lower(r.get("position_embedding_type")) : "";
+      const bool pe_has_pos = pe.empty() ? c.position == PositionEmbedding::kLearned
+                                         : pe == "learned" || pe == "learned_absolute" || pe == "sinusoidal";
+      bool has_pos = r.b_or("has_positional_encoding", pe_has_pos);
       if (!has_pos && c.position == PositionEmbedding::kLearned) c.position = PositionEmbedding::kNone;
       if (has_pos) c.max_pos_seq_len = r.i("max_pos_seq_len");
       if (r.b_or("use_attention_linear_bias", false)) c.position = PositionEmbedding::kAlibi;
+      // Rotary positions in a [gpt] section (NeMo GPT-Next): FT has no key for them, ftx's and
+      // TensorRT-LLM's say so.
+      if (!has_pos && (r.i_or("rotary_dim", 0) > 0 || r.d_or("rotary_pct", 0.0) > 0)) c.position = PositionEmbedding::kRotary;
     } else {
       c.max_pos_seq_len = r.i_or("max_pos_seq_len", 0);
       c.rotary_dim = r.i("rotary_embedding");
     }
     if (c.arch == Architecture::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
     c.has_pre_decoder_layernorm = r.b_or("has_pre_decoder_layernorm", c.has_pre_decoder_layernorm);
-    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", true);
-    c.weight_data_type = DType::kFloat32;
-    std::string wdt = lower(r.get_or("weight_data_type", "fp32"));
-    if (wdt.find("fp16") != std::string::npos) c.weight_data_type = DType::kFloat16;
-    else if (wdt.find("bf16") != std::string::npos) c.weight_data_type = DType::kBFloat16;
+    // TensorRT-LLM: do_layer_norm_before = False also means no final layernorm.
+    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", r.b_or("do_layer_norm_before", true));
+    c.weight_data_type = dtype_from_name(lower(r.get_or("weight_data_type", r.get_or("storage_dtype", "fp32"))));
     if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
     if (r.has("bias")) c.has_bias = r.b_or("bias", true);
   }
-  c.tensor_para_size = r.i_or("tensor_para_size", 1);
+  // FT takes the TP size from config.pbtxt; its converters' folder name OUT/<N>-gpu says it too.
+  c.tensor_para_size = r.i_or("tensor_para_size", tp_of_folder_name(origin));
 
   // ftx keys: explicit facts win over everything above.
   if (r.has("activation")) c.activation = activation_from_name(r.get("activation"));
@@ -354,6 +379,8 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     c.position = position_from_name(r.get("position_embedding_type"), origin);
   c.position_offset = r.i_or("position_offset", c.position_offset);
   c.rotary_dim = r.i_or("rotary_dim", c.rotary_dim);
+  if (c.position == PositionEmbedding::kRotary && c.rotary_dim == 0 && r.d_or("rotary_pct", 0.0) > 0)
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * r.d_or("rotary_pct", 0.0) + 0.5);
   if (r.has("rotary_style")) {
     std::string s = lower(r.get("rotary_style"));
     if (s == "interleaved" || s == "gptj") c.rotary_style = RotaryStyle::kInterleaved;

@@ -11,6 +11,7 @@
 #include "lib/engine/model_weights.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/ops/backend.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx::quant {
 
@@ -45,7 +46,7 @@ const HostTensor& HostModel::at(const std::string& name) const { return const_ca
 HostModel HostModel::read(const std::string& dir) {
   HostModel m;
   m.dir = dir;
-  m.cfg = ModelConfig::from_ini(IniFile::read(dir + "/config.ini"));
+  m.cfg = read_model_config(dir);
   const int64_t tp = m.cfg.tensor_para_size;
   ModelWeights::check_files(dir, m.cfg, static_cast<int>(tp));
   FTX_CHECK(m.cfg.attention == AttentionKind::kMultiHead, dir,

@@ -18,6 +18,7 @@
 #include "lib/quant/smoothing.h"
 #include "lib/tokenizer/model_tokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "lib/model/model_dir.h"
 
 namespace ftx::quant {
 
@@ -131,7 +132,7 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   // The input's own keys that ftx's configuration does not write (a converter's, e.g. TensorRT-LLM's
   // HF attributes) are kept, before the ones below, which replace any earlier quantization's.
   {
-    const IniFile in_ini = IniFile::read(o.model_dir + "/config.ini");
+    const IniFile in_ini = read_model_config_ini(o.model_dir);
     const IniFile ours = plan.cfg.to_ini();
     const std::string section = ours.sections().front();
     for (const auto& kv : in_ini.entries(section))

@@ -58,3 +58,15 @@ def check_killed_and_resumed(base, out, ref, kill_after_bytes, total):
     r = subprocess.run(base + ["--output", out, "--resume"], capture_output=True, text=True, timeout=600)
     check(r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read(),
           f"resumed file differs from the uninterrupted run: {r.stderr.strip()}")
+
+
+def wait_for(pred, what, context=lambda: "", timeout=30):
+    """Polls pred() every 50 ms until it is true (True) or `timeout` s pass (a failure naming `what`
+    and context(), False): the terminal tests' way of waiting for a screen."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.05)
+    check(False, f"timed out waiting for {what}; {context()}")
+    return False

@@ -179,7 +179,7 @@ def test_errors(tmp):
                  "model.layers.0.attention.dense.weight.0.bin: missing weight file (expected 8192 bytes, fp16 [64, 64])")
     d = broken("short", lambda d: os.truncate(os.path.join(d, "model.wte.bin"), 100))
     expect_error("truncated weight", ["-m", d, "--input-ids", csv("ok.csv", "1,2\n"), *base],
-                 "model.wte.bin: 100 bytes, expected 38528 (fp16 [301, 64])")
+                 "model.wte.bin: 100 bytes, expected 38528 (fp16 [301, 64] from config.ini)")
 
     def drop_key(d):
         p = os.path.join(d, "config.ini")

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+import e2e_util  # noqa: E402
 from e2e_util import check, check_killed_and_resumed, finish, mpirun  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
@@ -197,13 +198,7 @@ def test_chat_tty(tmp):
                                   text=True).stdout
 
         def wait_for(pred, what, timeout=30):
-            t0 = time.time()
-            while time.time() - t0 < timeout:
-                if pred():
-                    return True
-                time.sleep(0.05)
-            check(False, f"tty: timed out waiting for {what}; pane:\n{pane()}")
-            return False
+            return e2e_util.wait_for(pred, "tty: " + what, lambda: "pane:\n" + pane(), timeout)
 
         def send(line):
             subprocess.run(["tmux", "send-keys", "-t", name, "-l", line], check=True)

@@ -44,7 +44,7 @@ TEST_F(EngineWeights, TruncatedFileNamesBytesFoundAndExpected) {
   const auto f = dir_ / "model.layers.1.mlp.dense_h_to_4h.weight.0.bin";
   fs::resize_file(f, 1000);
   const auto msg = load_error();
-  EXPECT_NE(msg.find("model.layers.1.mlp.dense_h_to_4h.weight.0.bin: 1000 bytes, expected 32768 (fp16 [64, 256])"),
+  EXPECT_NE(msg.find("model.layers.1.mlp.dense_h_to_4h.weight.0.bin: 1000 bytes, expected 32768 (fp16 [64, 256] from config.ini)"),
             std::string::npos) << msg;
 }
 
@@ -85,6 +85,16 @@ TEST_F(EngineWeights, ManifestSizeMismatch) {
   std::ofstream(dir_ / "manifest.json") << R"({"files": [{"name": "model.wte.bin", "bytes": 12}]})";
   const auto msg = load_error();
   EXPECT_NE(msg.find("model.wte.bin: 38528 bytes, manifest.json says 12"), std::string::npos) << msg;
+}
+
+// A dtype this build does not name (a newer writer's, e.g. an FP8 variant) is not an error: the file is
+// still checked by size and checksum.
+TEST_F(EngineWeights, ManifestUnknownDtypeIsCheckedByteWise) {
+  std::ofstream(dir_ / "manifest.json")
+      << R"({"files": [{"file": "model.wte.bin", "dtype": "float4_e2m1", "bytes": 38528, "crc32": 0}]})";
+  const auto msg = load_error();
+  EXPECT_NE(msg.find("model.wte.bin: checksum "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(", manifest.json says 00000000"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,0 +1,319 @@
+// config.ini checked as a whole (lib/model/config_ini_check.h), walked key by key: the config.ini
+// ftx writes for each architecture, with one key at a time removed, emptied, set to a value of the
+// wrong type or out of range, or set to a valid value that contradicts the keys stating the same
+// fact in another dialect (FT / TensorRT-LLM / ftx). Every failure must be one message naming the
+// file, the key and the value; every edit that loads must give a config the key really describes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "lib/model/model_config.h"
+
+namespace ftx {
+namespace {
+
+const char* kPath = "out/1-gpu/config.ini";
+
+// A config.ini as ftx writes it, for each kind of model the engine runs.
+std::map<std::string, ModelConfig> models() {
+  std::map<std::string, ModelConfig> m;
+  ModelConfig gpt;
+  gpt.head_num = 4, gpt.size_per_head = 16, gpt.inter_size = 256, gpt.num_layer = 2, gpt.vocab_size = 300;
+  gpt.max_pos_seq_len = 64, gpt.start_id = 1, gpt.end_id = 2, gpt.activation = Activation::kGeluTanh;
+  gpt.kv_head_num = 4, gpt.weight_data_type = DType::kFloat16, gpt.layernorm_eps = 1e-5;
+  m["gpt2"] = gpt;
+  ModelConfig bloom = gpt;
+  bloom.arch = Architecture::kBloom, bloom.position = PositionEmbedding::kAlibi, bloom.max_pos_seq_len = 0;
+  bloom.has_pre_decoder_layernorm = true;
+  m["bloom"] = bloom;
+  ModelConfig opt = gpt;
+  opt.arch = Architecture::kOpt, opt.norm = NormPlacement::kPost, opt.activation = Activation::kRelu;
+  opt.has_post_decoder_layernorm = false, opt.weight_data_type = DType::kFloat32;
+  m["opt_post"] = opt;
+  ModelConfig next = gpt;  // NeMo GPT-Next: rope on half of each head, SwiGLU, no biases, untied
+  next.position = PositionEmbedding::kRotary, next.rotary_dim = 8, next.max_pos_seq_len = 0;
+  next.activation = Activation::kSwiGlu, next.has_bias = false, next.tied_embeddings = false;
+  m["gptnext"] = next;
+  ModelConfig gptj = gpt;
+  gptj.arch = Architecture::kGptJ, gptj.position = PositionEmbedding::kRotary, gptj.rotary_dim = 8;
+  gptj.rotary_style = RotaryStyle::kInterleaved, gptj.max_pos_seq_len = 0, gptj.parallel_residual = true;
+  gptj.shared_input_norm = true, gptj.tied_embeddings = false, gptj.has_lm_head_bias = true;
+  m["gptj"] = gptj;
+  ModelConfig neox = gpt;
+  neox.arch = Architecture::kGptNeoX, neox.position = PositionEmbedding::kRotary, neox.rotary_dim = 8;
+  neox.max_pos_seq_len = 0, neox.parallel_residual = true, neox.tied_embeddings = false;
+  neox.activation = Activation::kGelu, neox.weight_data_type = DType::kBFloat16;
+  m["gptneox"] = neox;
+  ModelConfig mqa = gpt;
+  mqa.arch = Architecture::kGptBigCode, mqa.kv_head_num = 1, mqa.attention = AttentionKind::kMultiQuery;
+  mqa.tensor_para_size = 2;
+  m["santacoder"] = mqa;
+  ModelConfig mcore = next;  // Megatron Core: grouped-query attention, RMSNorm, squared ReLU
+  mcore.kv_head_num = 2, mcore.tensor_para_size = 2, mcore.normalization = Normalization::kRmsNorm;
+  mcore.activation = Activation::kSquaredRelu;
+  m["mcore_gqa"] = mcore;
+  return m;
+}
+
+struct Result {
+  std::optional<ModelConfig> cfg;
+  std::string error;
+};
+
+Result load(const IniFile& ini) {
+  try {
+    return {ModelConfig::from_ini(IniFile::parse(ini.to_string(), kPath)), ""};
+  } catch (const Error& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+std::string section_of(const IniFile& ini) {
+  for (const char* s : {"gpt", "gptj", "gptneox"})
+    if (ini.has_section(s)) return s;
+  return "";
+}
+
+// `ini` with `key` of section `sec` set to `value` (nullopt: removed).
+IniFile edited(const IniFile& ini, const std::string& sec, const std::string& key, std::optional<std::string> value) {
+  IniFile out;
+  for (const auto& s : ini.sections())
+    for (const auto& [k, v] : ini.entries(s))
+      if (!(s == sec && k == key)) out.set(s, k, v);
+  if (value) out.set(sec, key, *value);
+  return out;
+}
+
+// What the engine runs: two configs that agree on these run the same model.
+std::string meaning(const ModelConfig& c) {
+  // The gpt family (gpt, bloom, opt, xglm, gpt_bigcode) runs one code path: its members differ only
+  // in the facts below.
+  const bool own_path = c.arch == Architecture::kGptJ || c.arch == Architecture::kGptNeoX;
+  std::string s = std::string(own_path ? architecture_name(c.arch) : "gpt") + " " + activation_name(c.activation);
+  for (int64_t v : {c.head_num, c.size_per_head, c.kv_head_num, c.inter_size, c.num_layer, c.vocab_size,
+                    c.max_pos_seq_len, c.start_id, c.end_id, c.position_offset, c.rotary_dim, c.tensor_para_size})
+    s += " " + std::to_string(v);
+  for (int v : {static_cast<int>(c.position), static_cast<int>(c.rotary_style), static_cast<int>(c.norm),
+                static_cast<int>(c.attention), static_cast<int>(c.normalization), static_cast<int>(c.weight_data_type), int(c.parallel_residual),
+                int(c.shared_input_norm), int(c.has_bias), int(c.has_pre_decoder_layernorm),
+                int(c.has_post_decoder_layernorm), int(c.tied_embeddings), int(c.has_lm_head_bias)})
+    s += " " + std::to_string(v);
+  s += " " + std::to_string(c.layernorm_eps) + " " + std::to_string(c.rotary_base) + " " + std::to_string(c.embedding_scale);
+  return s;
+}
+
+// An error names the file, the key and the value it found.
+void expect_names(const std::string& error, const std::string& key, const std::string& what) {
+  EXPECT_NE(error.find(kPath), std::string::npos) << what << ": " << error;
+  EXPECT_NE(error.find(key), std::string::npos) << what << ": " << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << what << ": one line: " << error;
+}
+
+TEST(ConfigIniCheck, WhatFtxWritesLoadsBack) {
+  for (const auto& [name, cfg] : models()) {
+    const Result r = load(cfg.to_ini());
+    ASSERT_TRUE(r.cfg) << name << ": " << r.error;
+    EXPECT_EQ(meaning(*r.cfg), meaning(load(cfg.to_ini()).cfg.value())) << name;
+  }
+}
+
+// A key removed: an error naming it, or the same model (another key states the same fact).
+TEST(ConfigIniCheck, EachKeyRemoved) {
+  for (const auto& [name, cfg] : models()) {
+    const IniFile ini = cfg.to_ini();
+    const std::string sec = section_of(ini);
+    const std::string want = meaning(load(ini).cfg.value());
+    for (const auto& [key, value] : ini.entries(sec)) {
+      // Which files the folder holds decides these two at load (a disagreement is an error there,
+      // naming the file): tied_embeddings (model.lm_head.weight.bin) and, without its key, the TP
+      // size comes from the folder's name, OUT/<N>-gpu.
+      if (key == "tied_embeddings" || key == "tensor_para_size") continue;
+      // Without kv_head_num a grouped-query model reads as one with a key/value head per head: the
+      // QKV matrix's size, checked at load, tells (ModelWeights names the file). Without
+      // normalization (ftx's key, written only for RMSNorm, as no FT or TensorRT-LLM key states
+      // it) the model reads as a LayerNorm one and nothing in the folder says otherwise.
+      if (name == "mcore_gqa" && (key == "kv_head_num" || key == "normalization")) continue;
+      const Result r = load(edited(ini, sec, key, std::nullopt));
+      const std::string what = name + " without " + key;
+      if (r.cfg) EXPECT_EQ(meaning(*r.cfg), want) << what << " loads as another model";
+      else expect_names(r.error, key, what);
+    }
+  }
+}
+
+// Keys by what their values may be; the walk below tries each kind's bad values.
+enum class Kind { kSize, kCount, kId, kBool, kBool01, kPositiveReal, kFraction, kName, kEnum };
+
+Kind kind_of(const std::string& key) {
+  static const std::set<std::string> sizes = {"head_num", "size_per_head", "inter_size", "num_layer", "vocab_size",
+                                              "n_embd", "n_head", "n_layer", "intermediate_size",
+                                              "tensor_para_size", "kv_head_num"};
+  static const std::set<std::string> counts = {"max_pos_seq_len", "n_positions", "rotary_dim", "rotary_embedding",
+                                               "position_offset"};
+  static const std::set<std::string> ids = {"start_id", "end_id", "prompt_learning_start_id"};
+  static const std::set<std::string> bools = {"has_positional_encoding", "has_pre_decoder_layernorm",
+                                              "has_post_decoder_layernorm", "use_attention_linear_bias",
+                                              "do_layer_norm_before", "bias", "multi_query_mode", "parallel_residual",
+                                              "shared_input_norm", "has_bias", "tied_embeddings", "has_lm_head_bias"};
+  static const std::set<std::string> reals = {"layernorm_eps", "layer_norm_epsilon", "rotary_base", "embedding_scale"};
+  if (sizes.count(key)) return Kind::kSize;
+  if (counts.count(key)) return Kind::kCount;
+  if (ids.count(key)) return Kind::kId;
+  if (bools.count(key)) return Kind::kBool;
+  if (key == "use_gptj_residual") return Kind::kBool01;
+  if (reals.count(key)) return Kind::kPositiveReal;
+  if (key == "rotary_pct") return Kind::kFraction;
+  if (key == "model_name") return Kind::kName;
+  return Kind::kEnum;  // weight_data_type, storage_dtype, activation*, layernorm_type, architecture, ...
+}
+
+std::vector<std::string> bad_values(Kind k) {
+  std::vector<std::string> v = {"", "abc", "nan", "1e999", "99999999999999999999", "1 2"};
+  switch (k) {
+    case Kind::kSize: v.insert(v.end(), {"0", "-5", "1.5", "16777217"}); break;
+    case Kind::kCount: v.insert(v.end(), {"-1", "2.5", "16777217"}); break;
+    case Kind::kId: v.insert(v.end(), {"2.5", "4294967296"}); break;
+    case Kind::kBool: v.insert(v.end(), {"2", "-1", "truee", "none"}); break;
+    case Kind::kBool01: v.insert(v.end(), {"2", "-1", "True"}); break;
+    case Kind::kPositiveReal: v.insert(v.end(), {"0", "-1e-5", "inf"}); break;
+    case Kind::kFraction: v.insert(v.end(), {"-0.1", "1.5", "inf"}); break;
+    case Kind::kName: v = {""}; break;
+    case Kind::kEnum: v.insert(v.end(), {"0", "-5", "fp8", "Gelu2"}); break;
+  }
+  return v;
+}
+
+TEST(ConfigIniCheck, EachKeyEmptyWrongTypeOrOutOfRange) {
+  for (const auto& [name, cfg] : models()) {
+    const IniFile ini = cfg.to_ini();
+    const std::string sec = section_of(ini);
+    for (const auto& [key, value] : ini.entries(sec)) {
+      for (const std::string& bad : bad_values(kind_of(key))) {
+        const Result r = load(edited(ini, sec, key, bad));
+        const std::string what = name + " with " + key + " = '" + bad + "'";
+        EXPECT_FALSE(r.cfg) << what << " loads";
+        if (!r.cfg) expect_names(r.error, key, what);
+      }
+    }
+  }
+}
+
+TEST(ConfigIniCheck, KeyGivenTwice) {
+  const IniFile ini = models()["gpt2"].to_ini();
+  const std::string text = ini.to_string() + "[gpt]\nvocab_size = 200\n";
+  try {
+    ModelConfig::from_ini(IniFile::parse(text, kPath));
+    FAIL() << "a key given twice loads";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab_size is given more than once (300,200)"), std::string::npos) << e.what();
+  }
+}
+
+// One key edited to a valid value that the keys of another dialect contradict: both named.
+TEST(ConfigIniCheck, ContradictoryKeysNameBoth) {
+  struct Case {
+    const char* model;
+    const char* key;
+    const char* value;
+    const char* other;  // the key it must be reported against
+  };
+  const Case cases[] = {
+      {"gpt2", "activation_type", "Relu", "activation"},
+      {"gpt2", "activation", "Relu", "activation"},  // against activation_type or activation_function
+      {"gpt2", "activation_function", "relu", "activation"},
+      {"gpt2", "use_attention_linear_bias", "True", "position_embedding_type"},
+      {"gpt2", "has_positional_encoding", "False", "position_embedding_type"},
+      {"gpt2", "position_embedding_type", "alibi", "use_attention_linear_bias"},
+      {"gpt2", "head_num", "8", "n_head"},
+      {"gpt2", "n_head", "2", "head_num"},
+      {"gpt2", "size_per_head", "8", "n_embd"},
+      {"gpt2", "num_layer", "3", "n_layer"},
+      {"gpt2", "inter_size", "128", "intermediate_size"},
+      {"gpt2", "max_pos_seq_len", "32", "n_positions"},
+      {"gpt2", "weight_data_type", "fp32", "storage_dtype"},
+      {"gpt2", "storage_dtype", "bfloat16", "weight_data_type"},
+      {"gpt2", "layernorm_eps", "1e-3", "layer_norm_epsilon"},
+      {"gpt2", "layernorm_type", "post_layernorm", "do_layer_norm_before"},
+      {"gpt2", "do_layer_norm_before", "False", "layernorm_type"},
+      {"gpt2", "bias", "False", "has_bias"},
+      {"gpt2", "has_bias", "0", "bias"},
+      {"gpt2", "multi_query_mode", "True", "kv_head_num"},
+      {"gpt2", "kv_head_num", "1", "multi_query_mode"},
+      {"gpt2", "architecture", "gptj", "architecture"},
+      {"bloom", "model_variant", "opt-pre", "architecture"},
+      {"bloom", "use_attention_linear_bias", "False", "position_embedding_type"},
+      {"gptnext", "rotary_pct", "0.25", "rotary_dim"},
+      {"gptnext", "rotary_dim", "4", "rotary_pct"},
+      {"gptnext", "position_embedding_type", "learned", "has_positional_encoding"},
+      {"gptj", "rotary_embedding", "4", "rotary_dim"},
+      {"gptneox", "use_gptj_residual", "0", "parallel_residual"},
+      {"gptneox", "parallel_residual", "0", "use_gptj_residual"},
+      {"santacoder", "tensor_para_size", "3", "tensor_para_size"},
+      {"mcore_gqa", "kv_head_num", "3", "head_num"},
+      {"mcore_gqa", "tensor_para_size", "4", "kv_head_num"},
+  };
+  auto all = models();
+  for (const Case& c : cases) {
+    IniFile ini = all.at(c.model).to_ini();
+    const std::string sec = section_of(ini);
+    if (std::string(c.key) == "model_variant") ini.set(sec, "model_variant", "bloom-pre");
+    const Result r = load(edited(ini, sec, c.key, std::string(c.value)));
+    const std::string what = std::string(c.model) + " with " + c.key + " = " + c.value;
+    EXPECT_FALSE(r.cfg) << what << " loads";
+    if (r.cfg) continue;
+    expect_names(r.error, c.key, what);
+    expect_names(r.error, c.other, what);
+    EXPECT_NE(r.error.find(c.value), std::string::npos) << what << ": the value is named: " << r.error;
+  }
+}
+
+// The cases, as a user saw them.
+TEST(ConfigIniCheck, MessagesNameFileKeyAndValue) {
+  const IniFile ini = models()["gpt2"].to_ini();
+  auto error_of = [&](const char* key, const char* value) {
+    const Result r = load(edited(ini, "gpt", key, std::string(value)));
+    return r.cfg ? std::string("(loads)") : r.error;
+  };
+  EXPECT_EQ(error_of("vocab_size", "-5"),
+            std::string(kPath) + ": [gpt] vocab_size = -5: must be at least 1 (and at most 16777216)");
+  EXPECT_NE(error_of("weight_data_type", "fp8").find("[gpt] weight_data_type = fp8: not a weight type ftx reads"),
+            std::string::npos);
+  EXPECT_NE(error_of("activation_type", "Relu")
+                .find("[gpt] activation_type = Relu (FasterTransformer's key) and activation = gelu_tanh (ftx's key) "
+                      "disagree"),
+            std::string::npos);
+  EXPECT_NE(error_of("has_adapters", "True").find("has_adapters = True: ftx does not run Megatron adapter layers"),
+            std::string::npos);
+}
+
+// Folders with FT's keys only (FT's own converters) load as FT reads them.
+TEST(ConfigIniCheck, FtOnlyFoldersLoad) {
+  // The keys both of FT's converters below write alike; then each one's own.
+  auto ft_folder = [](const std::string& own) {
+    return ModelConfig::from_ini(IniFile::parse(
+        "[gpt]\nnum_layer = 2\nhead_num = 4\ninter_size = 256\nsize_per_head = 16\nvocab_size = 300\n" + own, kPath));
+  };
+  const ModelConfig c = ft_folder(
+      "model_name = bloom\ntensor_para_size = 1\nweight_data_type = fp16\nmodel_variant = bloom-pre\n"
+      "layernorm_eps = 1e-05\nlayernorm_type = pre_layernorm\nactivation_type = Gelu\n"
+      "has_positional_encoding = False\nhas_pre_decoder_layernorm = True\nhas_post_decoder_layernorm = True\n"
+      "use_attention_linear_bias = True\nstart_id = 1\nend_id = 2\n");
+  EXPECT_EQ(c.arch, Architecture::kBloom);
+  EXPECT_EQ(c.position, PositionEmbedding::kAlibi);
+  EXPECT_EQ(c.weight_data_type, DType::kFloat16);
+  const ModelConfig o = ft_folder(
+      "model_name = opt\nmax_pos_seq_len = 64\nlayernorm_eps = 1e-5\nlayernorm_type = post_layernorm\n"
+      "activation_type = Relu\nhas_post_decoder_layernorm = 0\nstart_id = 2\nend_id = 2\nweight_data_type = fp32\n"
+      "int8 = False\n");
+  EXPECT_EQ(o.activation, Activation::kRelu);
+  EXPECT_EQ(o.norm, NormPlacement::kPost);
+}
+
+}  // namespace
+}  // namespace ftx
