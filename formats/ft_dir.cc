@@ -309,16 +309,25 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : force_(force) 
     created_.push_back(p.string());
     if (!p.has_parent_path() || p.parent_path() == p) break;
   }
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw Error(parent, "cannot create folder: " + ec.message());
-  // Unfinished outputs of earlier runs that were killed (their own cleanup could not run).
-  sweep_stale_temporaries(parent, base);
   tmp_path_ = parent + "/." + base + ".tmp-" + std::to_string(::getpid());
-  remove_tree_quietly(tmp_path_);  // left over by an earlier run that had this pid
-  if (::mkdir(tmp_path_.c_str(), 0755) != 0)
-    throw Error(tmp_path_, std::string("cannot create folder: ") + std::strerror(errno));
+  // Registered before the folder exists: a signal the moment it appears finds it (a watcher that
+  // signals on seeing the folder raced the registration). The destructor does not run for a
+  // constructor that throws, so a failure below unregisters it.
   pending_ = register_pending_output(tmp_path_, final_path_, created_.empty() ? "" : created_.back());
+  try {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) throw Error(parent, "cannot create folder: " + ec.message());
+    // Unfinished outputs of earlier runs that were killed (their own cleanup could not run).
+    sweep_stale_temporaries(parent, base);
+    remove_tree_quietly(tmp_path_);  // left over by an earlier run that had this pid
+    if (::mkdir(tmp_path_.c_str(), 0755) != 0)
+      throw Error(tmp_path_, std::string("cannot create folder: ") + std::strerror(errno));
+  } catch (...) {
+    unregister_pending_output(pending_);
+    for (const auto& d : created_) ::rmdir(d.c_str());
+    throw;
+  }
 }
 
 OutputDir::~OutputDir() {

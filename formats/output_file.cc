@@ -158,10 +158,15 @@ AtomicOutput::AtomicOutput(const std::string& path, bool force) : target_(classi
   if (target_.exists && !force) throw Error(path, "exists; use --force to overwrite");
   sweep_stale_temporaries(dir_of(target_.resolved), base_of(target_.resolved));
   tmp_ = dir_of(target_.resolved) + "/." + base_of(target_.resolved) + ".tmp-" + std::to_string(::getpid());
-  file_ = std::fopen(tmp_.c_str(), "wb");
-  if (!file_) throw Error(path, "cannot create output: " + errno_text());
-  owns_file_ = true;
+  // Registered before the file exists, so a signal the moment it appears finds it.
   pending_ = register_pending_output(tmp_, target_.path);
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (!file_) {
+    const std::string why = errno_text();
+    unregister_pending_output(pending_);  // no destructor for a constructor that throws
+    throw Error(path, "cannot create output: " + why);
+  }
+  owns_file_ = true;
 }
 
 AtomicOutput::~AtomicOutput() {
