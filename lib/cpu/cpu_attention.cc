@@ -3,7 +3,8 @@
 // loop (attend_one) and produce the same numbers for the same history. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
-// one see the same keys and values.
+// one see the same keys and values. An FP8 E4M3 cache (--fp8-kv-cache) is the same with
+// ops::quantize_kv_fp8 and e4m3 · scale.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,6 +40,13 @@ struct Int8Elems {
   float dot(const float* q, int64_t n) const { return cpu::dot(q, p, scale, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
 };
+struct Fp8Elems {
+  const uint8_t* p;
+  float scale;
+  Fp8Elems operator+(int64_t off) const { return {p + off, scale}; }
+  float dot(const float* q, int64_t n) const { return dot_e4m3(q, p, scale, n); }
+  void add_scaled(float* out, float w, int64_t n) const { axpy_e4m3(out, w, p, scale, n); }
+};
 
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
 // min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions).
@@ -67,6 +75,8 @@ struct CacheView {
   void read(int64_t off, F&& f) const {
     if (k.dtype == DType::kInt8)
       f(Int8Elems{k.int8() + off, k.scale}, Int8Elems{v.int8() + off, v.scale});
+    else if (k.dtype == DType::kFloat8E4M3)
+      f(Fp8Elems{k.fp8() + off, k.scale}, Fp8Elems{v.fp8() + off, v.scale});
     else
       f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
   }
@@ -74,11 +84,11 @@ struct CacheView {
 
 void check_cache(const ops::KvCache& c, const char* what) {
   if (c.dtype == DType::kFloat32) return;
-  if (c.dtype != DType::kInt8)
-    throw Error(std::string("CPU attention: a ") + what + " cache in " + dtype_name(c.dtype) + " (fp32 or int8)");
+  if (!ops::kv_is_quantized(c.dtype))
+    throw Error(std::string("CPU attention: a ") + what + " cache in " + dtype_name(c.dtype) + " (fp32, int8 or fp8)");
   if (!(c.scale > 0.0f) || !std::isfinite(c.scale))
-    throw Error(std::string("CPU attention: int8 ") + what + " cache scale " + std::to_string(c.scale) +
-                " is not a positive number");
+    throw Error(std::string("CPU attention: ") + dtype_name(c.dtype) + " " + what + " cache scale " +
+                std::to_string(c.scale) + " is not a positive number");
 }
 
 // Stores the K and V of the token at position `pos` (from its fused qkv row) in cache row `row`.
@@ -97,6 +107,14 @@ void store_kv(const float* qkv_row, int64_t row, int64_t pos, const ops::KvCache
       for (int64_t i = 0; i < d; ++i) {
         kd[i] = ops::quantize_kv(k[h * d + i], kq);
         vd[i] = ops::quantize_kv(v[h * d + i], vq);
+      }
+    } else if (k_cache.dtype == DType::kFloat8E4M3) {
+      const float kq = 1.0f / k_cache.scale, vq = 1.0f / v_cache.scale;  // 1/kv_cache_scaling_factor, in fp32
+      uint8_t* kd = k_cache.fp8() + off;
+      uint8_t* vd = v_cache.fp8() + off;
+      for (int64_t i = 0; i < d; ++i) {
+        kd[i] = ops::quantize_kv_fp8(k[h * d + i], kq);
+        vd[i] = ops::quantize_kv_fp8(v[h * d + i], vq);
       }
     } else {
       std::memcpy(k_cache.fp32() + off, k + h * d, d * sizeof(float));

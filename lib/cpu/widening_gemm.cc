@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/dtype.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 
@@ -69,6 +70,23 @@ struct Narrow<NarrowType::kBf16> {
 #endif
 };
 
+template <>
+struct Narrow<NarrowType::kFp8E4M3> {
+  using T = uint8_t;
+  static float one(const T* p) { return quant::e4m3_to_float(*p); }
+#if defined(__x86_64__)
+  // E4M3 to fp16 bits is a shift: sign to bit 15, exponent and mantissa to bits 7..13, which reads
+  // every finite E4M3 value (subnormals too) as 2^-8 times itself (vcvtph2ps: exact); the loader
+  // refuses NaN codes, the one thing this does not carry over.
+  __attribute__((target("avx512f"), always_inline)) static inline __m512 sixteen(const T* p) {
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), 7),
+                                      _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+  }
+#endif
+};
+
 // acc[m][j] += A[m][k] · B[k][j] (or B[j][k] with trans) over k, for m < M and j < nn: the portable
 // path, vectorised by the compiler for whichever target clone runs it.
 template <class E>
@@ -103,6 +121,9 @@ void stream_rows_portable(NarrowType type, int64_t M, int64_t K, const float* A,
     case NarrowType::kFp16: stream_rows_portable_t<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc); break;
     case NarrowType::kBf16: stream_rows_portable_t<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc); break;
     case NarrowType::kFp32: stream_rows_portable_t<Narrow<NarrowType::kFp32>>(M, K, A, B, ldb, trans, nn, acc); break;
+    case NarrowType::kFp8E4M3:
+      stream_rows_portable_t<Narrow<NarrowType::kFp8E4M3>>(M, K, A, B, ldb, trans, nn, acc);
+      break;
   }
 }
 
@@ -295,6 +316,8 @@ void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const v
       case NarrowType::kFp16: return stream_block_avx512<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc);
       case NarrowType::kBf16: return stream_block_avx512<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc);
       case NarrowType::kFp32: return stream_block_avx512<Narrow<NarrowType::kFp32>>(M, K, A, B, ldb, trans, nn, acc);
+      case NarrowType::kFp8E4M3:
+        return stream_block_avx512<Narrow<NarrowType::kFp8E4M3>>(M, K, A, B, ldb, trans, nn, acc);
     }
   }
 #endif
@@ -324,12 +347,13 @@ void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool tr
     case NarrowType::kFp16: widen_panel_t<Narrow<NarrowType::kFp16>>(K, B, ldb, trans, nn, scale, panel); break;
     case NarrowType::kBf16: widen_panel_t<Narrow<NarrowType::kBf16>>(K, B, ldb, trans, nn, scale, panel); break;
     case NarrowType::kFp32: widen_panel_t<Narrow<NarrowType::kFp32>>(K, B, ldb, trans, nn, scale, panel); break;
+    case NarrowType::kFp8E4M3: widen_panel_t<Narrow<NarrowType::kFp8E4M3>>(K, B, ldb, trans, nn, scale, panel); break;
   }
 }
 
 size_t element_size(NarrowType type) {
   switch (type) {
-    case NarrowType::kInt8: return 1;
+    case NarrowType::kInt8: case NarrowType::kFp8E4M3: return 1;
     case NarrowType::kFp32: return 4;
     default: return 2;
   }

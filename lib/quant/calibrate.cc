@@ -85,6 +85,7 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
               model.has(p + "mlp.attention.bias.sum") ? bias_of(p + "mlp.attention.bias.sum")
                                                       : bias_of(p + "mlp.dense_4h_to_h.bias"));
   }
+  rec.record_kv(cfg.num_layer);
   int64_t longest = 0, tokens = 0;
   for (const auto& s : samples) {
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
@@ -104,6 +105,8 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
   r.samples = static_cast<int64_t>(samples.size());
   for (const auto& kv : rec.stats()) r.gemms[kv.first] = GemmRange{kv.second.x, kv.second.y, {}};
   for (auto& kv : r.gemms) kv.second.w = column_abs_max(model.at(kv.first + ".weight"), 1e-8f);
+  for (size_t l = 0; l < rec.kv_stats().size(); ++l)
+    r.kv[gemm_key(static_cast<int64_t>(l), "attention")] = KvRange{rec.kv_stats()[l].first, rec.kv_stats()[l].second};
   return r;
 }
 

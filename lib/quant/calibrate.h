@@ -29,7 +29,8 @@ struct CalibrationOptions {
 
 // Runs `samples` through the TP-1 FT folder `tp1_dir` (whose tensors `model` holds: the GEMM
 // biases added to "y" come from it) and returns x and y of every GEMM; w is filled from `model`'s
-// weights as TensorRT-LLM does (max |W| per output column, clipped at 1e-8). Progress on stderr.
+// weights as TensorRT-LLM does (max |W| per output column, clipped at 1e-8); kv holds each layer's
+// max |K| and |V| as the cache stores them (keys "model.layers.L.attention"). Progress on stderr.
 ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
                     const std::vector<std::vector<int32_t>>& samples, const CalibrationOptions& options);
 

@@ -1,0 +1,85 @@
+#include "kernels/quantization/fp8_gemm_lt.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "formats/error.h"
+#include "kernels/common/cuda_check.h"
+
+namespace ftx::cuda {
+
+namespace {
+
+struct Fp8Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// Row-major C[M,N] = a[M,K]·w_t[N,K]^T is column-major C^T[N,M] = w_t^T·a^T: cuBLASLt's "A" is w_t
+// seen column-major [K, N] (ld K) and transposed, its "B" is a seen column-major [K, M] (ld K), C is
+// column-major [N, M] (ld N). The scale pointers are set per call (each weight has its own).
+Fp8Plan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
+  Fp8Plan p;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  const int8_t fast_accum = 0;  // fp32 accumulation throughout, as the CPU twin sums
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                                  sizeof(fast_accum)));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
+  cublasLtMatmulPreference_t pref = nullptr;
+  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes;
+  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+    throw Error("cuBLASLt has no FP8 algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                " K=" + std::to_string(K) + ": " +
+                (st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no heuristic result"));
+  }
+  p.algo = result.algo;
+  return p;
+}
+
+}  // namespace
+
+void fp8_gemm_lt(cublasLtHandle_t lt, cudaStream_t stream, int64_t M, int64_t N, int64_t K, const uint8_t* a,
+                 const uint8_t* w_t, const float* scales, float* C, float beta, void* workspace,
+                 size_t workspace_bytes) {
+  if (K % 16 != 0 || N % 16 != 0)
+    throw Error("FP8 GEMM on CUDA: K = " + std::to_string(K) + " and N = " + std::to_string(N) +
+                " must be multiples of 16 (cuBLASLt's FP8 rule)");
+  for (const void* p : {static_cast<const void*>(a), static_cast<const void*>(w_t), static_cast<const void*>(C)})
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) throw Error("FP8 GEMM on CUDA: operands must be 16-byte aligned");
+  // Plans live for the process (a handful of shapes); the descriptor's scale pointers change per
+  // call, so the lock covers setting them and enqueueing the matmul.
+  static std::mutex mu;
+  static std::map<std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t>, Fp8Plan> plans;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(lt, M, N, K);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_plan(lt, M, N, K, workspace_bytes)).first;
+  const Fp8Plan& p = it->second;
+  const float* w_scale = scales;      // cuBLASLt's A is the weight
+  const float* a_scale = scales + 1;  // its B the activations
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  const float alpha = 1.0f;
+  FTX_CUBLAS_CHECK(cublasLtMatmul(lt, p.op, &alpha, w_t, p.a, a, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace,
+                                  workspace_bytes, stream));
+}
+
+}  // namespace ftx::cuda
