@@ -8,12 +8,14 @@ Usage: fp8_test.py {export|ranges|cli|sessions|errors}
             calibrated ranges, at TP 1 (fp32) and TP 2 (fp16, and again from a TP-2 input folder:
             the same bytes); the floating-point weights unchanged; manifest dtypes; config.ini
             `fp8 = True`; --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
-            --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse.
+            --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
+            FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection) and Megatron at TP 1
+            and 2, byte-identical too.
   ranges:   the K/V ranges ftx records (max |K| after rotary, max |V|) for GPT-2, Megatron, GPT-J,
             GPT-NeoX, BLOOM and OPT-post, against float64 forwards of the fixtures' logical models:
             1e-4 relative.
   cli:      generate --fp8, --fp8-kv-cache and both: greedy output_ids equal the float64 emulation's
-            (fp8 fixtures' expected.json) for the five architectures at TP 1, TP 2 under mpirun and
+            (fp8 fixtures' expected.json) for the six architectures at TP 1, TP 2 under mpirun and
             PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a model with a
             tokenizer.
   sessions: session rounds (greedy, seeded top-p, beam 3) give the tokens of one fresh request over
@@ -41,12 +43,18 @@ sys.path.insert(0, os.path.join(SRC, "scripts", "fixtures"))
 import fp8_reference as f8  # noqa: E402
 import sessions_test  # noqa: E402
 import smoothquant_reference as sqref  # noqa: E402
+import smoothquant_test  # noqa: E402
 from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
 from smoothquant_test import calib_file, compare_weights, ranges_of  # noqa: E402
 
+# smoothquant_test's weight-file checks count the quantised side files out: the FP8 ones too.
+_int8_side_files = smoothquant_test.side_files
+smoothquant_test.side_files = lambda folder: sorted(set(_int8_side_files(folder)) |
+                                                     {f for f in os.listdir(folder) if f8.is_fp8_file(f)})
+
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 FP8 = os.path.join(os.environ["FTX_FIXTURES"], "fp8")
-MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post"]
+MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "gptnext"]
 MODES = {"fp8": ["--fp8"], "fp8_kv": ["--fp8-kv-cache"], "fp8_both": ["--fp8", "--fp8-kv-cache"]}
 
 
@@ -148,6 +156,38 @@ def test_export():
                 check(got.tobytes() == want.tobytes(), f"--alpha --fp8: {name} differs from the reference")
         print(f"--alpha 0.5 --calibrate-kv-cache --fp8: the INT8 folder's {len(names)} files unchanged, "
               f"{len(exp)} FP8 files of its smoothed weights as the reference")
+
+        # Every other architecture (GPT-Next's gate projection included), TP 1 and 2.
+        for m in MODELS[1:] + ["megatron"]:
+            c, T = layer_gemms(os.path.join(FIX, m, "1-gpu"))
+            for tp in (1, 2):
+                out, rp = os.path.join(tmp, f"{m}{tp}"), os.path.join(tmp, f"{m}.json")
+                sq_ok(["-i", os.path.join(FIX, m, "1-gpu"), "-o", out, "-g", str(tp), "-t", "fp32", "--fp8", "-q"] +
+                      (["--calib-data", calib, "--calib-seq-len", "40", "--save-act-ranges", rp] if tp == 1
+                       else ["--act-ranges", rp]))
+                n = compare_fp8(os.path.join(out, f"{tp}-gpu"),
+                                f8.fp8_files(c, T, ranges_of(rp), kv_ranges_of(rp), tp, "fp32", sqref.stored),
+                                f"{m} tp{tp}")
+                print(f"{m} TP {tp}: {n} FP8 files byte-identical to the float64 reference")
+
+
+def layer_gemms(folder):
+    """(config section, {FT weight name: float64 tensor}) of the layer GEMM weights of a TP-1 folder of
+    any architecture (all fp8_files reads)."""
+    import int8_reference
+
+    c = int8_reference._ini(folder)
+    dt = c["weight_data_type"]
+    H, I = int(c["head_num"]) * int(c["size_per_head"]), int(c["inter_size"])
+    shapes = {"attention.query_key_value": (H, 3 * H), "attention.dense": (H, H), "mlp.dense_h_to_4h": (H, I),
+              "mlp.dense_h_to_4h.gate": (H, I), "mlp.dense_4h_to_h": (I, H)}
+    T = {}
+    for l in range(int(c["num_layer"])):
+        for g, shape in shapes.items():
+            name = f"model.layers.{l}.{g}.weight"
+            if os.path.exists(os.path.join(folder, name + ".0.bin")):
+                T[name] = int8_reference._read(folder, name + ".0.bin", shape, dt)
+    return c, T
 
 
 def kv_reference_ranges(name, samples):
@@ -286,6 +326,16 @@ def test_errors():
             return ftx(["generate", "-m", folder, "--input-ids", ids, "--max-new-tokens", "2", "--output", out, *flags])
 
         plain = os.path.join(FIX, "gpt2", "1-gpu")
+
+        def bad_copy():
+            """A copy of the FP8 folder to break, without manifest.json (a folder edited by hand: the
+            checks below are the FP8 loader's, not the manifest's)."""
+            bad = os.path.join(tmp, "bad")
+            shutil.rmtree(bad, ignore_errors=True)
+            shutil.copytree(src, bad)
+            os.remove(os.path.join(bad, "manifest.json"))
+            return bad
+
         for flags, missing in ((["--fp8"], "model.layers.0.attention.query_key_value.weight.fp8.0.bin"),
                                (["--fp8-kv-cache"], "model.layers.0.attention.kv_cache_scaling_factor.bin")):
             one_line_error(run(plain, flags), 1, missing, f"{flags} on a folder without FP8 files")
@@ -295,17 +345,15 @@ def test_errors():
                  ("model.layers.1.attention.kv_cache_scaling_factor.bin", np.float32(-1.0), ["--fp8-kv-cache"]),
                  ("model.layers.1.attention.kv_cache_scaling_factor.bin", np.float32(0.0), ["--fp8-kv-cache"])]
         for name, value, flags in cases:
-            bad = os.path.join(tmp, "bad")
-            shutil.rmtree(bad, ignore_errors=True)
-            shutil.copytree(src, bad)
+            bad = bad_copy()
             np.array([value], dtype=np.float32).tofile(os.path.join(bad, name))
             one_line_error(run(bad, flags), 1, name, f"{name} = {value}")
             check("not a finite positive number" in run(bad, flags).stderr, f"{name} = {value}: says why")
-        bad = os.path.join(tmp, "bad")
-        shutil.rmtree(bad)
-        shutil.copytree(src, bad)
+        bad = bad_copy()
         os.remove(os.path.join(bad, "model.layers.0.mlp.dense_4h_to_h.activation_scaling_factor.bin"))
         one_line_error(run(bad, ["--fp8"]), 1, "dense_4h_to_h.activation_scaling_factor.bin", "a missing scale")
+        check("smoothquant --fp8" in run(bad, ["--fp8"]).stderr, "a missing scale: the error says how to make it")
+        bad = bad_copy()
         w = os.path.join(bad, "model.layers.1.mlp.dense_h_to_4h.weight.fp8.0.bin")
         q = np.fromfile(w, np.uint8)
         q[5] = 0xFF
@@ -320,7 +368,7 @@ def test_errors():
         r = ftx(["eval-lambada", "-m", os.path.join(FIX, "gpt2_bpe", "1-gpu"), "--data", lam, "--output", out,
                  "--quiet", "--fp8"])
         one_line_error(r, 1, "weight.fp8.0.bin", "eval-lambada --fp8 on a folder without FP8 files")
-        r = ftx(["chat", "-m", plain, "--fp8-kv-cache"], stdin="1 2 3\n")
+        r = ftx(["chat", "-m", os.path.join(FIX, "gpt2_bpe", "1-gpu"), "--fp8-kv-cache"], stdin="hello\n")
         one_line_error(r, 1, "kv_cache_scaling_factor.bin", "chat --fp8-kv-cache on a folder without scales")
         # A ranges file saved before K/V ranges existed.
         calib, _ = calib_file(tmp, n=3)

@@ -12,6 +12,7 @@ overflow into NaN).
                 s_x = fp32(max(max x, 1e-8) / 448)
                 weight.fp8 = E4M3(fp32(W / s_w)), split per rank as the weight
                 kv_cache_scaling_factor = fp32(max(max|K|, max|V|, 1e-8) / 448)
+              (a gated FFN's gate projection too, with FC1's input range: it reads FC1's input)
   fp8_model   the arithmetic of the FP8 modes on a TP-1 folder with those files, for
               gpt_reference.forward (via int8_reference.folder_model):
                 y = (E4M3(x · fp32(1/s_x)) @ q_w) · fp32(s_x · s_w)   (+ bias), products and sums float64
@@ -29,6 +30,7 @@ import int8_reference
 
 E4M3 = ml_dtypes.float8_e4m3fn
 GEMMS = ["attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"]
+GATE = "mlp.dense_h_to_4h.gate"
 
 
 def e4m3_codes(x):
@@ -59,13 +61,15 @@ def fp8_files(c, T, R, kv, tp, dtype, stored):
     stored(t, dtype) -> the numpy values a weight file of `dtype` holds."""
     out = {}
     for l in range(int(c["num_layer"])):
-        for gemm in GEMMS:
+        gated = f"model.layers.{l}.{GATE}.weight" in T
+        for gemm in GEMMS + ([GATE] if gated else []):
             key = f"model.layers.{l}.{gemm}"
             W = np.asarray(stored(T[key + ".weight"], dtype), dtype=np.float32)
             s_w = scale_of(np.abs(W).max())
             q = e4m3_codes(W / s_w)  # float32 / float32: the fp32 quotient
-            s_x = scale_of(float(np.asarray(R[key]["x"]).max()))
-            col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h")
+            x_of = f"model.layers.{l}.mlp.dense_h_to_4h" if gemm == GATE else key
+            s_x = scale_of(float(np.asarray(R[x_of]["x"]).max()))
+            col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h", GATE)
             if gemm == "attention.query_key_value":
                 q = q.reshape(q.shape[0], 3, -1)
             for r, part in enumerate(np.split(q, tp, axis=-1 if col_parallel else 0)):
@@ -107,7 +111,7 @@ def fp8_model(folder):
     """Logical weights W for gpt_reference.forward with Fp8Gemm objects as the four layer GEMMs'
     weights, from the TP-1 `smoothquant --fp8` folder `folder`."""
     short = {"attention.query_key_value": "qkv", "attention.dense": "dense", "mlp.dense_h_to_4h": "fc1",
-             "mlp.dense_4h_to_h": "fc2"}
+             "mlp.dense_h_to_4h.gate": "gate", "mlp.dense_4h_to_h": "fc2"}
 
     def layer_gemm(p, g, K, N, cols, row_parallel):
         codes = np.fromfile(os.path.join(folder, f"{p}{g}.weight.fp8.0.bin"), np.uint8).reshape(K, N)

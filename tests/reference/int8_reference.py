@@ -142,7 +142,8 @@ def folder_model(folder, layer_gemm):
     floating-point tensors, except the four layer GEMMs' weights, which are
     layer_gemm(prefix, gemm, K, N, cols, row_parallel): the weight object of columns `cols` (a slice;
     QKV is asked for Q, K and V apart) of GEMM `gemm` [K, N] of the layer whose files start with
-    `prefix`; row_parallel for attention.dense and FC2 (input rows split over TP ranks)."""
+    `prefix`; row_parallel for attention.dense and FC2 (input rows split over TP ranks). A gated
+    FFN's gate projection (mlp.dense_h_to_4h.gate, [H, I]) is asked for when the folder has one."""
     c = _ini(folder)
     assert int(c["tensor_para_size"]) == 1, folder
     dt = c["weight_data_type"]
@@ -174,6 +175,9 @@ def folder_model(folder, layer_gemm):
         L["w1"] = layer_gemm(p, "mlp.dense_h_to_4h", H, I, slice(0, I), False)
         L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
         L["wg"], L["bg"] = None, None
+        if _exists(folder, p + "mlp.dense_h_to_4h.gate.weight.0.bin"):
+            L["wg"] = layer_gemm(p, "mlp.dense_h_to_4h.gate", H, I, slice(0, I), False)
+            L["bg"] = vec(p + "mlp.dense_h_to_4h.gate.bias.0.bin", I)
         L["w2"] = layer_gemm(p, "mlp.dense_4h_to_h", I, H, slice(0, H), True)
         L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
         s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
