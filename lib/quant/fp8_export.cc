@@ -38,12 +38,16 @@ std::vector<SideTensor> trtllm_fp8_files(const HostModel& model, const std::map<
       quantize_e4m3(stored.data(), stored.size(), s_w, q.data());
 
       const bool by_rows = ft_split_of(base + ".weight") == OutSplit::kRow;
-      const int64_t segs = suffix == "attention.query_key_value" ? 3 : 1;
+      const bool qkv = suffix == "attention.query_key_value";
+      const bool mqa = qkv && model.cfg.attention == AttentionKind::kMultiQuery;
+      const int64_t d = model.cfg.size_per_head;
       for (int64_t r = 0; r < tp; ++r) {
         const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
+                                           : mqa   ? std::vector<int64_t>{rows, (cols - 2 * d) / tp + 2 * d}
                                                    : std::vector<int64_t>{rows, cols / tp};
         out.push_back(make_side_file(fp8_weight_name(base), r, shape, DType::kFloat8E4M3,
-                                     split_part(q, rows, cols, by_rows, segs, tp, r)));
+                                     mqa ? split_multi_query(q, rows, cols, d, tp, r)
+                                         : split_part(q, rows, cols, by_rows, qkv ? 3 : 1, tp, r)));
       }
       scale_file(fp8_weight_scale_name(base), s_w);
       scale_file(fp8_act_scale_name(base), fp8_scale_of(x_max));

@@ -47,6 +47,21 @@ std::vector<T> split_part(const std::vector<T>& a, int64_t rows, int64_t cols, b
   return out;
 }
 
+// Rank r's part of a multi-query QKV [rows, H + 2d]: its H/tp query columns, then K and V whole.
+template <typename T>
+std::vector<T> split_multi_query(const std::vector<T>& a, int64_t rows, int64_t cols, int64_t d, int64_t tp,
+                                 int64_t r) {
+  const int64_t q = (cols - 2 * d) / tp;
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(rows * (q + 2 * d)));
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto row = a.begin() + i * cols;
+    out.insert(out.end(), row + r * q, row + (r + 1) * q);
+    out.insert(out.end(), row + cols - 2 * d, row + cols);
+  }
+  return out;
+}
+
 // The weight as it is stored: rounded to the output dtype (fp32, fp16 or bf16), as fp32 values.
 std::vector<float> stored_values(const HostTensor& w, DType storage);
 

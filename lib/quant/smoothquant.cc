@@ -96,6 +96,9 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   if (o.format == "ft" && (model.cfg.arch == Architecture::kGptJ || model.cfg.arch == Architecture::kGptNeoX))
     throw Error(o.model_dir, std::string("--format ft: FasterTransformer's W8A8 files exist for its GPT model only, not ") +
                                  architecture_name(model.cfg.arch) + " (use --format trt-llm)");
+  if ((o.alpha || o.calibrate_kv_cache) && model.cfg.attention == AttentionKind::kMultiQuery)
+    throw Error(o.model_dir, "multi-query attention (multi_query_mode) has no INT8 path: TensorRT-LLM also refuses it "
+                             "(--fp8 alone works)");
   if (o.alpha && ft_is_gated(model.cfg))
     throw Error(o.model_dir, std::string("SmoothQuant W8A8 of a gated FFN (") + activation_name(model.cfg.activation) +
                                  ") is not supported (TensorRT-LLM refuses it too); --calibrate-kv-cache alone works");

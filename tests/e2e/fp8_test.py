@@ -9,15 +9,15 @@ Usage: fp8_test.py {export|ranges|cli|sessions|errors}
             the same bytes); the floating-point weights unchanged; manifest dtypes; config.ini
             `fp8 = True`; --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
             --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
-            FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection) and Megatron at TP 1
-            and 2, byte-identical too.
+            FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection), SantaCoder
+            (multi-query QKV: K and V whole on every rank) and Megatron at TP 1 and 2, byte-identical too.
   ranges:   the K/V ranges ftx records (max |K| after rotary, max |V|) for GPT-2, Megatron, GPT-J,
             GPT-NeoX, BLOOM and OPT-post, against float64 forwards of the fixtures' logical models:
             1e-4 relative.
   cli:      generate --fp8, --fp8-kv-cache and both: greedy output_ids equal the float64 emulation's
-            (fp8 fixtures' expected.json) for the six architectures at TP 1, TP 2 under mpirun and
-            PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a model with a
-            tokenizer.
+            (fp8 fixtures' expected.json) for the seven architectures at TP 1, and with both at TP 2
+            under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
+            model with a tokenizer.
   sessions: session rounds (greedy, seeded top-p, beam 3) give the tokens of one fresh request over
             the whole context with --fp8 --fp8-kv-cache, TP 1 and TP 2.
   errors:   a folder without FP8 files or scales, scales of 0, NaN or -1, a weight file holding a NaN
@@ -54,7 +54,7 @@ smoothquant_test.side_files = lambda folder: sorted(set(_int8_side_files(folder)
 
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 FP8 = os.path.join(os.environ["FTX_FIXTURES"], "fp8")
-MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "gptnext"]
+MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "gptnext", "santacoder"]
 MODES = {"fp8": ["--fp8"], "fp8_kv": ["--fp8-kv-cache"], "fp8_both": ["--fp8", "--fp8-kv-cache"]}
 
 
@@ -169,6 +169,15 @@ def test_export():
                                 f8.fp8_files(c, T, ranges_of(rp), kv_ranges_of(rp), tp, "fp32", sqref.stored),
                                 f"{m} tp{tp}")
                 print(f"{m} TP {tp}: {n} FP8 files byte-identical to the float64 reference")
+        # A split multi-query folder merges back (K and V from rank 0) to the same output.
+        again = os.path.join(tmp, "santacoder2again")
+        sq_ok(["-i", os.path.join(FIX, "santacoder", "2-gpu"), "-o", again, "-g", "2", "-t", "fp32", "--fp8", "-q",
+               "--act-ranges", os.path.join(tmp, "santacoder.json")])
+        a, b = os.path.join(tmp, "santacoder2", "2-gpu"), os.path.join(again, "2-gpu")
+        names = sorted(f for f in os.listdir(a) if f.startswith("model."))
+        check(names == sorted(f for f in os.listdir(b) if f.startswith("model.")) and
+              all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in names),
+              "santacoder: the TP-2 output from a TP-2 folder differs from the one from a TP-1 folder")
 
 
 def layer_gemms(folder):
@@ -179,7 +188,8 @@ def layer_gemms(folder):
     c = int8_reference._ini(folder)
     dt = c["weight_data_type"]
     H, I = int(c["head_num"]) * int(c["size_per_head"]), int(c["inter_size"])
-    shapes = {"attention.query_key_value": (H, 3 * H), "attention.dense": (H, H), "mlp.dense_h_to_4h": (H, I),
+    kvd = int(c.get("kv_head_num", c["head_num"])) * int(c["size_per_head"])
+    shapes = {"attention.query_key_value": (H, H + 2 * kvd), "attention.dense": (H, H), "mlp.dense_h_to_4h": (H, I),
               "mlp.dense_h_to_4h.gate": (H, I), "mlp.dense_4h_to_h": (I, H)}
     T = {}
     for l in range(int(c["num_layer"])):
@@ -245,8 +255,10 @@ def test_cli():
         for m in MODELS:
             exp = json.load(open(os.path.join(FP8, m, "expected.json")))
             ids = os.path.join(FIX, m, "start_ids.csv")
-            runs = [(1, 1, 0), (2, 1, 2), (1, 2, 2)] if mpi else [(1, 1, 0)]
             for mode, flags in MODES.items():
+                # TP 2 of every mode is engine_fp8_mpi's (logits against the emulation): here both
+                # together at TP 2 and PP 2, each mode at TP 1.
+                runs = [(1, 1, 0)] + ([(2, 1, 2), (1, 2, 2)] if mpi and mode == "fp8_both" else [])
                 for tp, pp, ranks in runs:
                     grid = ["--tensor-para-size", "1", "--pipeline-para-size", "2"] if pp > 1 else []
                     res, err = generate(tmp, os.path.join(FP8, m, f"{tp}-gpu"), ids, [*flags, *grid], mpi=ranks)

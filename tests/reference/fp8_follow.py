@@ -112,10 +112,11 @@ class Follower:
         a = self.engine_rows("gemm", g.name, 1 if short in ROW_PARALLEL else None)
         return self.follow(g.name, a, np.float32(g.inv), v, q)
 
-    def kv(self, store):
+    def kv(self, store, replicated):
+        """replicated: every rank holds all K/V heads (multi-query), else the ranks' heads side by side."""
         def hook(layer, which, v, q):
             s = store.scales[layer]
-            a = self.engine_rows(which, str(layer), 1)  # [rows, kv_heads · d]: the ranks' heads side by side
+            a = self.engine_rows(which, str(layer), None if replicated else 1)  # [rows, kv_heads · d]
             return self.follow(f"layer {layer} {which.upper()}", a, np.float32(1.0) / s, v, q)
         return hook
 
@@ -137,7 +138,7 @@ def main():
     kw = {}
     if args.mode in ("fp8_kv", "fp8_both"):
         store = f8.Fp8KvStore(args.folder, len(W["layers"]))
-        store.follow = follower.kv(store)
+        store.follow = follower.kv(store, cfg["kv_heads"] < cfg["heads"])
         kw["kv_store"] = store
     orig = ref._lin
     if weights:

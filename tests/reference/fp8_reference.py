@@ -70,9 +70,15 @@ def fp8_files(c, T, R, kv, tp, dtype, stored):
             x_of = f"model.layers.{l}.mlp.dense_h_to_4h" if gemm == GATE else key
             s_x = scale_of(float(np.asarray(R[x_of]["x"]).max()))
             col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h", GATE)
-            if gemm == "attention.query_key_value":
-                q = q.reshape(q.shape[0], 3, -1)
-            for r, part in enumerate(np.split(q, tp, axis=-1 if col_parallel else 0)):
+            if gemm == "attention.query_key_value" and c.get("multi_query_mode", "False") == "True":
+                # [H | d | d]: the query columns split, K and V whole on every rank
+                kvc = 2 * int(c["size_per_head"])
+                parts = [np.concatenate([p, q[:, -kvc:]], axis=1) for p in np.split(q[:, :-kvc], tp, axis=1)]
+            else:
+                if gemm == "attention.query_key_value":
+                    q = q.reshape(q.shape[0], 3, -1)
+                parts = np.split(q, tp, axis=-1 if col_parallel else 0)
+            for r, part in enumerate(parts):
                 out[f"{key}.weight.fp8.{r}.bin"] = np.ascontiguousarray(part)
             out[f"{key}.weights_scaling_factor.bin"] = np.array([s_w], dtype=np.float32)
             out[f"{key}.activation_scaling_factor.bin"] = np.array([s_x], dtype=np.float32)

@@ -143,12 +143,15 @@ def folder_model(folder, layer_gemm):
     layer_gemm(prefix, gemm, K, N, cols, row_parallel): the weight object of columns `cols` (a slice;
     QKV is asked for Q, K and V apart) of GEMM `gemm` [K, N] of the layer whose files start with
     `prefix`; row_parallel for attention.dense and FC2 (input rows split over TP ranks). A gated
-    FFN's gate projection (mlp.dense_h_to_4h.gate, [H, I]) is asked for when the folder has one."""
+    FFN's gate projection (mlp.dense_h_to_4h.gate, [H, I]) is asked for when the folder has one.
+    Multi-query attention (kv_head_num 1): QKV is [H, H + 2d], its K and V slices d wide."""
     c = _ini(folder)
     assert int(c["tensor_para_size"]) == 1, folder
     dt = c["weight_data_type"]
     nh, d = int(c["head_num"]), int(c["size_per_head"])
     H, I, nl, V = nh * d, int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"])
+    kvd = int(c.get("kv_head_num", nh)) * d
+    qkv_cols = [slice(0, H), slice(H, H + kvd), slice(H + kvd, H + 2 * kvd)]
 
     def vec(name, n):
         return _read(folder, name, (n,), dt) if _exists(folder, name) else None
@@ -163,13 +166,13 @@ def folder_model(folder, layer_gemm):
         W[key] = (g, vec(f"model.{ft}.bias.bin", H)) if g is not None else None
     for l in range(nl):
         p = f"model.layers.{l}."
-        qkv_b = vec(p + "attention.query_key_value.bias.0.bin", 3 * H)
+        qkv_b = vec(p + "attention.query_key_value.bias.0.bin", H + 2 * kvd)
         L = {"ln1": (vec(p + "input_layernorm.weight.bin", H), vec(p + "input_layernorm.bias.bin", H))}
         g2 = vec(p + "post_attention_layernorm.weight.bin", H)
         L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
         for i, k in enumerate("qkv"):
-            L["w" + k] = layer_gemm(p, "attention.query_key_value", H, 3 * H, slice(i * H, (i + 1) * H), False)
-            L["b" + k] = qkv_b[i * H:(i + 1) * H] if qkv_b is not None else None
+            L["w" + k] = layer_gemm(p, "attention.query_key_value", H, H + 2 * kvd, qkv_cols[i], False)
+            L["b" + k] = qkv_b[qkv_cols[i]] if qkv_b is not None else None
         L["wo"] = layer_gemm(p, "attention.dense", H, H, slice(0, H), True)
         L["bo"] = vec(p + "attention.dense.bias.bin", H)
         L["w1"] = layer_gemm(p, "mlp.dense_h_to_4h", H, I, slice(0, I), False)

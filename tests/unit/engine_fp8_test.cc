@@ -1,7 +1,7 @@
 // FP8 (`--fp8`, `--fp8-kv-cache`) in the CPU engine against the float64 emulation of the same
 // arithmetic (tests/reference/fp8_reference.py) on `ftx smoothquant --fp8` folders of the engine
 // fixtures (scripts/fixtures/make_fp8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM, OPT post-LN and
-// NeMo GPT-Next (SwiGLU: the gate projection is an FP8 GEMM too); FP8
+// NeMo GPT-Next (SwiGLU: the gate projection is an FP8 GEMM too), SantaCoder (multi-query); FP8
 // layer GEMMs, the FP8 KV cache, and both. Under `mpirun -np 2` (tests/e2e/fp8.cmake) the TP-2
 // folders. The engine's GEMM inputs and the K and V it stores are traced and the emulation rerun on
 // them (tests/reference/fp8_follow.py), so that a value the two round to neighbouring E4M3 codes (an
@@ -24,7 +24,8 @@ namespace ftx {
 namespace {
 
 const std::vector<std::string>& fp8_models() {
-  static const std::vector<std::string> names = {"gpt2", "gptj", "gptneox", "bloom", "opt_post", "gptnext"};
+  static const std::vector<std::string> names = {"gpt2",    "gptj",    "gptneox",   "bloom",
+                                                 "opt_post", "gptnext", "santacoder"};
   return names;
 }
 
