@@ -7,22 +7,17 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/quantization/lt_plan.h"
 
 namespace ftx::cuda {
 
 namespace {
 
-struct Fp8Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-};
-
 // Row-major C[M,N] = a[M,K]·w_t[N,K]^T is column-major C^T[N,M] = w_t^T·a^T: cuBLASLt's "A" is w_t
 // seen column-major [K, N] (ld K) and transposed, its "B" is a seen column-major [K, M] (ld K), C is
 // column-major [N, M] (ld N). The scale pointers are set per call (each weight has its own).
-Fp8Plan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
-  Fp8Plan p;
+LtPlan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
+  LtPlan p;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -33,24 +28,8 @@ Fp8Plan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t w
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K));
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
-  cublasLtMatmulPreference_t pref = nullptr;
-  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = workspace_bytes;
-  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-    throw Error("cuBLASLt has no FP8 algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                " K=" + std::to_string(K) + ": " +
-                (st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no heuristic result"));
-  }
-  p.algo = result.algo;
+  pick_lt_algo(lt, p, workspace_bytes, "FP8",
+               "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
   return p;
 }
 
@@ -67,12 +46,12 @@ void fp8_gemm_lt(cublasLtHandle_t lt, cudaStream_t stream, int64_t M, int64_t N,
   // Plans live for the process (a handful of shapes); the descriptor's scale pointers change per
   // call, so the lock covers setting them and enqueueing the matmul.
   static std::mutex mu;
-  static std::map<std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t>, Fp8Plan> plans;
+  static std::map<std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t>, LtPlan> plans;
   std::lock_guard<std::mutex> lock(mu);
   auto key = std::make_tuple(lt, M, N, K);
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, make_plan(lt, M, N, K, workspace_bytes)).first;
-  const Fp8Plan& p = it->second;
+  const LtPlan& p = it->second;
   const float* w_scale = scales;      // cuBLASLt's A is the weight
   const float* a_scale = scales + 1;  // its B the activations
   FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));

@@ -28,7 +28,6 @@ Environment: FTX_BIN, FTX_FIXTURES.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -45,7 +44,8 @@ import sessions_test  # noqa: E402
 import smoothquant_reference as sqref  # noqa: E402
 import smoothquant_test  # noqa: E402
 from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
-from smoothquant_test import calib_file, compare_weights, ranges_of  # noqa: E402
+from int8_kv_test import generate  # noqa: E402
+from smoothquant_test import calib_file, compare_weights, ranges_of, sq, sq_ok  # noqa: E402
 
 # smoothquant_test's weight-file checks count the quantised side files out: the FP8 ones too.
 _int8_side_files = smoothquant_test.side_files
@@ -56,18 +56,6 @@ FIX = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 FP8 = os.path.join(os.environ["FTX_FIXTURES"], "fp8")
 MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "gptnext", "santacoder"]
 MODES = {"fp8": ["--fp8"], "fp8_kv": ["--fp8-kv-cache"], "fp8_both": ["--fp8", "--fp8-kv-cache"]}
-
-
-def sq(args):
-    return ftx(["smoothquant", *args])
-
-
-def sq_ok(args):
-    r = sq(args)
-    if r.returncode != 0:
-        print(r.stderr)
-        raise SystemExit(f"ftx smoothquant {' '.join(args)} failed")
-    return r
 
 
 def kv_ranges_of(path):
@@ -239,16 +227,6 @@ def test_ranges():
             print(f"{name}: K/V ranges of {len(want)} layers, worst relative error {worst:.3g} (tolerance 1e-4)")
 
 
-def generate(tmp, model_dir, ids, extra=(), mpi=0, n=6, name="out"):
-    out = os.path.join(tmp, name + ".jsonl")
-    r = ftx(["generate", "-m", model_dir, "--input-ids", ids, "--max-new-tokens", str(n), "--output", out, "--force",
-             "--quiet", *extra], mpi=mpi)
-    if r.returncode != 0:
-        return None, r.stderr
-    with open(out) as f:
-        return [json.loads(l) for l in f], r.stderr
-
-
 def test_cli():
     mpi = shutil.which("mpirun") is not None
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,8 +251,8 @@ def test_cli():
         # Beam search runs with both and is deterministic.
         ids = os.path.join(FIX, "gpt2", "start_ids.csv")
         beams = [generate(tmp, os.path.join(FP8, "gpt2", "1-gpu"), ids, ["--fp8", "--fp8-kv-cache", "--beam-width", "3",
-                                                                          "--return-log-probs"], name=f"beam{i}")
-                 for i in range(2)]
+                                                                          "--return-log-probs"])
+                 for _ in range(2)]
         if check(all(b[0] is not None for b in beams), f"beam search: {beams[0][1].strip()}"):
             check(beams[0][0] == beams[1][0], "beam search with --fp8 --fp8-kv-cache is not deterministic")
         # A model with a tokenizer: smoothquant --fp8, then text in and out of generate, eval-lambada, chat.

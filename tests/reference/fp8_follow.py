@@ -21,7 +21,7 @@ Usage: fp8_follow.py --folder TP1_FOLDER --model NAME --mode fp8|fp8_kv|fp8_both
 DIR holds per TP rank R index.R.json ({"calls": [{"prompt", "kind" ("gemm" | "k" | "v"), "name" (a GEMM
 "L.qkv" / "L.dense" / "L.fc1" / "L.fc2", or a layer), "rows", "cols", "offset"}]}, in call order) and
 data.R.bin (fp32). OUT_JSON: {"greedy_logits": [prompt][step][V], "compared", "followed",
-"max_steps"}. Exit 1 on a failed check.
+"largest" (steps)}. Exit 1 on a failed check.
 """
 import argparse
 import json
@@ -37,27 +37,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
 import fp8_reference as f8  # noqa: E402
 import gpt_reference as ref  # noqa: E402
 import make_engine_models as mem  # noqa: E402
+from follow_util import finish, greedy_path_logits, load_trace  # noqa: E402
 
 # fp32 against float64 values, in E4M3 quantisation steps of at least 2^-3: the fixture models
 # measure up to 5e-4. A wrong value would be off by a good part of a step.
 TOL = 2e-3
 FLOOR = 2.0 ** -3
 ROW_PARALLEL = ("dense", "fc2")  # input rows (columns of A) split over the TP ranks
-
-
-def load_trace(folder, rank):
-    """{(prompt, kind, name): rows of every call in order, concatenated}."""
-    with open(os.path.join(folder, f"index.{rank}.json")) as f:
-        calls = json.load(f)["calls"]
-    data = np.fromfile(os.path.join(folder, f"data.{rank}.bin"), np.float32)
-    parts = {}
-    for c in calls:
-        n = c["rows"] * c["cols"]
-        if c["offset"] + n > data.size:
-            sys.exit(f"{folder}/index.{rank}.json: call {c} reaches past data.{rank}.bin ({data.size} values)")
-        parts.setdefault((c["prompt"], c["kind"], str(c["name"])), []).append(
-            data[c["offset"]:c["offset"] + n].reshape(c["rows"], c["cols"]))
-    return {k: np.concatenate(v) for k, v in parts.items()}
 
 
 class Follower:
@@ -133,7 +119,8 @@ def main():
     greedy = fix[args.mode]["greedy"]
     cfg = mem.ref_cfg(mem.MODELS[args.model])
     weights = args.mode in ("fp8", "fp8_both")
-    follower = Follower([load_trace(args.trace, r) for r in range(args.tp)])
+    trace_key = lambda c: (c["prompt"], c["kind"], str(c["name"]))  # noqa: E731
+    follower = Follower([load_trace(args.trace, r, trace_key) for r in range(args.tp)])
     W = f8.fp8_model(args.folder) if weights else f8.float_model(args.folder)
     kw = {}
     if args.mode in ("fp8_kv", "fp8_both"):
@@ -144,26 +131,14 @@ def main():
     if weights:
         ref._lin = f8.fp8_linear(orig)
         f8.Fp8Gemm.follow = follower.gemm
-    out = []
     try:
-        for b, prompt in enumerate(fix["prompts"]):
-            follower.prompt, seq, steps = b, list(prompt), []
-            for tok in greedy[b]:  # the path the engine was fed
-                follower.seen = 0 if not steps else len(seq) - 1
-                steps.append(ref.forward(cfg, W, seq, **kw)[-1].tolist())
-                seq.append(tok)
-            out.append(steps)
+        out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower, **kw)
     finally:
         ref._lin = orig
         f8.Fp8Gemm.follow = None
-    print(f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} values compared with the engine's "
-          f"(largest difference {follower.max_steps:.2e} steps), {follower.followed} rounded its way")
-    for msg in follower.failures:
-        print("FAIL:", msg)
-    with open(args.out, "w") as f:
-        json.dump({"greedy_logits": out, "compared": follower.compared, "followed": follower.followed,
-                   "max_steps": follower.max_steps}, f)
-    sys.exit(1 if follower.failures else 0)
+    finish(args.out, out, follower, f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} values compared "
+           f"with the engine's (largest difference {follower.max_steps:.2e} steps), {follower.followed} rounded its "
+           f"way", follower.max_steps)
 
 
 if __name__ == "__main__":

@@ -140,12 +140,7 @@ def float_model(folder):
 
 def fp8_linear(orig_lin):
     """gpt_reference._lin that runs Fp8Gemm weights (and others as before)."""
-    def lin(x, w, b):
-        if isinstance(w, Fp8Gemm):
-            y = w(x)
-            return y + b if b is not None else y
-        return orig_lin(x, w, b)
-    return lin
+    return int8_reference.gemm_linear(orig_lin, Fp8Gemm)
 
 
 class Fp8KvStore:

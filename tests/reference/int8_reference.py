@@ -230,11 +230,17 @@ def w8a8_model(folder, tp, per_token, per_channel):
     return folder_model(folder, layer_gemm)[1]
 
 
-def w8a8_linear(orig_lin):
-    """gpt_reference._lin that runs W8A8Gemm weights (and others as before)."""
+def gemm_linear(orig_lin, kind):
+    """gpt_reference._lin that runs weights of the GEMM class `kind` (y = w(x) + b; W8A8Gemm,
+    fp8_reference.Fp8Gemm) and others as before."""
     def lin(x, w, b):
-        if isinstance(w, W8A8Gemm):
+        if isinstance(w, kind):
             y = w(x)
             return y + b if b is not None else y
         return orig_lin(x, w, b)
     return lin
+
+
+def w8a8_linear(orig_lin):
+    """gpt_reference._lin that runs W8A8Gemm weights (and others as before)."""
+    return gemm_linear(orig_lin, W8A8Gemm)
