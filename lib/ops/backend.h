@@ -56,7 +56,8 @@ struct Weight {
   // FP8 (dtype kFloat8E4M3; --fp8, set by upload_weight_fp8): the E4M3 matrix stands for
   // q · weights_scaling_factor, and the GEMM quantises A to E4M3 with the static
   // activation_scaling_factor (the FP8 arithmetic at the end of this file); both are TensorRT-LLM's
-  // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols).
+  // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols) and
+  // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: {s_w, s_x}).
   float activation_scaling_factor = 0.0f, weights_scaling_factor = 0.0f;
   Weight() = default;
   Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default

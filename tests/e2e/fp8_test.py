@@ -7,7 +7,7 @@ Usage: fp8_test.py {export|ranges|cli|sessions|errors}
   export:   GPT-2 fixture (fp16 files): every FP8 file byte-identical to the reference's, given ftx's
             calibrated ranges, at TP 1 (fp32) and TP 2 (fp16, and again from a TP-2 input folder:
             the same bytes); the floating-point weights unchanged; manifest dtypes; config.ini
-            `fp8 = True`; --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
+            `fp8 = True`; `ftx inspect` reads the E4M3 files (largest |W| at 448); --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
             --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
             FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection), SantaCoder
             (multi-query QKV: K and V whole on every rank) and Megatron at TP 1 and 2, byte-identical too.
@@ -110,6 +110,12 @@ def test_export():
             ini = open(os.path.join(folder, "config.ini")).read()
             check("fp8 = True" in ini and "smoothquant = None" in ini, f"{label}: config.ini keys")
             print(f"{label}: {n} FP8 files byte-identical to the float64 reference (TensorRT-LLM's formulas)")
+        # `ftx inspect` reads the E4M3 files as the manifest types them: the largest |W| lands on 448.
+        ins = ftx(["inspect", "--json", "--stats", os.path.join(out1, "1-gpu")])
+        rows = {j["name"]: j for j in map(json.loads, ins.stdout.splitlines())} if ins.returncode == 0 else {}
+        q = rows.get("model.layers.0.attention.query_key_value.weight.fp8.0", {})
+        check(q.get("dtype") == "float8_e4m3fn" and max(q.get("max", 0), -q.get("min", 0)) == 448.0,
+              f"inspect of an FP8 weight file: {q}")
         a, b = os.path.join(tmp, "tp2-fp16", "2-gpu"), os.path.join(tmp, "tp2-fp16-from-2gpu", "2-gpu")
         check(all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in fp8_names(a)),
               "TP-2 FP8 files from a TP-2 input folder differ from those from a TP-1 folder")
