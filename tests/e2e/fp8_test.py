@@ -5,8 +5,8 @@ generate, chat and eval-lambada. Runs under the test venv (FTX_TEST_PYTHON: ml_d
 
 Usage: fp8_test.py {export|ranges|cli|sessions|errors}
   export:   GPT-2 fixture (fp16 files): every FP8 file byte-identical to the reference's, given ftx's
-            calibrated ranges, at TP 1 (fp32) and TP 2 (fp16, and again from a TP-2 input folder:
-            the same bytes); the floating-point weights unchanged; manifest dtypes; config.ini
+            calibrated ranges, at TP 1 (fp32), TP 2 (fp16, and again from a TP-2 input folder: the
+            same bytes) and TP 4 (fp32); the floating-point weights unchanged; manifest dtypes; config.ini
             `fp8 = True`; `ftx inspect` reads the E4M3 files (largest |W| at 448); --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
             --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
             FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection), SantaCoder
@@ -94,7 +94,7 @@ def test_export():
         R, kv = ranges_of(rpath), kv_ranges_of(rpath)
         check(sorted(kv) == [f"model.layers.{l}.attention" for l in range(int(c["num_layer"]))], f"K/V ranges: {kv}")
         for tp, dtype, src, label in ((1, "fp32", "1-gpu", "tp1-fp32"), (2, "fp16", "1-gpu", "tp2-fp16"),
-                                     (2, "fp16", "2-gpu", "tp2-fp16-from-2gpu")):
+                                     (2, "fp16", "2-gpu", "tp2-fp16-from-2gpu"), (4, "fp32", "1-gpu", "tp4-fp32")):
             out = out1 if label == "tp1-fp32" else os.path.join(tmp, label)
             if label != "tp1-fp32":
                 args = ["-i", f"{gpt2}/{src}", "-o", out, "-g", str(tp), "-t", dtype, "--fp8", "-q"]
