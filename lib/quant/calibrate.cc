@@ -18,7 +18,7 @@
 namespace ftx::quant {
 
 std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& path, const Tokenizer* tokenizer,
-                                                           int64_t max_samples, int64_t seq_len) {
+                                                           int64_t max_samples, int64_t seq_len, int64_t vocab_size) {
   std::ifstream in(path);
   if (!in) throw Error(path, "cannot open calibration data");
   std::vector<std::vector<int32_t>> out;
@@ -49,6 +49,10 @@ std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& pa
       throw Error(where, "neither \"text\" (a string) nor \"ids\"");
     }
     if (ids.empty()) throw Error(where, "sample has no tokens");
+    for (int32_t id : ids)
+      if (id < 0 || (vocab_size > 0 && id >= vocab_size))
+        throw Error(where, "token id " + std::to_string(id) + " is outside the model's vocabulary [0, " +
+                               std::to_string(vocab_size) + ")");
     if (static_cast<int64_t>(ids.size()) > seq_len) ids.resize(static_cast<size_t>(seq_len));
     out.push_back(std::move(ids));
   }

@@ -16,10 +16,11 @@ namespace ftx::quant {
 
 // The first `max_samples` lines of a JSON-lines file: {"text": "..."} (tokenized with `tokenizer`,
 // which may be null only when every line has ids) or {"ids": [...]}, each truncated to `seq_len`
-// tokens. Errors name the file and line: bad JSON, neither key, a sample with no tokens, an empty
-// file, text without a tokenizer.
+// tokens. Errors name the file and line: bad JSON, neither key, a sample with no tokens, an id
+// outside [0, vocab_size) (when vocab_size > 0), an empty file, text without a tokenizer.
 std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& path, const Tokenizer* tokenizer,
-                                                           int64_t max_samples, int64_t seq_len);
+                                                           int64_t max_samples, int64_t seq_len,
+                                                           int64_t vocab_size = 0);
 
 struct CalibrationOptions {
   std::string device = "cpu";

@@ -68,7 +68,8 @@ std::string format_double(double v) {
 
 ActRanges calibrate_folder(const SmoothQuantOptions& o, const HostModel& model) {
   std::unique_ptr<Tokenizer> tok = find_model_tokenizer(o.model_dir, "");
-  const auto samples = read_calibration_samples(o.calib_data, tok.get(), o.calib_samples, o.calib_seq_len);
+  const auto samples =
+      read_calibration_samples(o.calib_data, tok.get(), o.calib_samples, o.calib_seq_len, model.cfg.vocab_size);
   CalibrationOptions co{o.device, o.threads, o.quiet};
   if (model.cfg.tensor_para_size == 1) return calibrate(o.model_dir, model, samples, co);
   // The ranges must be those of the full tensors: calibrate an unsplit copy of a split folder.

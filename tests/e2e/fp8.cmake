@@ -8,7 +8,7 @@ add_test(NAME fp8_fixtures
                  $<TARGET_FILE:ftx> ${FTX_FIXTURES}/engine)
 set_tests_properties(fp8_fixtures PROPERTIES FIXTURES_SETUP fp8_models FIXTURES_REQUIRED engine_models
                      ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
-foreach(part export ranges cli sessions errors)
+foreach(part export cli sessions errors)
   add_test(NAME fp8_${part} COMMAND ${FTX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/fp8_test.py ${part})
   set_tests_properties(fp8_${part} PROPERTIES FIXTURES_REQUIRED "engine_models;fp8_models"
                        ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600)

@@ -3,7 +3,7 @@
 from TensorRT-LLM's formulas (tests/reference/fp8_reference.py), and `--fp8` / `--fp8-kv-cache` in
 generate, chat and eval-lambada. Runs under the test venv (FTX_TEST_PYTHON: ml_dtypes).
 
-Usage: fp8_test.py {export|ranges|cli|sessions|errors}
+Usage: fp8_test.py {export|cli|sessions|errors}
   export:   GPT-2 fixture (fp16 files): every FP8 file byte-identical to the reference's, given ftx's
             calibrated ranges, at TP 1 (fp32), TP 2 (fp16, and again from a TP-2 input folder: the
             same bytes) and TP 4 (fp32); the floating-point weights unchanged; manifest dtypes; config.ini
@@ -11,9 +11,8 @@ Usage: fp8_test.py {export|ranges|cli|sessions|errors}
             --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
             FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection), SantaCoder
             (multi-query QKV: K and V whole on every rank) and Megatron at TP 1 and 2, byte-identical too.
-  ranges:   the K/V ranges ftx records (max |K| after rotary, max |V|) for GPT-2, Megatron, GPT-J,
-            GPT-NeoX, BLOOM and OPT-post, against float64 forwards of the fixtures' logical models:
-            1e-4 relative.
+            And the K/V ranges ftx records (max |K| after rotary, max |V|) for every one of these
+            models, against float64 forwards of the fixtures' logical models: 1e-4 relative.
   cli:      generate --fp8, --fp8-kv-cache and both: greedy output_ids equal the float64 emulation's
             (fp8 fixtures' expected.json) for the seven architectures at TP 1, and with both at TP 2
             under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
@@ -85,13 +84,14 @@ def compare_fp8(folder, expected, label):
 def test_export():
     gpt2 = os.path.join(FIX, "gpt2")
     with tempfile.TemporaryDirectory() as tmp:
-        calib, _ = calib_file(tmp)
+        calib, samples = calib_file(tmp, vocab=300)  # ids every fixture model has
         rpath = os.path.join(tmp, "ranges.json")
         out1 = os.path.join(tmp, "o1")
         sq_ok(["-i", f"{gpt2}/1-gpu", "-o", out1, "-g", "1", "-t", "fp32", "--fp8", "--calib-data", calib,
                "--calib-seq-len", "40", "--save-act-ranges", rpath, "-q"])
         c, T0 = sqref.read_tp1_folder(f"{gpt2}/1-gpu")
         R, kv = ranges_of(rpath), kv_ranges_of(rpath)
+        check_kv_ranges("gpt2", rpath, [s[:40] for s in samples])
         check(sorted(kv) == [f"model.layers.{l}.attention" for l in range(int(c["num_layer"]))], f"K/V ranges: {kv}")
         for tp, dtype, src, label in ((1, "fp32", "1-gpu", "tp1-fp32"), (2, "fp16", "1-gpu", "tp2-fp16"),
                                      (2, "fp16", "2-gpu", "tp2-fp16-from-2gpu"), (4, "fp32", "1-gpu", "tp4-fp32")):
@@ -159,6 +159,8 @@ def test_export():
                 sq_ok(["-i", os.path.join(FIX, m, "1-gpu"), "-o", out, "-g", str(tp), "-t", "fp32", "--fp8", "-q"] +
                       (["--calib-data", calib, "--calib-seq-len", "40", "--save-act-ranges", rp] if tp == 1
                        else ["--act-ranges", rp]))
+                if tp == 1:
+                    check_kv_ranges(m, rp, [s[:40] for s in samples])
                 n = compare_fp8(os.path.join(out, f"{tp}-gpu"),
                                 f8.fp8_files(c, T, ranges_of(rp), kv_ranges_of(rp), tp, "fp32", sqref.stored),
                                 f"{m} tp{tp}")
@@ -215,22 +217,17 @@ def kv_reference_ranges(name, samples):
     return {f"model.layers.{l}.attention": tuple(v) for l, v in amax.items()}
 
 
-def test_ranges():
-    with tempfile.TemporaryDirectory() as tmp:
-        calib, samples = calib_file(tmp, n=6, vocab=300)
-        for name in ("gpt2", "megatron", "gptj", "gptneox", "bloom", "opt_post"):
-            rpath = os.path.join(tmp, name + ".json")
-            sq_ok(["-i", os.path.join(FIX, name, "1-gpu"), "-o", os.path.join(tmp, name), "--fp8", "--calib-data",
-                   calib, "--calib-seq-len", "32", "--save-act-ranges", rpath, "-q"])
-            got, want = kv_ranges_of(rpath), kv_reference_ranges(name, [s[:32] for s in samples])
-            check(sorted(got) == sorted(want), f"{name}: K/V range keys {sorted(got)} vs {sorted(want)}")
-            worst = 0.0
-            for k in want:
-                for i in (0, 1):
-                    e = abs(got[k][i] - want[k][i]) / want[k][i]
-                    worst = max(worst, e)
-                    check(e <= 1e-4, f"{name}: {k} {'KV'[i]} range {got[k][i]} vs float64 {want[k][i]}")
-            print(f"{name}: K/V ranges of {len(want)} layers, worst relative error {worst:.3g} (tolerance 1e-4)")
+def check_kv_ranges(name, rpath, samples):
+    """The K/V ranges ftx recorded in `rpath` against float64 forwards of the fixture's logical model."""
+    got, want = kv_ranges_of(rpath), kv_reference_ranges(name, samples)
+    check(sorted(got) == sorted(want), f"{name}: K/V range keys {sorted(got)} vs {sorted(want)}")
+    worst = 0.0
+    for k in want:
+        for i in (0, 1):
+            e = abs(got[k][i] - want[k][i]) / want[k][i]
+            worst = max(worst, e)
+            check(e <= 1e-4, f"{name}: {k} {'KV'[i]} range {got[k][i]} vs float64 {want[k][i]}")
+    print(f"{name}: K/V ranges of {len(want)} layers, worst relative error {worst:.3g} (tolerance 1e-4)")
 
 
 def test_cli():
@@ -383,6 +380,6 @@ def test_errors():
 
 
 if __name__ == "__main__":
-    {"export": test_export, "ranges": test_ranges, "cli": test_cli, "sessions": test_sessions,
+    {"export": test_export, "cli": test_cli, "sessions": test_sessions,
      "errors": test_errors}[sys.argv[1]]()
     finish(f"fp8_test {sys.argv[1]}")
