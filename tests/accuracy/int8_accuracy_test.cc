@@ -68,7 +68,11 @@ RuntimeOptions fp8_mode(bool gemms, bool kv_cache) {
 // TensorRT-LLM's per-tensor W8A8 on these exports (w8a8_estimate.py beside this file: static
 // activation scales, the files' int8 weights and per-tensor scales; its fp32 NLL equals ftx's to
 // 4 digits) gave agreement 0.9924 and mean KL 1.17e-4 at alpha 0, 0.9921 and 1.03e-4 at alpha
-// 0.5: floors 0.98 and 1e-3.
+// 0.5: floors 0.98 and 1e-3. FP8 (--fp8, smoothquant --fp8 of the same ranges, no smoothing) measured
+// agreement 0.9899 and mean KL 1.81e-4 (max 5.3e-3): E4M3's 3 mantissa bits round a value near a
+// tensor's amax more coarsely than int8's 127 steps do; the FP8 KV cache 0.9963 and 1.76e-5; both
+// 0.9911 and 2.00e-4: floors 0.98 and 1e-3 with FP8 GEMMs, 0.99 and 1e-4 for the cache alone (INT8
+// KV's).
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
@@ -76,9 +80,9 @@ const std::vector<Mode>& modes() {
       {"weight-only + KV cache", "kv", int8_mode(1, true), {0.99, 1e-4}},
       {"W8A8 SmoothQuant alpha=0 (--int8-mode 2)", "sq-a0", int8_mode(2), {0.98, 1e-3}},
       {"W8A8 SmoothQuant alpha=0.5 (--int8-mode 2)", "sq-a05", int8_mode(2), {0.98, 1e-3}},
-      {"FP8 E4M3 GEMMs (--fp8)", "fp8", fp8_mode(true, false), {0.97, 5e-3}},
-      {"FP8 KV cache (--fp8-kv-cache)", "fp8", fp8_mode(false, true), {0.97, 5e-3}},
-      {"FP8 GEMMs + FP8 KV cache", "fp8", fp8_mode(true, true), {0.97, 5e-3}},
+      {"FP8 E4M3 GEMMs (--fp8)", "fp8", fp8_mode(true, false), {0.98, 1e-3}},
+      {"FP8 KV cache (--fp8-kv-cache)", "fp8", fp8_mode(false, true), {0.99, 1e-4}},
+      {"FP8 GEMMs + FP8 KV cache", "fp8", fp8_mode(true, true), {0.98, 1e-3}},
   };
   return m;
 }
