@@ -92,21 +92,6 @@ const std::unordered_map<std::string, std::string>& torch_dtype_names() {
   return m;
 }
 
-bool dtype_from_torch_name(const std::string& n, DType* out) {
-  static const std::unordered_map<std::string, DType> m = {
-      {"float32", DType::kFloat32}, {"float64", DType::kFloat64}, {"float16", DType::kFloat16},
-      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64}, {"int32", DType::kInt32},
-      {"int16", DType::kInt16}, {"int8", DType::kInt8}, {"uint8", DType::kUInt8}, {"bool", DType::kBool},
-      {"uint16", DType::kUInt16}, {"uint32", DType::kUInt32}, {"uint64", DType::kUInt64},
-      {"complex64", DType::kComplex64}, {"complex128", DType::kComplex128},
-      {"float8_e4m3fn", DType::kFloat8E4M3}, {"float8_e5m2", DType::kFloat8E5M2},
-  };
-  auto it = m.find(n);
-  if (it == m.end()) return false;
-  *out = it->second;
-  return true;
-}
-
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 bool is_identifier_path(const std::string& s) {
@@ -203,8 +188,9 @@ std::string printable(const std::string& s) {
 
 class Unpickler {
  public:
-  Unpickler(const uint8_t* data, size_t size, const std::string& origin, const PersistentLoader& pl)
-      : data_(data), size_(size), origin_(origin), persistent_load_(pl) {
+  Unpickler(const uint8_t* data, size_t size, const std::string& origin, const PersistentLoader& pl,
+            const PickleAllowList* allow)
+      : data_(data), size_(size), origin_(origin), persistent_load_(pl), allow_(allow) {
     none_ = Value::none();
     true_ = Value::boolean(true);
     false_ = Value::boolean(false);
@@ -713,17 +699,32 @@ class Unpickler {
     const std::string full = module + "." + name;
     if (!is_identifier_path(module) || !is_identifier_path(name))
       throw Error(origin_, "refusing to load global '" + printable(full) + "' (not in the allow-list)");
+    if (allow_) return resolve_listed(module, name, full);
     if (allowed_calls().count(full)) return new_object(full);
-    if (module == "torch") {
-      auto it = torch_dtype_names().find(name);
-      if (it != torch_dtype_names().end()) {
-        auto v = std::make_shared<Value>();
-        v->kind = Value::Kind::kDType;
-        v->str = it->second;
-        return v;
-      }
-    }
+    if (module == "torch")
+      if (ValuePtr dt = torch_dtype_value(name)) return dt;
     if (allowed_opaque_module(module, name)) return new_object(full);
+    throw Error(origin_, "refusing to load global '" + full + "' (not in the allow-list)");
+  }
+
+  // torch.float16 and its aliases as a dtype value in torch's canonical spelling; null otherwise.
+  static ValuePtr torch_dtype_value(const std::string& name) {
+    auto it = torch_dtype_names().find(name);
+    if (it == torch_dtype_names().end()) return nullptr;
+    auto v = std::make_shared<Value>();
+    v->kind = Value::Kind::kDType;
+    v->str = it->second;
+    return v;
+  }
+  static bool in_list(const std::vector<std::string>& list, const std::string& s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+  }
+  // A global under a caller's allow-list: only the names it lists.
+  ValuePtr resolve_listed(const std::string& module, const std::string& name, const std::string& full) {
+    if (in_list(allow_->builtin, full) && allowed_calls().count(full)) return new_object(full);
+    if (in_list(allow_->records, full) || in_list(allow_->opaque, full)) return new_object(full);
+    if (allow_->torch_dtypes && module == "torch")
+      if (ValuePtr dt = torch_dtype_value(name)) return dt;
     throw Error(origin_, "refusing to load global '" + full + "' (not in the allow-list)");
   }
 
@@ -911,6 +912,12 @@ class Unpickler {
           set_items(obj, flatten_pairs(state), "BUILD", true);
         return;
       case Value::Kind::kObject:
+        if (allow_ && in_list(allow_->records, obj->str)) {
+          if (state->kind == Value::Kind::kDict) obj->dict = state->dict;
+          else if (state->kind == Value::Kind::kTuple || state->kind == Value::Kind::kList) obj->items = state->items;
+          else corrupt("BUILD of a " + obj->str + " with a " + kind_name(state->kind) + " state");
+          return;
+        }
         if (starts_with(obj->str, "omegaconf.") && state->kind == Value::Kind::kDict) unwrap_omegaconf(obj, state);
         return;
       case Value::Kind::kTensor:
@@ -1029,6 +1036,7 @@ class Unpickler {
   int call_depth_ = 0;
   const std::string& origin_;
   const PersistentLoader& persistent_load_;
+  const PickleAllowList* allow_;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
@@ -1039,9 +1047,24 @@ class Unpickler {
 
 }  // namespace
 
+bool dtype_from_torch_name(const std::string& n, DType* out) {
+  static const std::unordered_map<std::string, DType> m = {
+      {"float32", DType::kFloat32}, {"float64", DType::kFloat64}, {"float16", DType::kFloat16},
+      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64}, {"int32", DType::kInt32},
+      {"int16", DType::kInt16}, {"int8", DType::kInt8}, {"uint8", DType::kUInt8}, {"bool", DType::kBool},
+      {"uint16", DType::kUInt16}, {"uint32", DType::kUInt32}, {"uint64", DType::kUInt64},
+      {"complex64", DType::kComplex64}, {"complex128", DType::kComplex128},
+      {"float8_e4m3fn", DType::kFloat8E4M3}, {"float8_e5m2", DType::kFloat8E5M2},
+  };
+  auto it = m.find(n);
+  if (it == m.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 ValuePtr unpickle(const uint8_t* data, size_t size, const std::string& origin,
-                  const PersistentLoader& persistent_load, size_t* consumed) {
-  Unpickler u(data, size, origin, persistent_load);
+                  const PersistentLoader& persistent_load, size_t* consumed, const PickleAllowList* allow) {
+  Unpickler u(data, size, origin, persistent_load, allow);
   return u.run(consumed);
 }
 

@@ -729,22 +729,19 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
     gemm_fp8(M, N, K, A, weight, C, beta);
     return;
   }
-  // Weight-only INT8: the matrix is widened into scratch in the backend's weight dtype and an
-  // ordinary GEMM follows. Memory is saved; the bandwidth a fused dequantising GEMM would save is
-  // not (yet). One scratch request holds the widened matrix and, after it, the rounded activations.
+  // Weight-only INT8: the matrix is widened into fp32 scratch (q · scale, exact in fp32) and an fp32
+  // GEMM follows on the unrounded activations, whatever dtype the other weights are held in: the
+  // arithmetic of the CPU twin and of the float64 reference (int8 layers, fp32 activations).
+  // Memory is saved; the bandwidth a fused dequantising GEMM would save is not (yet).
   ops::Weight w = weight;
   float* widened = nullptr;
-  size_t widened_words = 0;
   if (weight.dtype == DType::kInt8) {
     if (trans_b) throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
     const size_t wn = static_cast<size_t>(K) * static_cast<size_t>(N);
-    widened_words = (wn * dtype_size(weight_dtype_) + sizeof(float) - 1) / sizeof(float);
-    widened_words = (widened_words + 63) / 64 * 64;  // keep the activations after it 256-byte aligned
-    const size_t act_words = weight_dtype_ == DType::kFloat32 ? 0 : (static_cast<size_t>(M) * K + 1) / 2;
-    widened = scratch(widened_words + act_words);
-    invoke_dequantize_int8_columns(stream_, widened, elem_kind(weight_dtype_), static_cast<const int8_t*>(weight.data),
+    widened = scratch(wn);
+    invoke_dequantize_int8_columns(stream_, widened, ElemKind::kFp32, static_cast<const int8_t*>(weight.data),
                                    weight.scale, K, N);
-    w = ops::Weight(static_cast<const void*>(widened), weight_dtype_);
+    w = ops::Weight(static_cast<const void*>(widened), DType::kFloat32);
   }
   const DType in_dtype = w.dtype;
   const ElemKind kind = elem_kind(in_dtype);  // Error for a dtype with no kernels
@@ -755,7 +752,7 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
     // Round the activation operand to the weights' dtype (scratch is stream-ordered, so reusing
     // it in the next op is safe).
     const size_t n = static_cast<size_t>(M) * K;
-    void* a_half = widened ? static_cast<void*>(widened + widened_words) : scratch((n + 1) / 2);
+    void* a_half = scratch((n + 1) / 2);
     invoke_cast(stream_, a_half, kind, A, n);
     a = a_half;
   }
@@ -787,6 +784,17 @@ void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float*
                                           const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
   invoke_add_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
+}
+
+void CudaBackend::rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) {
+  if (replaying()) return;
+  invoke_add_residual_rms_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, out, rows, H, eps);
+}
+
+void CudaBackend::add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma,
+                                        float* norm_out, int64_t rows, int64_t H, float eps) {
+  if (replaying()) return;
+  invoke_add_residual_rms_norm(stream_, x, y, bias, gamma, norm_out, rows, H, eps);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {

@@ -90,6 +90,9 @@ class CudaBackend : public ops::Backend {
   void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
                                const float* beta, float* norm_out, int64_t rows, int64_t H,
                                float eps) override;
+  void rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) override;
+  void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma, float* norm_out,
+                             int64_t rows, int64_t H, float eps) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override;
   void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
                        int64_t rows, int64_t N, Activation act) override;

@@ -11,13 +11,15 @@
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
+#include "kernels/cuda_backend/nccl_library.h"
 
 namespace ftx::cuda {
 
 namespace {
 
 [[noreturn]] void throw_nccl_error(ncclResult_t r, const char* call, const char* file, int line) {
-  throw Error(std::string(call) + " failed: " + ncclGetErrorString(r) + " at " + file + ":" + std::to_string(line));
+  throw Error(std::string(call) + " failed: " + nccl_library().get_error_string(r) + " at " + file + ":" +
+              std::to_string(line));
 }
 
 #define FTX_NCCL_CHECK(call)                                                        \
@@ -26,30 +28,47 @@ namespace {
     if (ftx_nccl_res_ != ncclSuccess) throw_nccl_error(ftx_nccl_res_, #call, __FILE__, __LINE__); \
   } while (0)
 
+// Every rank loads NCCL, and all agree before any of them waits in a collective: one rank without
+// the library is an error on every rank instead of a hang in the others' bootstrap.
+const NcclLibrary& load_on_every_rank(dist::Communicator& host) {
+  std::string error;
+  const NcclLibrary* lib = nullptr;
+  try {
+    lib = &nccl_library();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (!host.all_true(lib != nullptr)) {
+    if (!error.empty()) throw Error(error);
+    throw Error("NCCL could not be loaded on another rank (see that rank's error)");
+  }
+  return *lib;
+}
+
 class NcclCommunicator : public dist::Communicator {
  public:
   NcclCommunicator(std::unique_ptr<dist::Communicator> host, CudaBackend& backend)
-      : host_(std::move(host)), backend_(backend), stream_(backend.stream()) {
+      : host_(std::move(host)), backend_(backend), stream_(backend.stream()), nccl_(load_on_every_rank(*host_)) {
     ncclUniqueId id{};
-    if (host_->rank() == 0) FTX_NCCL_CHECK(ncclGetUniqueId(&id));
+    if (host_->rank() == 0) FTX_NCCL_CHECK(nccl_.get_unique_id(&id));
     host_->broadcast(&id, sizeof(id), 0);
     FTX_CUDA_CHECK(cudaSetDevice(backend.device()));
-    FTX_NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
+    FTX_NCCL_CHECK(nccl_.comm_init_rank(&comm_, host_->size(), id, host_->rank()));
   }
   ~NcclCommunicator() override {
-    if (comm_) ncclCommDestroy(comm_);
+    if (comm_) nccl_.comm_destroy(comm_);
   }
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   void all_reduce_sum(float* data, size_t n) override {
     if (n == 0 || backend_.replaying()) return;  // a replayed step's graph holds the all-reduce
-    FTX_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.all_reduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
   }
   void all_gather(float* data, size_t n) override {
     if (n == 0 || backend_.replaying()) return;
     // In place: this rank's part already sits at data + rank·n.
-    FTX_NCCL_CHECK(ncclAllGather(data + static_cast<size_t>(rank()) * n, data, n, ncclFloat32, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.all_gather(data + static_cast<size_t>(rank()) * n, data, n, ncclFloat32, comm_, stream_));
   }
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
   void barrier() override { host_->barrier(); }
@@ -57,11 +76,11 @@ class NcclCommunicator : public dist::Communicator {
   // Inter-stage activations (device memory), enqueued on the backend's stream like the all-reduce.
   void send(const float* data, size_t n, int peer) override {
     if (n == 0 || backend_.replaying()) return;
-    FTX_NCCL_CHECK(ncclSend(data, n, ncclFloat32, peer, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.send(data, n, ncclFloat32, peer, comm_, stream_));
   }
   void recv(float* data, size_t n, int peer) override {
     if (n == 0 || backend_.replaying()) return;
-    FTX_NCCL_CHECK(ncclRecv(data, n, ncclFloat32, peer, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.recv(data, n, ncclFloat32, peer, comm_, stream_));
   }
   void send_host(const void* data, size_t bytes, int peer) override { host_->send_host(data, bytes, peer); }
   void recv_host(void* data, size_t bytes, int peer) override { host_->recv_host(data, bytes, peer); }
@@ -74,6 +93,7 @@ class NcclCommunicator : public dist::Communicator {
   std::unique_ptr<dist::Communicator> host_;
   CudaBackend& backend_;
   cudaStream_t stream_;
+  const NcclLibrary& nccl_;
   ncclComm_t comm_ = nullptr;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
@@ -28,8 +29,8 @@ __global__ void scale_kernel(float* x, float s, size_t n) {
     x[i] = s == 0.0f ? 0.0f : x[i] * s;
 }
 
-// blockIdx.y: the pair; x: grid-stride over the row in units of U (uint4 when rows are 16-byte
-// multiples and aligned, else 2 bytes: every stored element type is a multiple of 2 bytes).
+// blockIdx.y: the pair; x: grid-stride over the row in units of U, the widest of 16, 8, 4, 2 and 1
+// bytes that divides the row and every base address (an int8 cache row can be odd bytes long).
 template <typename U>
 __global__ void copy_rows_kernel(char* to_base, const int32_t* to_idx, const char* from_a, const char* from_b,
                                  const int32_t* from_idx, int64_t row_bytes) {
@@ -45,8 +46,20 @@ __global__ void copy_rows_kernel(char* to_base, const int32_t* to_idx, const cha
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += step) dst[i] = src[i];
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+// The widest copy unit (16, 8, 4, 2 or 1 bytes) that divides row_bytes and aligns every base.
+int copy_unit(int64_t row_bytes, std::initializer_list<const void*> bases) {
+  uintptr_t bits = static_cast<uintptr_t>(row_bytes);
+  for (const void* p : bases) bits |= reinterpret_cast<uintptr_t>(p);
+  for (int u : {16, 8, 4, 2})
+    if ((bits & static_cast<uintptr_t>(u - 1)) == 0) return u;
+  return 1;
+}
 
+template <typename U>
+void launch_copy_rows(cudaStream_t stream, const dim3& grid, char* to, const int32_t* to_idx, const char* a,
+                      const char* b, const int32_t* from_idx, int64_t row_bytes) {
+  copy_rows_kernel<U><<<grid, 256, 0, stream>>>(to, to_idx, a, b, from_idx, row_bytes);
+}
 
 template <typename T>
 __global__ void cast_kernel(T* dst, const float* src, size_t n) {
@@ -82,9 +95,8 @@ void invoke_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src
 void invoke_copy_rows(cudaStream_t stream, void* to_base, const int32_t* to_idx, const void* from_a,
                       const void* from_b, const int32_t* from_idx, int64_t pairs, int64_t row_bytes) {
   if (pairs <= 0 || row_bytes <= 0) return;
-  const bool vec16 =
-      row_bytes % 16 == 0 && aligned16(to_base) && aligned16(from_a) && (!from_b || aligned16(from_b));
-  const size_t per_row = static_cast<size_t>(row_bytes) / (vec16 ? 16 : 2);
+  const int unit = from_b ? copy_unit(row_bytes, {to_base, from_a, from_b}) : copy_unit(row_bytes, {to_base, from_a});
+  const size_t per_row = static_cast<size_t>(row_bytes) / static_cast<size_t>(unit);
   const unsigned gx = static_cast<unsigned>(std::min<size_t>((per_row + 255) / 256, 1024));
   auto* to0 = static_cast<char*>(to_base);
   const auto* a = static_cast<const char*>(from_a);
@@ -93,13 +105,15 @@ void invoke_copy_rows(cudaStream_t stream, void* to_base, const int32_t* to_idx,
     const int64_t n = std::min<int64_t>(pairs - p0, 65535);
     // Without to_idx, pair p goes to row p: offset the base for this chunk instead.
     char* to = to_idx ? to0 : to0 + p0 * row_bytes;
+    const int32_t* ti = to_idx ? to_idx + p0 : nullptr;
     const dim3 grid(gx, static_cast<unsigned>(n));
-    if (vec16)
-      copy_rows_kernel<uint4><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
-                                                         row_bytes);
-    else
-      copy_rows_kernel<uint16_t><<<grid, 256, 0, stream>>>(to, to_idx ? to_idx + p0 : nullptr, a, b, from_idx + p0,
-                                                            row_bytes);
+    switch (unit) {
+      case 16: launch_copy_rows<uint4>(stream, grid, to, ti, a, b, from_idx + p0, row_bytes); break;
+      case 8: launch_copy_rows<uint2>(stream, grid, to, ti, a, b, from_idx + p0, row_bytes); break;
+      case 4: launch_copy_rows<uint32_t>(stream, grid, to, ti, a, b, from_idx + p0, row_bytes); break;
+      case 2: launch_copy_rows<uint16_t>(stream, grid, to, ti, a, b, from_idx + p0, row_bytes); break;
+      default: launch_copy_rows<uint8_t>(stream, grid, to, ti, a, b, from_idx + p0, row_bytes); break;
+    }
     FTX_CUDA_CHECK(cudaGetLastError());
   }
 }

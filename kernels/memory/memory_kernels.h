@@ -22,7 +22,7 @@ void invoke_scale(cudaStream_t stream, float* x, float s, size_t n);
 // dst[i] = src[i] rounded to nearest even in fp16 or bf16 (kind; a GEMM's activation operand).
 void invoke_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n);
 
-// Row copies of `row_bytes` bytes (even), pair i: row to_idx ? to_idx[i] : i of to_base := source,
+// Row copies of `row_bytes` bytes (any count: an int8 cache row can be odd), pair i: row to_idx ? to_idx[i] : i of to_base := source,
 // where the source is row from_idx[i] of from_a when from_idx[i] >= 0, else row -from_idx[i] - 1 of
 // from_b. The caller guarantees no pair reads a row another pair of the same launch writes.
 // (Backend::gather_cache_rows.)

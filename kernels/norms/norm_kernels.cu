@@ -31,7 +31,9 @@ __device__ double block_sum(double v, double* red) {
 // One block per row. Pass 1 applies the residual (x += y + bias, written back) and sums; pass 2
 // sums squared deviations from the mean (two-pass, as the CPU: no cancellation); pass 3 writes
 // the normalised row. With `cache` the row is kept in shared memory between passes. Each thread
-// touches the same indices in every pass, so out == x is safe.
+// touches the same indices in every pass, so out == x is safe. kRms: RMSNorm, the same passes
+// with the mean taken as 0 (x · rsqrt(mean(x²) + eps) · gamma, as lib/cpu/cpu_rms_norm.cc).
+template <bool kRms>
 __global__ void residual_layer_norm_kernel(float* x, const float* y, const float* bias, const float* gamma,
                                            const float* beta, float* out, int64_t H, float eps, bool cache) {
   extern __shared__ float row[];
@@ -53,8 +55,11 @@ __global__ void residual_layer_norm_kernel(float* x, const float* y, const float
     sum += v;
   }
   if (!gamma) return;
-  sum = block_sum(sum, red);
-  const float mean = static_cast<float>(sum / static_cast<double>(H));
+  float mean = 0.0f;
+  if (!kRms) {
+    sum = block_sum(sum, red);
+    mean = static_cast<float>(sum / static_cast<double>(H));
+  }
   double var = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const float d = (cache ? row[i] : xr[i]) - mean;
@@ -75,7 +80,7 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64
     x[i] += bias[i % N];
 }
 
-// ftx::Activation order: kGelu, kGeluTanh, kRelu, kSilu, kSwiGlu, kGeGlu.
+// ftx::Activation order: kGelu, kGeluTanh, kRelu, kSilu, kSwiGlu, kGeGlu, kSquaredRelu.
 __device__ float activate(int act, float x) {
   switch (act) {
     case 0:
@@ -87,6 +92,7 @@ __device__ float activate(int act, float x) {
     case 2: return x > 0.0f ? x : 0.0f;
     case 3:
     case 4: return x / (1.0f + expf(-x));
+    case 6: return x > 0.0f ? x * x : 0.0f;
   }
   return x;
 }
@@ -104,9 +110,11 @@ __global__ void bias_activation_kernel(float* x, const float* bias, const float*
 
 }  // namespace
 
-void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
-                                    const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
-                                    float eps) {
+namespace {
+
+template <bool kRms>
+void launch_residual_norm(cudaStream_t stream, float* x, const float* y, const float* bias, const float* gamma,
+                          const float* beta, float* out, int64_t rows, int64_t H, float eps) {
   if (rows <= 0 || H <= 0 || (!y && !bias && !gamma)) return;
   // About four elements per thread, 32..512 threads (a whole number of warps, block_sum needs it).
   const int64_t want = (H + 3) / 4;
@@ -115,10 +123,23 @@ void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* 
   const size_t smem = cache ? static_cast<size_t>(H) * sizeof(float) : 0;
   for (int64_t r0 = 0; r0 < rows; r0 += 65535 * 16) {  // grid.x limit is 2^31-1; chunk anyway for offsets
     const int64_t n = std::min<int64_t>(rows - r0, 65535 * 16);
-    residual_layer_norm_kernel<<<static_cast<unsigned>(n), threads, smem, stream>>>(
+    residual_layer_norm_kernel<kRms><<<static_cast<unsigned>(n), threads, smem, stream>>>(
         x + r0 * H, y ? y + r0 * H : nullptr, bias, gamma, beta, out ? out + r0 * H : nullptr, H, eps, cache);
     FTX_CUDA_CHECK(cudaGetLastError());
   }
+}
+
+}  // namespace
+
+void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
+                                    const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
+                                    float eps) {
+  launch_residual_norm<false>(stream, x, y, bias, gamma, beta, out, rows, H, eps);
+}
+
+void invoke_add_residual_rms_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
+                                  const float* gamma, float* out, int64_t rows, int64_t H, float eps) {
+  launch_residual_norm<true>(stream, x, y, bias, gamma, nullptr, out, rows, H, eps);
 }
 
 void invoke_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t rows, int64_t N) {

@@ -19,6 +19,10 @@ namespace ftx::cuda {
 void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
                                     const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
                                     float eps);
+// Backend::add_residual_rms_norm and rms_norm: as invoke_add_residual_layer_norm with RMSNorm
+// (out = x · rsqrt(mean(x²) + eps) · gamma).
+void invoke_add_residual_rms_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
+                                  const float* gamma, float* out, int64_t rows, int64_t H, float eps);
 // Backend::add_bias: x[rows, N] += bias[N].
 void invoke_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t rows, int64_t N);
 // Backend::bias_activation; act is the int value of ftx::Activation.

@@ -110,14 +110,17 @@ ModelConfig neox_config(const json& j, const std::string& origin) {
   c.max_pos_seq_len = int_or(j, "max_position_embeddings", 0);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
-  // FT: int(size_per_head * rotary_pct), Python's truncation.
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * num_or(j, "rotary_pct", 0.25));
-  c.rotary_base = num_or(j, "rotary_emb_base", 10000.0);
+  // FT: int(size_per_head * rotary_pct), Python's truncation. transformers 4.4x writes both the
+  // old keys and their new names (partial_rotary_factor, rope_theta); later versions only the new.
+  const double pct = num_or(j, "rotary_pct", num_or(j, "partial_rotary_factor", 0.25));
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * pct);
+  c.rotary_base = num_or(j, "rotary_emb_base", num_or(j, "rope_theta", 10000.0));
   auto rs = j.find("rope_scaling");
   FTX_CHECK(rs == j.end() || rs->is_null(), origin, "rope_scaling is not supported");
+  FTX_CHECK(bool_or(j, "attention_bias", true), origin,
+            "attention_bias false is not supported (FT's GPT-NeoX has query_key_value and dense biases)");
   c.parallel_residual = bool_or(j, "use_parallel_residual", true);
-  FTX_CHECK(!bool_or(j, "tie_word_embeddings", false), origin,
-            "tie_word_embeddings true is not supported for gpt_neox (FT's GPT-NeoX needs embed_out)");
+  // FT's GPT-NeoX always reads model.lm_head.weight: tied, it is written from embed_in.
   c.tied_embeddings = false;
   c.activation = activation_from_name(str_or(j, "hidden_act", "gelu"));
   c.layernorm_eps = num_or(j, "layer_norm_eps", 1e-5);
@@ -279,6 +282,10 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
     if ((model_type == "bloom") && n == "lm_head.weight") {
       if (!c.tied_embeddings) plan.jobs.push_back(replicated_job("model.lm_head.weight", s.t, s.origin));
       continue;  // tied: the same table as word_embeddings
+    }
+    if (model_type == "gpt_neox" && bool_or(j, "tie_word_embeddings", false)) {
+      if (n == "embed_out.weight") continue;  // pytorch_model.bin keeps the shared table twice
+      if (n == "embed_in.weight") plan.jobs.push_back(replicated_job("model.lm_head.weight", s.t, s.origin));
     }
     if (model_type == "gpt_neox" && c.parallel_residual) {
       static const std::regex bias(R"(layers\.(\d+)\.(attention\.dense|mlp\.dense_4h_to_h)\.bias)");

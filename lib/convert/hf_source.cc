@@ -83,6 +83,11 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5 (§7.3).
   c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
   c.activation = activation_from_name(str_or(j, "activation_function", "gelu_new"));
+  // Attention scores as GPT2Attention / GPTBigCodeAttention compute them by default: / sqrt(d).
+  FTX_CHECK(bool_or(j, "scale_attn_weights", true), cfg_path,
+            "scale_attn_weights false (attention scores not divided by sqrt(head size)) is not supported");
+  FTX_CHECK(!bool_or(j, "scale_attn_by_inverse_layer_idx", false), cfg_path,
+            "scale_attn_by_inverse_layer_idx true (scores also divided by the layer number) is not supported");
   const bool mqa = santacoder || (model_type == "gpt_bigcode" && bool_or(j, "multi_query", true));
   c.attention = mqa ? AttentionKind::kMultiQuery : AttentionKind::kMultiHead;
   c.kv_head_num = mqa ? 1 : c.head_num;
@@ -94,7 +99,9 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   ctx.heads_per_shard = c.head_num;
   ctx.head_dim = c.size_per_head;
   ctx.hidden = H;
-  ctx.qkv = QkvOrder::kQkvMajor;  // c_attn columns are already [Q | K | V]
+  // GPT-2 and multi-query c_attn columns are already [Q | K | V]; a multi-head gpt_bigcode's are
+  // per head [n, 3, d] (GPTBigCodeAttention views them as (heads, 3 * head_dim)), as in GPT-NeoX.
+  ctx.qkv = model_type == "gpt_bigcode" && !mqa ? QkvOrder::kHeadQkv : QkvOrder::kQkvMajor;
   ctx.multi_query = mqa;
   for (auto& t : tensors) {
     std::string name = strip_prefix(t.name);

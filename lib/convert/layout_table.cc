@@ -171,6 +171,31 @@ const ArchLayout& megatron_gpt_layout() {
   return l;
 }
 
+const ArchLayout& mcore_gpt_layout() {
+  static const ArchLayout l{
+      "mcore-gpt",
+      {
+          {R"(embedding\.word_embeddings\.weight)", "model.wte", Role::kVocab, false},
+          {R"(embedding\.position_embeddings\.weight)", "model.wpe", Role::kReplicated, false},
+          {R"(output_layer\.weight)", "model.lm_head.weight", Role::kVocab, false},
+          {R"(final_layernorm\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
+          {kL + R"(input_layernorm\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
+          {kL + R"(self_attention\.linear_qkv\.layer_norm_(weight|bias))", kFL + "input_layernorm.$2",
+           Role::kReplicated, false},
+          {kL + R"(self_attention\.linear_qkv\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true},
+          {kL + R"(self_attention\.linear_proj\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
+          {kL + R"(self_attention\.linear_proj\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
+          {kL + R"(pre_mlp_layernorm\.(weight|bias))", kFL + "post_attention_layernorm.$2", Role::kReplicated, false},
+          {kL + R"(mlp\.linear_fc1\.layer_norm_(weight|bias))", kFL + "post_attention_layernorm.$2",
+           Role::kReplicated, false},
+          {kL + R"(mlp\.linear_fc1\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumnGated, true},
+          {kL + R"(mlp\.linear_fc2\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
+          {kL + R"(mlp\.linear_fc2\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
+      },
+      {R"(.*\._extra_state(/.*)?)", R"(.*\.inv_freq)"}};
+  return l;
+}
+
 const ArchLayout& hf_gpt2_layout() {
   static const ArchLayout l = make_hf_layout("hf-gpt2", false);
   return l;
@@ -225,6 +250,14 @@ void add_layout_jobs(const RuleMatch& m, std::vector<TensorView> shards, const s
         // q, k, v ([H, H] each after the transpose, or [H] biases) are the shards: concatenated
         // on the last axis they are [Q | K | V], then each of the three is split over the ranks.
         j.seg_sizes = {ctx.hidden, ctx.hidden, ctx.hidden};
+      } else if (ctx.qkv_groups > 0) {
+        j.segments = 3;
+        j.qkv = QkvOrder::kGroupQkv;
+        j.qkv_heads = ctx.heads_per_shard;
+        j.qkv_groups = ctx.qkv_groups;
+        j.head_dim = ctx.head_dim;
+        j.seg_weights = {ctx.qkv_groups > 0 ? ctx.heads_per_shard / ctx.qkv_groups : 1, 1, 1};
+        if (ctx.single_kv_head) j.seg_split = {true, false, false};
       } else if (ctx.multi_query) {
         // [Q (H) | K (d) | V (d)]: only Q is split; SantaCoder's q_attn + kv_attn arrive as two
         // "shards" concatenated on the last axis.

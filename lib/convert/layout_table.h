@@ -38,6 +38,10 @@ struct ArchLayout {
 
 // Megatron-LM GPT and NeMo GPT (names after `language_model.`/`encoder.`|`transformer.` are removed).
 const ArchLayout& megatron_gpt_layout();
+// Megatron Core GPT (Megatron-LM --use-mcore-models, NeMo mcore_gpt), names without `decoder.`
+// (and NeMo's `model.`): the local layer spec's and TransformerEngine's (norms fused into
+// linear_qkv / linear_fc1 as layer_norm_weight/bias; `_extra_state` skipped).
+const ArchLayout& mcore_gpt_layout();
 // HF GPT-2 (Conv1D, [in, out]) and GPTBigCode (nn.Linear, [out, in]); names without `transformer.`.
 const ArchLayout& hf_gpt2_layout();
 const ArchLayout& hf_gpt_bigcode_layout();
@@ -68,6 +72,11 @@ struct JobContext {
   bool layernorm1p = false;     // NeMo: weights stored as w - 1
   bool multi_query = false;     // QKV columns [H | d | d], K and V replicated on every rank
   bool separate_qkv = false;    // QKV arrives as three [H, H] tensors (q, k, v) given as the shards
+  // Megatron Core: QKV rows grouped per query group ([g_l, n_l/g_l + 2, d], QkvOrder::kGroupQkv);
+  // the query groups (K/V heads) per shard. With one group in all (multi-query) K and V are copied
+  // whole to every inference rank.
+  int64_t qkv_groups = 0;
+  bool single_kv_head = false;
 };
 
 // Appends the job(s) for one source tensor (two for a gated dense_h_to_4h).

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "formats/error.h"
 #include "formats/mapped_file.h"
@@ -64,6 +65,18 @@ void NemoFiles::walk(const std::string& dir, const std::string& rel, int depth) 
       names_.push_back(r);
     }
   }
+}
+
+std::string nemo_weights_member(const NemoFiles& files, int64_t t, int64_t p, int64_t Tt, int64_t PP) {
+  char a[64], b[64];
+  std::snprintf(a, sizeof a, "mp_rank_%02lld/model_weights.ckpt", static_cast<long long>(t));
+  std::snprintf(b, sizeof b, "tp_rank_%02lld_pp_rank_%03lld/model_weights.ckpt", static_cast<long long>(t),
+                static_cast<long long>(p));
+  if (Tt == 1 && PP == 1 && files.has("model_weights.ckpt")) return "model_weights.ckpt";
+  if (PP == 1 && files.has(a)) return a;
+  if (files.has(b)) return b;
+  throw Error(files.path(), std::string("missing weights ") + (PP == 1 ? a : b) + " (model_config.yaml says " +
+                                std::to_string(Tt) + " tensor parallel x " + std::to_string(PP) + " pipeline shards)");
 }
 
 }  // namespace ftx

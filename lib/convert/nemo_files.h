@@ -35,4 +35,9 @@ class NemoFiles {
   std::vector<std::string> names_;
 };
 
+// The weights member of tensor rank t, pipeline stage p of a model saved with Tt x PP shards:
+// model_weights.ckpt (1 x 1), mp_rank_XX/model_weights.ckpt (PP 1) or
+// tp_rank_XX_pp_rank_XXX/model_weights.ckpt. Error naming the archive when it is missing.
+std::string nemo_weights_member(const NemoFiles& files, int64_t t, int64_t p, int64_t Tt, int64_t PP);
+
 }  // namespace ftx

@@ -12,34 +12,18 @@
 #include "formats/tar_archive.h"
 #include "formats/torch_checkpoint.h"
 #include "lib/convert/conversion.h"
+#include "lib/convert/mcore_source.h"
 #include "lib/convert/nemo_files.h"
+#include "lib/convert/yaml_fields.h"
 #include "lib/convert/shard_groups.h"
 
 namespace ftx {
 
 namespace {
 
-int64_t y_int(const YAML::Node& n, const char* k, const std::string& origin) {
-  if (!n[k]) throw Error(origin, std::string("missing key '") + k + "'");
-  try {
-    return n[k].as<int64_t>();
-  } catch (const YAML::Exception&) {
-    throw Error(origin, std::string("key '") + k + "' is not an integer: " + n[k].as<std::string>(""));
-  }
-}
-template <typename T>
-T y_or(const YAML::Node& n, const char* k, T def) {
-  if (!n[k] || n[k].IsNull()) return def;
-  try {
-    return n[k].as<T>();
-  } catch (const YAML::Exception&) {
-    return def;
-  }
-}
-
 // "nemo:<f>" and "/artifacts/<f>" name an archive member by suffix; else fall back to a pattern.
 std::string find_tokenizer_file(const NemoFiles& files, const YAML::Node& tok, const char* key, const char* fallback) {
-  std::string v = y_or<std::string>(tok, key, "");
+  std::string v = yaml_or<std::string>(tok, key, "");
   for (const char* pre : {"nemo:", "/artifacts/"})
     if (v.rfind(pre, 0) == 0) v = v.substr(std::string(pre).size());
   if (!v.empty()) {
@@ -56,6 +40,38 @@ std::string ext_of(const std::string& n) {
   auto slash = n.find_last_of('/');
   auto dot = n.find_last_of('.');
   return (dot == std::string::npos || (slash != std::string::npos && dot < slash)) ? "" : n.substr(dot);
+}
+
+// Tokenizer: copied as tokenizer<ext>, vocab<ext>, merges<ext>; start/end ids from it.
+void add_nemo_tokenizer(ConversionPlan& plan, const NemoFiles& files, const YAML::Node& y, const ConvertOptions& opt) {
+  YAML::Node tok = y["tokenizer"];
+  ModelConfig& c = plan.cfg;
+  c.start_id = c.end_id = 50256;
+  std::string vocab_text;
+  auto copy = [&](const std::string& override_path, const std::string& member, const std::string& stem) {
+    if (!override_path.empty()) {
+      auto mf = MappedFile::open(override_path);
+      plan.copy_files.emplace_back(stem + ext_of(override_path), Storage{mf->data(), mf->size(), mf, mf, 0, override_path});
+      return plan.copy_files.back().second;
+    }
+    if (member.empty()) return Storage{};
+    plan.copy_files.emplace_back(stem + ext_of(member), files.get(member));
+    return plan.copy_files.back().second;
+  };
+  Storage model_file = copy("", find_tokenizer_file(files, tok, "model", "*.model"), "tokenizer");
+  Storage vocab_file = copy(opt.vocab_path, find_tokenizer_file(files, tok, "vocab_file", "*vocab*"), "vocab");
+  copy(opt.merges_path, find_tokenizer_file(files, tok, "merge_file", "*merge*.txt"), "merges");
+  if (vocab_file.data) {
+    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(vocab_file.data), vocab_file.nbytes));
+    if (id >= 0) c.start_id = c.end_id = id;
+  } else if (model_file.data) {
+    sentencepiece::SentencePieceProcessor sp;
+    auto st = sp.LoadFromSerializedProto(
+        absl::string_view(reinterpret_cast<const char*>(model_file.data), model_file.nbytes));
+    FTX_CHECK(st.ok(), model_file.origin, "cannot load the SentencePiece model: " + st.ToString());
+    c.start_id = sp.bos_id();
+    c.end_id = sp.eos_id();
+  }
 }
 
 }  // namespace
@@ -79,60 +95,59 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
     throw Error(yorigin, std::string("bad YAML: ") + e.what());
   }
   if (y["model"] && y["model"].IsMap() && !y["num_layers"]) y = y["model"];
+  if (is_mcore_nemo(y, files)) {
+    ConversionPlan plan;
+    plan.source_format = "nemo";
+    plan.source_path = opt.in_path;
+    plan_mcore_nemo_weights(files, y, yorigin, plan);
+    add_nemo_tokenizer(plan, files, y, opt);
+    return plan;
+  }
 
-  const int64_t Tt = y_or<int64_t>(y, "tensor_model_parallel_size", 1);
-  const int64_t PP = y_or<int64_t>(y, "pipeline_model_parallel_size", 1);
+  const int64_t Tt = yaml_or<int64_t>(y, "tensor_model_parallel_size", 1);
+  const int64_t PP = yaml_or<int64_t>(y, "pipeline_model_parallel_size", 1);
   ConversionPlan plan;
   plan.source_format = "nemo";
   plan.source_path = opt.in_path;
   ModelConfig& c = plan.cfg;
   c.arch = Architecture::kGpt;
   c.model_name = "gpt";
-  const int64_t H = y_int(y, "hidden_size", yorigin);
-  c.head_num = y_int(y, "num_attention_heads", yorigin);
+  const int64_t H = yaml_int(y, "hidden_size", yorigin);
+  c.head_num = yaml_int(y, "num_attention_heads", yorigin);
   FTX_CHECK(c.head_num > 0 && H % c.head_num == 0, yorigin, "hidden_size is not a multiple of num_attention_heads");
   FTX_CHECK(c.head_num % Tt == 0, yorigin, "num_attention_heads " + std::to_string(c.head_num) +
                                                " is not divisible by tensor_model_parallel_size " + std::to_string(Tt));
-  const int64_t groups_q = y_or<int64_t>(y, "num_query_groups", c.head_num);
+  const int64_t groups_q = yaml_or<int64_t>(y, "num_query_groups", c.head_num);
   FTX_CHECK(groups_q == c.head_num, yorigin, "grouped-query attention (num_query_groups) is not supported");
   c.size_per_head = H / c.head_num;
-  c.inter_size = y_int(y, "ffn_hidden_size", yorigin);
-  c.num_layer = y_int(y, "num_layers", yorigin);
+  c.inter_size = yaml_int(y, "ffn_hidden_size", yorigin);
+  c.num_layer = yaml_int(y, "num_layers", yorigin);
   FTX_CHECK(c.num_layer % PP == 0, yorigin, "num_layers is not divisible by pipeline_model_parallel_size");
-  c.layernorm_eps = y_or<double>(y, "layernorm_epsilon", 1e-5);
-  c.has_bias = y_or<bool>(y, "bias", true);
-  c.activation = activation_from_name(y_or<std::string>(y, "activation", "gelu"));
-  const std::string norm = y_or<std::string>(y, "normalization", "layernorm");
+  c.layernorm_eps = yaml_or<double>(y, "layernorm_epsilon", 1e-5);
+  c.has_bias = yaml_or<bool>(y, "bias", true);
+  c.activation = activation_from_name(yaml_or<std::string>(y, "activation", "gelu"));
+  const std::string norm = yaml_or<std::string>(y, "normalization", "layernorm");
   FTX_CHECK(norm == "layernorm" || norm == "layernorm1p", yorigin,
             "normalization '" + norm + "' is not supported (layernorm, layernorm1p)");
-  const std::string pos = y_or<std::string>(y, "position_embedding_type", "learned_absolute");
+  const std::string pos = yaml_or<std::string>(y, "position_embedding_type", "learned_absolute");
   if (pos == "rope") {
     c.position = PositionEmbedding::kRotary;
     c.rotary_style = RotaryStyle::kHalfSplit;
-    c.rotary_dim = static_cast<int64_t>(c.size_per_head * y_or<double>(y, "rotary_percentage", 1.0));
-    c.rotary_base = y_or<double>(y, "rotary_base", 10000.0);
-    c.max_pos_seq_len = y_or<int64_t>(y, "max_position_embeddings", 0);
+    c.rotary_dim = static_cast<int64_t>(c.size_per_head * yaml_or<double>(y, "rotary_percentage", 1.0));
+    c.rotary_base = yaml_or<double>(y, "rotary_base", 10000.0);
+    c.max_pos_seq_len = yaml_or<int64_t>(y, "max_position_embeddings", 0);
   } else {
     FTX_CHECK(pos == "learned_absolute", yorigin, "position_embedding_type '" + pos + "' is not supported");
-    c.max_pos_seq_len = y_int(y, "max_position_embeddings", yorigin);
+    c.max_pos_seq_len = yaml_int(y, "max_position_embeddings", yorigin);
   }
-  c.tied_embeddings = y_or<bool>(y, "share_embeddings_and_output_weights", true);
+  c.tied_embeddings = yaml_or<bool>(y, "share_embeddings_and_output_weights", true);
   c.kv_head_num = c.head_num;
 
   // Weights: model_weights.ckpt (TP=PP=1), mp_rank_XX/..., or tp_rank_XX_pp_rank_XXX/...
   ShardGroups groups(Tt);
   for (int64_t p = 0; p < PP; ++p) {
     for (int64_t t = 0; t < Tt; ++t) {
-      char a[64], b[64];
-      std::snprintf(a, sizeof a, "mp_rank_%02lld/model_weights.ckpt", (long long)t);
-      std::snprintf(b, sizeof b, "tp_rank_%02lld_pp_rank_%03lld/model_weights.ckpt", (long long)t, (long long)p);
-      std::string member;
-      if (Tt == 1 && PP == 1 && files.has("model_weights.ckpt")) member = "model_weights.ckpt";
-      else if (PP == 1 && files.has(a)) member = a;
-      else if (files.has(b)) member = b;
-      FTX_CHECK(!member.empty(), opt.in_path,
-                std::string("missing weights ") + (PP == 1 ? a : b) + " (model_config.yaml says " + std::to_string(Tt) +
-                    " tensor parallel x " + std::to_string(PP) + " pipeline shards)");
+      const std::string member = nemo_weights_member(files, t, p, Tt, PP);
       ValuePtr root = load_torch_checkpoint(files.get(member));
       if (auto sd = root->get("state_dict"); sd && sd->is_dict()) root = sd;
       std::vector<NamedTensor> tensors;
@@ -165,34 +180,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
   ctx.layernorm1p = norm == "layernorm1p";
   groups.build_jobs(megatron_gpt_layout(), ctx, opt.in_path, plan.jobs);
 
-  // Tokenizer: copied as tokenizer<ext>, vocab<ext>, merges<ext>; ids from it.
-  YAML::Node tok = y["tokenizer"];
-  c.start_id = c.end_id = 50256;
-  std::string vocab_text;
-  auto copy = [&](const std::string& override_path, const std::string& member, const std::string& stem) {
-    if (!override_path.empty()) {
-      auto mf = MappedFile::open(override_path);
-      plan.copy_files.emplace_back(stem + ext_of(override_path), Storage{mf->data(), mf->size(), mf, mf, 0, override_path});
-      return plan.copy_files.back().second;
-    }
-    if (member.empty()) return Storage{};
-    plan.copy_files.emplace_back(stem + ext_of(member), files.get(member));
-    return plan.copy_files.back().second;
-  };
-  Storage model_file = copy("", find_tokenizer_file(files, tok, "model", "*.model"), "tokenizer");
-  Storage vocab_file = copy(opt.vocab_path, find_tokenizer_file(files, tok, "vocab_file", "*vocab*"), "vocab");
-  copy(opt.merges_path, find_tokenizer_file(files, tok, "merge_file", "*merge*.txt"), "merges");
-  if (vocab_file.data) {
-    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(vocab_file.data), vocab_file.nbytes));
-    if (id >= 0) c.start_id = c.end_id = id;
-  } else if (model_file.data) {
-    sentencepiece::SentencePieceProcessor sp;
-    auto st = sp.LoadFromSerializedProto(
-        absl::string_view(reinterpret_cast<const char*>(model_file.data), model_file.nbytes));
-    FTX_CHECK(st.ok(), model_file.origin, "cannot load the SentencePiece model: " + st.ToString());
-    c.start_id = sp.bos_id();
-    c.end_id = sp.eos_id();
-  }
+  add_nemo_tokenizer(plan, files, y, opt);
   return plan;
 }
 

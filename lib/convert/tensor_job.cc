@@ -223,7 +223,25 @@ Block prepare_shard(const TensorJob& job, const TensorView& view, DType out) {
     d.adopt(std::move(t));
     d.shape.back() = h;
   }
-  if (job.qkv != QkvOrder::kNone && job.qkv != QkvOrder::kQkvMajor) {
+  if (job.qkv == QkvOrder::kGroupQkv) {
+    const int64_t g = job.qkv_groups, hd = job.head_dim, L = d.last(), rows = d.rows();
+    const int64_t q = g > 0 ? job.qkv_heads / g : 0;  // query heads per group
+    FTX_CHECK(g > 0 && q > 0 && hd > 0 && job.qkv_heads % g == 0 && L == g * (q + 2) * hd, where(job),
+              "linear_qkv has " + std::to_string(L) + " output features, expected " + std::to_string(g) +
+                  " query groups x (" + std::to_string(q) + " heads + K + V) x " + std::to_string(hd) + " per shard");
+    Scratch t(static_cast<size_t>(rows * L) * es);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* src = d.p + r * L * es;
+      uint8_t* dst = t.data() + r * L * es;
+      for (int64_t gi = 0; gi < g; ++gi) {
+        const uint8_t* grp = src + gi * (q + 2) * hd * es;
+        std::memcpy(dst + gi * q * hd * es, grp, q * hd * es);                                // its Q heads
+        std::memcpy(dst + (g * q + gi) * hd * es, grp + q * hd * es, hd * es);                // K
+        std::memcpy(dst + (g * q + g + gi) * hd * es, grp + (q + 1) * hd * es, hd * es);      // V
+      }
+    }
+    d.adopt(std::move(t));
+  } else if (job.qkv != QkvOrder::kNone && job.qkv != QkvOrder::kQkvMajor) {
     const int64_t n = job.qkv_heads, hd = job.head_dim, L = d.last(), rows = d.rows();
     FTX_CHECK(n > 0 && hd > 0 && L == 3 * n * hd, where(job),
               "query_key_value has " + std::to_string(L) + " output features, expected 3 x " + std::to_string(n) +
@@ -247,6 +265,24 @@ Block prepare_shard(const TensorJob& job, const TensorView& view, DType out) {
   return d;
 }
 
+// The widths of the job's `segments` last-axis segments of a tensor whose last axis is `last`:
+// equal, or in the ratio of seg_weights.
+std::vector<int64_t> segment_widths(const TensorJob& job, int64_t last) {
+  const int n = job.segments > 0 ? job.segments : 1;
+  std::vector<int64_t> w(static_cast<size_t>(n), 1);
+  if (job.segments > 0 && !job.seg_weights.empty()) {
+    FTX_CHECK(static_cast<int>(job.seg_weights.size()) == n, where(job), "segment weights do not match the segments");
+    w = job.seg_weights;
+  }
+  int64_t sum = 0;
+  for (int64_t x : w) sum += x;
+  FTX_CHECK(sum > 0 && last % sum == 0, where(job),
+            "last axis " + std::to_string(last) + " is not " + std::to_string(n) + " segments in the ratio " +
+                shape_to_string(w));
+  for (auto& x : w) x = x * (last / sum);
+  return w;
+}
+
 // Merged tensor plus the sizes of its last-axis segments.
 struct Full {
   Block d;
@@ -258,11 +294,7 @@ Full assemble(const TensorJob& job, DType out) {
   const size_t es = dtype_size(out);
   if (job.merge_axis < 0 || job.shards.size() == 1) {
     Full f{prepare_shard(job, job.shards[0], out), {}};
-    if (job.segments > 0) {
-      FTX_CHECK(f.d.last() % job.segments == 0, where(job),
-                "last axis " + std::to_string(f.d.last()) + " is not " + std::to_string(job.segments) + " equal segments");
-      f.segs.assign(job.segments, f.d.last() / job.segments);
-    }
+    if (job.segments > 0) f.segs = segment_widths(job, f.d.last());
     if (!job.seg_sizes.empty()) f.segs = job.seg_sizes;
     return f;
   }
@@ -294,15 +326,15 @@ Full assemble(const TensorJob& job, DType out) {
       dst += nb;
     }
     f.d.adopt(std::move(cat));
-    if (job.segments > 0) f.segs.assign(job.segments, f.d.last() / job.segments);
+    if (job.segments > 0) f.segs = segment_widths(job, f.d.last());
     return f;
   }
   const int64_t rows = parts[0].rows();
   const int nseg = job.segments > 0 ? job.segments : 1;
   int64_t total = 0;
+  std::vector<std::vector<int64_t>> widths;  // per shard, per segment
   for (auto& p : parts) {
-    FTX_CHECK(p.last() % nseg == 0, where(job), "last axis " + std::to_string(p.last()) + " is not " +
-                                                    std::to_string(nseg) + " equal segments");
+    widths.push_back(segment_widths(job, p.last()));
     total += p.last();
   }
   f.d.shape = parts[0].shape;
@@ -311,14 +343,17 @@ Full assemble(const TensorJob& job, DType out) {
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* dst = cat.data() + r * total * es;
     for (int s = 0; s < nseg; ++s)
-      for (auto& p : parts) {
-        const int64_t w = p.last() / nseg;
-        std::memcpy(dst, p.p + (r * p.last() + s * w) * es, w * es);
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const auto& p = parts[k];
+        int64_t off = 0;
+        for (int t = 0; t < s; ++t) off += widths[k][t];
+        const int64_t w = widths[k][s];
+        std::memcpy(dst, p.p + (r * p.last() + off) * es, w * es);
         dst += w * es;
       }
   }
   f.d.adopt(std::move(cat));
-  if (job.segments > 0) f.segs.assign(nseg, total / nseg);
+  if (job.segments > 0) f.segs = segment_widths(job, total);
   if (!job.seg_sizes.empty()) f.segs = job.seg_sizes;
   return f;
 }

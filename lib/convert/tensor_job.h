@@ -15,7 +15,9 @@ namespace ftx {
 // Order of the QKV output features inside ONE training shard (n_l heads of size d). FT wants
 // [3, n_l, d] (all Q, then K, then V). Megatron v0 and HF GPT-2 already are; Megatron v1 is
 // [n_l, d, 3]; Megatron v2/v3 and NeMo are [n_l, 3, d] (ML fix_query_key_value_ordering).
-enum class QkvOrder { kNone, kQkvMajor, kHeadDimQkv, kHeadQkv };
+// Megatron Core groups the rows per query group: [g_l, n_l/g_l + 2, d] (the group's query heads,
+// then its K and its V head), which becomes [Q (n_l·d) | K (g_l·d) | V (g_l·d)].
+enum class QkvOrder { kNone, kQkvMajor, kHeadDimQkv, kHeadQkv, kGroupQkv };
 
 // How the output is split over inference ranks.
 enum class OutSplit {
@@ -38,6 +40,7 @@ struct TensorJob {
   int take_half = -1;              // 0/1: keep the first/second half of the last axis (NeMo swiglu)
   QkvOrder qkv = QkvOrder::kNone;  // reorder of the last axis, per shard (needs qkv_heads, head_dim)
   int64_t qkv_heads = 0;           // heads per training shard
+  int64_t qkv_groups = 0;          // kGroupQkv: query groups (= K/V heads) per training shard
   int64_t head_dim = 0;
   float add = 0.f;                 // added to every element (NeMo layernorm1p weights)
   // Last-axis segments of each shard (after the steps above). Merging concatenates segment k of
@@ -45,6 +48,7 @@ struct TensorJob {
   // whole onto every rank (multi-query K and V, §3.4). Empty = one split segment.
   // For QKV: 3 equal split segments. For MQA [Q | K | V]: {H split, d whole, d whole}.
   int segments = 0;                       // number of equal segments per shard (0 = use seg_sizes)
+  std::vector<int64_t> seg_weights;       // with `segments`: relative widths (GQA [Q | K | V]: {n/g, 1, 1})
   std::vector<int64_t> seg_sizes;         // explicit full-tensor sizes (Tt = 1 only)
   std::vector<bool> seg_split;            // per segment; empty = all split
   OutSplit split = OutSplit::kReplicated;

@@ -44,6 +44,9 @@ void activate_row(float* x, const float* bias, const float* gate, const float* g
     case Activation::kSwiGlu:
       for (int64_t i = 0; i < n; ++i) x[i] = silu(x[i]);
       break;
+    case Activation::kSquaredRelu:  // Megatron Core's squared_relu: relu(x)²
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+      break;
   }
   if (!gate) return;
   if (gate_bias)

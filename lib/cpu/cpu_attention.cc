@@ -1,6 +1,7 @@
 // CPU attention: prefill (causal, padded batch) and one-token decode over the KV cache. Both write
-// K and V into the cache first and then read them back from it, so the two paths share one inner
-// loop (attend_one) and produce the same numbers for the same history. The cache is fp32, or int8
+// K and V into the cache first and then read them back from it. Decode attends one query at a
+// time (attend_one); prefill attends blocks of queries with GEMMs (attention_blocks.h), the same
+// formula summed in another order. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
 // one see the same keys and values. An FP8 E4M3 cache (--fp8-kv-cache) is the same with
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "formats/error.h"
+#include "lib/cpu/attention_blocks.h"
 #include "lib/cpu/cpu_backend.h"
 #include "lib/cpu/simd_math.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 
@@ -25,13 +28,14 @@ inline int64_t slot_position(int64_t s, int64_t q_pos, int64_t ring) {
   return ring > 0 ? q_pos - ((q_pos - s) % ring + ring) % ring : s;
 }
 
-// K or V elements of a cache: fp32 as stored, or int8 read as q · the layer's scale. The products
-// and sums go through simd_math's vectorised loops.
+// K or V elements of a cache: fp32 as stored, or int8 / E4M3 read as q · the layer's scale. The
+// products and sums go through simd_math's vectorised loops; widen is prefill's copy in fp32.
 struct Fp32Elems {
   const float* p;
   Fp32Elems operator+(int64_t off) const { return {p + off}; }
   float dot(const float* q, int64_t n) const { return cpu::dot(q, p, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, n); }
+  void widen(float* out, int64_t n) const { std::memcpy(out, p, static_cast<size_t>(n) * sizeof(float)); }
 };
 struct Int8Elems {
   const int8_t* p;
@@ -39,6 +43,9 @@ struct Int8Elems {
   Int8Elems operator+(int64_t off) const { return {p + off, scale}; }
   float dot(const float* q, int64_t n) const { return cpu::dot(q, p, scale, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
+  void widen(float* out, int64_t n) const {  // q · scale, exactly as dot and add_scaled read them
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]) * scale;
+  }
 };
 struct Fp8Elems {
   const uint8_t* p;
@@ -46,6 +53,9 @@ struct Fp8Elems {
   Fp8Elems operator+(int64_t off) const { return {p + off, scale}; }
   float dot(const float* q, int64_t n) const { return dot_e4m3(q, p, scale, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy_e4m3(out, w, p, scale, n); }
+  void widen(float* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = quant::kE4M3.value[p[i]] * scale;
+  }
 };
 
 // out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
@@ -141,25 +151,41 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
     for (int64_t t = 0; t < lengths[b]; ++t)
       store_kv(qkv + (b * S + t) * width, cache_rows[b], p0 + t, k_buf, v_buf, sh);
   }
+  // Blocks of queries of one head, each block's attention as two GEMMs (attention_blocks.h).
+  constexpr int64_t kBlock = 32;
+  const int64_t blocks = (S + kBlock - 1) / kBlock;
 #pragma omp parallel
   {
-    std::vector<float> scores;
-#pragma omp for collapse(3) schedule(dynamic, 4)
+    std::vector<float> scratch, kf, vf;
+#pragma omp for collapse(3) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < sh.q_heads; ++h)
-        for (int64_t t = 0; t < S; ++t) {
-          float* o = out + (b * S + t) * out_width + h * d;
-          if (t >= lengths[b]) {
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t t0 = blk * kBlock, rows = std::min(kBlock, S - t0), live = std::max<int64_t>(0, std::min(rows, lengths[b] - t0));
+          for (int64_t t = t0 + live; t < t0 + rows; ++t) {  // padding after the prompt
+            float* o = out + (b * S + t) * out_width + h * d;
             std::fill(o, o + d, 0.0f);
-            continue;
           }
-          const int64_t kv = h / group;
-          const int64_t base = cache_rows[b] * sh.cache_row_elems() + kv * sh.max_seq * d;
-          const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
-          const int64_t pos = (past ? past[b] : 0) + t;
-          cache.read(base, [&](auto k, auto v) {
-            attend_one(o, qkv + (b * S + t) * width + h * d, k, v, pos + 1, d, sh.scale, slope, pos, 0, scores);
-          });
+          if (live == 0) continue;
+          const int64_t p0 = (past ? past[b] : 0) + t0, keys = p0 + live;
+          const int64_t base = cache_rows[b] * sh.cache_row_elems() + (h / group) * sh.max_seq * d;
+          AttentionBlock blk_args{qkv + (b * S + t0) * width + h * d, width, live, p0, nullptr, nullptr, d,
+                                  sh.scale, sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f,
+                                  out + (b * S + t0) * out_width + h * d, out_width};
+          if (ops::kv_is_quantized(k_buf.dtype)) {  // int8 or FP8 widened, exactly as decode reads them
+            kf.resize(static_cast<size_t>(keys * d));
+            vf.resize(kf.size());
+            cache.read(base, [&](auto k, auto v) {
+              k.widen(kf.data(), keys * d);
+              v.widen(vf.data(), keys * d);
+            });
+            blk_args.k = kf.data();
+            blk_args.v = vf.data();
+          } else {
+            blk_args.k = k_buf.fp32() + base;
+            blk_args.v = v_buf.fp32() + base;
+          }
+          attend_block(blk_args, scratch);
         }
   }
 }

@@ -87,6 +87,21 @@ struct Narrow<NarrowType::kFp8E4M3> {
 #endif
 };
 
+// Calls f(Narrow<type>{}): where a NarrowType becomes its widening rule for the AVX-512 kernels
+// and the element size (the portable target_clones switches below name each type too, so that
+// their inlined loops are compiled for each clone's target).
+template <class F>
+decltype(auto) with_narrow(NarrowType type, F&& f) {
+  switch (type) {
+    case NarrowType::kInt8: return f(Narrow<NarrowType::kInt8>{});
+    case NarrowType::kFp16: return f(Narrow<NarrowType::kFp16>{});
+    case NarrowType::kBf16: return f(Narrow<NarrowType::kBf16>{});
+    case NarrowType::kFp8E4M3: return f(Narrow<NarrowType::kFp8E4M3>{});
+    case NarrowType::kFp32: break;
+  }
+  return f(Narrow<NarrowType::kFp32>{});
+}
+
 // acc[m][j] += A[m][k] · B[k][j] (or B[j][k] with trans) over k, for m < M and j < nn: the portable
 // path, vectorised by the compiler for whichever target clone runs it.
 template <class E>
@@ -304,6 +319,90 @@ void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, i
 }
 #endif
 
+#if defined(__x86_64__)
+// Many rows (prefill): register tiles of R rows x C zmm columns over widened strips of B. The
+// weights are widened strip by strip inside the GEMM, never as a whole matrix: a strip is
+// kStripCols columns of B for every k, widened to fp32 once into a buffer that stays in L2 while
+// every R-row block of A passes over it, so each widened weight serves all M rows. Each sum is one
+// FMA chain over k = 0..K-1 from zero, as in stream_rows_avx512: a row's results do not depend on
+// how many rows share the GEMM, prefill or decode. The tile kernel is the same for every weight
+// type (the strip is fp32); a new type needs only its Narrow<>::sixteen.
+constexpr int64_t kStripCols = 64;  // 4 zmm
+constexpr int kTileRows = 6;        // 6 x 4 accumulators + 4 weight registers of the 32
+
+template <int R, int C>
+__attribute__((target("avx512f"))) void tile_kernel(int64_t K, const float* A, int64_t lda, const float* strip,
+                                                    float* acc, int64_t ldacc, __mmask16 last) {
+  __m512 s[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) s[r][c] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 w[C];
+    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_ps(strip + k * kStripCols + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
+      for (int c = 0; c < C; ++c) s[r][c] = _mm512_fmadd_ps(a, w[c], s[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c + 1 < C; ++c) _mm512_storeu_ps(acc + r * ldacc + 16 * c, s[r][c]);
+    _mm512_mask_storeu_ps(acc + r * ldacc + 16 * (C - 1), last, s[r][C - 1]);
+  }
+}
+
+template <int R>
+void tile_rows(int C, int64_t K, const float* A, int64_t lda, const float* strip, float* acc, int64_t ldacc,
+               __mmask16 last) {
+  switch (C) {
+    case 1: return tile_kernel<R, 1>(K, A, lda, strip, acc, ldacc, last);
+    case 2: return tile_kernel<R, 2>(K, A, lda, strip, acc, ldacc, last);
+    case 3: return tile_kernel<R, 3>(K, A, lda, strip, acc, ldacc, last);
+    default: return tile_kernel<R, 4>(K, A, lda, strip, acc, ldacc, last);
+  }
+}
+
+// strip[k][j] = B(k, j) in fp32 for j < w (<= kStripCols), zero beyond: B row-major with stride ldb.
+template <class E>
+__attribute__((target("avx512f"))) void widen_strip(int64_t K, const typename E::T* B, int64_t ldb, int64_t w,
+                                                    float* strip) {
+  const int64_t w16 = w / 16 * 16;
+  for (int64_t k = 0; k < K; ++k) {
+    const typename E::T* row = B + k * ldb;
+    float* out = strip + k * kStripCols;
+    for (int64_t j = 0; j < w16; j += 16) _mm512_storeu_ps(out + j, E::sixteen(row + j));
+    for (int64_t j = w16; j < w; ++j) out[j] = E::one(row + j);
+    for (int64_t j = w; j < (w + 15) / 16 * 16; ++j) out[j] = 0.0f;
+  }
+}
+
+// acc[m][j] = sum_k A[m][k] · B[k][j] for all M rows and nn columns (row stride of acc: nn).
+template <class E>
+void tile_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, int64_t nn, float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  thread_local std::vector<float> strip;
+  strip.resize(static_cast<size_t>(K * kStripCols));
+  for (int64_t j = 0; j < nn; j += kStripCols) {
+    const int64_t w = std::min(kStripCols, nn - j);
+    widen_strip<E>(K, B + j, ldb, w, strip.data());
+    const int C = static_cast<int>((w + 15) / 16);
+    const __mmask16 last = static_cast<__mmask16>(w % 16 == 0 ? 0xFFFF : (1u << (w % 16)) - 1);
+    for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
+      const float* a = A + m0 * K;
+      float* out = acc + m0 * nn + j;
+      switch (std::min<int64_t>(kTileRows, M - m0)) {
+        case 1: tile_rows<1>(C, K, a, K, strip.data(), out, nn, last); break;
+        case 2: tile_rows<2>(C, K, a, K, strip.data(), out, nn, last); break;
+        case 3: tile_rows<3>(C, K, a, K, strip.data(), out, nn, last); break;
+        case 4: tile_rows<4>(C, K, a, K, strip.data(), out, nn, last); break;
+        case 5: tile_rows<5>(C, K, a, K, strip.data(), out, nn, last); break;
+        default: tile_rows<6>(C, K, a, K, strip.data(), out, nn, last); break;
+      }
+    }
+  }
+}
+
+#endif
+
 // acc[m][j] = sum_k A[m][k] · B(k, j) (acc zeroed by the caller), the fastest way the CPU allows.
 // B points at column j = 0 of the block (row j = 0 with trans).
 void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
@@ -311,17 +410,25 @@ void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const v
 #if defined(__x86_64__)
   if (type == NarrowType::kBf16 && trans && has_avx512bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   if (has_avx512f()) {
-    switch (type) {
-      case NarrowType::kInt8: return stream_block_avx512<Narrow<NarrowType::kInt8>>(M, K, A, B, ldb, trans, nn, acc);
-      case NarrowType::kFp16: return stream_block_avx512<Narrow<NarrowType::kFp16>>(M, K, A, B, ldb, trans, nn, acc);
-      case NarrowType::kBf16: return stream_block_avx512<Narrow<NarrowType::kBf16>>(M, K, A, B, ldb, trans, nn, acc);
-      case NarrowType::kFp32: return stream_block_avx512<Narrow<NarrowType::kFp32>>(M, K, A, B, ldb, trans, nn, acc);
-      case NarrowType::kFp8E4M3:
-        return stream_block_avx512<Narrow<NarrowType::kFp8E4M3>>(M, K, A, B, ldb, trans, nn, acc);
-    }
+    return with_narrow(type, [&](auto e) {
+      using E = decltype(e);
+      if (M > kWideningStreamRows && !trans) return tile_block_avx512<E>(M, K, A, B, ldb, nn, acc);
+      stream_block_avx512<E>(M, K, A, B, ldb, trans, nn, acc);
+    });
   }
 #endif
   stream_rows_portable(type, M, K, A, B, ldb, trans, nn, acc);
+}
+
+// Whether stream_block takes any number of rows of a [K, N] B (AVX-512: the streaming kernel for
+// few rows, the tile kernel for many); else, and for many rows of a transposed B (an embedding
+// table as lm_head, which sgemm reads transposed well), many rows go through widened panels and sgemm.
+bool stream_block_any_rows() {
+#if defined(__x86_64__)
+  return has_avx512f();
+#else
+  return false;
+#endif
 }
 
 // panel = B's block widened to fp32 and times scale: [K, nn] (or [nn, K] with trans, no scale).
@@ -339,8 +446,29 @@ __attribute__((always_inline)) inline void widen_panel_t(int64_t K, const void* 
       panel[k * nn + j] = E::one(B + k * ldb + j) * (scale ? scale[j] : 1.0f);
 }
 
+#if defined(__x86_64__)
+// widen_panel_t with sixteen elements at a time along the contiguous direction.
+template <class E>
+__attribute__((target("avx512f"))) void widen_panel_avx512(int64_t K, const void* Bv, int64_t ldb, bool trans,
+                                                           int64_t nn, const float* scale, float* panel) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  const int64_t len = trans ? K : nn, lines = trans ? nn : K, len16 = len / 16 * 16;
+  for (int64_t i = 0; i < lines; ++i) {
+    const typename E::T* src = B + i * ldb;
+    float* dst = panel + i * len;
+    int64_t j = 0;
+    for (; j < len16; j += 16) {
+      __m512 x = E::sixteen(src + j);
+      if (scale && !trans) x = _mm512_mul_ps(x, _mm512_loadu_ps(scale + j));
+      _mm512_storeu_ps(dst + j, x);
+    }
+    for (; j < len; ++j) dst[j] = E::one(src + j) * (scale && !trans ? scale[j] : 1.0f);
+  }
+}
+#endif
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool trans, int64_t nn, const float* scale,
+void widen_panel_portable(NarrowType type, int64_t K, const void* B, int64_t ldb, bool trans, int64_t nn, const float* scale,
                  float* panel) {
   switch (type) {
     case NarrowType::kInt8: widen_panel_t<Narrow<NarrowType::kInt8>>(K, B, ldb, trans, nn, scale, panel); break;
@@ -351,12 +479,18 @@ void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool tr
   }
 }
 
+// panel = B's block widened to fp32 and times scale: [K, nn] (or [nn, K] with trans, no scale).
+void widen_panel(NarrowType type, int64_t K, const void* B, int64_t ldb, bool trans, int64_t nn, const float* scale,
+                 float* panel) {
+#if defined(__x86_64__)
+  if (has_avx512f())
+    return with_narrow(type, [&](auto e) { widen_panel_avx512<decltype(e)>(K, B, ldb, trans, nn, scale, panel); });
+#endif
+  widen_panel_portable(type, K, B, ldb, trans, nn, scale, panel);
+}
+
 size_t element_size(NarrowType type) {
-  switch (type) {
-    case NarrowType::kInt8: case NarrowType::kFp8E4M3: return 1;
-    case NarrowType::kFp32: return 4;
-    default: return 2;
-  }
+  return with_narrow(type, [](auto e) { return sizeof(typename decltype(e)::T); });
 }
 
 }  // namespace
@@ -395,7 +529,7 @@ void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const
     return seg;
   };
   const int64_t end = n0 + nn;
-  if (M <= kWideningStreamRows) {
+  if (M <= kWideningStreamRows || (!trans_b && stream_block_any_rows())) {
     // Column chunks keep the M accumulator rows in L1 while the weights stream through.
     thread_local std::vector<float> acc;
     for (int64_t col = n0; col < end;) {

@@ -5,8 +5,10 @@
 // (int8_gemm.h) and the fp16/bf16 weights of `--dtype fp16|bf16 --device cpu`.
 //
 // Few rows (decode) run as a streaming kernel that reads each weight once for all rows (AVX-512
-// by hand where the CPU has it); many rows widen panels of the weights to fp32 and hand them to
-// OpenBLAS's sgemm.
+// by hand where the CPU has it); many rows (prefill) as register tiles over strips of the weights
+// widened to fp32 inside the GEMM, strip by strip (AVX-512), or else widened panels handed to
+// OpenBLAS's sgemm. A weight type is a NarrowType and its Narrow<> widening rule (one element,
+// sixteen) in widening_gemm.cc; every kernel here is written once for all of them.
 #include <cstddef>
 #include <cstdint>
 
@@ -18,10 +20,11 @@ namespace ftx::cpu {
 // kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/backend.h).
 enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
-// Up to this many rows of A the streaming kernel runs; more go through widened panels and sgemm.
-// Each row's sums are the same whatever the number of rows (the k order never changes), so a
-// request's logits do not depend on how many others share its decode step (fp32 from two rows
-// up: one row goes to OpenBLAS's sgemv).
+// Up to this many rows of A the streaming kernel runs; more take the tile kernel (AVX-512) or
+// widened panels and sgemm. Each row's sums are the same whatever the number of rows (the k order
+// never changes, in the streaming and the tile kernel alike), so a request's logits do not depend
+// on how many others share its decode step or its prefill (fp32 from two rows up: one row goes to
+// OpenBLAS's sgemv).
 constexpr int64_t kWideningStreamRows = 16;
 // Column-panel width of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;

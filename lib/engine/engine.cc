@@ -61,7 +61,7 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
   local_inter_ = cfg_.inter_size / tp;
   qkv_cols_ = ft_qkv_columns_per_rank(cfg_, tp);
   shape_.q_heads = cfg_.head_num / tp;
-  shape_.kv_heads = cfg_.attention == AttentionKind::kMultiQuery ? 1 : shape_.q_heads;
+  shape_.kv_heads = cfg_.kv_heads_per_rank(tp);
   shape_.head_dim = cfg_.size_per_head;
   shape_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.size_per_head)));
   shape_.memory_len = memory_len_;
@@ -284,10 +284,22 @@ void Engine::ffn(const LayerWeights& lw, const float* in, float* out, int64_t n)
   be_.gemm(n, H_, local_inter_, inter_, lw.proj_w, false, out, 0.0f);
 }
 
+void Engine::norm(float* out, const float* x, const float* gamma, const float* beta, int64_t n) {
+  const float eps = static_cast<float>(cfg_.layernorm_eps);
+  if (cfg_.normalization == Normalization::kRmsNorm) be_.rms_norm(out, x, gamma, n, H_, eps);
+  else be_.layer_norm(out, x, gamma, beta, n, H_, eps);
+}
+
+void Engine::add_residual_norm(float* x, const float* y, const float* bias, const float* gamma, const float* beta,
+                               float* out, int64_t n) {
+  const float eps = static_cast<float>(cfg_.layernorm_eps);
+  if (cfg_.normalization == Normalization::kRmsNorm) be_.add_residual_rms_norm(x, y, bias, gamma, out, n, H_, eps);
+  else be_.add_residual_layer_norm(x, y, bias, gamma, beta, out, n, H_, eps);
+}
+
 template <typename Attend>
 void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend) {
   const bool pre = cfg_.norm == NormPlacement::kPre;
-  const float eps = static_cast<float>(cfg_.layernorm_eps);
   const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
   const int64_t local_h = shape_.q_heads * shape_.head_dim;
   const int64_t rot_heads = shape_.q_heads + shape_.kv_heads;
@@ -300,7 +312,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
   };
 
   if (pre && L > 0)
-    be_.layer_norm(ln_, x_, w_.layers[0].ln1_gamma, w_.layers[0].ln1_beta, n, H_, eps);
+    norm(ln_, x_, w_.layers[0].ln1_gamma, w_.layers[0].ln1_beta, n);
   for (int64_t l = 0; l < L; ++l) {
     const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
     const LayerWeights* next = l + 1 < L ? &w_.layers[static_cast<size_t>(l + 1)] : nullptr;
@@ -318,11 +330,11 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
       // y = x + attn(LN1 x) + ffn(LN x): GPT-J shares LN1, NeoX uses LN2. One all-reduce for both.
       const float* ffn_in = ln_;
       if (!cfg_.shared_input_norm) {
-        be_.layer_norm(f_, x_, lw.ln2_gamma, lw.ln2_beta, n, H_, eps);
+        norm(f_, x_, lw.ln2_gamma, lw.ln2_beta, n);
         ffn_in = f_;
       }
       ffn(lw, ffn_in, f_, n);
-      be_.add_residual_layer_norm(a_, f_, nullptr, nullptr, nullptr, nullptr, n, H_, eps);  // a += f
+      add_residual_norm(a_, f_, nullptr, nullptr, nullptr, nullptr, n);  // a += f
       const float* bias = nullptr;
       if (bias_before_reduce_) {
         be_.add_bias(a_, lw.dense_b, n, H_);
@@ -333,22 +345,20 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
         if (lw.dense_b && lw.proj_b) be_.add_bias(x_, lw.dense_b, n, H_);
         bias = lw.proj_b ? lw.proj_b : lw.dense_b;
       }
-      be_.add_residual_layer_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr,
-                                  next ? next->ln1_beta : nullptr, ln_, n, H_, eps);
+      add_residual_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else if (pre) {
       const float* b = reduce(a_, lw.dense_b);
-      be_.add_residual_layer_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n, H_, eps);
+      add_residual_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n);
       ffn(lw, ln_, f_, n);
       b = reduce(f_, lw.proj_b);
-      be_.add_residual_layer_norm(x_, f_, b, next ? next->ln1_gamma : nullptr,
-                                  next ? next->ln1_beta : nullptr, ln_, n, H_, eps);
+      add_residual_norm(x_, f_, b, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else {
       // Post-LN (OPT-post): x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
       const float* b = reduce(a_, lw.dense_b);
-      be_.add_residual_layer_norm(x_, a_, b, lw.ln1_gamma, lw.ln1_beta, x_, n, H_, eps);
+      add_residual_norm(x_, a_, b, lw.ln1_gamma, lw.ln1_beta, x_, n);
       ffn(lw, x_, f_, n);
       b = reduce(f_, lw.proj_b);
-      be_.add_residual_layer_norm(x_, f_, b, lw.ln2_gamma, lw.ln2_beta, x_, n, H_, eps);
+      add_residual_norm(x_, f_, b, lw.ln2_gamma, lw.ln2_beta, x_, n);
     }
   }
 }
@@ -357,8 +367,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
 void Engine::compute_logits(float* hidden, int64_t n, int64_t first) {
   if (!computes_logits_) return;
   if (w_.final_ln_gamma)
-    be_.layer_norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n, H_,
-                   static_cast<float>(cfg_.layernorm_eps));
+    norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n);
   const int64_t Vp = w_.padded_vocab();  // rows of logits_ are Vp wide, their first V are read
   float* out = logits_ + first * Vp;
   be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);

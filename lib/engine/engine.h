@@ -101,6 +101,11 @@ class Engine {
   template <typename Attend>
   void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
   void ffn(const LayerWeights& lw, const float* in, float* out, int64_t n);
+  // The model's norm (cfg_.normalization: LayerNorm, or RMSNorm without beta) over n rows of H.
+  void norm(float* out, const float* x, const float* gamma, const float* beta, int64_t n);
+  // x += y + bias; then, when gamma is set, out = norm(x).
+  void add_residual_norm(float* x, const float* y, const float* bias, const float* gamma, const float* beta,
+                         float* out, int64_t n);
   // The last stage's TP rank 0: final layernorm (in place on hidden) and lm_head into logits_ rows
   // [first, first + n).
   void compute_logits(float* hidden, int64_t n, int64_t first);

@@ -9,9 +9,9 @@ bool ft_is_gated(const ModelConfig& cfg) {
 }
 
 int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp) {
-  const int64_t H = cfg.hidden();
-  if (cfg.attention == AttentionKind::kMultiQuery) return H / tp + 2 * cfg.size_per_head;
-  return 3 * H / tp;
+  // [Q (n/T heads) | K | V (kv heads of this rank each)]; multi-query keeps its one K/V head whole.
+  if (cfg.attention == AttentionKind::kMultiQuery) return cfg.hidden() / tp + 2 * cfg.size_per_head;
+  return (cfg.head_num / tp + 2 * cfg.kv_heads_per_rank(tp)) * cfg.size_per_head;
 }
 
 namespace {
@@ -36,6 +36,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
   const int64_t H = cfg.hidden(), V = cfg.vocab_size, I = cfg.inter_size;
   const int64_t qkv = ft_qkv_columns_per_rank(cfg, tp);
   const bool gptj = cfg.arch == Architecture::kGptJ, neox = cfg.arch == Architecture::kGptNeoX;
+  const bool rms = cfg.normalization == Normalization::kRmsNorm;  // norms without bias files
 
   if (gptj || neox) {
     l.repl("model.wte", {V, H});
@@ -54,7 +55,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     if (cfg.has_post_decoder_layernorm) {
       l.repl("model.final_layernorm.weight", {H});
-      l.repl("model.final_layernorm.bias", {H});
+      if (!rms) l.repl("model.final_layernorm.bias", {H});
     }
   }
 
@@ -70,7 +71,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
   for (int64_t L = 0; L < cfg.num_layer; ++L) {
     const std::string p = "model.layers." + std::to_string(L) + ".";
     l.repl(p + "input_layernorm.weight", {H});
-    l.repl(p + "input_layernorm.bias", {H});
+    if (!rms) l.repl(p + "input_layernorm.bias", {H});
     l.split(p + "attention.query_key_value.weight", {H, qkv});
     if (gptj) {
       l.split(p + "attention.dense.weight", {H / tp, H});
@@ -97,7 +98,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     l.split(p + "attention.dense.weight", {H / tp, H});
     if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
     l.repl(p + "post_attention_layernorm.weight", {H});
-    l.repl(p + "post_attention_layernorm.bias", {H});
+    if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
     l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
     if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
     if (ft_is_gated(cfg)) {

@@ -17,7 +17,8 @@
 //      position_offset         OPT/XGLM table offset (FT files already drop the offset rows)
 //      rotary_dim, rotary_style (interleaved | half_split), rotary_base
 //      parallel_residual, shared_input_norm   (0/1)
-//      kv_head_num             1 for multi-query attention
+//      kv_head_num             1 for multi-query attention, < head_num for grouped-query attention
+//      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
 // Defaults for absent keys follow FT's readers: layernorm_eps 1e-6 (FT's default, not the models'),
@@ -82,6 +83,7 @@ const char* ft_activation_type(Activation a) {
     case Activation::kSilu: return "Silu";
     case Activation::kSwiGlu: return "SiGLU";
     case Activation::kGeGlu: return "GeGLU";
+    case Activation::kSquaredRelu: return "squared-relu";  // not in FT
   }
   return "Gelu";
 }
@@ -95,6 +97,7 @@ const char* hf_activation(Activation a) {
     case Activation::kSilu: return "silu";
     case Activation::kSwiGlu: return "swiglu";
     case Activation::kGeGlu: return "geglu";
+    case Activation::kSquaredRelu: return "squared-relu";
   }
   return "gelu";
 }
@@ -163,6 +166,7 @@ const char* activation_name(Activation a) {
     case Activation::kSilu: return "Silu";
     case Activation::kSwiGlu: return "SiGLU";
     case Activation::kGeGlu: return "GeGLU";
+    case Activation::kSquaredRelu: return "squared_relu";
   }
   return "Gelu";
 }
@@ -178,7 +182,8 @@ Activation activation_from_name(const std::string& s) {
   if (l == "silu" || l == "swish") return Activation::kSilu;
   if (l == "swiglu" || l == "siglu" || l == "gated-silu" || l == "fast-swiglu") return Activation::kSwiGlu;
   if (l == "geglu" || l == "gated-gelu" || l == "fast-geglu") return Activation::kGeGlu;
-  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu)");
+  if (l == "squared-relu" || l == "squared_relu" || l == "relu2") return Activation::kSquaredRelu;
+  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu, squared-relu)");
 }
 
 namespace {
@@ -362,6 +367,12 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   c.tied_embeddings = r.b_or("tied_embeddings", c.tied_embeddings);
   c.has_lm_head_bias = r.b_or("has_lm_head_bias", c.has_lm_head_bias);
   c.embedding_scale = r.d_or("embedding_scale", c.embedding_scale);
+  if (r.has("normalization")) {
+    const std::string n = lower(r.get("normalization"));
+    if (n == "rmsnorm") c.normalization = Normalization::kRmsNorm;
+    else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
+    else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
+  }
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
   if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
@@ -436,6 +447,7 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "parallel_residual", b01(parallel_residual));
   ini.set(s, "shared_input_norm", b01(shared_input_norm));
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
+  if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
@@ -451,6 +463,11 @@ IniFile ModelConfig::to_ini() const {
     }
   }
   return ini;
+}
+
+int64_t ModelConfig::kv_heads_per_rank(int64_t tp) const {
+  const int64_t kv = kv_head_num > 0 ? kv_head_num : head_num;
+  return kv == 1 ? 1 : kv / tp;
 }
 
 void ModelConfig::validate(int64_t tp, const std::string& origin) const {
@@ -478,8 +495,11 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
             "inter_size " + std::to_string(inter_size) + " is not divisible by tensor parallel size " +
                 std::to_string(tp));
   const int64_t kv = kv_head_num > 0 ? kv_head_num : head_num;
-  FTX_CHECK(kv == 1 || kv == head_num, origin,
-            "kv_head_num " + std::to_string(kv) + " must be 1 (multi-query) or head_num " + std::to_string(head_num));
+  FTX_CHECK(kv <= head_num && head_num % kv == 0, origin,
+            "kv_head_num " + std::to_string(kv) + " does not divide head_num " + std::to_string(head_num));
+  FTX_CHECK(kv == 1 || kv % tp == 0, origin,
+            "kv_head_num " + std::to_string(kv) + " is not divisible by tensor parallel size " + std::to_string(tp) +
+                " (grouped-query attention splits the key/value heads over the ranks)");
   if (position == PositionEmbedding::kLearned || position == PositionEmbedding::kSinusoidal)
     positive("max_pos_seq_len", max_pos_seq_len);
   if (position == PositionEmbedding::kRotary) {

@@ -17,7 +17,12 @@ enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCod
 enum class PositionEmbedding { kLearned, kRotary, kAlibi, kSinusoidal, kNone };
 enum class RotaryStyle { kInterleaved /* GPT-J: pairs (2i,2i+1) */, kHalfSplit /* NeoX: (i, i+r/2) */ };
 enum class NormPlacement { kPre, kPost };
-enum class Activation { kGelu /* exact erf */, kGeluTanh /* gelu_new, gelu_fast */, kRelu, kSilu, kSwiGlu, kGeGlu };
+enum class Activation {
+  kGelu /* exact erf */, kGeluTanh /* gelu_new, gelu_fast */, kRelu, kSilu, kSwiGlu, kGeGlu,
+  kSquaredRelu /* relu(x)^2: Megatron Core / NeMo squared-relu */
+};
+// LayerNorm (gamma, beta) or RMSNorm (gamma only: x / sqrt(mean(x^2) + eps) * gamma).
+enum class Normalization { kLayerNorm, kRmsNorm };
 enum class AttentionKind { kMultiHead, kMultiQuery };
 
 const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
@@ -47,7 +52,7 @@ struct ModelConfig {
   std::string model_name = "gpt";
   int64_t head_num = 0;
   int64_t size_per_head = 0;
-  int64_t kv_head_num = 0;          // 1 for multi-query; == head_num for multi-head
+  int64_t kv_head_num = 0;          // 1 for multi-query; == head_num for multi-head; else grouped (GQA)
   int64_t inter_size = 0;
   int64_t num_layer = 0;
   int64_t vocab_size = 0;
@@ -65,6 +70,7 @@ struct ModelConfig {
   bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
   Activation activation = Activation::kGelu;
+  Normalization normalization = Normalization::kLayerNorm;  // of every norm (RMSNorm: no bias files)
   AttentionKind attention = AttentionKind::kMultiHead;
   bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
   bool has_pre_decoder_layernorm = false;   // BLOOM word_embeddings_layernorm
@@ -79,6 +85,8 @@ struct ModelConfig {
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 
   int64_t hidden() const { return head_num * size_per_head; }
+  // Key/value heads held by one of `tp` ranks: all of them (1) for multi-query, else kv_head_num / tp.
+  int64_t kv_heads_per_rank(int64_t tp) const;
 
   // Parses `<dir>/config.ini`. Requires the keys FT's readers require; Errors name the missing key.
   static ModelConfig from_ini(const IniFile& ini);

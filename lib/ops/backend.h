@@ -248,6 +248,13 @@ class Backend {
   virtual void add_residual_layer_norm(float* x, const float* y, const float* bias,
                                        const float* gamma, const float* beta, float* norm_out,
                                        int64_t rows, int64_t H, float eps) = 0;
+  // RMSNorm (ModelConfig::normalization): out[r] = x[r] / sqrt(mean(x[r]²) + eps) · gamma
+  // (the mean of squares summed in double, as layer_norm's moments; out may equal x).
+  virtual void rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) = 0;
+  // add_residual_layer_norm for RMSNorm models: x += y + bias; then, when gamma is set,
+  // norm_out = rms_norm(x).
+  virtual void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma,
+                                     float* norm_out, int64_t rows, int64_t H, float eps) = 0;
   // x[rows,N] += bias[N].
   virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t N) = 0;
   // x = act(x + bias); gated (gate != null, SwiGLU/GeGLU): x = act(x + bias) · (gate + gate_bias).

@@ -46,6 +46,13 @@ HostModel HostModel::read(const std::string& dir) {
   HostModel m;
   m.dir = dir;
   m.cfg = ModelConfig::from_ini(IniFile::read(dir + "/config.ini"));
+  // The QKV columns are split below as [3, H] (multi-head) or [H | d | d] (multi-query); grouped-query
+  // attention's [H | G·d | G·d] is neither, and reading it as either would calibrate and export
+  // wrongly split matrices.
+  const int64_t kv = m.cfg.kv_head_num;
+  FTX_CHECK(kv <= 0 || kv == 1 || kv == m.cfg.head_num, dir + "/config.ini",
+            "grouped-query attention (kv_head_num " + std::to_string(kv) + " of head_num " +
+                std::to_string(m.cfg.head_num) + ") has no smoothquant path (multi-head and multi-query only)");
   const int64_t tp = m.cfg.tensor_para_size;
   ModelWeights::check_files(dir, m.cfg, static_cast<int>(tp));
   const bool mqa = m.cfg.attention == AttentionKind::kMultiQuery;

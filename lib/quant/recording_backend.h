@@ -74,6 +74,13 @@ class RecordingBackend : public ops::Backend {
     in_.add_residual_layer_norm(x, y, bias, g, b, norm_out, rows, H, eps);
   }
   void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override { in_.add_bias(x, bias, rows, N); }
+  void rms_norm(float* out, const float* x, const float* g, int64_t rows, int64_t H, float eps) override {
+    in_.rms_norm(out, x, g, rows, H, eps);
+  }
+  void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* g, float* norm_out,
+                             int64_t rows, int64_t H, float eps) override {
+    in_.add_residual_rms_norm(x, y, bias, g, norm_out, rows, H, eps);
+  }
   void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t rows,
                        int64_t N, Activation act) override {
     in_.bias_activation(x, bias, gate, gate_bias, rows, N, act);

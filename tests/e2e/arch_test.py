@@ -31,7 +31,7 @@ Usage: arch_test.py {compat|engine|lambada|errors}
            reference with tests/e2e/lambada_test.py's split and comparison (imported).
   errors   an unknown model_type (config or --model) lists the supported ones; --model overrides
            config.json's model_type; BLOOM apply_residual_connection_post_layernorm=true, a
-           missing k_proj, GPT-NeoX with tied embeddings are one-line errors with no output folder.
+           missing k_proj are one-line errors with no output folder.
 """
 import configparser
 import json
@@ -341,8 +341,6 @@ def errors():
         expect_error("bloom post-LN residual", conv(src), "apply_residual_connection_post_layernorm", out)
         src = edited_copy(tmp, "opt_post_proj", drop="model.decoder.layers.1.self_attn.k_proj.weight")
         expect_error("missing k_proj", conv(src), "k_proj", out)
-        src = edited_copy(tmp, "neox_parallel", lambda c: c.update(tie_word_embeddings=True))
-        expect_error("neox tied", conv(src), "tie_word_embeddings", out)
         src = edited_copy(tmp, "gptj_rotary_null", lambda c: c.update(n_head=3))
         expect_error("gptj heads", conv(src), "multiple", out)
 

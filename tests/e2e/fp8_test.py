@@ -21,7 +21,8 @@ Usage: fp8_test.py {export|cli|sessions|errors}
             the whole context with --fp8 --fp8-kv-cache, TP 1 and TP 2.
   errors:   a folder without FP8 files or scales, scales of 0, NaN or -1, a weight file holding a NaN
             code, --fp8 with --int8-mode, --fp8-kv-cache with --int8-kv-cache, a ranges file without
-            K/V ranges: one-line errors naming the file or flag, exit 1 (2 for flags), no output.
+            K/V ranges, smoothquant of a grouped-query (GQA) folder: one-line errors naming the file or
+            flag, exit 1 (2 for flags), no output.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
@@ -376,6 +377,19 @@ def test_errors():
         check(not os.path.exists(os.path.join(tmp, "sq8", "1-gpu")), "--fp8 with an old ranges file: no output")
         r = sq(["-i", plain, "-o", os.path.join(tmp, "sq9"), "--calib-data", calib])
         one_line_error(r, 2, "--fp8", "smoothquant with nothing to do names --fp8")
+        # Grouped-query attention (kv_head_num between 1 and head_num): its QKV columns are neither
+        # multi-head's [3, H] nor multi-query's [H | d | d], so smoothquant refuses it.
+        gqa = os.path.join(tmp, "gqa")
+        shutil.copytree(plain, gqa)
+        ini = os.path.join(gqa, "config.ini")
+        text = open(ini).read()
+        check("kv_head_num = 4" in text, "the gpt2 fixture has 4 key/value heads")
+        open(ini, "w").write(text.replace("kv_head_num = 4", "kv_head_num = 2"))
+        for mode in (["--fp8"], ["--alpha", "0.5"]):
+            r = sq(["-i", gqa, "-o", os.path.join(tmp, "sq10"), *mode, "--calib-data", calib])
+            one_line_error(r, 1, "grouped-query attention", f"smoothquant {mode[0]} of a GQA folder")
+            check("config.ini" in r.stderr, f"smoothquant {mode[0]} of a GQA folder: names config.ini")
+        check(not os.path.exists(os.path.join(tmp, "sq10", "1-gpu")), "a GQA folder: no output")
         print("bad FP8 inputs: one-line errors naming the file or flag, no output")
 
 

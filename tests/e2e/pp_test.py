@@ -5,7 +5,8 @@ Usage: pp_test.py {generate MODEL|lambada|errors|cuda}
   generate MODEL: for each grid TP x PP in {1x2, 2x2, 1x4, 2x1} (the 5-layer model: 1x2, 2x2, 1x4,
           stages of unequal size) `ftx generate` under `mpirun --oversubscribe` equals the same run
           on one rank (TP 1 x PP 1, the 1-gpu folder): output ids identical, log probs, cumulative
-          log probs and context embeddings within 1e-5. Modes: greedy (with log probs and context
+          log probs and context embeddings within 1e-5 + 2e-6 |x| (fp32: TP sums partial
+          products in another order; context embeddings reach |x| ~ 10). Modes: greedy (with log probs and context
           embeddings), beam search (width 3), seeded top-p, and a JSON-lines file with session
           rounds (appends after a cached context), per-request stop words and --stream, at batch
           size 2 (continuous batching admits while others decode). The streamed lines must match too.
@@ -30,6 +31,7 @@ from e2e_util import check, finish, mpirun  # noqa: E402
 FTX = os.environ["FTX_BIN"]
 FIX = os.path.join(os.environ["FTX_FIXTURES"], "pp")
 TOL = 1e-5
+REL_TOL = 2e-6
 GRIDS = [(1, 2), (2, 2), (1, 4), (2, 1)]
 
 
@@ -47,7 +49,9 @@ def close(a, b, path):
     if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, (int, str)) and isinstance(b, (int, str)):
         return check(a == b, f"{path}: {a!r} != {b!r}")
     if isinstance(a, float) or isinstance(b, float):
-        return check(abs(float(a) - float(b)) <= TOL, f"{path}: {a} vs {b} (more than {TOL} apart)")
+        a, b = float(a), float(b)
+        tol = TOL + REL_TOL * max(abs(a), abs(b))
+        return check(abs(a - b) <= tol, f"{path}: {a} vs {b} (more than {tol:.3g} apart)")
     if isinstance(a, list) and isinstance(b, list):
         if not check(len(a) == len(b), f"{path}: {len(a)} items vs {len(b)}"):
             return False

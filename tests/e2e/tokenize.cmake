@@ -4,7 +4,7 @@
 #   sentencepiece command-line tools (skipped, not passed, when they are not installed).
 foreach(check gpt2 errors sentencepiece)
   add_test(NAME tokenize_${check}
-           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/tokenize_check.py ${check})
+           COMMAND ${FTX_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/tokenize_check.py ${check})
   set_tests_properties(tokenize_${check} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" SKIP_RETURN_CODE 77
                        LABELS "tokenize" TIMEOUT 300)
 endforeach()

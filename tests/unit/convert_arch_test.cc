@@ -113,9 +113,7 @@ TEST(Alibi, SlopesForSixHeadsSplitOverTwoRanks) {
 TEST(ArchEngine, LogitsMatchReference) {
   const char* env = std::getenv("FTX_ARCH_MODELS");
   if (!env || !*env) GTEST_SKIP() << "FTX_ARCH_MODELS not set (tests/e2e/arch_test.py sets it)";
-  std::unique_ptr<dist::Communicator> comm;
-  if (dist::launched_by_mpi()) comm = dist::make_communicator();
-  else comm = std::make_unique<dist::SingleRank>();
+  const auto comm = test::this_process_communicator();
   std::stringstream ss(env);
   std::string dir;
   while (std::getline(ss, dir, ',')) {

@@ -27,6 +27,16 @@ ModelConfig small() {
   return c;
 }
 
+// A 1-D fp32 view of `data` (which must outlive it).
+TensorView float_view(std::vector<float>& data) {
+  TensorView t;
+  t.dtype = DType::kFloat32;
+  t.shape = {static_cast<int64_t>(data.size())};
+  t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
+  t.storage.nbytes = data.size() * 4;
+  return t;
+}
+
 TEST(ModelConfig, IniRoundTripKeepsEveryField) {
   ModelConfig c = small();
   c.arch = Architecture::kGptBigCode;
@@ -122,14 +132,6 @@ TEST(FtWeightFiles, GptJAndNeoX) {
 
 // A 1 x 12 "QKV bias" per shard: 2 heads, d=2, in Megatron v2 order [n_l, 3, d].
 TEST(TensorJob, QkvReorderMergeAndSplit) {
-  auto make = [](std::vector<float>& data) {
-    TensorView t;
-    t.dtype = DType::kFloat32;
-    t.shape = {static_cast<int64_t>(data.size())};
-    t.storage.data = reinterpret_cast<const uint8_t*>(data.data());
-    t.storage.nbytes = data.size() * 4;
-    return t;
-  };
   // value = 100*qkv + 10*head + e, laid out [head, qkv, e]
   std::vector<float> s0, s1;
   for (int h = 0; h < 2; ++h)
@@ -140,7 +142,7 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
       }
   TensorJob job;
   job.name = "qkv";
-  job.shards = {make(s0), make(s1)};
+  job.shards = {float_view(s0), float_view(s1)};
   job.merge_axis = 1;
   job.segments = 3;
   job.qkv = QkvOrder::kHeadQkv;
@@ -160,6 +162,65 @@ TEST(TensorJob, QkvReorderMergeAndSplit) {
     for (int j = 0; j < 3; ++j)
       for (int e = 0; e < 2; ++e) EXPECT_EQ(f[j * 2 + e], 100 * j + 10 * r + e) << "rank " << r;
   }
+}
+
+// Megatron Core's grouped QKV: 4 query heads in 2 groups, d = 1, two training shards of one group
+// each, rows [group][q0, q1, K, V]; inference TP 2 gets [Q (2 heads) | K (1) | V (1)] per rank.
+TEST(TensorJob, GroupedQkvReorderMergeAndSplit) {
+  // Query head h = 10 + h, K of group g = 100 + g, V of group g = 200 + g.
+  std::vector<float> s0 = {10, 11, 100, 200}, s1 = {12, 13, 101, 201};
+  TensorJob job;
+  job.name = "qkv";
+  job.shards = {float_view(s0), float_view(s1)};
+  job.merge_axis = 1;
+  job.segments = 3;
+  job.seg_weights = {2, 1, 1};
+  job.qkv = QkvOrder::kGroupQkv;
+  job.qkv_heads = 2;
+  job.qkv_groups = 1;
+  job.head_dim = 1;
+  job.split = OutSplit::kColumn;
+  std::vector<std::vector<float>> outs;
+  for (int64_t tp : {1, 2}) {
+    outs.clear();
+    run_tensor_job(job, tp, DType::kFloat32, [&](const JobOutput& o) {
+      outs.emplace_back(reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes));
+    });
+    if (tp == 1) {
+      ASSERT_EQ(outs.size(), 1u);
+      EXPECT_EQ(outs[0], (std::vector<float>{10, 11, 12, 13, 100, 101, 200, 201}));
+    } else {
+      ASSERT_EQ(outs.size(), 2u);
+      EXPECT_EQ(outs[0], (std::vector<float>{10, 11, 100, 200}));
+      EXPECT_EQ(outs[1], (std::vector<float>{12, 13, 101, 201}));
+    }
+  }
+  // A shard whose size is not groups x (heads/groups + 2) x d is an error naming the layout.
+  std::vector<float> bad = {1, 2, 3};
+  job.shards = {float_view(bad), float_view(bad)};
+  try {
+    run_tensor_job(job, 1, DType::kFloat32, [](const JobOutput&) {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("query groups"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FtWeightFiles, GroupedQueryAttentionAndRmsNorm) {
+  ModelConfig c = small();
+  c.kv_head_num = 2;
+  c.normalization = Normalization::kRmsNorm;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  // [H, (4/2 + 2/2 + 2/2) x 8] per rank.
+  EXPECT_EQ(by.at("model.layers.0.attention.query_key_value.weight.1.bin").shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(by.count("model.layers.0.input_layernorm.bias.bin"), 0u);
+  EXPECT_EQ(by.count("model.final_layernorm.bias.bin"), 0u);
+  EXPECT_EQ(by.count("model.layers.1.post_attention_layernorm.weight.bin"), 1u);
+  EXPECT_THROW(ft_weight_files(c, 4), Error);  // 2 K/V heads over 4 ranks
+  ModelConfig back = ModelConfig::from_ini(c.to_ini());
+  EXPECT_EQ(back.kv_head_num, 2);
+  EXPECT_EQ(back.normalization, Normalization::kRmsNorm);
 }
 
 // Only fp32, fp16 and bf16 files are written: any other output type is refused by name.

@@ -4,30 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "engine_prompt_util.h"
+#include "gpu_test_util.h"
 #include "lib/ops/backend.h"
-
-#ifdef FTX_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ftx {
 namespace {
 
-bool have_cuda_device() {
-#ifdef FTX_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-#else
-  return false;
-#endif
-}
-
 TEST(EnginePromptTuningGpu, CudaMatchesCpuAndReference) {
-  if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_CUDA_DEVICE();  // the shared rule: skip only without a GPU, fail on a broken driver
   const std::string fx = test::prompt_fixtures(), eng = test::engine_fixtures();
   dist::SingleRank single;
   for (const auto& m : test::prompt_models()) {

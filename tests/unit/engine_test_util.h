@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,12 @@ inline std::string engine_fixtures() {
   return dir;
 }
 
+// The communicator of this process: MPI's under mpirun, else a single rank.
+inline std::unique_ptr<dist::Communicator> this_process_communicator() {
+  if (dist::launched_by_mpi()) return dist::make_communicator();
+  return std::make_unique<dist::SingleRank>();
+}
+
 struct Expected {
   int32_t end_id = 0;
   int64_t vocab = 0;
@@ -103,6 +110,70 @@ template <typename A, typename B>
       return ::testing::AssertionFailure() << "logit " << i << ": got " << got[i] << ", want " << want[i]
                                            << " (|diff| " << d << " > " << rel << " * " << scale << ")";
   }
+  return ::testing::AssertionSuccess();
+}
+
+// Greedy decoding of `prompts` for `steps` tokens: as one padded batch (alone = false), or each
+// prompt alone in row 0; per prompt, its tokens and the logits each was picked from (rank 0).
+struct GreedyTrace {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // [step][V]
+};
+
+inline std::vector<GreedyTrace> greedy_traces(Engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                                              int64_t steps, bool alone) {
+  const int64_t V = eng.vocab_size();
+  std::vector<GreedyTrace> out(prompts.size());
+  auto pick = [&](const float* row, GreedyTrace& t) {
+    t.logits.emplace_back(row, row + V);
+    t.tokens.push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));
+  };
+  auto run = [&](const std::vector<std::vector<int32_t>>& batch, size_t first) {
+    const int64_t B = static_cast<int64_t>(batch.size());
+    int64_t longest = 0;
+    for (const auto& p : batch) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    eng.reserve(B, longest + steps + 1, B * longest);
+    std::vector<int32_t> rows(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) rows[b] = static_cast<int32_t>(b);
+    std::vector<float> logits(static_cast<size_t>(B * V));
+    eng.prefill(batch, rows, logits.data());
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<int32_t> feed;
+      for (int64_t b = 0; b < B; ++b) {
+        pick(logits.data() + b * V, out[first + b]);
+        feed.push_back(out[first + b].tokens.back());
+      }
+      if (s + 1 < steps) eng.decode(feed, rows, logits.data());
+    }
+  };
+  if (alone) {
+    for (size_t i = 0; i < prompts.size(); ++i) run({prompts[i]}, i);
+  } else {
+    run(prompts, 0);
+  }
+  return out;
+}
+
+// Whether `got` is `ref`'s greedy path up to near ties: the same tokens, or a first difference at a
+// step where ref's logit of got's token lies within `tie` x the row's largest |logit| of its best. A run with
+// another summation order (another GEMM shape, batch or device) may break such a tie the other
+// way; the paths then part, and later tokens are not compared.
+inline ::testing::AssertionResult same_tokens_up_to_ties(const GreedyTrace& ref, const std::vector<int32_t>& got,
+                                                         double tie) {
+  const size_t n = std::min(ref.tokens.size(), got.size());
+  for (size_t s = 0; s < n; ++s) {
+    if (got[s] == ref.tokens[s]) continue;
+    const std::vector<float>& row = ref.logits[s];
+    double scale = 1.0;
+    for (float v : row) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    const double margin = static_cast<double>(row[static_cast<size_t>(ref.tokens[s])]) - row[static_cast<size_t>(got[s])];
+    if (margin <= tie * scale) return ::testing::AssertionSuccess() << "paths part at a near tie, step " << s;
+    return ::testing::AssertionFailure() << "step " << s << ": token " << got[s] << ", reference " << ref.tokens[s]
+                                         << " ahead by a clear margin " << margin << " (> " << tie << " * " << scale
+                                         << ")";
+  }
+  if (got.size() != ref.tokens.size())
+    return ::testing::AssertionFailure() << got.size() << " tokens, reference " << ref.tokens.size();
   return ::testing::AssertionSuccess();
 }
 
