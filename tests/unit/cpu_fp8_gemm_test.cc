@@ -3,8 +3,9 @@
 // rounded by quant::float_to_e4m3, itself checked against ml_dtypes in fp8_e4m3_test), the E4M3
 // weights as uploaded, products summed exactly (double), times fp32(s_x · s_w), plus beta·C. Only the
 // engine's fp32 sums differ: 1e-5 × the largest |C| of the case. Covered: one row, the streaming
-// kernel (2..16 rows), the widened-panel path (more rows), widths across column panels and not a
-// multiple of 16, beta 0 and 1; and a kernel that skipped quantising A is told apart.
+// kernel (2..16 rows), more rows (the AVX-512 tile kernel, or widened panels and sgemm without
+// AVX-512), widths across column panels and not a multiple of 16, beta 0 and 1; and a kernel that
+// skipped quantising A is told apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
