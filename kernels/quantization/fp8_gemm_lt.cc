@@ -13,21 +13,13 @@ namespace ftx::cuda {
 
 namespace {
 
-// Row-major C[M,N] = a[M,K]·w_t[N,K]^T is column-major C^T[N,M] = w_t^T·a^T: cuBLASLt's "A" is w_t
-// seen column-major [K, N] (ld K) and transposed, its "B" is a seen column-major [K, M] (ld K), C is
-// column-major [N, M] (ld N). The scale pointers are set per call (each weight has its own).
+// The TN plan of lt_plan.h in FP8 E4M3 with fp32 output. The scale pointers are set per call (each
+// weight has its own).
 LtPlan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
-  LtPlan p;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  LtPlan p = lt_tn_plan(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_32F, M, N, K);
   const int8_t fast_accum = 0;  // fp32 accumulation throughout, as the CPU twin sums
   FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
                                                   sizeof(fast_accum)));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
   pick_lt_algo(lt, p, workspace_bytes, "FP8",
                "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
   return p;

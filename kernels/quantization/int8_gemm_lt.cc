@@ -13,18 +13,9 @@ namespace ftx::cuda {
 
 namespace {
 
-// Row-major acc[M,N] = a[M,K]·w_t[N,K]^T is column-major acc^T[N,M] = w_t^T·a^T: cuBLASLt's "A" is
-// w_t seen column-major [K, N] (ld K) and transposed, its "B" is a seen column-major [K, M] (ld K),
-// C is column-major [N, M] (ld N): the TN form int8 requires.
+// The TN plan of lt_plan.h (the form int8 requires) in int8 with int32 sums.
 LtPlan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
-  LtPlan p;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32I, CUDA_R_32I));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8I, K, N, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8I, K, M, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32I, N, M, N));
+  LtPlan p = lt_tn_plan(CUBLAS_COMPUTE_32I, CUDA_R_32I, CUDA_R_8I, CUDA_R_32I, M, N, K);
   pick_lt_algo(lt, p, workspace_bytes, "int8",
                "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
   return p;

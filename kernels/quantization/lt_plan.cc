@@ -5,6 +5,19 @@
 
 namespace ftx::cuda {
 
+LtPlan lt_tn_plan(cublasComputeType_t compute, cudaDataType_t scale, cudaDataType_t in, cudaDataType_t out,
+                  int64_t M, int64_t N, int64_t K) {
+  LtPlan p;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, scale));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, K, M, K));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out, N, M, N));
+  return p;
+}
+
 void pick_lt_algo(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes, const std::string& what,
                   const std::string& shape) {
   cublasLtMatmulPreference_t pref = nullptr;

@@ -5,6 +5,7 @@ A trace folder holds, per TP rank R, index.R.json ({"calls": [{..., "rows", "col
 call order: each prompt's prefill, then its decode steps) and data.R.bin (the traced fp32 values,
 offsets in elements).
 """
+import contextlib
 import json
 import os
 import sys
@@ -53,3 +54,18 @@ def greedy_path_logits(cfg, W, prompts, greedy, follower, **kw):
             seq.append(tok)
         out.append(steps)
     return out
+
+
+@contextlib.contextmanager
+def quantised_linears(wrap, gemm_class, follow):
+    """For the length of the block, gpt_reference's linears are wrap(ref._lin) and their GEMMs
+    (gemm_class) report to `follow`; wrap None leaves the linears alone."""
+    orig = ref._lin
+    if wrap:
+        ref._lin = wrap(orig)
+        gemm_class.follow = follow
+    try:
+        yield
+    finally:
+        ref._lin = orig
+        gemm_class.follow = None

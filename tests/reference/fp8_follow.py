@@ -35,9 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
 import fp8_reference as f8  # noqa: E402
-import gpt_reference as ref  # noqa: E402
 import make_engine_models as mem  # noqa: E402
-from follow_util import finish, greedy_path_logits, load_trace  # noqa: E402
+from follow_util import finish, greedy_path_logits, load_trace, quantised_linears  # noqa: E402
 
 # fp32 against float64 values, in E4M3 quantisation steps of at least 2^-3: the fixture models
 # measure up to 5e-4. A wrong value would be off by a good part of a step.
@@ -127,15 +126,8 @@ def main():
         store = f8.Fp8KvStore(args.folder, len(W["layers"]))
         store.follow = follower.kv(store, cfg["kv_heads"] < cfg["heads"])
         kw["kv_store"] = store
-    orig = ref._lin
-    if weights:
-        ref._lin = f8.fp8_linear(orig)
-        f8.Fp8Gemm.follow = follower.gemm
-    try:
+    with quantised_linears(f8.fp8_linear if weights else None, f8.Fp8Gemm, follower.gemm):
         out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower, **kw)
-    finally:
-        ref._lin = orig
-        f8.Fp8Gemm.follow = None
     finish(args.out, out, follower, f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} values compared "
            f"with the engine's (largest difference {follower.max_steps:.2e} steps), {follower.followed} rounded its "
            f"way", follower.max_steps)

@@ -31,10 +31,9 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
-import gpt_reference as ref  # noqa: E402
 import int8_reference  # noqa: E402
 import make_engine_models as mem  # noqa: E402
-from follow_util import finish, greedy_path_logits, load_trace  # noqa: E402
+from follow_util import finish, greedy_path_logits, load_trace, quantised_linears  # noqa: E402
 
 # fp32 against float64 activations, in units of the quantisation step (1): measured up to 3e-5
 # per tensor and 1.0e-4 per token (amax/127 scales the row up) on the fixture models. A wrong
@@ -108,14 +107,8 @@ def main():
     W = int8_reference.w8a8_model(args.folder, args.tp, per_token, per_channel)
     cfg = mem.ref_cfg(mem.MODELS[args.model])
     follower = Follower([load_trace(args.trace, r, lambda c: (c["prompt"], c["gemm"])) for r in range(args.tp)])
-    orig = ref._lin
-    ref._lin = int8_reference.w8a8_linear(orig)
-    int8_reference.W8A8Gemm.follow = follower
-    try:
+    with quantised_linears(int8_reference.w8a8_linear, int8_reference.W8A8Gemm, follower):
         out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower)
-    finally:
-        ref._lin = orig
-        int8_reference.W8A8Gemm.follow = None
     finish(args.out, out, follower, f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} activations "
            f"compared with the engine's (largest |diff| {follower.max_diff:.2e} steps), {follower.followed} rounded "
            f"its way", follower.max_diff)
