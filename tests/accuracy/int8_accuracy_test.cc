@@ -71,8 +71,8 @@ RuntimeOptions fp8_mode(bool gemms, bool kv_cache) {
 // 0.5: floors 0.98 and 1e-3. FP8 (--fp8, smoothquant --fp8 of the same ranges, no smoothing) measured
 // agreement 0.9899 and mean KL 1.81e-4 (max 5.3e-3): E4M3's 3 mantissa bits round a value near a
 // tensor's amax more coarsely than int8's 127 steps do; the FP8 KV cache 0.9963 and 1.76e-5; both
-// 0.9914 and 2.00e-4 (0.9911 before the tile prefill kernel): floors 0.98 and 1e-3 with FP8 GEMMs, 0.99 and 1e-4 for the cache alone (INT8
-// KV's).
+// 0.9914 and 2.00e-4 (0.9911 before the tile prefill kernel): floors 0.98 and 1e-3 with FP8 GEMMs,
+// 0.99 and 1e-4 for the cache alone (INT8 KV's).
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
