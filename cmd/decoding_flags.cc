@@ -50,6 +50,7 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);
+  add_fp8_flags(sub, f.fp8, f.fp8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
   add_parallel_flags(sub, f.parallel);
 }
@@ -69,6 +70,15 @@ void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
   sub->add_flag("--int8-kv-cache", int8_kv_cache,
                 "Hold K and V in int8 with each layer's calibrated scale (TensorRT-LLM's --int8_kv_cache; the folder "
                 "needs the scale files of ftx smoothquant --calibrate-kv-cache)");
+}
+
+void add_fp8_flags(CLI::App* sub, bool& fp8, bool& fp8_kv_cache) {
+  sub->add_flag("--fp8", fp8,
+                "FP8 E4M3 layer GEMMs: weights and activations with per-tensor scales (TensorRT-LLM's FP8; the folder "
+                "needs the files of ftx smoothquant --fp8; GPUs from sm_89)");
+  sub->add_flag("--fp8-kv-cache", fp8_kv_cache,
+                "Hold K and V in FP8 E4M3 with each layer's calibrated scale (TensorRT-LLM's FP8 KV CACHE; the "
+                "folder needs the scale files of ftx smoothquant --fp8)");
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
@@ -155,6 +165,8 @@ Runtime decoding_runtime(const DecodingFlags& f) {
   o.per_token = f.per_token;
   o.per_channel = f.per_channel;
   o.int8_kv_cache = f.int8_kv_cache;
+  o.fp8 = f.fp8;
+  o.fp8_kv_cache = f.fp8_kv_cache;
   apply_parallel_flags(f.parallel, o);
   return make_runtime(o);
 }

@@ -22,6 +22,7 @@ struct DecodingFlags {
   int int8_mode = 0;
   bool per_token = false, per_channel = false;  // --int8-mode 2's TensorRT-LLM modes
   bool int8_kv_cache = false;
+  bool fp8 = false, fp8_kv_cache = false;
   int64_t max_new_tokens = 0;
   int64_t top_k = 0;
   double top_p = 0.0, temperature = 1.0, repetition_penalty = 1.0, presence_penalty = 0.0, len_penalty = 0.0;
@@ -46,6 +47,8 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
 void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel);
 // --int8-kv-cache, shared with eval-lambada.
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache);
+// --fp8 and --fp8-kv-cache, shared with eval-lambada.
+void add_fp8_flags(CLI::App* sub, bool& fp8, bool& fp8_kv_cache);
 
 // Range checks that need no model (usage errors naming the flag).
 void check_decoding_flags(const DecodingFlags& f);

@@ -39,6 +39,7 @@ struct EvalFlags {
   int int8_mode = 0;
   bool per_token = false, per_channel = false;
   bool int8_kv_cache = false;
+  bool fp8 = false, fp8_kv_cache = false;
   bool quiet = false, force = false, resume = false, max_examples_given = false;
   ftx::cmd::PromptFlags prompt;
   ftx::cmd::ParallelFlags parallel;
@@ -65,6 +66,8 @@ int run_eval(const EvalFlags& f) {
   ro.per_token = f.per_token;
   ro.per_channel = f.per_channel;
   ro.int8_kv_cache = f.int8_kv_cache;
+  ro.fp8 = f.fp8;
+  ro.fp8_kv_cache = f.fp8_kv_cache;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::Runtime rt = ftx::make_runtime(ro);
   auto& backend = rt.backend;
@@ -122,6 +125,8 @@ int run_eval(const EvalFlags& f) {
       if (f.per_token) run["per_token"] = true;
       if (f.per_channel) run["per_channel"] = true;
       if (f.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
+      if (f.fp8) run["fp8"] = true;
+      if (f.fp8_kv_cache) run["fp8_kv_cache"] = true;
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -209,6 +214,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
   ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
+  ftx::cmd::add_fp8_flags(sub, f->fp8, f->fp8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");
   ftx::cmd::add_parallel_flags(sub, f->parallel);
   sub->add_option("--output", f->output,

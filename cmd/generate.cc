@@ -93,6 +93,8 @@ int run_generate(GenerateFlags& f) {
       if (d.per_token) run["per_token"] = true;
       if (d.per_channel) run["per_channel"] = true;
       if (d.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
+      if (d.fp8) run["fp8"] = true;
+      if (d.fp8_kv_cache) run["fp8_kv_cache"] = true;
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
       if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);

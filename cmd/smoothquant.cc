@@ -29,6 +29,9 @@ ftx::cmd::Action setup(CLI::App* sub) {
   auto* alpha = sub->add_option("--alpha,--smoothquant,--sq", f->alpha,
                                 "SmoothQuant migration strength α in [0, 1] (0.5 is a good first try)");
   sub->add_flag("--calibrate-kv-cache,--kv", o.calibrate_kv_cache, "write the INT8 KV-cache scale");
+  sub->add_flag("--fp8", o.fp8,
+                "write TensorRT-LLM's FP8 files too: E4M3 layer weights, their weight and activation scales, the "
+                "FP8 KV-cache scales (for generate --fp8 / --fp8-kv-cache)");
   sub->add_option("--calib-data", o.calib_data,
                   "calibration texts, JSON lines {\"text\": ...} or {\"ids\": [...]} (default: the LAMBADA test split shipped with ftx)");
   sub->add_option("--calib-samples", o.calib_samples, "samples to calibrate on (the first ones)")->capture_default_str();
@@ -69,4 +72,4 @@ ftx::cmd::Action setup(CLI::App* sub) {
 
 }  // namespace
 
-FTX_SUBCOMMAND("smoothquant", "Calibrate and SmoothQuant an FT model folder: smoothed weights plus TensorRT-LLM's INT8 weight, scale and KV-cache files", setup);
+FTX_SUBCOMMAND("smoothquant", "Calibrate and SmoothQuant an FT model folder: smoothed weights plus TensorRT-LLM's INT8 (and with --fp8 FP8) weight, scale and KV-cache files", setup);

@@ -53,6 +53,8 @@ DType dtype_from_name(const std::string& n) {
   if (n == "int8") return DType::kInt8;
   if (n == "uint8") return DType::kUInt8;
   if (n == "bool") return DType::kBool;
+  if (n == "float8_e4m3fn") return DType::kFloat8E4M3;  // what dtype_name writes (manifest.json)
+  if (n == "float8_e5m2") return DType::kFloat8E5M2;
   throw Error("unknown data type '" + n + "'");
 }
 

@@ -23,7 +23,11 @@
 // Or int8 (--int8-kv-cache, TensorRT-LLM's INT8 KV cache): stored as x · (1/scale) rounded to
 // nearest even and saturated to [-128, 127] (PTX cvt.rni.sat.s8.f32, TensorRT-LLM's
 // cuda_cast<int8_t, float>; the CPU twin is ops::quantize_kv), staged as q · scale (KvElem).
+// Or FP8 E4M3 (--fp8-kv-cache, TensorRT-LLM's FP8 KV cache): stored as E4M3(x · (1/scale)), rounded
+// to nearest even and saturated to ±448 (__nv_fp8_e4m3's conversion, cvt.rn.satfinite; the CPU twin
+// is ops::quantize_kv_fp8), staged as e4m3 · scale.
 // Not done: split-KV across blocks (small batches use few SMs), tensor cores.
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,6 +62,11 @@ struct KvElem<int8_t> {
     return static_cast<int8_t>(r);
   }
   __device__ static float load(int8_t v, float scale) { return static_cast<float>(v) * scale; }
+};
+template <>
+struct KvElem<__nv_fp8_e4m3> {
+  __device__ static __nv_fp8_e4m3 store(float x, float inv) { return __nv_fp8_e4m3(x * inv); }  // satfinite, RN
+  __device__ static float load(__nv_fp8_e4m3 v, float scale) { return static_cast<float>(v) * scale; }
 };
 
 // Element offset in the cache of slot s of item b's KV head h (the block table's indexing only;
@@ -358,6 +367,7 @@ void invoke_attention(cudaStream_t stream, const AttentionLaunch& a) {
     case ElemKind::kFp16: attend<__half>(stream, a, store_blocks); break;
     case ElemKind::kBf16: attend<__nv_bfloat16>(stream, a, store_blocks); break;
     case ElemKind::kInt8: attend<int8_t>(stream, a, store_blocks); break;
+    case ElemKind::kFp8E4M3: attend<__nv_fp8_e4m3>(stream, a, store_blocks); break;
   }
 }
 

@@ -26,8 +26,8 @@ struct AttentionLaunch {
   void* k_cache = nullptr;       // elements of kv_kind
   void* v_cache = nullptr;
   ElemKind kv_kind = ElemKind::kFp32;
-  // kInt8 only: kv_quant_orig of K and V (ops::KvCache::scale); stored q = sat(rint(x / scale)),
-  // read q · scale.
+  // kInt8 and kFp8E4M3 only: the scales of K and V (ops::KvCache::scale); stored q = sat(rint(x /
+  // scale)) or E4M3(x / scale), read q · scale.
   float k_scale = 1.0f, v_scale = 1.0f;
   const int32_t* block_tables = nullptr;  // [items, table_stride]
   int64_t table_stride = 0;

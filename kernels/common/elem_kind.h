@@ -3,7 +3,8 @@
 // not see formats/dtype.h; cuda_backend.cc maps DType to this).
 namespace ftx::cuda {
 
-// kInt8: the KV cache only (--int8-kv-cache, with a scale per layer); weights never use it.
-enum class ElemKind { kFp32, kFp16, kBf16, kInt8 };
+// kInt8, kFp8E4M3: the KV cache only (--int8-kv-cache, --fp8-kv-cache, with a scale per layer);
+// weights never use them (FP8 weights go to cuBLASLt directly, kernels/quantization/fp8_gemm_lt.h).
+enum class ElemKind { kFp32, kFp16, kBf16, kInt8, kFp8E4M3 };
 
 }  // namespace ftx::cuda

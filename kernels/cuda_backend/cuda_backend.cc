@@ -20,6 +20,8 @@
 #include "kernels/embeddings/embedding_kernels.h"
 #include "kernels/memory/memory_kernels.h"
 #include "kernels/norms/norm_kernels.h"
+#include "kernels/quantization/fp8_gemm_lt.h"
+#include "kernels/quantization/fp8_kernels.h"
 #include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
 
@@ -47,7 +49,8 @@ cudaDataType_t cuda_data_type(DType t) {
     case ElemKind::kFp16: return CUDA_R_16F;
     case ElemKind::kBf16: return CUDA_R_16BF;
     case ElemKind::kFp32:
-    case ElemKind::kInt8: break;  // elem_kind() returns no kInt8 (the KV cache's kind only)
+    case ElemKind::kInt8:
+    case ElemKind::kFp8E4M3: break;  // elem_kind() returns neither (the KV cache's kinds only)
   }
   return CUDA_R_32F;
 }
@@ -65,11 +68,12 @@ AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCach
   a.qkv = qkv;
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
-  if (k_cache.dtype == DType::kInt8) {
-    // TensorRT-LLM's INT8 KV cache: kv_quant_orig per layer (the same for K and V).
+  if (ops::kv_is_quantized(k_cache.dtype)) {
+    // TensorRT-LLM's INT8 and FP8 KV caches: a scale per layer (the same for K and V).
     if (!(k_cache.scale > 0.0f) || !(v_cache.scale > 0.0f))
-      throw Error("CUDA attention: int8 KV cache without a positive scale (" + std::to_string(k_cache.scale) + ")");
-    a.kv_kind = ElemKind::kInt8;
+      throw Error(std::string("CUDA attention: ") + dtype_name(k_cache.dtype) + " KV cache without a positive scale (" +
+                  std::to_string(k_cache.scale) + ")");
+    a.kv_kind = k_cache.dtype == DType::kInt8 ? ElemKind::kInt8 : ElemKind::kFp8E4M3;
     a.k_scale = k_cache.scale;
     a.v_scale = v_cache.scale;
   } else {
@@ -245,6 +249,50 @@ ops::Weight CudaBackend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64
   return w;
 }
 
+void CudaBackend::require_fp8(const std::string& flag) const {
+  cudaDeviceProp prop{};
+  FTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  quant::require_fp8_device("GPU " + std::to_string(device_) + " (" + prop.name + ")", prop.major, prop.minor, flag);
+}
+
+void CudaBackend::set_fp8(bool on) {
+  if (on) require_fp8("--fp8");
+  Backend::set_fp8(on);
+}
+
+void CudaBackend::set_fp8_kv_cache(bool on) {
+  if (on) require_fp8("--fp8-kv-cache");
+  Backend::set_fp8_kv_cache(on);
+}
+
+ops::Weight CudaBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols,
+                                           float activation_scaling_factor, float weights_scaling_factor) {
+  check_not_in_step("upload_weight_fp8");
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  std::vector<uint8_t> t(n);  // [K, N] -> [N, K]
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t j = 0; j < cols; ++j) t[static_cast<size_t>(j * rows + k)] = q[static_cast<size_t>(k * cols + j)];
+  void* dq = arena_.allocate(std::max<size_t>(n, 1));
+  auto* ds = static_cast<float*>(arena_.allocate(2 * sizeof(float)));
+  const float scales[2] = {weights_scaling_factor, activation_scaling_factor};  // cuBLASLt's A (weight), B
+  if (n > 0) FTX_CUDA_CHECK(cudaMemcpyAsync(dq, t.data(), n, cudaMemcpyHostToDevice, stream_));
+  FTX_CUDA_CHECK(cudaMemcpyAsync(ds, scales, sizeof scales, cudaMemcpyHostToDevice, stream_));
+  synchronize();  // the host copies go away on return
+  ops::Weight w(dq, DType::kFloat8E4M3);
+  w.scale = ds;
+  w.activation_scaling_factor = activation_scaling_factor;
+  w.weights_scaling_factor = weights_scaling_factor;
+  return w;
+}
+
+void CudaBackend::gemm_fp8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C,
+                           float beta) {
+  auto* qa = reinterpret_cast<uint8_t*>(scratch((static_cast<size_t>(M) * K + sizeof(float) - 1) / sizeof(float)));
+  invoke_quantize_fp8(stream_, qa, A, static_cast<size_t>(M) * K, 1.0f / w.activation_scaling_factor);
+  fp8_gemm_lt(lt_, stream_, M, N, K, qa, static_cast<const uint8_t*>(w.data), w.scale, C, beta, workspace_,
+              kWorkspaceBytes);
+}
+
 void CudaBackend::gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C,
                             float beta) {
   // One scratch request: int8 activations [M, K], int32 products [M, N], per-row factors [M], each
@@ -267,7 +315,7 @@ void CudaBackend::gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, con
 void CudaBackend::release_weight(const ops::Weight& w) {
   if (!w) return;
   arena_.release(const_cast<void*>(w.data));
-  if (w.dtype == DType::kInt8) arena_.release(const_cast<float*>(w.scale));
+  if (w.dtype == DType::kInt8 || w.dtype == DType::kFloat8E4M3) arena_.release(const_cast<float*>(w.scale));
 }
 
 ops::KvCache CudaBackend::alloc_kv(size_t n) {
@@ -692,6 +740,11 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
     gemm_w8a8(M, N, K, A, weight, C, beta);
     return;
   }
+  if (weight.dtype == DType::kFloat8E4M3) {
+    if (trans_b) throw Error("gemm: an FP8 weight cannot be transposed (embedding tables stay floating point)");
+    gemm_fp8(M, N, K, A, weight, C, beta);
+    return;
+  }
   // Weight-only INT8: the matrix is widened into fp32 scratch (q · scale, exact in fp32) and an fp32
   // GEMM follows on the unrounded activations, whatever dtype the other weights are held in: the
   // arithmetic of the CPU twin and of the float64 reference (int8 layers, fp32 activations).
@@ -852,7 +905,8 @@ size_t CudaBackend::available_memory() const {
 void CudaBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src, int64_t src_pitch,
                              int64_t width, int64_t height) {
   if (dst.dtype != src.dtype) throw Error("CUDA copy_kv_2d: caches of different dtypes");
-  if (dst.dtype == DType::kInt8 && dst.scale != src.scale) throw Error("CUDA copy_kv_2d: int8 caches of different scales");
+  if (ops::kv_is_quantized(dst.dtype) && dst.scale != src.scale)
+    throw Error(std::string("CUDA copy_kv_2d: ") + dtype_name(dst.dtype) + " caches of different scales");
   if (width <= 0 || height <= 0) return;
   const size_t el = dtype_size(src.dtype);
   FTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst_pitch * el, src.data, src_pitch * el, width * el, height,

@@ -55,8 +55,14 @@ class CudaBackend : public ops::Backend {
 
   DType weight_dtype() const override { return weight_dtype_; }
   int64_t vocab_pad_multiple() const override { return weight_dtype_ == DType::kFloat32 ? 1 : 8; }
-  // --int8-kv-cache (Backend::set_int8_kv_cache) overrides the floating-point cache dtype.
-  DType kv_dtype() const override { return int8_kv_cache() ? DType::kInt8 : kv_dtype_; }
+  // --int8-kv-cache and --fp8-kv-cache (Backend::set_int8_kv_cache, set_fp8_kv_cache) override the
+  // floating-point cache dtype.
+  DType kv_dtype() const override {
+    return int8_kv_cache() ? DType::kInt8 : fp8_kv_cache() ? DType::kFloat8E4M3 : kv_dtype_;
+  }
+  // FP8 needs sm_89 or later: Error naming the GPU otherwise (quant::require_fp8_device).
+  void set_fp8(bool on) override;
+  void set_fp8_kv_cache(bool on) override;
   ops::KvCache alloc_kv(size_t n) override;
   void release_kv(const ops::KvCache& c) override;
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
@@ -64,6 +70,10 @@ class CudaBackend : public ops::Backend {
   // Held transposed, [N, K], for cuBLASLt's int8 TN form (kernels/quantization/int8_gemm_lt.h).
   ops::Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
                                  float act_scale, float out_scale) override;
+  // Held transposed, [N, K], for cuBLASLt's FP8 TN form (kernels/quantization/fp8_gemm_lt.h), with
+  // the two scales in device memory ({weights_scaling_factor, activation_scaling_factor}, Weight::scale).
+  ops::Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
+                                float weights_scaling_factor) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -119,6 +129,10 @@ class CudaBackend : public ops::Backend {
   float* scratch(size_t n);
   // SmoothQuant W8A8: quantise A, int8 GEMM, dequantise into C (the arithmetic of lib/ops/backend.h).
   void gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C, float beta);
+  // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/backend.h).
+  void gemm_fp8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C, float beta);
+  // The device's name and compute capability against FP8's needs (flag: what asked for it).
+  void require_fp8(const std::string& flag) const;
 
   struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;

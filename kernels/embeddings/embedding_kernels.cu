@@ -76,7 +76,8 @@ void invoke_embedding_lookup(cudaStream_t stream, float* out, const void* wte, E
                      positions, rows, H, scale);
       break;
     case ElemKind::kInt8:
-      throw Error("CUDA embedding: no int8 embedding tables");
+    case ElemKind::kFp8E4M3:
+      throw Error("CUDA embedding: no int8 or fp8 embedding tables");
   }
 }
 

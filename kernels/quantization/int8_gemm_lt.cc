@@ -7,47 +7,17 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/quantization/lt_plan.h"
 
 namespace ftx::cuda {
 
 namespace {
 
-struct Int8Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-};
-
-// Row-major acc[M,N] = a[M,K]·w_t[N,K]^T is column-major acc^T[N,M] = w_t^T·a^T: cuBLASLt's "A" is
-// w_t seen column-major [K, N] (ld K) and transposed, its "B" is a seen column-major [K, M] (ld K),
-// C is column-major [N, M] (ld N): the TN form int8 requires.
-Int8Plan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
-  Int8Plan p;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32I, CUDA_R_32I));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  FTX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8I, K, N, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8I, K, M, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32I, N, M, N));
-  cublasLtMatmulPreference_t pref = nullptr;
-  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = workspace_bytes;
-  FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-    throw Error("cuBLASLt has no int8 algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                " K=" + std::to_string(K) + ": " +
-                (st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no heuristic result"));
-  }
-  p.algo = result.algo;
+// The TN plan of lt_plan.h (the form int8 requires) in int8 with int32 sums.
+LtPlan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
+  LtPlan p = lt_tn_plan(CUBLAS_COMPUTE_32I, CUDA_R_32I, CUDA_R_8I, CUDA_R_32I, M, N, K);
+  pick_lt_algo(lt, p, workspace_bytes, "int8",
+               "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
   return p;
 }
 
@@ -62,8 +32,8 @@ void int8_gemm_lt(cublasLtHandle_t lt, cudaStream_t stream, int64_t M, int64_t N
     throw Error("W8A8 GEMM on CUDA: int8 operands must be 4-byte aligned");
   // Plans live for the process: a handful of shapes (decode rows, prefill lengths, four GEMMs).
   static std::mutex mu;
-  static std::map<std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t>, Int8Plan> plans;
-  const Int8Plan* p = nullptr;
+  static std::map<std::tuple<cublasLtHandle_t, int64_t, int64_t, int64_t>, LtPlan> plans;
+  const LtPlan* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto key = std::make_tuple(lt, M, N, K);

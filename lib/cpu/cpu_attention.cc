@@ -6,7 +6,8 @@
 // sum depends on the block size. The cache is fp32, or int8
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
-// one see the same keys and values.
+// one see the same keys and values. An FP8 E4M3 cache (--fp8-kv-cache) is the same with
+// ops::quantize_kv_fp8 and e4m3 · scale.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "lib/cpu/attention_blocks.h"
 #include "lib/cpu/cpu_backend.h"
 #include "lib/cpu/simd_math.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 
@@ -28,13 +30,14 @@ inline int64_t slot_position(int64_t s, int64_t q_pos, int64_t ring) {
   return ring > 0 ? q_pos - ((q_pos - s) % ring + ring) % ring : s;
 }
 
-// K or V elements of a cache: fp32 as stored, or int8 read as q · the layer's scale. The products
-// and sums go through simd_math's vectorised loops.
+// K or V elements of a cache: fp32 as stored, or int8 / E4M3 read as q · the layer's scale. The
+// products and sums go through simd_math's vectorised loops; widen is prefill's copy in fp32.
 struct Fp32Elems {
   const float* p;
   Fp32Elems operator+(int64_t off) const { return {p + off}; }
   float dot(const float* q, int64_t n) const { return cpu::dot(q, p, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, n); }
+  void widen(float* out, int64_t n) const { std::memcpy(out, p, static_cast<size_t>(n) * sizeof(float)); }
 };
 struct Int8Elems {
   const int8_t* p;
@@ -42,6 +45,19 @@ struct Int8Elems {
   Int8Elems operator+(int64_t off) const { return {p + off, scale}; }
   float dot(const float* q, int64_t n) const { return cpu::dot(q, p, scale, n); }
   void add_scaled(float* out, float w, int64_t n) const { axpy(out, w, p, scale, n); }
+  void widen(float* out, int64_t n) const {  // q · scale, exactly as dot and add_scaled read them
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]) * scale;
+  }
+};
+struct Fp8Elems {
+  const uint8_t* p;
+  float scale;
+  Fp8Elems operator+(int64_t off) const { return {p + off, scale}; }
+  float dot(const float* q, int64_t n) const { return dot_e4m3(q, p, scale, n); }
+  void add_scaled(float* out, float w, int64_t n) const { axpy_e4m3(out, w, p, scale, n); }
+  void widen(float* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = quant::kE4M3.value[p[i]] * scale;
+  }
 };
 
 // Where one KV head of one row keeps its slots: slot s at element offset(s) of the cache, i.e. in
@@ -95,12 +111,14 @@ struct CacheView {
   void read(int64_t off, F&& f) const {
     if (k.dtype == DType::kInt8)
       f(Int8Elems{k.int8() + off, k.scale}, Int8Elems{v.int8() + off, v.scale});
+    else if (k.dtype == DType::kFloat8E4M3)
+      f(Fp8Elems{k.fp8() + off, k.scale}, Fp8Elems{v.fp8() + off, v.scale});
     else
       f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
   }
   // Points kp and vp at slots [0, n) of one head as fp32, key s at kp + s·d: in the cache itself
   // when they lie in one block of an fp32 cache, else gathered block by block into kf and vf (an
-  // int8 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the same
+  // int8 or E4M3 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the same
   // numbers whatever the block size.
   void contiguous(const RowBlocks& at, int64_t n, std::vector<float>& kf, std::vector<float>& vf, const float*& kp,
                   const float*& vp) const {
@@ -115,17 +133,10 @@ struct CacheView {
     at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
       float* kd = kf.data() + s0 * d;
       float* vd = vf.data() + s0 * d;
-      if (k.dtype == DType::kInt8) {
-        const int8_t* kq = k.int8() + off;
-        const int8_t* vq = v.int8() + off;
-        for (int64_t i = 0; i < len * d; ++i) {
-          kd[i] = static_cast<float>(kq[i]) * k.scale;
-          vd[i] = static_cast<float>(vq[i]) * v.scale;
-        }
-      } else {
-        std::memcpy(kd, k.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
-        std::memcpy(vd, v.fp32() + off, static_cast<size_t>(len * d) * sizeof(float));
-      }
+      read(off, [&](auto ke, auto ve) {
+        ke.widen(kd, len * d);
+        ve.widen(vd, len * d);
+      });
     });
     kp = kf.data();
     vp = vf.data();
@@ -134,11 +145,11 @@ struct CacheView {
 
 void check_cache(const ops::KvCache& c, const char* what) {
   if (c.dtype == DType::kFloat32) return;
-  if (c.dtype != DType::kInt8)
-    throw Error(std::string("CPU attention: a ") + what + " cache in " + dtype_name(c.dtype) + " (fp32 or int8)");
+  if (!ops::kv_is_quantized(c.dtype))
+    throw Error(std::string("CPU attention: a ") + what + " cache in " + dtype_name(c.dtype) + " (fp32, int8 or fp8)");
   if (!(c.scale > 0.0f) || !std::isfinite(c.scale))
-    throw Error(std::string("CPU attention: int8 ") + what + " cache scale " + std::to_string(c.scale) +
-                " is not a positive number");
+    throw Error(std::string("CPU attention: ") + dtype_name(c.dtype) + " " + what + " cache scale " +
+                std::to_string(c.scale) + " is not a positive number");
 }
 
 // Head h of a row whose block table is `table`.
@@ -169,6 +180,14 @@ void store_kv(const float* qkv_row, const int32_t* table, int64_t pos, const ops
       for (int64_t i = 0; i < d; ++i) {
         kd[i] = ops::quantize_kv(k[h * d + i], kq);
         vd[i] = ops::quantize_kv(v[h * d + i], vq);
+      }
+    } else if (k_cache.dtype == DType::kFloat8E4M3) {
+      const float kq = 1.0f / k_cache.scale, vq = 1.0f / v_cache.scale;  // 1/kv_cache_scaling_factor, in fp32
+      uint8_t* kd = k_cache.fp8() + off;
+      uint8_t* vd = v_cache.fp8() + off;
+      for (int64_t i = 0; i < d; ++i) {
+        kd[i] = ops::quantize_kv_fp8(k[h * d + i], kq);
+        vd[i] = ops::quantize_kv_fp8(v[h * d + i], vq);
       }
     } else {
       std::memcpy(k_cache.fp32() + off, k + h * d, d * sizeof(float));

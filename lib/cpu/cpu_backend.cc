@@ -19,6 +19,7 @@
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/w8a8_gemm.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 
@@ -88,6 +89,23 @@ ops::Weight CpuBackend::upload_weight_matrix(const void* src, DType src_dtype, i
 ops::Weight CpuBackend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
   ops::Weight w = Backend::upload_weight_int8(src, src_dtype, rows, cols);
   pack_column_panels(const_cast<void*>(w.data), 1, rows, cols);
+  w.panel_cols = kWideningPanelCols;
+  return w;
+}
+
+ops::Weight CpuBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols,
+                                          float activation_scaling_factor, float weights_scaling_factor) {
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  float* q_dst = alloc((n + sizeof(float) - 1) / sizeof(float));
+  std::memcpy(q_dst, q, n);
+  pack_column_panels(q_dst, 1, rows, cols);
+  // The widening kernel scales each column's sum: s_x · s_w for every column.
+  float* s_dst = alloc(static_cast<size_t>(std::max<int64_t>(cols, 1)));
+  std::fill(s_dst, s_dst + cols, activation_scaling_factor * weights_scaling_factor);
+  ops::Weight w(q_dst, DType::kFloat8E4M3);
+  w.scale = s_dst;
+  w.activation_scaling_factor = activation_scaling_factor;
+  w.weights_scaling_factor = weights_scaling_factor;
   w.panel_cols = kWideningPanelCols;
   return w;
 }
@@ -173,7 +191,8 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
-  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8 and half are all there is
+  if (weight.dtype == DType::kFloat8E4M3) return fp8_gemm(M, N, K, A, weight, C, beta);
+  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
   const bool packed = weight.panel_cols > 0;
   if (weight.dtype == DType::kInt8 && weight.w8a8) {
     w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
@@ -194,6 +213,25 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
         } else {
           widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, packed, nullptr, C, beta, n0, nn);
         }
+      },
+      packed ? weight.panel_cols : 16);
+}
+
+void CpuBackend::fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
+                          float beta) {
+  // The FP8 arithmetic of lib/ops/backend.h: A to E4M3 with the static scale, held widened (exactly)
+  // in fp32; the widening kernel then multiplies by the E4M3 weights widened as they stream and
+  // scales each sum by s_x · s_w (Weight::scale, one per column, set at upload).
+  const size_t n = static_cast<size_t>(M * K);
+  const float inv = 1.0f / weight.activation_scaling_factor;
+  a_rounded_.resize(n);
+  for (size_t i = 0; i < n; ++i) a_rounded_[i] = quant::e4m3_to_float(quant::float_to_e4m3(A[i] * inv));
+  const float* a = a_rounded_.data();
+  const bool packed = weight.panel_cols > 0;
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) {
+        widening_gemm_block(NarrowType::kFp8E4M3, M, N, K, a, weight.data, false, packed, weight.scale, C, beta, n0, nn);
       },
       packed ? weight.panel_cols : 16);
 }
@@ -340,7 +378,8 @@ void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t*
 void CpuBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src,
                             int64_t src_pitch, int64_t width, int64_t height) {
   if (dst.dtype != src.dtype) throw Error("copy_kv_2d: caches of different dtypes");
-  if (dst.dtype == DType::kInt8 && dst.scale != src.scale) throw Error("copy_kv_2d: int8 caches of different scales");
+  if (ops::kv_is_quantized(dst.dtype) && dst.scale != src.scale)
+    throw Error(std::string("copy_kv_2d: ") + dtype_name(dst.dtype) + " caches of different scales");
   const size_t el = dtype_size(src.dtype);
   auto* d = static_cast<uint8_t*>(dst.data);
   const auto* s = static_cast<const uint8_t*>(src.data);

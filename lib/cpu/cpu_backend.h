@@ -39,6 +39,9 @@ class CpuBackend : public ops::Backend {
   // W8A8 matrices are packed for AVX512-VNNI (vnni_int8_gemm.h), in the same column panels.
   ops::Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
                                  float act_scale, float out_scale) override;
+  // FP8 matrices stay E4M3 in the same column panels; the widening kernel reads them (widening_gemm.h).
+  ops::Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
+                                float weights_scaling_factor) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -83,13 +86,15 @@ class CpuBackend : public ops::Backend {
   // C = round(A)·B for an fp16/bf16 B (Backend::gemm's contract for half weights).
   void half_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
                  float beta);
+  // The FP8 arithmetic of lib/ops/backend.h for an FP8 B.
+  void fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
   // Runs block(n0, nn) over column blocks of an N-column output, one per thread when worth it.
   template <class Block>
   void for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align = 16);
 
   int threads_;
   DType weight_dtype_;
-  std::vector<float> a_rounded_;    // half GEMMs: A rounded to the weights' dtype, as fp32
+  std::vector<float> a_rounded_;    // half and FP8 GEMMs: A rounded to the weights' dtype, as fp32
   std::vector<uint16_t> a_bf16_;    // bf16 GEMMs through oneDNN: A as bf16
   std::unique_ptr<DnnlMatmul> dnnl_;  // made on the first bf16 GEMM with many rows
   W8A8Activations w8a8_act_;          // the input of the W8A8 GEMM running now, quantised

@@ -36,6 +36,9 @@ float dot(const float* q, const int8_t* k, float scale, int64_t n);
 // out[i] += w · v[i]; the int8 form adds w · (v[i]·scale).
 void axpy(float* out, float w, const float* v, int64_t n);
 void axpy(float* out, float w, const int8_t* v, float scale, int64_t n);
+// The same over FP8 E4M3 elements (an FP8 KV cache): k[i] read as e4m3_to_float(k[i])·scale.
+float dot_e4m3(const float* q, const uint8_t* k, float scale, int64_t n);
+void axpy_e4m3(float* out, float w, const uint8_t* v, float scale, int64_t n);
 // x[i] = e^(x[i] - shift) for i < n; returns Σ x[i] afterwards (a softmax's numerator and sum).
 float exp_shifted_sum(float* x, float shift, int64_t n);
 

@@ -17,7 +17,8 @@ namespace ftx::cpu {
 // kFp32 is no narrowing at all: fp32 weights take the same streaming kernel, because for a few
 // rows OpenBLAS's sgemm spends more time packing the weights on every call than multiplying (half
 // of a 16-row decode step by perf) and its sgemv serves one row only.
-enum class NarrowType { kInt8, kFp16, kBf16, kFp32 };
+// kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/backend.h).
+enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
 // Up to this many rows of A the streaming kernel runs; more take the tile kernel (AVX-512) or
 // widened panels and sgemm. Each row's sums are the same whatever the number of rows (the k order

@@ -73,11 +73,12 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     shape_.alibi_slopes = alibi_.data();
   }
   bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
-  if (be_.kv_dtype() == DType::kInt8)
+  if (ops::kv_is_quantized(be_.kv_dtype()))
     for (size_t l = 0; l < weights.layers.size(); ++l)
       FTX_CHECK(weights.layers[l].kv_scale > 0.0f, "",
-                "an int8 KV cache needs layer " + std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
-                    "'s scale: load the weights with the backend's int8 KV cache on");
+                std::string("a ") + dtype_name(be_.kv_dtype()) + " KV cache needs layer " +
+                    std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
+                    "'s scale: load the weights with the backend's quantised KV cache on");
   if (const PromptTables* p = options.prompts) {
     FTX_CHECK(p->hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p->hidden()) +
                                          " for a model of hidden size " + std::to_string(H_));
@@ -89,9 +90,9 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
       // The prefix goes into the KV cache as it is held here (copy_kv_2d): fp32, or int8 with each
       // layer's cache scale, quantised once now as the attention stores every other K and V.
       const DType kv = be_.kv_dtype();
-      FTX_CHECK(kv == DType::kFloat32 || kv == DType::kInt8, "",
-                std::string("prefix prompts need an fp32 or int8 KV cache; the ") + be_.name() + " backend holds it in " +
-                    dtype_name(kv) + " (run with --dtype fp32)");
+      FTX_CHECK(kv == DType::kFloat32 || ops::kv_is_quantized(kv), "",
+                std::string("prefix prompts need an fp32, int8 or fp8 KV cache; the ") + be_.name() +
+                    " backend holds it in " + dtype_name(kv) + " (run with --dtype fp32)");
       FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
       const size_t el = dtype_size(p->dtype());
       for (size_t t = 0; t < p->tasks().size(); ++t) {
@@ -101,17 +102,18 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
         std::vector<float> host(n);
         ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
                             DType::kFloat32, n);
-        // int8: four elements to a float slot of the buffer; only this stage's layers have a scale
-        // (and are ever copied), the rest stay zero.
-        const size_t slots = kv == DType::kInt8 ? (n + 3) / 4 : n;
+        // int8 and fp8: four elements to a float slot of the buffer; only this stage's layers have a
+        // scale (and are ever copied), the rest stay zero.
+        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : n;
         std::vector<float> held(slots, 0.0f);
-        if (kv == DType::kInt8) {
-          auto* q = reinterpret_cast<int8_t*>(held.data());
+        if (ops::kv_is_quantized(kv)) {
+          auto* q = reinterpret_cast<uint8_t*>(held.data());
           for (size_t l = 0; l < weights.layers.size(); ++l) {
             const size_t first = static_cast<size_t>(weights.first_layer()) + l;
             const float kv_orig_quant = 1.0f / kv_scale(static_cast<int64_t>(l));  // fp32, as the attention stores
             for (size_t i = first * per_layer; i < (first + 1) * per_layer; ++i)
-              q[i] = ops::quantize_kv(host[i], kv_orig_quant);
+              q[i] = kv == DType::kInt8 ? static_cast<uint8_t>(ops::quantize_kv(host[i], kv_orig_quant))
+                                        : ops::quantize_kv_fp8(host[i], kv_orig_quant);
           }
         } else {
           held.swap(host);
@@ -325,8 +327,8 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
 }
 
 float Engine::kv_scale(int64_t l) const {
-  // An fp32/fp16 cache has no scale; an int8 one the layer's calibrated kv_quant_orig.
-  return be_.kv_dtype() == DType::kInt8 ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
+  // An fp32/fp16 cache has no scale; an int8 or fp8 one the layer's calibrated scale.
+  return ops::kv_is_quantized(be_.kv_dtype()) ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
 }
 
 void Engine::check_position(int64_t pos) const {

@@ -15,20 +15,23 @@ std::string kv_cache_scale_file(int64_t layer) {
 }
 
 float read_kv_cache_scale(const std::string& dir, int64_t layer) {
-  const std::string path = dir + "/" + kv_cache_scale_file(layer);
+  return read_scale_file(dir + "/" + kv_cache_scale_file(layer),
+                         "--int8-kv-cache needs the layers' KV-cache scales; write them with "
+                         "`ftx smoothquant --calibrate-kv-cache`");
+}
+
+float read_scale_file(const std::string& path, const std::string& missing) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw Error(path, "missing: --int8-kv-cache needs the layers' KV-cache scales; write them with "
-                      "`ftx smoothquant --calibrate-kv-cache`");
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error(path, "missing: " + missing);
   if (st.st_size != static_cast<off_t>(sizeof(float)))
-    throw Error(path, std::to_string(st.st_size) + " bytes, expected 4 (one fp32 KV-cache scale)");
+    throw Error(path, std::to_string(st.st_size) + " bytes, expected 4 (one fp32 scale)");
   std::ifstream in(path, std::ios::binary);
   char bytes[sizeof(float)];
   if (!in.read(bytes, sizeof bytes)) throw Error(path, "cannot be read");
   float scale;
   std::memcpy(&scale, bytes, sizeof scale);
   if (!(scale > 0.0f) || !std::isfinite(scale))
-    throw Error(path, "KV-cache scale " + std::to_string(scale) + " is not a finite positive number");
+    throw Error(path, "scale " + std::to_string(scale) + " is not a finite positive number");
   return scale;
 }
 

@@ -18,4 +18,9 @@ std::string kv_cache_scale_file(int64_t layer);
 // holds a value that is not a finite positive number.
 float read_kv_cache_scale(const std::string& dir, int64_t layer);
 
+// One fp32 scale file (the INT8 and FP8 scales): Error naming `path` when it is missing (with
+// `missing`, what needs it and how to write it), is not 4 bytes, or holds a value that is not a
+// finite positive number.
+float read_scale_file(const std::string& path, const std::string& missing);
+
 }  // namespace ftx

@@ -20,10 +20,12 @@
 #include "formats/mapped_file.h"
 #include "formats/tensor.h"
 #include "lib/engine/w8a8_weights.h"
-#include "lib/engine/weight_checks.h"
+#include "lib/engine/fp8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
+#include "lib/engine/weight_checks.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx {
 
@@ -129,7 +131,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     std::string extra;
     while (dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) &&
+      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) && !quant::is_fp8_side_file(n) &&
           extra.empty())
         extra = n;
     }
@@ -206,6 +208,9 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   if (backend.kv_dtype() == DType::kInt8)
     for (size_t i = 0; i < w.layers.size(); ++i)
       w.layers[i].kv_scale = read_kv_cache_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
+  if (backend.kv_dtype() == DType::kFloat8E4M3)
+    for (size_t i = 0; i < w.layers.size(); ++i)
+      w.layers[i].kv_scale = read_fp8_kv_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
   const bool tied = file_size(join(dir, "model.lm_head.weight.bin")) < 0;
   // Whether this stage holds a tensor: its own layers; the embeddings (wte, wpe, the pre-decoder
   // layernorm) on the first stage; the final layernorm and lm_head (wte when tied) on the last.
@@ -295,6 +300,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   auto w8a8 = [&](const FtWeightFile& f, std::string* gemm) {
     return sq.on && f.shape.size() >= 2 && is_w8a8_gemm(f.name, gemm);
   };
+  // FP8 (--fp8) reads the layer GEMMs (and a gated FFN's gate) from the folder's E4M3 files.
+  auto fp8 = [&](const FtWeightFile& f, std::string* gemm) {
+    return backend.fp8() && f.shape.size() >= 2 && is_fp8_gemm(f.name, gemm);
+  };
   // What this rank will hold, against what the backend has, before anything is allocated.
   const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
   double need = 0;
@@ -308,7 +317,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
     const Slot slot = slot_for(f.name);
     const double el = !slot.matrix ? sizeof(float)
-                      : quantized(f) || w8a8(f, nullptr) ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8 + column scales
+                      : quantized(f) || w8a8(f, nullptr) || fp8(f, nullptr)
+                          ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8/E4M3 + column scales
                                      : static_cast<double>(dtype_size(backend.weight_dtype()));
     need += static_cast<double>(f.numel()) * el;
   }
@@ -334,6 +344,13 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (std::string gemm; w8a8(f, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
       *slot.matrix = load_w8a8_weight(dir, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);
+      w.owned_weights_.push_back(*slot.matrix);
+      w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
+      continue;
+    }
+    if (std::string gemm; fp8(f, &gemm)) {
+      const int64_t rows = f.shape.front(), cols = f.numel() / rows;
+      *slot.matrix = load_fp8_weight(dir, gemm, rank, rows, cols, backend);
       w.owned_weights_.push_back(*slot.matrix);
       w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
       continue;

@@ -34,8 +34,8 @@ struct LayerWeights {
   const float* gate_b = nullptr;
   ops::Weight proj_w;                    // [I/T, H]
   const float* proj_b = nullptr;         // [H]
-  // INT8 KV cache only (backend kv_dtype() int8): the layer's kv_quant_orig (kv_cache_scales.h);
-  // 0 otherwise.
+  // INT8 or FP8 KV cache only (backend kv_dtype() int8 or fp8): the layer's kv_quant_orig
+  // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;
 };
 

@@ -17,6 +17,10 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if ((o.per_token || o.per_channel) && o.int8_mode != 2)
     throw UsageError(std::string(o.per_token ? "--per-token" : "--per-channel") +
                      " applies to --int8-mode 2 (SmoothQuant W8A8) only");
+  if (o.fp8 && o.int8_mode != 0)
+    throw UsageError("--fp8 and --int8-mode " + std::to_string(o.int8_mode) +
+                     " both quantise the layer GEMMs: give one");
+  if (o.fp8_kv_cache && o.int8_kv_cache) throw UsageError("--fp8-kv-cache and --int8-kv-cache: give one");
   Runtime rt;
   rt.comm = dist::make_communicator();
   // The grid is checked before any collective: every rank reaches the same verdict from its flags,
@@ -35,6 +39,8 @@ Runtime make_runtime(const RuntimeOptions& o) {
   sq.per_channel = o.per_channel;
   rt.backend->set_smoothquant(sq);
   rt.backend->set_int8_kv_cache(o.int8_kv_cache);
+  rt.backend->set_fp8(o.fp8);
+  rt.backend->set_fp8_kv_cache(o.fp8_kv_cache);
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's
   // communicator (NCCL for cuda), registered from kernels/.

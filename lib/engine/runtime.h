@@ -28,13 +28,17 @@ struct RuntimeOptions {
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1), 2 SmoothQuant W8A8
   bool per_token = false, per_channel = false;  // --per-token / --per-channel (int8_mode 2 only)
   bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
+  bool fp8 = false;            // --fp8: the layer GEMMs in FP8 E4M3 from the folder's FP8 files
+  bool fp8_kv_cache = false;   // --fp8-kv-cache: K and V held in FP8 E4M3 with the folder's scales
   // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
   int tensor_para_size = 0, pipeline_para_size = 0;
 };
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is an int8_mode other than 0, 1 or 2, and --per-token or --per-channel without int8_mode 2.
+// so is an int8_mode other than 0, 1 or 2, --per-token or --per-channel without int8_mode 2, --fp8
+// with an int8_mode, and --fp8-kv-cache with --int8-kv-cache. A device without FP8 arithmetic
+// refuses --fp8 and --fp8-kv-cache (Error naming the device).
 // T·P other than the
 // number of ranks, or P more than model_dir's num_layer, is a UsageError on every rank (before any
 // collective: no rank waits).

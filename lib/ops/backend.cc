@@ -33,8 +33,15 @@ int8_t* KvCache::int8() const {
   return static_cast<int8_t*>(data);
 }
 
+uint8_t* KvCache::fp8() const {
+  if (dtype != DType::kFloat8E4M3)
+    throw Error(std::string("internal: an FP8 KV cache was expected, this one is ") + dtype_name(dtype));
+  return static_cast<uint8_t*>(data);
+}
+
 KvCache Backend::alloc_kv(size_t n) {
-  if (kv_dtype() == DType::kInt8) return KvCache(alloc((n + sizeof(float) - 1) / sizeof(float)), DType::kInt8);
+  const DType t = kv_dtype();
+  if (t == DType::kInt8 || t == DType::kFloat8E4M3) return KvCache(alloc((n + sizeof(float) - 1) / sizeof(float)), t);
   return KvCache(alloc(n));
 }
 
@@ -93,9 +100,9 @@ Weight Backend::upload_weight(const void* src, DType src_dtype, size_t n) {
 
 void Backend::release_weight(const Weight& w) {
   if (!w) return;
-  if (w.dtype == DType::kInt8) {
+  if (w.dtype == DType::kInt8 || w.dtype == DType::kFloat8E4M3) {
     release(static_cast<float*>(const_cast<void*>(w.data)));
-    release(const_cast<float*>(w.scale));
+    if (w.scale) release(const_cast<float*>(w.scale));
     return;
   }
   release(const_cast<float*>(w.fp32()));
@@ -132,6 +139,21 @@ Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t row
   upload(q_dst, packed.data(), words);
   upload(s_dst, scale.data(), scale.size());
   return Weight(q_dst, s_dst);
+}
+
+Weight Backend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
+                                  float weights_scaling_factor) {
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  // The E4M3 bytes travel through the float-typed alloc/upload, padded to whole floats.
+  const size_t words = std::max<size_t>((n + sizeof(float) - 1) / sizeof(float), 1);
+  std::vector<float> packed(words, 0.0f);
+  std::memcpy(packed.data(), q, n);
+  float* dst = alloc(words);
+  upload(dst, packed.data(), words);
+  Weight w(dst, DType::kFloat8E4M3);
+  w.activation_scaling_factor = activation_scaling_factor;
+  w.weights_scaling_factor = weights_scaling_factor;
+  return w;
 }
 
 Weight Backend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,

@@ -11,9 +11,9 @@
 //    activation operand to that dtype and accumulate in fp32. Weights are stored [in, out] as in
 //    FT files (so y = x · W).
 //  * The KV cache is a `KvCache` in the backend's KV dtype: fp32, or fp16/bf16 on a GPU holding
-//    half weights (K and V rounded as they are stored, widened as they are read), or int8 on any
-//    backend asked for it (--int8-kv-cache: quantised with the layer's calibrated scale as they
-//    are stored, dequantised as they are read; KvCache::scale).
+//    half weights (K and V rounded as they are stored, widened as they are read), or int8 or FP8
+//    E4M3 on any backend asked for it (--int8-kv-cache, --fp8-kv-cache: quantised with the layer's
+//    calibrated scale as they are stored, dequantised as they are read; KvCache::scale).
 //  * Small per-row metadata (token ids, positions, lengths, cache row indices) is passed as host
 //    pointers; a device backend copies it in (it is a few hundred bytes per step).
 //  * KV cache, per layer: K and V each [blocks, kv_heads, block_size, head_dim], a pool of blocks
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "lib/model/model_config.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::ops {
 
@@ -56,6 +57,12 @@ struct Weight {
   // result scaled by out_scale (scale_y_quant_orig); act_scale == 0: per-token (dynamic).
   bool w8a8 = false;
   float act_scale = 0.0f, out_scale = 1.0f;
+  // FP8 (dtype kFloat8E4M3; --fp8, set by upload_weight_fp8): the E4M3 matrix stands for
+  // q · weights_scaling_factor, and the GEMM quantises A to E4M3 with the static
+  // activation_scaling_factor (the FP8 arithmetic at the end of this file); both are TensorRT-LLM's
+  // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols) and
+  // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: {s_w, s_x}).
+  float activation_scaling_factor = 0.0f, weights_scaling_factor = 0.0f;
   Weight() = default;
   Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
   Weight(const void* p, DType t) : data(p), dtype(t) {}
@@ -72,13 +79,19 @@ struct KvCache {
   // kInt8 only: the layer's kv_quant_orig, TensorRT-LLM's per-tensor INT8 KV-cache scale (the QKV
   // GEMM's calibrated scale_y_quant_orig = max|QKV output| / 127, ft-runtime.md §4.2; the same for
   // K and V and on every TP rank). Stored: quantize_kv(x, 1/scale); read: q · scale.
+  // kFloat8E4M3: the layer's kv_cache_scaling_factor (max |K|, |V| / 448, fp8_export.h). Stored:
+  // quantize_kv_fp8(x, 1/scale); read: dequantize_kv_fp8(q, scale).
   float scale = 1.0f;
   KvCache() = default;
   KvCache(float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
   KvCache(void* p, DType t, float s = 1.0f) : data(p), dtype(t), scale(s) {}
   float* fp32() const;   // data, checked to be fp32 (throws Error otherwise)
   int8_t* int8() const;  // data, checked to be int8 (throws Error otherwise)
+  uint8_t* fp8() const;  // data, checked to be FP8 E4M3 (throws Error otherwise)
 };
+
+// Whether a KV cache of this dtype is quantised with a per-layer scale (int8, FP8).
+inline bool kv_is_quantized(DType t) { return t == DType::kInt8 || t == DType::kFloat8E4M3; }
 
 // One K or V element into an int8 cache: x · kv_orig_quant (kv_orig_quant = 1/kv_quant_orig, an
 // fp32 product as on the GPU) rounded to nearest, ties to even, and saturated to [-128, 127]. That
@@ -88,6 +101,12 @@ inline int8_t quantize_kv(float x, float kv_orig_quant) {
   const float r = std::nearbyint(x * kv_orig_quant);  // the default rounding mode: to nearest even
   return static_cast<int8_t>(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));
 }
+
+// One K or V element into and out of an FP8 E4M3 cache: x · kv_orig_quant (1/kv_cache_scaling_factor,
+// an fp32 product as on the GPU) rounded to nearest even and saturated to ±448 (quant::float_to_e4m3:
+// what TensorRT-LLM's FP8 cache stores with cvt.rn.satfinite.e4m3x2.f32); read back as q · scale.
+inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return quant::float_to_e4m3(x * kv_orig_quant); }
+inline float dequantize_kv_fp8(uint8_t q, float scale) { return quant::e4m3_to_float(q) * scale; }
 
 struct AttentionShape {
   int64_t q_heads = 0;      // query heads on this rank
@@ -172,6 +191,22 @@ class Backend {
   void set_int8_kv_cache(bool on) { int8_kv_cache_ = on; }
   bool int8_kv_cache() const { return int8_kv_cache_; }
 
+  // FP8 (TensorRT-LLM's FP8 quantisation, --fp8): when on, the layers' GEMM matrices (QKV, attention
+  // output, FFN in, gate and out) are the folder's E4M3 files with their per-tensor scales, and each
+  // GEMM quantises its input to E4M3 (the FP8 arithmetic below). A device without FP8 arithmetic may
+  // refuse it (Error naming the device).
+  virtual void set_fp8(bool on) { fp8_ = on; }
+  bool fp8() const { return fp8_; }
+  // A host E4M3 [rows, cols] matrix and its two per-tensor scales into backend memory as an FP8
+  // weight (Weight::activation_scaling_factor, weights_scaling_factor). Release with release_weight().
+  virtual Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
+                                   float weights_scaling_factor);
+  // FP8 KV cache (TensorRT-LLM's FP8 KV CACHE, --fp8-kv-cache): when on, kv_dtype() is kFloat8E4M3
+  // and each layer's cache carries its kv_cache_scaling_factor (KvCache::scale). Not with the INT8
+  // cache (make_runtime refuses both).
+  virtual void set_fp8_kv_cache(bool on) { fp8_kv_cache_ = on; }
+  bool fp8_kv_cache() const { return fp8_kv_cache_; }
+
   // The logits GEMM's N (the vocabulary) is padded to a multiple of this: the lm_head table (wte
   // when tied) and its bias get zero rows up to it, and the padding logits are never read. FT pads
   // to 8 for half-precision GEMMs, whose tensor-core kernels want 16-byte-aligned rows; 1: none.
@@ -179,7 +214,9 @@ class Backend {
 
   // The dtype this backend holds the KV cache in, and its allocation (n elements of it; the int8
   // bytes travel in float-sized units of alloc(), padded to a whole float).
-  virtual DType kv_dtype() const { return int8_kv_cache_ ? DType::kInt8 : DType::kFloat32; }
+  virtual DType kv_dtype() const {
+    return int8_kv_cache_ ? DType::kInt8 : fp8_kv_cache_ ? DType::kFloat8E4M3 : DType::kFloat32;
+  }
   virtual KvCache alloc_kv(size_t n);
   virtual void release_kv(const KvCache& c) { release(static_cast<float*>(c.data)); }
 
@@ -284,6 +321,7 @@ class Backend {
   bool int8_weight_only_ = false;
   SmoothQuant smoothquant_;
   bool int8_kv_cache_ = false;
+  bool fp8_ = false, fp8_kv_cache_ = false;
 };
 
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm
@@ -298,6 +336,15 @@ class Backend {
 //  3. C[m][n] = float(acc) · (alpha_row[m] · alpha_col[n]) + beta · C[m][n], in fp32.
 // alpha_col is what the loader gives: per-tensor scale_y_accum_quant[.col] (so with out_scale =
 // scale_y_quant_orig the product is 1/(s_x·s_w)), per-token scale_w_quant_orig[.col].
+
+// The arithmetic of an FP8 GEMM C[M,N] = A[M,K] · W (TensorRT-LLM's FP8 Linear: E4M3 × E4M3 with fp32
+// accumulation; every backend computes this, fp32 output):
+//  1. q_a[m][k] = E4M3(A[m][k] · (1 / s_x)): the fp32 reciprocal of activation_scaling_factor s_x,
+//     an fp32 product, rounded to nearest even and saturated to ±448 (quant::float_to_e4m3);
+//  2. acc[m][n] = Σ_k q_a[m][k] · q_w[k][n] in fp32 (every product of two E4M3 values is exact in fp32);
+//  3. C[m][n] = acc[m][n] · (s_x · s_w) + beta · C[m][n], the scales' product taken in fp32
+//     (cuBLASLt: scale_a = s_x, scale_b = s_w, fp32 D).
+// Bias and activation follow as for any GEMM.
 
 // ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
 // h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).

@@ -21,8 +21,10 @@ std::string gemm_key(int64_t layer, const std::string& suffix) {
 
 void ActRanges::save(const std::string& path, bool force) const {
   nlohmann::json g = nlohmann::json::object();
-  for (const auto& kv : gemms) g[kv.first] = {{"x", kv.second.x}, {"y", kv.second.y}, {"w", kv.second.w}};
-  const nlohmann::json j = {{"format", "ftx-act-ranges-1"}, {"samples", samples}, {"gemms", g}};
+  for (const auto& gr : gemms) g[gr.first] = {{"x", gr.second.x}, {"y", gr.second.y}, {"w", gr.second.w}};
+  nlohmann::json k = nlohmann::json::object();
+  for (const auto& kv_range : kv) k[kv_range.first] = {{"k", kv_range.second.k}, {"v", kv_range.second.v}};
+  const nlohmann::json j = {{"format", "ftx-act-ranges-1"}, {"samples", samples}, {"gemms", g}, {"kv", k}};
   write_output_file(path, j.dump() + "\n", force);
 }
 
@@ -49,6 +51,16 @@ ActRanges ActRanges::load(const std::string& path) {
       throw Error(path, "gemm " + it.key() + ": " + e.what());
     }
     r.gemms[it.key()] = std::move(g);
+  }
+  if (j.contains("kv")) {
+    if (!j["kv"].is_object()) throw Error(path, "\"kv\" is not an object of per-layer K/V ranges");
+    for (auto it = j["kv"].begin(); it != j["kv"].end(); ++it) {
+      try {
+        r.kv[it.key()] = KvRange{it.value().at("k").get<float>(), it.value().at("v").get<float>()};
+      } catch (const std::exception& e) {
+        throw Error(path, "kv " + it.key() + ": " + e.what());
+      }
+    }
   }
   return r;
 }

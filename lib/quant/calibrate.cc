@@ -18,7 +18,7 @@
 namespace ftx::quant {
 
 std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& path, const Tokenizer* tokenizer,
-                                                           int64_t max_samples, int64_t seq_len) {
+                                                           int64_t max_samples, int64_t seq_len, int64_t vocab_size) {
   std::ifstream in(path);
   if (!in) throw Error(path, "cannot open calibration data");
   std::vector<std::vector<int32_t>> out;
@@ -49,6 +49,10 @@ std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& pa
       throw Error(where, "neither \"text\" (a string) nor \"ids\"");
     }
     if (ids.empty()) throw Error(where, "sample has no tokens");
+    for (int32_t id : ids)
+      if (id < 0 || (vocab_size > 0 && id >= vocab_size))
+        throw Error(where, "token id " + std::to_string(id) + " is outside the model's vocabulary [0, " +
+                               std::to_string(vocab_size) + ")");
     if (static_cast<int64_t>(ids.size()) > seq_len) ids.resize(static_cast<size_t>(seq_len));
     out.push_back(std::move(ids));
   }
@@ -85,6 +89,7 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
               model.has(p + "mlp.attention.bias.sum") ? bias_of(p + "mlp.attention.bias.sum")
                                                       : bias_of(p + "mlp.dense_4h_to_h.bias"));
   }
+  rec.record_kv(cfg.num_layer);
   int64_t longest = 0, tokens = 0;
   for (const auto& s : samples) {
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
@@ -107,6 +112,8 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
   r.samples = static_cast<int64_t>(samples.size());
   for (const auto& kv : rec.stats()) r.gemms[kv.first] = GemmRange{kv.second.x, kv.second.y, {}};
   for (auto& kv : r.gemms) kv.second.w = column_abs_max(model.at(kv.first + ".weight"), 1e-8f);
+  for (size_t l = 0; l < rec.kv_stats().size(); ++l)
+    r.kv[gemm_key(static_cast<int64_t>(l), "attention")] = KvRange{rec.kv_stats()[l].first, rec.kv_stats()[l].second};
   return r;
 }
 

@@ -16,10 +16,11 @@ namespace ftx::quant {
 
 // The first `max_samples` lines of a JSON-lines file: {"text": "..."} (tokenized with `tokenizer`,
 // which may be null only when every line has ids) or {"ids": [...]}, each truncated to `seq_len`
-// tokens. Errors name the file and line: bad JSON, neither key, a sample with no tokens, an empty
-// file, text without a tokenizer.
+// tokens. Errors name the file and line: bad JSON, neither key, a sample with no tokens, an id
+// outside [0, vocab_size) (when vocab_size > 0), an empty file, text without a tokenizer.
 std::vector<std::vector<int32_t>> read_calibration_samples(const std::string& path, const Tokenizer* tokenizer,
-                                                           int64_t max_samples, int64_t seq_len);
+                                                           int64_t max_samples, int64_t seq_len,
+                                                           int64_t vocab_size = 0);
 
 struct CalibrationOptions {
   std::string device = "cpu";
@@ -29,7 +30,8 @@ struct CalibrationOptions {
 
 // Runs `samples` through the TP-1 FT folder `tp1_dir` (whose tensors `model` holds: the GEMM
 // biases added to "y" come from it) and returns x and y of every GEMM; w is filled from `model`'s
-// weights as TensorRT-LLM does (max |W| per output column, clipped at 1e-8). Progress on stderr.
+// weights as TensorRT-LLM does (max |W| per output column, clipped at 1e-8); kv holds each layer's
+// max |K| and |V| as the cache stores them (keys "model.layers.L.attention"). Progress on stderr.
 ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
                     const std::vector<std::vector<int32_t>>& samples, const CalibrationOptions& options);
 

@@ -47,10 +47,16 @@ HostModel HostModel::read(const std::string& dir) {
   HostModel m;
   m.dir = dir;
   m.cfg = read_model_config(dir);
+  // The QKV columns are split below as [3, H] (multi-head) or [H | d | d] (multi-query); grouped-query
+  // attention's [H | G·d | G·d] is neither, and reading it as either would calibrate and export
+  // wrongly split matrices.
+  const int64_t kv = m.cfg.kv_head_num;
+  FTX_CHECK(kv <= 0 || kv == 1 || kv == m.cfg.head_num, dir + "/config.ini",
+            "grouped-query attention (kv_head_num " + std::to_string(kv) + " of head_num " +
+                std::to_string(m.cfg.head_num) + ") has no smoothquant path (multi-head and multi-query only)");
   const int64_t tp = m.cfg.tensor_para_size;
   ModelWeights::check_files(dir, m.cfg, static_cast<int>(tp));
-  FTX_CHECK(m.cfg.attention == AttentionKind::kMultiHead, dir,
-            "multi-query attention (multi_query_mode) has no INT8 path: TensorRT-LLM also refuses it");
+  const bool mqa = m.cfg.attention == AttentionKind::kMultiQuery;
   const DType dt = m.cfg.weight_data_type;
   const std::vector<FtWeightFile> full = ft_weight_files(m.cfg, 1);
   for (const auto& f : full) {
@@ -64,8 +70,10 @@ HostModel HostModel::read(const std::string& dir) {
     t.data.resize(static_cast<size_t>(f.numel()));
     const OutSplit split = parts.front().rank < 0 ? OutSplit::kReplicated : ft_split_of(f.name);
     const int64_t cols = f.shape.back(), rows = f.numel() / cols;
-    // QKV's last axis is [3, H]: each rank holds [3, H/T] of it.
-    const int64_t segs = split == OutSplit::kColumn && is_qkv(f.name) ? 3 : 1;
+    // QKV's last axis is [3, H]: each rank holds [3, H/T] of it. Multi-query: [H | d | d], each rank
+    // [H/T | d | d] (K and V whole on every rank).
+    const int64_t segs = split == OutSplit::kColumn && is_qkv(f.name) && !mqa ? 3 : 1;
+    const int64_t kv_cols = split == OutSplit::kColumn && is_qkv(f.name) && mqa ? 2 * m.cfg.size_per_head : 0;
     std::vector<float> buf;
     for (size_t r = 0; r < parts.size(); ++r) {
       const FtWeightFile& p = parts[r];
@@ -78,11 +86,16 @@ HostModel HostModel::read(const std::string& dir) {
       } else if (split == OutSplit::kRow) {
         std::memcpy(t.data.data() + r * n, buf.data(), n * sizeof(float));
       } else {
-        const int64_t seg_full = cols / segs, seg_part = seg_full / static_cast<int64_t>(parts.size());
-        for (int64_t i = 0; i < rows; ++i)
+        const int64_t seg_full = (cols - kv_cols) / segs, seg_part = seg_full / static_cast<int64_t>(parts.size());
+        const int64_t row_part = segs * seg_part + kv_cols;
+        for (int64_t i = 0; i < rows; ++i) {
           for (int64_t s = 0; s < segs; ++s)
             std::memcpy(t.data.data() + i * cols + s * seg_full + static_cast<int64_t>(r) * seg_part,
-                        buf.data() + (i * segs + s) * seg_part, static_cast<size_t>(seg_part) * sizeof(float));
+                        buf.data() + i * row_part + s * seg_part, static_cast<size_t>(seg_part) * sizeof(float));
+          if (kv_cols > 0 && r == 0)  // the replicated K and V, from rank 0
+            std::memcpy(t.data.data() + i * cols + seg_full, buf.data() + i * row_part + seg_part,
+                        static_cast<size_t>(kv_cols) * sizeof(float));
+        }
       }
     }
     if (is_neox_bias_sum(m.cfg, f.name))
@@ -118,7 +131,15 @@ ConversionPlan make_plan(const ModelConfig& cfg, const std::string& dir, std::ma
     v.storage.origin = job.source;
     job.shards.push_back(v);
     job.split = ft_split_of(kv.first);
-    if (job.split == OutSplit::kColumn && is_qkv(kv.first)) job.segments = 3;
+    if (job.split == OutSplit::kColumn && is_qkv(kv.first)) {
+      if (cfg.attention == AttentionKind::kMultiQuery) {  // [H | d | d]: K and V whole on every rank
+        const int64_t d = cfg.size_per_head;
+        job.seg_sizes = {t.shape.back() - 2 * d, d, d};
+        job.seg_split = {true, false, false};
+      } else {
+        job.segments = 3;
+      }
+    }
     plan.jobs.push_back(std::move(job));
   }
   return plan;

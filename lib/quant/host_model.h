@@ -25,8 +25,9 @@ struct HostModel {
 
   // Reads `dir` (config.ini, every file ft_weight_files lists for the folder's TP size) and merges
   // the ranks: QKV per Q/K/V segment on the last axis, attention.dense and dense_4h_to_h on axis 0,
-  // the other split tensors on the last axis. GPT-NeoX's `mlp.attention.bias.sum` (stored ÷ TP) is
-  // multiplied back to the full sum. Errors as ModelWeights::check_files.
+  // the other split tensors on the last axis (multi-query QKV: the Q parts, and K and V from rank 0).
+  // GPT-NeoX's `mlp.attention.bias.sum` (stored ÷ TP) is multiplied back to the full sum. Errors as
+  // ModelWeights::check_files.
   static HostModel read(const std::string& dir);
 
   bool has(const std::string& name) const { return tensors.count(name) != 0; }

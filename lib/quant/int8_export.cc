@@ -6,6 +6,7 @@
 
 #include "formats/error.h"
 #include "lib/ops/backend.h"
+#include "lib/quant/side_files.h"
 
 namespace ftx::quant {
 
@@ -13,53 +14,9 @@ namespace {
 
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
-template <typename T>
-SideTensor make_file(const std::string& name, int64_t rank, std::vector<int64_t> shape, DType dtype,
-                     const std::vector<T>& values) {
-  SideTensor f;
-  f.file = FtWeightFile{name, rank, std::move(shape), false};
-  f.dtype = dtype;
-  FTX_CHECK(static_cast<int64_t>(values.size()) == f.file.numel(), "", "int8 export: size of " + name);
-  f.bytes.resize(values.size() * sizeof(T));
-  std::memcpy(f.bytes.data(), values.data(), f.bytes.size());
-  return f;
-}
-
 std::vector<float> to_f32(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 
-// Rank r's part of a [rows, cols] row-major array: rows split (axis 0) or every one of `segs`
-// equal last-axis segments split (column-parallel; QKV has 3 segments).
-template <typename T>
-std::vector<T> split_part(const std::vector<T>& a, int64_t rows, int64_t cols, bool by_rows, int64_t segs,
-                          int64_t tp, int64_t r) {
-  std::vector<T> out;
-  if (by_rows) {
-    const int64_t n = rows / tp;
-    out.assign(a.begin() + r * n * cols, a.begin() + (r + 1) * n * cols);
-    return out;
-  }
-  const int64_t seg = cols / segs, part = seg / tp;
-  out.reserve(static_cast<size_t>(rows * cols / tp));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t s = 0; s < segs; ++s) {
-      const auto b = a.begin() + i * cols + s * seg + r * part;
-      out.insert(out.end(), b, b + part);
-    }
-  return out;
-}
-
 int8_t to_i8(double v) { return static_cast<int8_t>(std::clamp(std::nearbyint(v), -127.0, 127.0)); }
-
-// The weight as it is stored: rounded to the output dtype.
-std::vector<float> stored_values(const HostTensor& w, DType storage) {
-  std::vector<float> stored(w.data);
-  if (storage != DType::kFloat32) {
-    std::vector<uint16_t> half(stored.size());
-    ops::convert_weight(w.data.data(), DType::kFloat32, half.data(), storage, stored.size());
-    ops::convert_weight(half.data(), storage, stored.data(), DType::kFloat32, stored.size());
-  }
-  return stored;
-}
 
 }  // namespace
 
@@ -75,8 +32,8 @@ std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map
       FTX_CHECK(it != ranges.end(), "", "no activation ranges for " + base);
       const QuantRange& rg = it->second;
       const double x_max = max_of(rg.x), y_max = max_of(rg.y);
-      out.push_back(make_file(base + ".scale_y_quant_orig", -1, {1}, DType::kFloat32,
-                              std::vector<float>{static_cast<float>(y_max / 127.0)}));
+      out.push_back(make_side_file(base + ".scale_y_quant_orig", -1, {1}, DType::kFloat32,
+                                   std::vector<float>{static_cast<float>(y_max / 127.0)}));
       if (kv_only) continue;
 
       const HostTensor& w = model.at(base + ".weight");
@@ -112,25 +69,25 @@ std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map
       for (int64_t r = 0; r < tp; ++r) {
         const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
                                                    : std::vector<int64_t>{rows, cols / tp};
-        out.push_back(make_file(base + ".weight.int8", r, shape, DType::kInt8,
-                                split_part(q_t, rows, cols, by_rows, segs, tp, r)));
-        out.push_back(make_file(base + ".weight.int8.col", r, shape, DType::kInt8,
-                                split_part(q_c, rows, cols, by_rows, segs, tp, r)));
+        out.push_back(make_side_file(base + ".weight.int8", r, shape, DType::kInt8,
+                                     split_part(q_t, rows, cols, by_rows, segs, tp, r)));
+        out.push_back(make_side_file(base + ".weight.int8.col", r, shape, DType::kInt8,
+                                     split_part(q_c, rows, cols, by_rows, segs, tp, r)));
         if (!by_rows) {
           const std::vector<int64_t> cs = qkv ? std::vector<int64_t>{3, seg / tp} : std::vector<int64_t>{cols / tp};
-          out.push_back(make_file(base + ".scale_w_quant_orig.col", r, cs, DType::kFloat32,
-                                  split_part(to_f32(w_qo_c), 1, cols, false, segs, tp, r)));
-          out.push_back(make_file(base + ".scale_y_accum_quant.col", r, cs, DType::kFloat32,
-                                  split_part(to_f32(acc_c), 1, cols, false, segs, tp, r)));
+          out.push_back(make_side_file(base + ".scale_w_quant_orig.col", r, cs, DType::kFloat32,
+                                       split_part(to_f32(w_qo_c), 1, cols, false, segs, tp, r)));
+          out.push_back(make_side_file(base + ".scale_y_accum_quant.col", r, cs, DType::kFloat32,
+                                       split_part(to_f32(acc_c), 1, cols, false, segs, tp, r)));
         }
       }
-      out.push_back(make_file(base + ".scale_x_orig_quant", -1, {1}, DType::kFloat32,
-                              std::vector<float>{static_cast<float>(sx)}));
-      out.push_back(make_file(base + ".scale_w_quant_orig", -1, t_shape, DType::kFloat32, to_f32(w_qo_t)));
-      out.push_back(make_file(base + ".scale_y_accum_quant", -1, t_shape, DType::kFloat32, to_f32(acc_t)));
+      out.push_back(make_side_file(base + ".scale_x_orig_quant", -1, {1}, DType::kFloat32,
+                                   std::vector<float>{static_cast<float>(sx)}));
+      out.push_back(make_side_file(base + ".scale_w_quant_orig", -1, t_shape, DType::kFloat32, to_f32(w_qo_t)));
+      out.push_back(make_side_file(base + ".scale_y_accum_quant", -1, t_shape, DType::kFloat32, to_f32(acc_t)));
       if (by_rows) {
-        out.push_back(make_file(base + ".scale_w_quant_orig.col", -1, {cols}, DType::kFloat32, to_f32(w_qo_c)));
-        out.push_back(make_file(base + ".scale_y_accum_quant.col", -1, {cols}, DType::kFloat32, to_f32(acc_c)));
+        out.push_back(make_side_file(base + ".scale_w_quant_orig.col", -1, {cols}, DType::kFloat32, to_f32(w_qo_c)));
+        out.push_back(make_side_file(base + ".scale_y_accum_quant.col", -1, {cols}, DType::kFloat32, to_f32(acc_c)));
       }
     }
   }
@@ -167,8 +124,8 @@ std::vector<SideTensor> ft_int8_files(const HostModel& model, const std::map<std
       for (int64_t r = 0; r < tp; ++r) {
         const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
                                                    : std::vector<int64_t>{rows, cols / tp};
-        out.push_back(make_file(base + ".weight.int8", r, shape, DType::kInt8,
-                                split_part(q, rows, cols, by_rows, segs, tp, r)));
+        out.push_back(make_side_file(base + ".weight.int8", r, shape, DType::kInt8,
+                                     split_part(q, rows, cols, by_rows, segs, tp, r)));
       }
       std::vector<double> scale(static_cast<size_t>(segs), s_x), inter, scale_out;
       for (int64_t k = 0; k < segs; ++k) {
@@ -176,10 +133,10 @@ std::vector<SideTensor> ft_int8_files(const HostModel& model, const std::map<std
         for (int64_t j = 0; j < (qkv ? seg / tp : 1); ++j) inter.push_back(s_y[k] / (s_x * s_w[k]));
       }
       const std::vector<int64_t> n3 = {segs};
-      out.push_back(make_file(base + ".scale", -1, n3, DType::kFloat32, to_f32(scale)));
-      out.push_back(make_file(base + ".scale_inter", -1, qkv ? std::vector<int64_t>{3, seg / tp} : n3, DType::kFloat32,
-                              to_f32(inter)));
-      out.push_back(make_file(base + ".scale_out", -1, n3, DType::kFloat32, to_f32(scale_out)));
+      out.push_back(make_side_file(base + ".scale", -1, n3, DType::kFloat32, to_f32(scale)));
+      out.push_back(make_side_file(base + ".scale_inter", -1, qkv ? std::vector<int64_t>{3, seg / tp} : n3,
+                                   DType::kFloat32, to_f32(inter)));
+      out.push_back(make_side_file(base + ".scale_out", -1, n3, DType::kFloat32, to_f32(scale_out)));
     }
   }
   return out;

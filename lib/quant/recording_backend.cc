@@ -45,4 +45,24 @@ void RecordingBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, con
   column_abs_max(s.y, host_c_.data(), M, N, bias);
 }
 
+void RecordingBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+                                         const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
+                                         const ops::AttentionShape& shape, const int32_t* past) {
+  in_.context_attention(out, qkv, B, S, lengths, tables, k, v, shape, past);
+  if (kv_.empty()) return;
+  auto& [k_max, v_max] = kv_[attention_calls_++ % kv_.size()];
+  const int64_t width = shape.qkv_width(), d = shape.head_dim;
+  host_a_.resize(static_cast<size_t>(B * S * width));
+  in_.download(host_a_.data(), qkv, host_a_.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t) {
+      const float* key = host_a_.data() + (b * S + t) * width + shape.q_heads * d;  // [Q | K | V]
+      const float* value = key + shape.kv_heads * d;
+      for (int64_t i = 0; i < shape.kv_heads * d; ++i) {
+        k_max = std::max(k_max, std::fabs(key[i]));
+        v_max = std::max(v_max, std::fabs(value[i]));
+      }
+    }
+}
+
 }  // namespace ftx::quant

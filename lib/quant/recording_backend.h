@@ -8,6 +8,11 @@
 // Backend::gemm call with the weight as an argument, so matching the weight pointer identifies the
 // layer and GEMM without a single line in lib/engine. Calibration runs the unsplit model (TP 1), so
 // the recorded ranges are those of the full tensors.
+//
+// It also records, per layer, max |K| and max |V| of the tokens each prefill stores in the KV cache
+// (the fused qkv rows context_attention receives, after rotary: exactly what a cache holds), for
+// the FP8 KV-cache scale. The n-th context_attention call of a prefill is layer n (the engine runs
+// the layers in order, one call each), so record_kv(layers) is told how many there are.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +35,10 @@ class RecordingBackend : public ops::Backend {
   // added to the output before its maximum is taken.
   void watch(const ops::Weight& w, const std::string& key, std::vector<float> bias);
   const std::map<std::string, GemmStats>& stats() const { return stats_; }
+  // Records K and V of every context_attention call; the calls cycle over `layers` layers.
+  void record_kv(int64_t layers) { kv_.assign(static_cast<size_t>(layers), {}); }
+  // Per layer: max |K|, max |V| (empty unless record_kv was called).
+  const std::vector<std::pair<float, float>>& kv_stats() const { return kv_; }
 
   std::string name() const override { return in_.name(); }
   void use_gemm_config(const std::string& p, const std::string& d) override { in_.use_gemm_config(p, d); }
@@ -86,9 +95,7 @@ class RecordingBackend : public ops::Backend {
   }
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
-                         const ops::AttentionShape& shape, const int32_t* past) override {
-    in_.context_attention(out, qkv, B, S, lengths, tables, k, v, shape, past);
-  }
+                         const ops::AttentionShape& shape, const int32_t* past) override;
   void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
                         const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override {
     in_.decode_attention(out, qkv, n, tables, past, k, v, shape);
@@ -111,6 +118,8 @@ class RecordingBackend : public ops::Backend {
   std::map<const void*, Watched> watched_;
   std::map<std::string, GemmStats> stats_;
   std::vector<float> host_a_, host_c_;
+  std::vector<std::pair<float, float>> kv_;
+  size_t attention_calls_ = 0;
 };
 
 }  // namespace ftx::quant

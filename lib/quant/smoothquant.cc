@@ -13,6 +13,7 @@
 #include "lib/convert/hf_common.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/quant/calibrate.h"
+#include "lib/quant/fp8_export.h"
 #include "lib/quant/host_model.h"
 #include "lib/quant/int8_export.h"
 #include "lib/quant/smoothing.h"
@@ -30,8 +31,8 @@ void check_options(const SmoothQuantOptions& o) {
     s << "--alpha " << *o.alpha << " is outside [0, 1]";
     throw UsageError(s.str());
   }
-  if (!o.alpha && !o.calibrate_kv_cache)
-    throw UsageError("nothing to do: give --alpha (SmoothQuant W8A8 files) and/or --calibrate-kv-cache");
+  if (!o.alpha && !o.calibrate_kv_cache && !o.fp8)
+    throw UsageError("nothing to do: give --alpha (SmoothQuant W8A8 files), --calibrate-kv-cache and/or --fp8");
   if (o.tp < 1) throw UsageError("-g " + std::to_string(o.tp) + " must be at least 1");
   if (o.calib_samples < 1) throw UsageError("--calib-samples must be at least 1");
   if (o.calib_seq_len < 1) throw UsageError("--calib-seq-len must be at least 1");
@@ -68,7 +69,8 @@ std::string format_double(double v) {
 
 ActRanges calibrate_folder(const SmoothQuantOptions& o, const HostModel& model) {
   std::unique_ptr<Tokenizer> tok = find_model_tokenizer(o.model_dir, "");
-  const auto samples = read_calibration_samples(o.calib_data, tok.get(), o.calib_samples, o.calib_seq_len);
+  const auto samples =
+      read_calibration_samples(o.calib_data, tok.get(), o.calib_samples, o.calib_seq_len, model.cfg.vocab_size);
   CalibrationOptions co{o.device, o.threads, o.quiet};
   if (model.cfg.tensor_para_size == 1) return calibrate(o.model_dir, model, samples, co);
   // The ranges must be those of the full tensors: calibrate an unsplit copy of a split folder.
@@ -96,6 +98,9 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   if (o.format == "ft" && (model.cfg.arch == Architecture::kGptJ || model.cfg.arch == Architecture::kGptNeoX))
     throw Error(o.model_dir, std::string("--format ft: FasterTransformer's W8A8 files exist for its GPT model only, not ") +
                                  architecture_name(model.cfg.arch) + " (use --format trt-llm)");
+  if ((o.alpha || o.calibrate_kv_cache) && model.cfg.attention == AttentionKind::kMultiQuery)
+    throw Error(o.model_dir, "multi-query attention (multi_query_mode) has no INT8 path: TensorRT-LLM also refuses it "
+                             "(--fp8 alone works)");
   if (o.alpha && ft_is_gated(model.cfg))
     throw Error(o.model_dir, std::string("SmoothQuant W8A8 of a gated FFN (") + activation_name(model.cfg.activation) +
                                  ") is not supported (TensorRT-LLM refuses it too); --calibrate-kv-cache alone works");
@@ -122,8 +127,12 @@ void run_smoothquant(const SmoothQuantOptions& o) {
     // The INT8 KV-cache scale has no FasterTransformer file: TensorRT-LLM's is written.
     if (o.calibrate_kv_cache)
       for (SideTensor& f : trtllm_int8_files(model, q, o.tp, o.dtype, true)) side.push_back(std::move(f));
-  } else {
+  } else if (o.alpha || o.calibrate_kv_cache) {
     side = trtllm_int8_files(model, q, o.tp, o.dtype, !o.alpha);
+  }
+  if (o.fp8) {
+    const std::string origin = o.act_ranges.empty() ? o.model_dir : o.act_ranges;
+    for (SideTensor& f : trtllm_fp8_files(model, q, ranges.kv, o.tp, o.dtype, origin)) side.push_back(std::move(f));
   }
   ConversionPlan plan = plan_host_model(std::move(model), o.tp);
   plan.side_tensors = std::move(side);
@@ -142,6 +151,7 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
   plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");
   plan.extra_ini.emplace_back("int8_format", o.format);
+  plan.extra_ini.emplace_back("fp8", o.fp8 ? "True" : "False");
   plan.extra_ini.emplace_back("int8_calib_samples", std::to_string(ranges.samples));
   if (o.act_ranges.empty()) plan.extra_ini.emplace_back("int8_calib_seq_len", std::to_string(o.calib_seq_len));
   for (const auto& kv : o.extra_ini) plan.extra_ini.push_back(kv);

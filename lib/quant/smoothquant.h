@@ -1,7 +1,8 @@
 #pragma once
 // `ftx smoothquant`: calibrate an FT folder with ftx's engine, smooth it (optional), and write a
 // complete FT folder OUT/<tp>-gpu/ with the smoothed floating-point weights and TensorRT-LLM's
-// INT8 files beside them (ft-runtime.md §4.2, ft-format.md §3.5). See man/ftx-smoothquant.1.
+// INT8 files beside them (ft-runtime.md §4.2, ft-format.md §3.5), and with --fp8 its FP8 files
+// (fp8_export.h) from the same calibration. See man/ftx-smoothquant.1.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@ struct SmoothQuantOptions {
   DType dtype = DType::kFloat32;       // of the floating-point weights written
   std::optional<double> alpha;         // smoothing strength; none: --calibrate-kv-cache only
   bool calibrate_kv_cache = false;
+  bool fp8 = false;                    // TensorRT-LLM's FP8 weight, activation and KV-cache files too
   std::string calib_data;              // JSON lines; the caller resolves the default (LAMBADA)
   int64_t calib_samples = 512;
   int64_t calib_seq_len = 512;

@@ -15,7 +15,8 @@ Usage: smoothquant_test.py {reference|ranges|arch|errors|convert}
              1e-4 relative.
   arch:      GPT-J (one shared LN), GPT-NeoX (parallel residual, two LNs), BLOOM and OPT-post (no
              smoothing): the smoothed folder gives the original's greedy tokens.
-  errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data, existing
+  errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data
+             (a token id outside the vocabulary too), existing
              output, gated FFN and multi-query models: exit codes, one-line messages, no output.
   convert:   convert-hf --smoothquant --calibrate-kv-cache gives the files of convert-hf then
              smoothquant, keeps the converter's config.ini keys; a bad alpha leaves nothing.
@@ -304,7 +305,7 @@ def greedy(tmp, model_dir, name):
 
 def test_arch():
     with tempfile.TemporaryDirectory() as tmp:
-        calib, _ = calib_file(tmp, n=6)
+        calib, _ = calib_file(tmp, n=6, vocab=300)
         for model in ("gptj", "gptneox", "bloom", "opt_post"):
             src = os.path.join(FIX, model, "1-gpu")
             out = os.path.join(tmp, model)
@@ -441,6 +442,9 @@ def test_errors():
         bad = os.path.join(tmp, "bad.jsonl")
         with open(bad, "w") as f:
             f.write('{"ids": [1, 2]}\n{"ids": [1, oops]}\n')
+        badid = os.path.join(tmp, "badid.jsonl")
+        with open(badid, "w") as f:
+            f.write('{"ids": [1, 5000000, 3]}\n')
         notext = os.path.join(tmp, "notext.jsonl")
         with open(notext, "w") as f:
             f.write('{"text": "hello"}\n')
@@ -453,6 +457,7 @@ def test_errors():
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", empty], 1, "empty"),
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", bad], 1, "bad.jsonl:2"),
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", notext], 1, "tokenizer"),
+            (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", badid], 1, "badid.jsonl:1: token id 5000000"),
             (["-i", gpt2, "-o", out, "--alpha", "0.5", "--calib-data", calib, "--format", "xyz"], 2, "--format"),
             (["-i", gpt2, "-o", out, "--calibrate-kv-cache", "--format", "ft", "--calib-data", calib], 2, "--alpha"),
             (["-i", os.path.join(FIX, "gptj", "1-gpu"), "-o", out, "--alpha", "0.5", "--format", "ft",

@@ -137,22 +137,24 @@ class W8A8Gemm:
         return y
 
 
-def w8a8_model(folder, tp, per_token, per_channel):
-    """(logical weights W for gpt_reference.forward, with W8A8Gemm objects as the four layer GEMMs'
-    weights) of the TP-1 smoothquant folder `folder`, emulating TP size `tp`."""
+def folder_model(folder, layer_gemm):
+    """(config section, logical weights W for gpt_reference.forward) of the TP-1 folder `folder`: its
+    floating-point tensors, except the four layer GEMMs' weights, which are
+    layer_gemm(prefix, gemm, K, N, cols, row_parallel): the weight object of columns `cols` (a slice;
+    QKV is asked for Q, K and V apart) of GEMM `gemm` [K, N] of the layer whose files start with
+    `prefix`; row_parallel for attention.dense and FC2 (input rows split over TP ranks). A gated
+    FFN's gate projection (mlp.dense_h_to_4h.gate, [H, I]) is asked for when the folder has one.
+    Multi-query attention (kv_head_num 1): QKV is [H, H + 2d], its K and V slices d wide."""
     c = _ini(folder)
     assert int(c["tensor_para_size"]) == 1, folder
-    ft_files = c.get("int8_format", "trt-llm") == "ft"
-    assert not (ft_files and (per_token or per_channel)), "FT's W8A8 files are per-tensor only"
     dt = c["weight_data_type"]
     nh, d = int(c["head_num"]), int(c["size_per_head"])
     H, I, nl, V = nh * d, int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"])
+    kvd = int(c.get("kv_head_num", nh)) * d
+    qkv_cols = [slice(0, H), slice(H, H + kvd), slice(H + kvd, H + 2 * kvd)]
 
     def vec(name, n):
         return _read(folder, name, (n,), dt) if _exists(folder, name) else None
-
-    def f32(name, n):
-        return _read(folder, name, (n,), np.float32)
 
     W = {"wte": _read(folder, "model.wte.bin", (V, H), dt), "layers": []}
     W["wpe"] = (_read(folder, "model.wpe.bin", (-1, H), dt) if _exists(folder, "model.wpe.bin") else None)
@@ -162,19 +164,55 @@ def w8a8_model(folder, tp, per_token, per_channel):
     for key, ft in (("pre_ln", "pre_decoder_layernorm"), ("final_ln", "final_layernorm")):
         g = vec(f"model.{ft}.weight.bin", H)
         W[key] = (g, vec(f"model.{ft}.bias.bin", H)) if g is not None else None
-    col = ".col" if per_channel else ""
     for l in range(nl):
         p = f"model.layers.{l}."
+        qkv_b = vec(p + "attention.query_key_value.bias.0.bin", H + 2 * kvd)
+        L = {"ln1": (vec(p + "input_layernorm.weight.bin", H), vec(p + "input_layernorm.bias.bin", H))}
+        g2 = vec(p + "post_attention_layernorm.weight.bin", H)
+        L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
+        for i, k in enumerate("qkv"):
+            L["w" + k] = layer_gemm(p, "attention.query_key_value", H, H + 2 * kvd, qkv_cols[i], False)
+            L["b" + k] = qkv_b[qkv_cols[i]] if qkv_b is not None else None
+        L["wo"] = layer_gemm(p, "attention.dense", H, H, slice(0, H), True)
+        L["bo"] = vec(p + "attention.dense.bias.bin", H)
+        L["w1"] = layer_gemm(p, "mlp.dense_h_to_4h", H, I, slice(0, I), False)
+        L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
+        L["wg"], L["bg"] = None, None
+        if _exists(folder, p + "mlp.dense_h_to_4h.gate.weight.0.bin"):
+            L["wg"] = layer_gemm(p, "mlp.dense_h_to_4h.gate", H, I, slice(0, I), False)
+            L["bg"] = vec(p + "mlp.dense_h_to_4h.gate.bias.0.bin", I)
+        L["w2"] = layer_gemm(p, "mlp.dense_4h_to_h", I, H, slice(0, H), True)
+        L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
+        s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
+        if s is not None:
+            L["bo"], L["b2"] = None, s
+        W["layers"].append(L)
+    return c, W
 
-        def gemm(g, K, N, qkv=False, row_parallel=False):  # -> W8A8Gemm arguments before the TP size
-            if ft_files:
-                # FT's OPT files: scale = s_x, scale_inter per column (QKV) or one value, scale_out
-                # per Q, K, V (QKV) or one value; y = (q_x · q_w) · scale_out · scale_inter.
-                segs = 3 if qkv else 1
-                q = _read(folder, f"{p}{g}.weight.int8.0.bin", (K, N), np.int8)
-                a = f32(f"{p}{g}.scale_inter.bin", N) if qkv else f32(f"{p}{g}.scale_inter.bin", 1).expand(N)
-                out = f32(f"{p}{g}.scale_out.bin", segs)
-                return q, a, float(f32(f"{p}{g}.scale.bin", segs)[0]), [float(v) for v in out]
+
+def w8a8_model(folder, tp, per_token, per_channel):
+    """(logical weights W for gpt_reference.forward, with W8A8Gemm objects as the four layer GEMMs'
+    weights) of the TP-1 smoothquant folder `folder`, emulating TP size `tp`."""
+    c = _ini(folder)
+    ft_files = c.get("int8_format", "trt-llm") == "ft"
+    assert not (ft_files and (per_token or per_channel)), "FT's W8A8 files are per-tensor only"
+    H = int(c["head_num"]) * int(c["size_per_head"])
+    col = ".col" if per_channel else ""
+
+    def f32(name, n):
+        return _read(folder, name, (n,), np.float32)
+
+    def layer_gemm(p, g, K, N, cols, row_parallel):
+        qkv = g == "attention.query_key_value"
+        seg = cols.start // H if qkv else 0
+        if ft_files:
+            # FT's OPT files: scale = s_x, scale_inter per column (QKV) or one value, scale_out
+            # per Q, K, V (QKV) or one value; y = (q_x · q_w) · scale_out · scale_inter.
+            q = _read(folder, f"{p}{g}.weight.int8.0.bin", (K, N), np.int8)
+            a = f32(f"{p}{g}.scale_inter.bin", N) if qkv else f32(f"{p}{g}.scale_inter.bin", 1).expand(N)
+            out = f32(f"{p}{g}.scale_out.bin", 3 if qkv else 1)
+            xs, ys = float(f32(f"{p}{g}.scale.bin", 3 if qkv else 1)[0]), float(out[seg])
+        else:
             q = _read(folder, f"{p}{g}.weight.int8{col}.0.bin", (K, N), np.int8)
             name = "scale_w_quant_orig" if per_token else "scale_y_accum_quant"
             if per_channel:
@@ -185,38 +223,24 @@ def w8a8_model(folder, tp, per_token, per_channel):
                 a = f32(f"{p}{g}.{name}.bin", 1).expand(N)
             xs = None if per_token else float(f32(f"{p}{g}.scale_x_orig_quant.bin", 1)[0])
             ys = None if per_token else float(f32(f"{p}{g}.scale_y_quant_orig.bin", 1)[0])
-            return q, a, xs, [ys] * (3 if qkv else 1)
+        short = {"attention.query_key_value": "qkv", "attention.dense": "dense", "mlp.dense_h_to_4h": "fc1",
+                 "mlp.dense_4h_to_h": "fc2"}[g]
+        return W8A8Gemm(q[:, cols], a[cols], xs, ys, tp if row_parallel else 1, f"{p.split('.')[2]}.{short}")
 
-        q, a, xs, ys = gemm("attention.query_key_value", H, 3 * H, qkv=True)
-        qkv_b = vec(p + "attention.query_key_value.bias.0.bin", 3 * H)
-        L = {"ln1": (vec(p + "input_layernorm.weight.bin", H), vec(p + "input_layernorm.bias.bin", H))}
-        g2 = vec(p + "post_attention_layernorm.weight.bin", H)
-        L["ln2"] = (g2, vec(p + "post_attention_layernorm.bias.bin", H)) if g2 is not None else None
-        for i, k in enumerate("qkv"):
-            L["w" + k] = W8A8Gemm(q[:, i * H:(i + 1) * H], a[i * H:(i + 1) * H], xs, ys[i], 1, f"{l}.qkv")
-            L["b" + k] = qkv_b[i * H:(i + 1) * H] if qkv_b is not None else None
-        q, a, xs, ys = gemm("attention.dense", H, H, row_parallel=True)
-        L["wo"] = W8A8Gemm(q, a, xs, ys[0], tp, f"{l}.dense")
-        L["bo"] = vec(p + "attention.dense.bias.bin", H)
-        q, a, xs, ys = gemm("mlp.dense_h_to_4h", H, I)
-        L["w1"] = W8A8Gemm(q, a, xs, ys[0], 1, f"{l}.fc1")
-        L["b1"] = vec(p + "mlp.dense_h_to_4h.bias.0.bin", I)
-        L["wg"], L["bg"] = None, None
-        q, a, xs, ys = gemm("mlp.dense_4h_to_h", I, H, row_parallel=True)
-        L["w2"] = W8A8Gemm(q, a, xs, ys[0], tp, f"{l}.fc2")
-        L["b2"] = vec(p + "mlp.dense_4h_to_h.bias.bin", H)
-        s = vec(p + "mlp.attention.bias.sum.bin", H)  # GPT-NeoX: both output biases, summed
-        if s is not None:
-            L["bo"], L["b2"] = None, s
-        W["layers"].append(L)
-    return W
+    return folder_model(folder, layer_gemm)[1]
 
 
-def w8a8_linear(orig_lin):
-    """gpt_reference._lin that runs W8A8Gemm weights (and others as before)."""
+def gemm_linear(orig_lin, kind):
+    """gpt_reference._lin that runs weights of the GEMM class `kind` (y = w(x) + b; W8A8Gemm,
+    fp8_reference.Fp8Gemm) and others as before."""
     def lin(x, w, b):
-        if isinstance(w, W8A8Gemm):
+        if isinstance(w, kind):
             y = w(x)
             return y + b if b is not None else y
         return orig_lin(x, w, b)
     return lin
+
+
+def w8a8_linear(orig_lin):
+    """gpt_reference._lin that runs W8A8Gemm weights (and others as before)."""
+    return gemm_linear(orig_lin, W8A8Gemm)

@@ -18,7 +18,7 @@ Usage: w8a8_follow.py --model NAME --folder TP1_FOLDER --mode per_tensor|per_tok
                       --expected EXPECTED_JSON --trace DIR --out OUT_JSON
 DIR holds, per TP rank R, index.R.json ({"calls": [{"prompt", "step", "gemm", "rows", "cols",
 "offset"}]}, in call order) and data.R.bin (the inputs, fp32, offsets in elements). OUT_JSON:
-{"greedy_logits": [prompt][step][V], "compared", "followed", "max_diff"}. Exit 1 on a check failure.
+{"greedy_logits": [prompt][step][V], "compared", "followed", "largest"}. Exit 1 on a check failure.
 """
 import argparse
 import json
@@ -31,28 +31,14 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
-import gpt_reference as ref  # noqa: E402
 import int8_reference  # noqa: E402
 import make_engine_models as mem  # noqa: E402
+from follow_util import finish, greedy_path_logits, load_trace, quantised_linears  # noqa: E402
 
 # fp32 against float64 activations, in units of the quantisation step (1): measured up to 3e-5
 # per tensor and 1.0e-4 per token (amax/127 scales the row up) on the fixture models. A wrong
 # activation would be off by a good part of a step.
 TOL = 1e-3
-
-
-def load_trace(folder, rank):
-    with open(os.path.join(folder, f"index.{rank}.json")) as f:
-        calls = json.load(f)["calls"]
-    data = np.fromfile(os.path.join(folder, f"data.{rank}.bin"), np.float32)
-    parts = {}
-    for c in calls:  # in call order: each prompt's prefill, then its decode steps
-        n = c["rows"] * c["cols"]
-        if c["offset"] + n > data.size:
-            sys.exit(f"{folder}/index.{rank}.json: call {c} reaches past data.{rank}.bin ({data.size} values)")
-        a = data[c["offset"]:c["offset"] + n].reshape(c["rows"], c["cols"])
-        parts.setdefault((c["prompt"], c["gemm"]), []).append(a)
-    return {k: np.concatenate(v) for k, v in parts.items()}
 
 
 def engine_rounding(a, act_scale):
@@ -120,30 +106,12 @@ def main():
     per_token = per_channel = args.mode == "per_token_channel"
     W = int8_reference.w8a8_model(args.folder, args.tp, per_token, per_channel)
     cfg = mem.ref_cfg(mem.MODELS[args.model])
-    follower = Follower([load_trace(args.trace, r) for r in range(args.tp)])
-    orig = ref._lin
-    ref._lin = int8_reference.w8a8_linear(orig)
-    int8_reference.W8A8Gemm.follow = follower
-    out = []
-    try:
-        for b, prompt in enumerate(fix["prompts"]):
-            follower.prompt, seq, steps = b, list(prompt), []
-            for tok in greedy[b]:  # the path the engine was fed
-                follower.seen = 0 if not steps else len(seq) - 1
-                steps.append(ref.forward(cfg, W, seq)[-1].tolist())
-                seq.append(tok)
-            out.append(steps)
-    finally:
-        ref._lin = orig
-        int8_reference.W8A8Gemm.follow = None
-    print(f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} activations compared with the "
-          f"engine's (largest |diff| {follower.max_diff:.2e} steps), {follower.followed} rounded its way")
-    for msg in follower.failures:
-        print("FAIL:", msg)
-    with open(args.out, "w") as f:
-        json.dump({"greedy_logits": out, "compared": follower.compared, "followed": follower.followed,
-                   "max_diff": follower.max_diff}, f)
-    sys.exit(1 if follower.failures else 0)
+    follower = Follower([load_trace(args.trace, r, lambda c: (c["prompt"], c["gemm"])) for r in range(args.tp)])
+    with quantised_linears(int8_reference.w8a8_linear, int8_reference.W8A8Gemm, follower):
+        out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower)
+    finish(args.out, out, follower, f"  {args.model} {args.mode} TP {args.tp}: {follower.compared} activations "
+           f"compared with the engine's (largest |diff| {follower.max_diff:.2e} steps), {follower.followed} rounded "
+           f"its way", follower.max_diff)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@
 // (an fp32 and a float64 value on either side of k + 0.5) does not move every later logit.
 #include <gtest/gtest.h>
 
-#include <stdlib.h>  // mkdtemp
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +17,7 @@
 #include <tuple>
 
 #include "engine_test_util.h"
+#include "follow_test_util.h"
 #include "formats/error.h"
 
 namespace ftx {
@@ -107,31 +106,11 @@ class W8A8TracingBackend : public cpu::CpuBackend {
   int64_t prompt_ = 0, step_ = 0;
 };
 
-// Each prompt alone (cache row 0): its prefill, then one decode per token of the expected greedy
-// path, so that every traced GEMM input is one prompt's rows in position order.
 test::Observed run_w8a8(const std::string& dir, const test::Expected& e, dist::Communicator& comm,
                         W8A8TracingBackend& be) {
-  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
-  be.name_gemms(w);
-  Engine eng(w, be, comm);
-  int64_t longest = 0;
-  for (size_t b = 0; b < e.prompts.size(); ++b)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(e.prompts[b].size() + e.greedy[b].size()));
-  eng.reserve(1, longest, longest);
-  std::vector<float> logits(static_cast<size_t>(e.vocab));
-  test::Observed o;
-  o.steps.resize(e.prompts.size());
-  for (size_t b = 0; b < e.prompts.size(); ++b) {
-    for (size_t s = 0; s < e.greedy[b].size(); ++s) {
-      be.at(static_cast<int64_t>(b), static_cast<int64_t>(s));
-      if (s == 0)
-        eng.prefill({e.prompts[b]}, {0}, logits.data());
-      else
-        eng.decode({e.greedy[b][s - 1]}, {0}, logits.data());
-      o.steps[b].push_back(logits);
-    }
-  }
-  return o;
+  return test::run_prompts_alone(
+      dir, e, comm, be, [&](const ModelWeights& w) { be.name_gemms(w); },
+      [&](int64_t prompt, int64_t step) { be.at(prompt, step); });
 }
 
 // Logits within 1e-4 x the row's largest |logit| of the float64 emulation on every step, once the
@@ -148,33 +127,7 @@ void expect_matches(const std::string& model, const std::string& mode, int tp, c
                           "/tests/reference/w8a8_follow.py --model " + model + " --folder " + fixture +
                           folder_of(mode) + "/1-gpu --mode " + mode + " --tp " + std::to_string(tp) + " --expected " + fixture +
                           "/expected.json --trace " + trace + " --out " + out;
-  std::fflush(stdout);
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the emulation found engine activations off its own: " << cmd;
-  std::ifstream in(out);
-  const auto followed = nlohmann::json::parse(in).at("greedy_logits").get<std::vector<std::vector<std::vector<double>>>>();
-  ASSERT_EQ(followed.size(), e.prompts.size());
-  for (size_t b = 0; b < e.prompts.size(); ++b) {
-    ASSERT_EQ(o.steps[b].size(), e.greedy[b].size());
-    ASSERT_EQ(followed[b].size(), e.greedy[b].size());
-    for (size_t s = 0; s < o.steps[b].size(); ++s) {
-      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), followed[b][s].data(), e.vocab, 1e-4))
-          << "prompt " << b << " step " << s;
-      const auto& l = o.steps[b][s];
-      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
-    }
-  }
-}
-
-// A fresh folder for one case's trace (rank 0 makes it; every rank writes its own files there).
-std::string trace_dir(dist::Communicator& comm) {
-  char path[256] = {};
-  if (comm.rank() == 0) {
-    std::string t = test::env_or("TMPDIR", "/tmp") + "/ftx-w8a8-trace-XXXXXX";
-    if (!mkdtemp(t.data())) throw Error(t, "mkdtemp failed");
-    std::snprintf(path, sizeof path, "%s", t.c_str());
-  }
-  comm.broadcast(path, sizeof path, 0);
-  return path;
+  test::expect_followed(cmd, out, o, e);
 }
 
 class EngineW8A8 : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -189,18 +142,14 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   W8A8TracingBackend be;
   be.set_smoothquant(mode_of(mode));
   const auto o = run_w8a8(dir + folder_of(mode) + "/1-gpu", e, comm, be);
-  const std::string trace = trace_dir(comm);
+  const std::string trace = test::trace_dir(comm, "w8a8");
   be.write(trace, 0);
   expect_matches(model, mode, 1, o, e, trace);
   std::filesystem::remove_all(trace);
   // The emulation is not the floating-point model (the check above would then prove nothing):
   // quantising activations and weights moves the logits well beyond the tolerance.
-  const auto fp = test::load_expected(test::engine_fixtures() + "/" + model);
-  double largest = 0;
-  for (size_t b = 0; b < e.prompts.size(); ++b)
-    for (int64_t i = 0; i < e.vocab; ++i)
-      largest = std::max(largest, std::fabs(e.prompt_logits[b][i] - fp.prompt_logits[b][i]));
-  EXPECT_GT(largest, 1e-3) << "W8A8 and fp32 references agree: the test would not see a missing quantisation";
+  EXPECT_GT(test::largest_prompt_difference(e, test::load_expected(test::engine_fixtures() + "/" + model)), 1e-3)
+      << "W8A8 and fp32 references agree: the test would not see a missing quantisation";
 }
 
 TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
@@ -214,7 +163,7 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
   W8A8TracingBackend be;
   be.set_smoothquant(mode_of(mode));
   const auto o = run_w8a8(dir + folder_of(mode) + "/2-gpu", e, *comm, be);
-  const std::string trace = trace_dir(*comm);
+  const std::string trace = test::trace_dir(*comm, "w8a8");
   be.write(trace, comm->rank());
   comm->barrier();
   if (comm->rank() == 0) {

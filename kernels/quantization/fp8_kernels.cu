@@ -1,0 +1,27 @@
+#include "kernels/quantization/fp8_kernels.h"
+
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/launch.cuh"
+
+namespace ftx::cuda {
+
+namespace {
+
+__global__ void quantize_fp8_kernel(uint8_t* q, const float* x, size_t n, float inv_scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    q[i] = __nv_cvt_float_to_fp8(x[i] * inv_scale, __NV_SATFINITE, __NV_E4M3);
+}
+
+}  // namespace
+
+void invoke_quantize_fp8(cudaStream_t stream, uint8_t* q, const float* x, size_t n, float inv_scale) {
+  if (n == 0) return;
+  quantize_fp8_kernel<<<grid_for(n), 256, 0, stream>>>(q, x, n, inv_scale);
+  FTX_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ftx::cuda

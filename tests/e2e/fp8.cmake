@@ -1,0 +1,25 @@
+# FP8 (issue 29): `ftx smoothquant --fp8` against the float64 export of tests/reference/fp8_reference.py,
+# and `--fp8` / `--fp8-kv-cache` in generate, chat and eval-lambada. The engine_fp8_test gtests
+# compare the CPU engine's logits with the float64 emulation at TP 1 (plain ctest) and here at TP 2
+# under mpirun; fp8_e2e checks the export, the CLI and the bad inputs. Both need the test venv
+# (FTX_TEST_PYTHON: ml_dtypes, the E4M3 conversions the references use).
+add_test(NAME fp8_fixtures
+         COMMAND ${FTX_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/make_fp8_fixtures.py ${FTX_FIXTURES}/fp8
+                 $<TARGET_FILE:ftx> ${FTX_FIXTURES}/engine)
+set_tests_properties(fp8_fixtures PROPERTIES FIXTURES_SETUP fp8_models FIXTURES_REQUIRED engine_models
+                     ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
+foreach(part export cli sessions errors)
+  add_test(NAME fp8_${part} COMMAND ${FTX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/fp8_test.py ${part})
+  set_tests_properties(fp8_${part} PROPERTIES FIXTURES_REQUIRED "engine_models;fp8_models"
+                       ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600)
+endforeach()
+if(FTX_HAVE_MPI)
+  find_program(FTX_MPIRUN NAMES mpirun mpiexec)
+  if(FTX_MPIRUN)
+    add_test(NAME engine_fp8_mpi
+             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
+                     $<TARGET_FILE:engine_fp8_test>)
+    set_tests_properties(engine_fp8_mpi PROPERTIES FIXTURES_REQUIRED "engine_models;fp8_models"
+                         ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600)
+  endif()
+endif()
