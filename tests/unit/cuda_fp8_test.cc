@@ -152,9 +152,10 @@ TEST_F(CudaFp8, KvCacheEqualsCpuTwin) {
   sh.kv_heads = 4;
   sh.head_dim = 64;
   sh.max_seq = 96;
+  sh.block_size = sh.max_seq;  // one block per row: block b is cache row b
   sh.scale = 0.125f;
   const int64_t rows = 2, S = 40;
-  const size_t n = static_cast<size_t>(rows * sh.cache_row_elems());
+  const size_t n = static_cast<size_t>(rows * sh.block_elems());
   std::vector<uint8_t> cache_cpu[2], cache_gpu[2];
   std::vector<float> out_cpu, out_gpu;
   const std::vector<float> qkv = random(static_cast<size_t>(rows * S * sh.qkv_width()), 1.5f);
@@ -170,8 +171,9 @@ TEST_F(CudaFp8, KvCacheEqualsCpuTwin) {
     float* out = be->alloc(static_cast<size_t>(rows * S * sh.q_heads * sh.head_dim));
     be->upload(dq, qkv.data(), qkv.size());
     be->upload(ds, step.data(), step.size());
-    be->context_attention(out, dq, rows, S, lengths.data(), crow.data(), k, v, sh);
-    be->decode_attention(out, ds, rows, crow.data(), past.data(), k, v, sh);
+    const ops::BlockTables tables{crow.data(), 1};
+    be->context_attention(out, dq, rows, S, lengths.data(), tables, k, v, sh);
+    be->decode_attention(out, ds, rows, tables, past.data(), k, v, sh);
     std::vector<float> o(static_cast<size_t>(rows * sh.q_heads * sh.head_dim));
     be->download(o.data(), out, o.size());
     (be == cpu.get() ? out_cpu : out_gpu) = o;
@@ -200,7 +202,7 @@ TEST_F(CudaFp8, KvCacheEqualsCpuTwin) {
       for (int64_t h = 0; h < sh.kv_heads; ++h)
         for (int64_t s = 0; s < sh.max_seq; ++s) {
           if (!written(row, s)) continue;
-          const size_t at = static_cast<size_t>(row * sh.cache_row_elems() + (h * sh.max_seq + s) * sh.head_dim);
+          const size_t at = static_cast<size_t>(row * sh.block_elems() + (h * sh.block_size + s) * sh.head_dim);
           ASSERT_EQ(0, std::memcmp(cache_cpu[i].data() + at, cache_gpu[i].data() + at, sh.head_dim))
               << (i ? "V" : "K") << " row " << row << " head " << h << " slot " << s;
         }

@@ -79,18 +79,18 @@ class Fp8TracingBackend : public cpu::CpuBackend {
     cpu::CpuBackend::gemm(M, N, K, A, B, trans_b, C, beta);
   }
   void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
-                         const int32_t* cache_rows, const ops::KvCache& k, const ops::KvCache& v,
+                         const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                          const ops::AttentionShape& sh, const int32_t* past) override {
     if (k.dtype == DType::kFloat8E4M3) {
       if (B != 1) throw Error("engine_fp8_test", "traced prefills run one prompt at a time");
       record_kv(qkv, lengths[0], sh);
     }
-    cpu::CpuBackend::context_attention(out, qkv, B, S, lengths, cache_rows, k, v, sh, past);
+    cpu::CpuBackend::context_attention(out, qkv, B, S, lengths, tables, k, v, sh, past);
   }
-  void decode_attention(float* out, const float* qkv, int64_t n, const int32_t* cache_rows, const int32_t* past,
+  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
                         const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) override {
     if (k.dtype == DType::kFloat8E4M3) record_kv(qkv, n, sh);
-    cpu::CpuBackend::decode_attention(out, qkv, n, cache_rows, past, k, v, sh);
+    cpu::CpuBackend::decode_attention(out, qkv, n, tables, past, k, v, sh);
   }
 
   void write(const std::string& dir, int rank) const {
