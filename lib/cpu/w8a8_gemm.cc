@@ -1,5 +1,9 @@
 #include "lib/cpu/w8a8_gemm.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 
@@ -26,23 +30,75 @@ inline void dequantize_row(const int32_t* acc, int64_t n, float row_factor, cons
   }
 }
 
+#if defined(__x86_64__)
+// q[i] = to_int8_rne(x[i] · scale) sixteen at a time. NaN becomes 0 first; clamping to [-128, 127]
+// before rounding gives what rounding then saturating gives (127.5 and above round to 128 and
+// saturate to 127 either way), and leaves every value inside int32's range, where vcvtps2dq
+// rounds half to even under the default MXCSR.
+__attribute__((target("avx512f,avx512bw"))) void quantize_row_avx512(const float* x, int64_t n, float scale,
+                                                                     int8_t* q) {
+  const __m512 s = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+  int64_t i = 0;
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s);
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, m, _mm512_cvtps_epi32(v));
+  }
+}
+
+// max |x[i]|, NaN ignored (std::max(amax, NaN) keeps amax; vmaxps returns its second operand
+// when either is NaN).
+__attribute__((target("avx512f"))) float abs_max_avx512(const float* x, int64_t n) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + i)), amax);
+  }
+  return _mm512_reduce_max_ps(amax);
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+#endif
+
+void quantize_row(const float* x, int64_t n, float scale, int8_t* q) {
+#if defined(__x86_64__)
+  if (has_avx512()) return quantize_row_avx512(x, n, scale, q);
+#endif
+  for (int64_t i = 0; i < n; ++i) q[i] = to_int8_rne(x[i] * scale);
+}
+
+float abs_max(const float* x, int64_t n) {
+#if defined(__x86_64__)
+  if (has_avx512()) return abs_max_avx512(x, n);
+#endif
+  float amax = 0.0f;
+  for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));
+  return amax;
+}
+
+// One row per token: amax/127 into *alpha, q = to_int8_rne(x · 127/amax).
+void quantize_token(const float* row, int64_t K, int8_t* q, float* alpha) {
+  const float amax = abs_max(row, K);
+  quantize_row(row, K, 127.0f / amax, q);  // 127/0 = inf: every product is 0·inf = NaN -> 0
+  *alpha = amax / 127.0f;
+}
+
 }  // namespace
 
 void quantize_per_tensor(const float* x, int64_t n, float scale, int8_t* q) {
+  constexpr int64_t kChunk = 16384;
 #pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) q[i] = to_int8_rne(x[i] * scale);
+  for (int64_t i = 0; i < n; i += kChunk) quantize_row(x + i, std::min(kChunk, n - i), scale, q + i);
 }
 
 void quantize_per_token(const float* x, int64_t M, int64_t K, int8_t* q, float* alpha_row) {
 #pragma omp parallel for if (M * K > 65536)
-  for (int64_t m = 0; m < M; ++m) {
-    const float* row = x + m * K;
-    float amax = 0.0f;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(row[k]));
-    const float s = 127.0f / amax;  // inf when amax is 0: every product is 0·inf = NaN -> 0
-    for (int64_t k = 0; k < K; ++k) q[m * K + k] = to_int8_rne(row[k] * s);
-    alpha_row[m] = amax / 127.0f;
-  }
+  for (int64_t m = 0; m < M; ++m) quantize_token(x + m * K, K, q + m * K, alpha_row + m);
 }
 
 void dequantize_int32(const int32_t* acc, int64_t M, int64_t N, const float* alpha_row, float row_scale,
@@ -79,9 +135,9 @@ void W8A8Activations::quantize(int64_t M, int64_t K, const float* A, float act_s
   for (int64_t m = 0; m < M; ++m) {
     int8_t* q = q_.data() + m * K4;
     if (per_token_)
-      quantize_per_token(A + m * K, 1, K, q, alpha_row_.data() + m);
+      quantize_token(A + m * K, K, q, alpha_row_.data() + m);
     else
-      quantize_per_tensor(A + m * K, K, act_scale, q);
+      quantize_row(A + m * K, K, act_scale, q);
     int32_t s = 0;
     for (int64_t k = 0; k < K; ++k) s += q[k];
     row_sum_[m] = s;

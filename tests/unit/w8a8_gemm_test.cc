@@ -4,7 +4,10 @@
 // and the dequantisation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -31,6 +34,40 @@ TEST(W8A8Gemm, PerTokenScalesEachRowByItsMax) {
   EXPECT_EQ(q, (std::vector<int8_t>{64, -127, 32, 0, 0, 0}));
   EXPECT_FLOAT_EQ(alpha[0], 2.0f / 127.0f);
   EXPECT_EQ(alpha[1], 0.0f);
+}
+
+// The definition, one value at a time: round half to even, saturate, NaN -> 0 (cvt.rni.sat.s8.f32).
+int8_t to_int8_definition(float v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, std::nearbyint(v))));
+}
+
+TEST(W8A8Gemm, VectorQuantiserEqualsTheDefinitionOnEveryKindOfValue) {
+  // Halves on both sides of the saturation bounds, infinities, NaN, values beyond int32's range,
+  // denormals, and lengths that end inside a 16-lane vector.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special = {126.5f, 127.49f, 127.5f, 128.0f, -127.5f, -128.49f, -128.5f, -129.0f, 0.5f, 1.5f,
+                                -0.5f, -1.5f, 2.5f, nan, inf, -inf, 3e9f, -3e9f, 1e-40f, -0.0f};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 60.0f);
+  for (int64_t n : {1, 15, 16, 17, 31, 100, 1000}) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = i < static_cast<int64_t>(special.size()) && n >= 20 ? special[i] : d(rng);
+    for (float scale : {1.0f, 0.37f, 2.0f}) {
+      std::vector<int8_t> q(n + 1, 42);  // one guard byte past the end
+      quantize_per_tensor(x.data(), n, scale, q.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(q[i], to_int8_definition(x[i] * scale)) << n << " at " << i << ": " << x[i];
+      EXPECT_EQ(q[n], 42) << "wrote past the end, n = " << n;
+    }
+    // Per token: NaN is ignored by the row's amax, as std::max ignores it.
+    std::vector<int8_t> q(n);
+    float alpha = -1.0f;
+    quantize_per_token(x.data(), 1, n, q.data(), &alpha);
+    float amax = 0.0f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(alpha, amax / 127.0f) << n;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(q[i], to_int8_definition(x[i] * (127.0f / amax))) << n << " at " << i;
+  }
 }
 
 TEST(W8A8Gemm, Int32ProductEqualsLoop) {
