@@ -18,6 +18,7 @@
 #include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
+#include "lib/cpu/bf16_pair_gemm.h"
 #include "lib/cpu/w8a8_gemm.h"
 #include "lib/quant/fp8.h"
 
@@ -242,13 +243,23 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
   const size_t n = static_cast<size_t>(M * K);
   const bool bf16 = weight.dtype == DType::kBFloat16;
   if (bf16 && M > kWideningStreamRows) {
-    // Many rows are compute-bound: oneDNN's bf16 matmul (AVX512-BF16 / AMX) takes A in bf16.
-    // Few rows are bound by reading the weights, which the streaming kernel below does at the
-    // memory's pace; oneDNN 2.6 on weights in their plain layout read them at a third of it.
+    // Many rows are compute-bound: A in bf16 times the weights on AVX512-BF16's pair dot products
+    // (bf16_pair_gemm.h), or oneDNN's bf16 matmul where the CPU has AMX tiles or lacks the
+    // instruction. Few rows are bound by reading the weights, which the streaming kernel below
+    // does at the memory's pace; oneDNN 2.6 on weights in their plain layout read them at a third
+    // of it.
     a_bf16_.resize(n);
     for (size_t i = 0; i < n; ++i) a_bf16_[i] = float_to_bf16(A[i]);
-    if (!dnnl_) dnnl_ = std::make_unique<DnnlMatmul>();
     const auto* b = static_cast<const uint16_t*>(weight.data);
+    if (!trans_b && bf16_pair_gemm_preferred(K)) {  // the weights where they are (bf16_pair_gemm.h)
+      const bool packed = weight.panel_cols > 0;
+      for_column_blocks(
+          M, N, K,
+          [&](int64_t n0, int64_t nn) { bf16_pair_gemm_block(M, N, K, a_bf16_.data(), b, packed, C, beta, n0, nn); },
+          packed ? weight.panel_cols : 64);
+      return;
+    }
+    if (!dnnl_) dnnl_ = std::make_unique<DnnlMatmul>();
     if (weight.panel_cols == 0) {
       dnnl_->bf16(M, N, K, a_bf16_.data(), b, trans_b ? K : N, trans_b, C, N, beta);
       return;

@@ -3,8 +3,8 @@
 // dtype (round to nearest even; fp32 as it is), B as held, products summed exactly (double),
 // C = A·B + beta·C. Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x
 // the largest |C| of the case. Covered: the streaming kernels (2..16 rows; one row too for half),
-// one fp32 row (sgemv) and the many-row paths (oneDNN for bf16, widened panels for fp16, sgemm for
-// fp32), [K,N] and transposed [N,K] weights, widths that are not a
+// one fp32 row (sgemv) and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
+// for an odd K or a transposed B; widened panels for fp16, sgemm for fp32), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
 // [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix).
 #include <gtest/gtest.h>
@@ -40,7 +40,8 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const Case cases[] = {{1, 200, 72, false, 0}, {3, 130, 64, true, 0}, {8, 1000, 33, false, 1}, {9, 300, 100, false, 0},
                         {9, 301, 70, true, 0},  {40, 257, 96, false, 1}, {64, 129, 48, true, 1}, {1, 5000, 64, true, 0},
-                        {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}, {16, 777, 50, true, 1}, {13, 520, 31, false, 1}};
+                        {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}, {16, 777, 50, true, 1}, {13, 520, 31, false, 1},
+                        {24, 300, 31, false, 0}, {70, 520, 766, false, 1}, {17, 64, 2, false, 0}};
   for (const Case& c : cases)
     for (bool packed : {false, true}) {
     if (packed && c.trans) continue;

@@ -1,0 +1,145 @@
+#include "lib/cpu/bf16_pair_gemm.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+#include "lib/cpu/widening_gemm.h"
+
+namespace ftx::cpu {
+
+#if defined(__x86_64__)
+namespace {
+
+constexpr int64_t kStripCols = 64;  // 4 zmm of 16 lanes
+constexpr int kTileRows = 6;        // 6 × 4 sums + 4 weight registers of the 32
+
+bool has_avx512bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+// strip[p][j] = B(2p, j) | B(2p+1, j) << 16 for j < w, zero beyond (zero weights add nothing).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pair_strip(int64_t K, const uint16_t* B, int64_t ldb, int64_t w,
+                                                            uint32_t* strip) {
+  for (int64_t p = 0; p < K / 2; ++p) {
+    const uint16_t* even = B + 2 * p * ldb;
+    const uint16_t* odd = even + ldb;
+    uint32_t* out = strip + p * kStripCols;
+    for (int64_t j = 0; j < kStripCols; j += 16) {
+      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, w - j));
+      const auto m = static_cast<__mmask16>(left == 16 ? 0xFFFFu : (1u << left) - 1u);
+      const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, even + j));
+      const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, odd + j));
+      _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+  }
+}
+
+// R rows × C blocks of 16 columns, every sum in a register for the whole k loop. Flat arrays with
+// the loops unrolled: GCC 12 keeps a two-dimensional array of sums in one scratch register and
+// copies each in and out around every instruction (lib/cpu/vnni_int8_gemm.cc had that).
+template <int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pair_tile(int64_t pairs, const uint16_t* A, int64_t lda,
+                                                                      const uint32_t* strip, float* out, int64_t ldo,
+                                                                      __mmask16 last, float beta) {
+  __m512 s[R * C];
+#pragma GCC unroll 32
+  for (int i = 0; i < R * C; ++i) s[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512i w[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_si512(strip + p * kStripCols + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      uint32_t two;
+      std::memcpy(&two, A + r * lda + 2 * p, sizeof two);
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(two));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) s[r * C + c] = _mm512_dpbf16_ps(s[r * C + c], (__m512bh)a, (__m512bh)w[c]);
+    }
+  }
+  const __m512 b = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __mmask16 m = c + 1 < C ? __mmask16{0xFFFF} : last;
+      float* o = out + r * ldo + 16 * c;
+      __m512 v = s[r * C + c];
+      if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(b, _mm512_maskz_loadu_ps(m, o)));
+      _mm512_mask_storeu_ps(o, m, v);
+    }
+}
+
+template <int R>
+void tile_rows(int C, int64_t pairs, const uint16_t* A, int64_t lda, const uint32_t* strip, float* out, int64_t ldo,
+               __mmask16 last, float beta) {
+  switch (C) {
+    case 1: return pair_tile<R, 1>(pairs, A, lda, strip, out, ldo, last, beta);
+    case 2: return pair_tile<R, 2>(pairs, A, lda, strip, out, ldo, last, beta);
+    case 3: return pair_tile<R, 3>(pairs, A, lda, strip, out, ldo, last, beta);
+    default: return pair_tile<R, 4>(pairs, A, lda, strip, out, ldo, last, beta);
+  }
+}
+
+}  // namespace
+#endif
+
+bool bf16_pair_gemm_supported(int64_t K) {
+#if defined(__x86_64__)
+  return K > 0 && K % 2 == 0 && has_avx512bf16();
+#else
+  (void)K;
+  return false;
+#endif
+}
+
+bool bf16_pair_gemm_preferred(int64_t K) {
+#if defined(__x86_64__)
+  static const bool amx = __builtin_cpu_supports("amx-bf16");
+  return !amx && bf16_pair_gemm_supported(K);
+#else
+  return bf16_pair_gemm_supported(K);
+#endif
+}
+
+void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, bool packed, float* C,
+                          float beta, int64_t n0, int64_t nn) {
+  if (!bf16_pair_gemm_supported(K))
+    throw Error("bf16_pair_gemm_block: needs AVX512-BF16 and an even K, got K = " + std::to_string(K));
+#if defined(__x86_64__)
+  thread_local std::vector<uint32_t> strip;
+  strip.resize(static_cast<size_t>(K / 2 * kStripCols));
+  const int64_t end = n0 + nn;
+  for (int64_t col = n0; col < end;) {
+    const ColumnSegment seg = column_segment(B, sizeof(uint16_t), K, N, packed, col);
+    const int64_t w = std::min({kStripCols, seg.width, end - col});
+    pair_strip(K, static_cast<const uint16_t*>(seg.start), seg.ld, w, strip.data());
+    const int Cb = static_cast<int>((w + 15) / 16);
+    const auto last = static_cast<__mmask16>(w % 16 == 0 ? 0xFFFFu : (1u << (w % 16)) - 1u);
+    for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
+      const uint16_t* a = A + m0 * K;
+      float* out = C + m0 * N + col;
+      switch (std::min<int64_t>(kTileRows, M - m0)) {
+        case 1: tile_rows<1>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+        case 2: tile_rows<2>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+        case 3: tile_rows<3>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+        case 4: tile_rows<4>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+        case 5: tile_rows<5>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+        default: tile_rows<6>(Cb, K / 2, a, K, strip.data(), out, N, last, beta); break;
+      }
+    }
+    col += w;
+  }
+#endif
+}
+
+}  // namespace ftx::cpu
