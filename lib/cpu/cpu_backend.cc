@@ -19,6 +19,7 @@
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/bf16_pair_gemm.h"
+#include "lib/cpu/half_rounding.h"
 #include "lib/cpu/w8a8_gemm.h"
 #include "lib/quant/fp8.h"
 
@@ -249,7 +250,7 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
     // does at the memory's pace; oneDNN 2.6 on weights in their plain layout read them at a third
     // of it.
     a_bf16_.resize(n);
-    for (size_t i = 0; i < n; ++i) a_bf16_[i] = float_to_bf16(A[i]);
+    to_bf16(A, n, a_bf16_.data());
     const auto* b = static_cast<const uint16_t*>(weight.data);
     if (!trans_b && bf16_pair_gemm_preferred(K)) {  // the weights where they are (bf16_pair_gemm.h)
       const bool packed = weight.panel_cols > 0;
@@ -278,8 +279,7 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
   // fp32. Hand-written for fp16 because oneDNN 2.6 has no f16 matmul on CPUs without
   // AVX512-FP16 (this EPYC has F16C and AVX512-BF16, not AVX512-FP16: primitive creation fails).
   a_rounded_.resize(n);
-  for (size_t i = 0; i < n; ++i)
-    a_rounded_[i] = bf16 ? bf16_to_float(float_to_bf16(A[i])) : half_to_float(float_to_half(A[i]));
+  (bf16 ? round_through_bf16 : round_through_fp16)(A, n, a_rounded_.data());
   const NarrowType type = bf16 ? NarrowType::kBf16 : NarrowType::kFp16;
   const float* a = a_rounded_.data();
   const bool packed = weight.panel_cols > 0;

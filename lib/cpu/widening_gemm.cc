@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/dtype.h"
+#include "lib/cpu/half_rounding.h"
 #include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
@@ -262,7 +263,7 @@ __attribute__((target("avx512f,avx512bf16"))) void stream_rows_trans_dpbf16(int6
 void trans_bf16_dpbf16(int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, int64_t nn, float* acc) {
   thread_local std::vector<uint16_t> a16;
   a16.resize(static_cast<size_t>(M * K));
-  for (int64_t i = 0; i < M * K; ++i) a16[i] = float_to_bf16(A[i]);
+  to_bf16(A, static_cast<size_t>(M * K), a16.data());
   const auto* b = static_cast<const uint16_t*>(B);
   // Blocks of B rows that stay in cache while every group of four A rows passes over them.
   const int64_t block = M <= 4 ? nn : 16;
