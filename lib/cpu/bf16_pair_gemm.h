@@ -1,6 +1,7 @@
 #pragma once
-// Many rows of a bf16 GEMM (prefill, large batches) on AVX512-BF16's vdpbf16ps, over the bf16
-// weights where the CPU backend keeps them ([K, N] row-major or in column panels, widening_gemm.h).
+// bf16 GEMMs of more than four rows (prefill, batched decode) on AVX512-BF16's vdpbf16ps, over
+// the bf16 weights where the CPU backend keeps them ([K, N] row-major or in column panels,
+// widening_gemm.h).
 //
 // vdpbf16ps takes 16 lanes of bf16 pairs (k, k+1) from each operand and adds both exact products
 // to each lane's fp32 sum: twice the multiply-adds of an fp32 FMA per instruction. The weights are
