@@ -1,8 +1,11 @@
 #include "lib/decoding/row_sampling.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <limits>
+#include <string>
 
+#include "formats/error.h"
 #include "lib/decoding/logit_processing.h"
 
 namespace ftx::decoding {
@@ -41,6 +44,20 @@ void add_row_sampling(RowSamplingBatch& batch, int64_t row, int64_t vocab, const
   batch.rows.push_back(r);
 }
 
+int64_t logit_rows_read(const RowSamplingBatch& batch) {
+  int64_t rows = 0;
+  for (const RowSampling& r : batch.rows) {
+    if (r.row < 0) throw Error("sample_rows: row " + std::to_string(r.row) + " is negative");
+    rows = std::max(rows, r.row + 1);
+  }
+  std::vector<uint8_t> named(static_cast<size_t>(rows), 0);
+  for (const RowSampling& r : batch.rows) {
+    if (named[r.row]) throw Error("sample_rows: row " + std::to_string(r.row) + " is named twice");
+    named[r.row] = 1;
+  }
+  return rows;
+}
+
 void process_row_logits(float* logits, int64_t vocab, const RowSampling& r, const int32_t* ids) {
   replace_nan(logits, vocab);
   for (int64_t i = 0; i < r.banned_count; ++i) logits[ids[r.banned_offset + i]] = -std::numeric_limits<float>::infinity();
@@ -51,6 +68,7 @@ void process_row_logits(float* logits, int64_t vocab, const RowSampling& r, cons
 
 void sample_rows_on_host(float* logits, int64_t stride, int64_t vocab, const RowSamplingBatch& batch,
                          SampledToken* out) {
+  logit_rows_read(batch);
   SamplingWorkspace ws;
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     const RowSampling& r = batch.rows[i];

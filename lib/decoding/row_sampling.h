@@ -50,6 +50,10 @@ void add_row_sampling(RowSamplingBatch& batch, int64_t row, int64_t vocab, const
                       const SamplingMode& mode, double top_p, double u, const std::vector<int32_t>& history,
                       int64_t generated, std::vector<uint8_t>& seen);
 
+// The logit rows a batch reads (its largest row + 1). Error when a row is negative or named twice
+// (each entry processes its row in place, so two entries of one row would race on a device).
+int64_t logit_rows_read(const RowSamplingBatch& batch);
+
 // Steps 1-4 on one row of `vocab` logits (the CPU twin of the device's logit processing).
 void process_row_logits(float* logits, int64_t vocab, const RowSampling& r, const int32_t* ids);
 

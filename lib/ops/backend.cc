@@ -177,11 +177,7 @@ Weight Backend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, 
 void Backend::sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
                           decoding::SampledToken* out) {
   if (batch.rows.empty()) return;
-  int64_t rows = 0;
-  for (const decoding::RowSampling& r : batch.rows) {
-    if (r.row < 0) throw Error("sample_rows: row " + std::to_string(r.row) + " is negative");
-    rows = std::max(rows, r.row + 1);
-  }
+  const int64_t rows = decoding::logit_rows_read(batch);
   std::vector<float> host(static_cast<size_t>(rows * stride));
   download(host.data(), logits, host.size());
   decoding::sample_rows_on_host(host.data(), stride, vocab, batch, out);

@@ -322,7 +322,7 @@ class Backend {
   // One token per entry of batch.rows from logits [rows, stride] in this backend's memory (the
   // first `vocab` columns of each row are read, stride >= vocab the padded vocabulary): the row is
   // processed and sampled with exactly the CPU decoder's arithmetic (lib/decoding/row_sampling.h);
-  // out[i] (host memory) is batch.rows[i]'s token and log probs. The sampled rows' logits are left
+  // out[i] (host memory) is batch.rows[i]'s token and log probs. Each row at most once (Error). The sampled rows' logits are left
   // unspecified (a backend processes them in place).
   // Only these cross to the host, so a device backend need not download the logits. Not inside a
   // repeatable step (it waits for its results). The default downloads the rows and runs

@@ -97,18 +97,29 @@ TEST(DecodingRowSampling, ResolvesBadWordsPenaltiesAndMinLength) {
   EXPECT_EQ(batch.rows[1].min_length_id, -1);
 }
 
-TEST(DecodingRowSampling, DefaultRefusesANegativeRow) {
+TEST(DecodingRowSampling, RefusesANegativeRowAndARowNamedTwice) {
   auto be = ops::make_backend("cpu", 1);
-  RowSamplingBatch batch;
-  batch.rows.resize(1);
-  batch.rows[0].row = -2;
-  std::vector<float> logits(8, 0.0f);
-  SampledToken out;
-  try {
-    be->ops::Backend::sample_rows(logits.data(), 8, 8, batch, &out);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("row -2"), std::string::npos) << e.what();
+  std::vector<float> logits(16, 0.0f);
+  SampledToken out[2];
+  for (const std::vector<int64_t>& rows : {std::vector<int64_t>{-2}, std::vector<int64_t>{1, 1}}) {
+    RowSamplingBatch batch;
+    for (int64_t r : rows) {
+      batch.rows.emplace_back();
+      batch.rows.back().row = r;
+    }
+    const std::string want = rows[0] < 0 ? "row -2 is negative" : "row 1 is named twice";
+    for (bool base_default : {false, true}) {
+      try {
+        if (base_default) {
+          be->ops::Backend::sample_rows(logits.data(), 8, 8, batch, out);
+        } else {
+          be->sample_rows(logits.data(), 8, 8, batch, out);
+        }
+        ADD_FAILURE() << "no error for " << want;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+    }
   }
 }
 
