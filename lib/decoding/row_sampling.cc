@@ -5,6 +5,10 @@
 #include <limits>
 #include <string>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "formats/error.h"
 #include "lib/decoding/logit_processing.h"
 
@@ -69,8 +73,16 @@ void process_row_logits(float* logits, int64_t vocab, const RowSampling& r, cons
 void sample_rows_on_host(float* logits, int64_t stride, int64_t vocab, const RowSamplingBatch& batch,
                          SampledToken* out) {
   logit_rows_read(batch);
-  SamplingWorkspace ws;
-  for (size_t i = 0; i < batch.rows.size(); ++i) {
+  const int64_t n = static_cast<int64_t>(batch.rows.size());
+  int threads = 1;
+#ifdef _OPENMP
+  // Threads only pay off when there is real work per step (large vocab or many rows).
+  if (n * vocab >= (int64_t{1} << 16)) threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
+#endif
+  // Rows are independent (each has its own uniform), so the result does not depend on the threads.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    thread_local SamplingWorkspace ws;  // kept between steps: a step allocates nothing
     const RowSampling& r = batch.rows[i];
     float* l = logits + r.row * stride;
     process_row_logits(l, vocab, r, batch.ids.data());
