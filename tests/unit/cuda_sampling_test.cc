@@ -127,6 +127,14 @@ TEST_F(CudaSampling, ARowsTokenDoesNotDependOnItsNeighbours) {
   }
 }
 
+// A whole decoder on device logits (Decoder::step(backend, ...), what the scheduler runs) against
+// the host decoder: the same tokens, parents and finish reasons every step, log probs within the
+// tolerance (summed over a request's tokens for cum_log_prob: 1e-6 each, 20 tokens at most).
+TEST_F(CudaSampling, DecoderStepOnTheDeviceEqualsTheHostStep) {
+  test::expect_backend_step_equals_host_step(*be_, test::mixed_sampling_requests(), 3000, 40 * kLogProbTolerance);
+  test::expect_backend_step_equals_host_step(*be_, test::beam_requests(), 3000, 0.0);  // beams run on the host
+}
+
 TEST_F(CudaSampling, RefusesAVocabularyBeyondItsFixedPointRange) {
   decoding::RowSamplingBatch batch;
   batch.rows.resize(1);

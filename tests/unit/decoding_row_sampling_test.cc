@@ -15,7 +15,6 @@
 #include "lib/decoding/logit_processing.h"
 #include "lib/decoding/row_sampling.h"
 #include "lib/ops/backend.h"
-#include "unit/decoding_test_helpers.h"
 #include "unit/row_sampling_cases.h"
 
 namespace ftx {
@@ -71,91 +70,10 @@ TEST(DecodingRowSampling, CpuOpEqualsTheDecodersPipeline) {
   EXPECT_GT(checked, 1000);
 }
 
-// Decoder::step on a backend's padded logits (the CPU backend here; the CUDA one in
-// cuda_sampling_test) against Decoder::step on host logits: the same requests, the same logits, the
-// same StepOutputs and results, bit for bit, for sampling (every mode, log probs, the factual
-// nucleus, penalties, bad and stop words, a paused slot) and for beam search.
-void expect_backend_step_equals_host_step(const std::vector<DecodeRequest>& requests, int64_t vocab) {
-  auto be = ops::make_backend("cpu", 2);
-  const int64_t stride = vocab + 5;
-  Decoder host(requests, vocab), device(requests, vocab);
-  const int64_t rows = host.rows();
-  std::vector<float> logits(static_cast<size_t>(rows * vocab)), padded(static_cast<size_t>(rows * stride), 1e30f);
-  for (int64_t step = 0; step < 40 && !host.all_finished(); ++step) {
-    if (step == 3) {  // preemption: slot 1 sits steps 3 and 4 out on both
-      host.set_paused(1, true);
-      device.set_paused(1, true);
-    }
-    if (step == 5) {
-      host.set_paused(1, false);
-      device.set_paused(1, false);
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      testing::hashed_logits(static_cast<uint64_t>(r / host.beam_width()) + 1, host.history(r), logits.data() + r * vocab,
-                             vocab);
-      std::copy_n(logits.begin() + r * vocab, vocab, padded.begin() + r * stride);
-    }
-    const StepOutput want = host.step(logits.data());
-    const StepOutput& got = device.step(*be, padded.data(), stride);
-    ASSERT_EQ(want.tokens, got.tokens) << "step " << step;
-    ASSERT_EQ(want.parents, got.parents) << "step " << step;
-    ASSERT_EQ(want.finished, got.finished) << "step " << step;
-  }
-  const std::vector<RequestResult> a = host.results(), b = device.results();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].beams.size(), b[i].beams.size());
-    for (size_t k = 0; k < a[i].beams.size(); ++k) {
-      EXPECT_EQ(a[i].beams[k].output_ids, b[i].beams[k].output_ids) << "request " << i;
-      EXPECT_EQ(a[i].beams[k].cum_log_prob, b[i].beams[k].cum_log_prob) << "request " << i;
-      EXPECT_EQ(a[i].beams[k].output_log_probs, b[i].beams[k].output_log_probs) << "request " << i;
-      EXPECT_EQ(a[i].beams[k].finish_reason, b[i].beams[k].finish_reason) << "request " << i;
-    }
-  }
-}
-
 TEST(DecodingRowSampling, DecoderStepOnABackendEqualsTheHostStep) {
-  const int64_t vocab = 3000;
-  std::vector<DecodeRequest> sampling;
-  for (int i = 0; i < 6; ++i) {
-    DecodeRequest r;
-    r.input_ids = {static_cast<int32_t>(10 + i), 7, 7};
-    r.max_new_tokens = 12 + i;
-    r.sampling.seed = 100 + i;
-    r.sampling.return_log_probs = i % 2 == 0;
-    if (i == 1) r.sampling.top_k = 40;
-    if (i == 2) {
-      r.sampling.top_k = 8;
-      r.sampling.top_p = 0.7;
-      r.sampling.temperature = 0.8;
-    }
-    if (i == 3) {
-      r.sampling.top_p = 0.9;
-      r.sampling.top_p_decay = 0.9;
-      r.sampling.top_p_min = 0.3;
-      r.sampling.repetition_penalty = 1.3;
-    }
-    if (i == 4) {
-      r.sampling.top_k = 1024;
-      r.sampling.presence_penalty = 0.5;
-      r.sampling.bad_words = {{7, 11}, {12}};
-      r.sampling.stop_words = {{5}};
-      r.sampling.end_id = 3;
-      r.sampling.min_length = 4;
-    }
-    if (i == 5) r.sampling.temperature = 0.0;  // greedy
-    sampling.push_back(r);
-  }
-  expect_backend_step_equals_host_step(sampling, vocab);
-  std::vector<DecodeRequest> beams(3);
-  for (int i = 0; i < 3; ++i) {
-    beams[i].input_ids = {static_cast<int32_t>(20 + i)};
-    beams[i].max_new_tokens = 9;
-    beams[i].sampling.beam_width = 3;
-    beams[i].sampling.len_penalty = 0.5 * i;
-    beams[i].sampling.end_id = 4;
-  }
-  expect_backend_step_equals_host_step(beams, vocab);
+  auto be = ops::make_backend("cpu", 2);
+  test::expect_backend_step_equals_host_step(*be, test::mixed_sampling_requests(), 3000, 0.0);
+  test::expect_backend_step_equals_host_step(*be, test::beam_requests(), 3000, 0.0);
 }
 
 TEST(DecodingRowSampling, DecoderRefusesAStrideBelowTheVocabulary) {

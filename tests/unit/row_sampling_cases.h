@@ -1,5 +1,5 @@
 #pragma once
-// Random sampling batches for the Backend::sample_rows tests (decoding_row_sampling_test on the
+// Random sampling batches and decoder runs for the Backend::sample_rows tests (decoding_row_sampling_test on the
 // CPU, cuda_sampling_test on a GPU): logits [rows, stride] with padding columns, every sampling
 // mode, bad words, penalties, min_length, temperature, and the hard cases for a selection: NaN,
 // many exact ties (logits on a coarse grid), -0 beside +0, rows that are all -inf.
@@ -10,9 +10,13 @@
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "lib/decoding/decoder.h"
 #include "lib/decoding/row_sampling.h"
 #include "lib/decoding/sampling.h"
+#include "lib/ops/backend.h"
+#include "unit/decoding_test_helpers.h"
 
 namespace ftx::test {
 
@@ -108,6 +112,105 @@ inline decoding::RowSamplingBatch resolve(const SamplingCase& c) {
   for (const SamplingRow& s : c.rows)
     decoding::add_row_sampling(batch, s.row, c.vocab, s.config, s.mode, s.top_p, s.u, s.history, s.generated, seen);
   return batch;
+}
+
+// Decoder::step on a backend's padded logits (the CPU backend here; the CUDA one in
+// cuda_sampling_test) against Decoder::step on host logits: the same requests, the same logits, the
+// same StepOutputs and results, bit for bit, for sampling (every mode, log probs, the factual
+// nucleus, penalties, bad and stop words, a paused slot) and for beam search.
+inline void expect_backend_step_equals_host_step(ops::Backend& be, const std::vector<DecodeRequest>& requests,
+                                                 int64_t vocab, double log_prob_tolerance) {
+  const int64_t stride = vocab + 5;
+  Decoder host(requests, vocab), device(requests, vocab);
+  const int64_t rows = host.rows();
+  std::vector<float> logits(static_cast<size_t>(rows * vocab)), padded(static_cast<size_t>(rows * stride), 1e30f);
+  float* in_backend = be.alloc(padded.size());
+  for (int64_t step = 0; step < 40 && !host.all_finished(); ++step) {
+    if (step == 3) {  // preemption: slot 1 sits steps 3 and 4 out on both
+      host.set_paused(1, true);
+      device.set_paused(1, true);
+    }
+    if (step == 5) {
+      host.set_paused(1, false);
+      device.set_paused(1, false);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      testing::hashed_logits(static_cast<uint64_t>(r / host.beam_width()) + 1, host.history(r), logits.data() + r * vocab,
+                             vocab);
+      std::copy_n(logits.begin() + r * vocab, vocab, padded.begin() + r * stride);
+    }
+    const StepOutput want = host.step(logits.data());
+    be.upload(in_backend, padded.data(), padded.size());
+    const StepOutput& got = device.step(be, in_backend, stride);
+    ASSERT_EQ(want.tokens, got.tokens) << "step " << step;
+    ASSERT_EQ(want.parents, got.parents) << "step " << step;
+    ASSERT_EQ(want.finished, got.finished) << "step " << step;
+  }
+  be.release(in_backend);
+  auto close = [&](double x, double y) { return x == y || std::fabs(x - y) <= log_prob_tolerance; };
+  const std::vector<RequestResult> a = host.results(), b = device.results();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].beams.size(), b[i].beams.size());
+    for (size_t k = 0; k < a[i].beams.size(); ++k) {
+      EXPECT_EQ(a[i].beams[k].output_ids, b[i].beams[k].output_ids) << "request " << i;
+      EXPECT_PRED2(close, a[i].beams[k].cum_log_prob, b[i].beams[k].cum_log_prob) << "request " << i;
+      ASSERT_EQ(a[i].beams[k].output_log_probs.size(), b[i].beams[k].output_log_probs.size()) << "request " << i;
+      for (size_t t = 0; t < a[i].beams[k].output_log_probs.size(); ++t)
+        EXPECT_PRED2(close, a[i].beams[k].output_log_probs[t], b[i].beams[k].output_log_probs[t])
+            << "request " << i << " token " << t;
+      EXPECT_EQ(a[i].beams[k].finish_reason, b[i].beams[k].finish_reason) << "request " << i;
+    }
+  }
+}
+
+// Six requests, one per sampling mode and feature (greedy, top-k, top-k with p and temperature,
+// top-p with decay and penalty, k = 1024 with presence penalty, bad and stop words, end id and
+// min_length, temperature 0).
+inline std::vector<DecodeRequest> mixed_sampling_requests() {
+  std::vector<DecodeRequest> sampling;
+  for (int i = 0; i < 6; ++i) {
+    DecodeRequest r;
+    r.input_ids = {static_cast<int32_t>(10 + i), 7, 7};
+    r.max_new_tokens = 12 + i;
+    r.sampling.seed = 100 + i;
+    r.sampling.return_log_probs = i % 2 == 0;
+    if (i == 1) r.sampling.top_k = 40;
+    if (i == 2) {
+      r.sampling.top_k = 8;
+      r.sampling.top_p = 0.7;
+      r.sampling.temperature = 0.8;
+    }
+    if (i == 3) {
+      r.sampling.top_p = 0.9;
+      r.sampling.top_p_decay = 0.9;
+      r.sampling.top_p_min = 0.3;
+      r.sampling.repetition_penalty = 1.3;
+    }
+    if (i == 4) {
+      r.sampling.top_k = 1024;
+      r.sampling.presence_penalty = 0.5;
+      r.sampling.bad_words = {{7, 11}, {12}};
+      r.sampling.stop_words = {{5}};
+      r.sampling.end_id = 3;
+      r.sampling.min_length = 4;
+    }
+    if (i == 5) r.sampling.temperature = 0.0;  // greedy
+    sampling.push_back(r);
+  }
+  return sampling;
+}
+
+inline std::vector<DecodeRequest> beam_requests() {
+  std::vector<DecodeRequest> beams(3);
+  for (int i = 0; i < 3; ++i) {
+    beams[i].input_ids = {static_cast<int32_t>(20 + i)};
+    beams[i].max_new_tokens = 9;
+    beams[i].sampling.beam_width = 3;
+    beams[i].sampling.len_penalty = 0.5 * i;
+    beams[i].sampling.end_id = 4;
+  }
+  return beams;
 }
 
 }  // namespace ftx::test
