@@ -25,9 +25,11 @@
 //  * CUDA graphs for repeated decode steps (CudaBackendOptions::graphs, opt-in): each op's host
 //    metadata goes to one fixed pinned buffer, copied to the device in one copy before the graph
 //    launch; on replay the ops only write their metadata and launch nothing.
+//  * sample_rows (kernels/sampling/, cuda_sampling.cc): sampling rows are drawn on the device from
+//    logits that stay there (lib/engine/step_logits.h); only token ids and log probs come back.
 // Not done: half activations (elementwise traffic and the attention's Q and output are fp32),
-// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, sampling on the GPU
-// (each step's logits come to the host).
+// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, beam search on the GPU
+// (beam steps still download their rows' logits).
 //
 // Pointer contract: every float* the Backend methods take or return is device memory owned by this
 // backend (from alloc()), except the host arguments the interface names (upload source, download

@@ -114,6 +114,9 @@ class CudaBackend : public ops::Backend {
                   int64_t width, int64_t height) override;
   void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                          int64_t row_elems) override;
+  // kernels/sampling/ (cuda_sampling.cc): only the tokens and log probs come back.
+  void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                   decoding::SampledToken* out) override;
 
  private:
   // Host metadata for one op: each part is copied into a pinned slot, then with one async copy into

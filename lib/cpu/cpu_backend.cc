@@ -149,6 +149,11 @@ float* CpuBackend::alloc(size_t n) {
 void CpuBackend::release(float* p) { std::free(p); }
 void CpuBackend::upload(float* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 void CpuBackend::download(float* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+
+void CpuBackend::sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                             decoding::SampledToken* out) {
+  decoding::sample_rows_on_host(logits, stride, vocab, batch, out);
+}
 void CpuBackend::copy(float* dst, const float* src, size_t n) { std::memmove(dst, src, n * sizeof(float)); }
 void CpuBackend::fill(float* dst, float value, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = value;

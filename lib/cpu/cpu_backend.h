@@ -81,6 +81,9 @@ class CpuBackend : public ops::Backend {
                   int64_t width, int64_t height) override;
   void gather_cache_rows(const ops::KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                          int64_t row_elems) override;
+  // The logits are host memory already: sampled where they are, no copy.
+  void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                   decoding::SampledToken* out) override;
 
  private:
   // C = round(A)·B for an fp16/bf16 B (Backend::gemm's contract for half weights).

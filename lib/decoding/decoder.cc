@@ -15,7 +15,9 @@
 #include "lib/decoding/beam_search.h"
 #include "lib/decoding/logit_processing.h"
 #include "lib/decoding/request_rng.h"
+#include "lib/decoding/row_sampling.h"
 #include "lib/decoding/sampling.h"
+#include "lib/ops/backend.h"
 
 namespace ftx {
 
@@ -128,6 +130,12 @@ struct Decoder::Impl {
     std::vector<uint8_t> seen;  // repetition-penalty marks, all zero between uses
   };
   std::vector<Scratch> scratch;
+  // Sampling rows of the current step (prepare_sampling / finish_sampling).
+  decoding::RowSamplingBatch batch;
+  std::vector<int64_t> batch_slots;  // slot of each batch entry
+  std::vector<decoding::SampledToken> sampled;
+  std::vector<uint8_t> resolve_seen;  // add_row_sampling's scratch
+  std::vector<float> host_logits;     // step(backend, ...) with beams: the rows, downloaded
 
   void append(Row& row, const SlotState& rs, int32_t token, double log_prob, double output_log_prob) {
     row.history.push_back(token);
@@ -158,29 +166,57 @@ struct Decoder::Impl {
     }
   }
 
-  void sampling_step(size_t b, float* logits, Scratch& sc) {
-    SlotState& rs = slots[b];
-    const int64_t r = static_cast<int64_t>(b);
-    Row& row = rows[r];
-    out.parents[r] = static_cast<int32_t>(r);
-    if (row.finished) {
-      out.tokens[r] = rs.fill_token;
-      finished_now[r] = 1;
-      return;
+  // Sampling rows (beam width 1) of the live slots: a finished row emits its fill token, the others
+  // are resolved into `batch` (their uniforms drawn here, in slot order, from their own streams).
+  void prepare_sampling(const std::vector<int64_t>& live) {
+    batch.clear();
+    batch_slots.clear();
+    if (static_cast<int64_t>(resolve_seen.size()) < vocab) resolve_seen.assign(static_cast<size_t>(vocab), 0);
+    for (int64_t b : live) {
+      SlotState& rs = slots[b];
+      Row& row = rows[b];
+      out.parents[b] = static_cast<int32_t>(b);
+      if (row.finished) {
+        out.tokens[b] = rs.fill_token;
+        finished_now[b] = 1;
+        continue;
+      }
+      const double p = rs.mode.kind == SamplingMode::kTopP ? row.top_p : rs.mode.top_p;
+      decoding::add_row_sampling(batch, b, vocab, rs.request.sampling, rs.mode, p, rs.rng.uniform(), row.history,
+                                 row.generated, resolve_seen);
+      batch_slots.push_back(b);
     }
-    float* l = logits + r * vocab;
-    const SamplingConfig& s = rs.request.sampling;
-    decoding::process_logits(l, vocab, s, row.history, row.generated, sc.seen);
-    const bool top_p_layer = rs.mode.kind == SamplingMode::kTopP;
-    const double p = top_p_layer ? row.top_p : rs.mode.top_p;
-    const decoding::SampledToken t = decoding::sample(l, vocab, rs.mode, p, rs.rng.uniform(), sc.ws, s.return_log_probs);
-    append(row, rs, t.token, t.log_prob, t.output_log_prob);
-    if (top_p_layer) {
-      row.top_p = t.token == s.top_p_reset_id ? rs.mode.top_p : std::max(row.top_p * rs.top_p_decay, rs.top_p_min);
+    sampled.resize(batch.rows.size());
+  }
+
+  // The drawn tokens into the rows: history, log probs, the factual nucleus, the stop criteria.
+  void finish_sampling() {
+    for (size_t i = 0; i < batch_slots.size(); ++i) {
+      const int64_t b = batch_slots[i];
+      SlotState& rs = slots[b];
+      Row& row = rows[b];
+      const decoding::SampledToken& t = sampled[i];
+      append(row, rs, t.token, t.log_prob, t.output_log_prob);
+      if (rs.mode.kind == SamplingMode::kTopP) {
+        row.top_p = t.token == rs.request.sampling.top_p_reset_id ? rs.mode.top_p
+                                                                  : std::max(row.top_p * rs.top_p_decay, rs.top_p_min);
+      }
+      check_finished(row, rs);
+      out.tokens[b] = t.token;
+      finished_now[b] = row.finished;
     }
-    check_finished(row, rs);
-    out.tokens[r] = t.token;
-    finished_now[r] = row.finished;
+  }
+
+  std::vector<int64_t> live_slots() const {
+    std::vector<int64_t> live;
+    for (size_t b = 0; b < slots.size(); ++b)
+      if (used[b] && !paused[b]) live.push_back(static_cast<int64_t>(b));
+    return live;
+  }
+
+  const StepOutput& publish() {
+    for (size_t r = 0; r < finished_now.size(); ++r) out.finished[r] = finished_now[r] != 0;
+    return out;
   }
 
   void beam_step(size_t b, float* logits, Scratch& sc) {
@@ -389,9 +425,13 @@ RequestResult Decoder::take(int64_t b) {
 
 const StepOutput& Decoder::step(float* logits) {
   Impl& im = *impl_;
-  std::vector<int64_t> live;
-  for (size_t b = 0; b < im.slots.size(); ++b)
-    if (im.used[b] && !im.paused[b]) live.push_back(static_cast<int64_t>(b));
+  const std::vector<int64_t> live = im.live_slots();
+  if (im.beam_width == 1) {
+    im.prepare_sampling(live);
+    decoding::sample_rows_on_host(logits, im.vocab, im.vocab, im.batch, im.sampled.data());
+    im.finish_sampling();
+    return im.publish();
+  }
   const int64_t n = static_cast<int64_t>(live.size());
   int threads = 1;
 #ifdef _OPENMP
@@ -411,15 +451,29 @@ const StepOutput& Decoder::step(float* logits) {
 #ifdef _OPENMP
     t = omp_get_thread_num();
 #endif
-    const size_t b = static_cast<size_t>(live[i]);
-    if (im.beam_width == 1) {
-      im.sampling_step(b, logits, im.scratch[t]);
-    } else {
-      im.beam_step(b, logits, im.scratch[t]);
-    }
+    im.beam_step(static_cast<size_t>(live[i]), logits, im.scratch[t]);
   }
-  for (size_t r = 0; r < im.finished_now.size(); ++r) im.out.finished[r] = im.finished_now[r] != 0;
-  return im.out;
+  return im.publish();
+}
+
+const StepOutput& Decoder::step(ops::Backend& backend, float* logits, int64_t stride) {
+  Impl& im = *impl_;
+  if (stride < im.vocab)
+    throw Error("decoder: logits stride " + std::to_string(stride) + " is less than the vocabulary " +
+                std::to_string(im.vocab));
+  if (im.beam_width == 1) {
+    im.prepare_sampling(im.live_slots());
+    backend.sample_rows(logits, stride, im.vocab, im.batch, im.sampled.data());
+    im.finish_sampling();
+    return im.publish();
+  }
+  // Beam search runs on the host: the rows come down, their padding columns dropped.
+  const int64_t rows = this->rows();
+  im.host_logits.resize(static_cast<size_t>(rows * stride));
+  backend.download(im.host_logits.data(), logits, im.host_logits.size());
+  for (int64_t r = 1; r < rows; ++r)
+    std::copy_n(im.host_logits.begin() + r * stride, im.vocab, im.host_logits.begin() + r * im.vocab);
+  return step(im.host_logits.data());
 }
 
 bool Decoder::all_finished() const {

@@ -15,16 +15,19 @@ bool ends_with_prefix(const std::vector<int32_t>& history, const std::vector<int
   return true;
 }
 
+int32_t banned_by_word(const std::vector<int32_t>& history, const std::vector<int32_t>& word, int64_t vocab) {
+  if (word.empty()) return -1;
+  const int32_t banned = word.back();
+  // FT's kernel: `0 < banned_token && banned_token < vocab_size_padded`.
+  if (banned <= 0 || banned >= vocab) return -1;
+  return word.size() == 1 || ends_with_prefix(history, word, word.size() - 1) ? banned : -1;
+}
+
 void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& history,
                    const TokenWords& bad_words) {
   for (const auto& word : bad_words) {
-    if (word.empty()) continue;
-    const int32_t banned = word.back();
-    // FT's kernel: `0 < banned_token && banned_token < vocab_size_padded`.
-    if (banned <= 0 || banned >= vocab) continue;
-    if (word.size() == 1 || ends_with_prefix(history, word, word.size() - 1)) {
-      logits[banned] = -std::numeric_limits<float>::infinity();
-    }
+    const int32_t banned = banned_by_word(history, word, vocab);
+    if (banned >= 0) logits[banned] = -std::numeric_limits<float>::infinity();
   }
 }
 
@@ -33,6 +36,32 @@ void apply_temperature(float* logits, int64_t vocab, double temperature) {
   // FT multiplies by the float inverse rather than dividing each logit.
   const float inverse = 1.0f / (static_cast<float>(temperature) + 1e-6f);
   for (int64_t i = 0; i < vocab; ++i) logits[i] *= inverse;
+}
+
+namespace {
+
+float penalized(float l, bool repetition, float rp, bool presence, float pp) {
+  if (repetition) l = l < 0.0f ? l * rp : l / rp;
+  if (presence) l = l - pp;
+  return l;
+}
+
+}  // namespace
+
+void apply_penalty_to_ids(float* logits, const int32_t* ids, int64_t n, double repetition_penalty,
+                          double presence_penalty) {
+  const bool repetition = repetition_penalty != 1.0;
+  const bool presence = presence_penalty != 0.0;
+  if (!repetition && !presence) return;
+  const float rp = static_cast<float>(repetition_penalty);
+  const float pp = static_cast<float>(presence_penalty);
+  for (int64_t i = 0; i < n; ++i) logits[ids[i]] = penalized(logits[ids[i]], repetition, rp, presence, pp);
+}
+
+void replace_nan(float* logits, int64_t vocab) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+#pragma omp simd  // a select, not a branch: one vectorised pass
+  for (int64_t i = 0; i < vocab; ++i) logits[i] = logits[i] != logits[i] ? neg_inf : logits[i];
 }
 
 void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
@@ -46,9 +75,7 @@ void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<in
   for (int32_t id : history) {
     if (id < 0 || id >= vocab || seen[id]) continue;
     seen[id] = 1;
-    float& l = logits[id];
-    if (repetition) l = l < 0.0f ? l * rp : l / rp;
-    if (presence) l = l - pp;
+    logits[id] = penalized(logits[id], repetition, rp, presence, pp);
   }
   for (int32_t id : history) {
     if (id >= 0 && id < vocab) seen[id] = 0;
@@ -63,10 +90,7 @@ void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t gene
 void process_logits(float* logits, int64_t vocab, const SamplingConfig& config,
                     const std::vector<int32_t>& history, int64_t generated,
                     std::vector<uint8_t>& seen) {
-  // NaN would break the strict ordering the selection below relies on.
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-#pragma omp simd  // a select, not a branch: one vectorised pass
-  for (int64_t i = 0; i < vocab; ++i) logits[i] = logits[i] != logits[i] ? neg_inf : logits[i];
+  replace_nan(logits, vocab);  // NaN would break the strict ordering the selection relies on
   ban_bad_words(logits, vocab, history, config.bad_words);
   apply_temperature(logits, vocab, config.temperature);
   // FT applies penalties only from step > 1, i.e. once the sequence holds 2+ tokens; judged per

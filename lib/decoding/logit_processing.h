@@ -17,6 +17,9 @@ bool ends_with_prefix(const std::vector<int32_t>& history, const std::vector<int
 // Bad words (§2.6): a one-token word is always banned; an n-token word bans its last token only when
 // the row's history (prompt + generated, already following beam parents) ends with its first n-1
 // tokens. Banned logits become -inf. Id 0 and ids outside [0, vocab) are never banned (FT kernel).
+// The id that `word` bans given `history` (the rule of ban_bad_words), or -1 when it bans none.
+int32_t banned_by_word(const std::vector<int32_t>& history, const std::vector<int32_t>& word, int64_t vocab);
+
 void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& history,
                    const TokenWords& bad_words);
 
@@ -29,6 +32,13 @@ void apply_temperature(float* logits, int64_t vocab, double temperature);
 void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
                               double repetition_penalty, double presence_penalty,
                               std::vector<uint8_t>& seen);
+
+// apply_repetition_penalty over `n` distinct ids in [0, vocab) (no history, no dedup).
+void apply_penalty_to_ids(float* logits, const int32_t* ids, int64_t n, double repetition_penalty,
+                          double presence_penalty);
+
+// NaN -> -inf (the selection relies on a strict order).
+void replace_nan(float* logits, int64_t vocab);
 
 // min_length (§2.3 step 5): end_id's logit becomes -FLT_MAX while generated < min_length.
 void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t generated,

@@ -436,6 +436,8 @@ void Engine::compute_logits(float* hidden, int64_t n, int64_t first) {
   be_.add_bias(out, w_.lm_head_b, n, Vp);
 }
 
+int64_t Engine::logits_stride() const { return w_.padded_vocab(); }
+
 void Engine::download_logits(int64_t n, float* host) {
   const int64_t V = cfg_.vocab_size, Vp = w_.padded_vocab();
   if (Vp == V) return be_.download(host, logits_, static_cast<size_t>(n * V));

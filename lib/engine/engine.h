@@ -110,6 +110,14 @@ class Engine {
   // Appends tokens[i] to cache row cache_rows[i] (at position row_length) and returns the next
   // logits [n, V] (rank 0).
   void decode(const std::vector<int32_t>& tokens, const std::vector<int32_t>& cache_rows, float* logits);
+  // ---- logits left in the backend's memory (lib/engine/step_logits.h)
+  // True on world rank 0 when it computes the logits (one pipeline stage): decode() with null
+  // logits then leaves them, rows [0, n), in device_logits(), logits_stride() floats apart (the
+  // padded vocabulary; only the first vocab_size columns are logits).
+  bool logits_on_this_rank() const { return comm_.rank() == 0 && computes_logits_; }
+  const float* device_logits() const { return logits_; }
+  int64_t logits_stride() const;
+  ops::Backend& backend() const { return be_; }
   // Row dst[i] takes row src[i]'s history (all reads before writes), sharing its blocks.
   void copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src);
   // The rows give their blocks back (blocks the prefix cache holds stay cached) and are empty.

@@ -26,7 +26,7 @@ constexpr int64_t kCacheGrain = 64;
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, dist::Communicator& comm, SchedulerOptions options)
-    : engine_(engine), comm_(comm), opt_(options) {
+    : engine_(engine), comm_(comm), opt_(options), logits_(engine) {
   if (opt_.batch_size < 1 || opt_.batch_size > kMaxBatchSize)
     throw Error("batch size " + std::to_string(opt_.batch_size) + " outside [1, " + std::to_string(kMaxBatchSize) + "]");
   if (opt_.max_seq_len < 0) throw Error("max_seq_len " + std::to_string(opt_.max_seq_len) + " is negative");
@@ -390,7 +390,7 @@ void Scheduler::admit(const Plan& p) {
     beam_ = K;
     if (leader) {
       decoder_ = std::make_unique<Decoder>(B, beam_, V);
-      logits_.assign(static_cast<size_t>(B * beam_ * V), 0.0f);
+      logits_.resize(B * beam_);
     }
   }
 
@@ -445,7 +445,7 @@ void Scheduler::admit(const Plan& p) {
     if (!leader) continue;
     decoder_->add(p.slot[i], p.requests[static_cast<size_t>(i)].decode);
     for (int64_t k = 0; k < K; ++k)
-      std::copy_n(run_logits.begin() + run * V, V, logits_.begin() + (p.slot[i] * K + k) * V);
+      logits_.set_row(p.slot[i] * K + k, run_logits.data() + run * V);
   }
   for (int64_t s : p.resume) {
     // A preempted request goes on: each of its unfinished rows holds its history again, and its
@@ -454,7 +454,7 @@ void Scheduler::admit(const Plan& p) {
     if (!leader) continue;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t run = run_of_row[static_cast<size_t>(s * K + k)];
-      if (run >= 0) std::copy_n(run_logits.begin() + run * V, V, logits_.begin() + (s * K + k) * V);
+      if (run >= 0) logits_.set_row(s * K + k, run_logits.data() + run * V);
     }
     decoder_->set_paused(s, false);
   }
@@ -505,7 +505,6 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t V = engine_.vocab_size();
   std::vector<int32_t> msg, step_logits_rows, feed;
-  std::vector<float> step_logits;
   std::vector<uint8_t> was_finished;
   Status status = Status::kDone;
 
@@ -533,7 +532,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     // [tokens | parents | finished] for all rows. Preempted requests sit it out.
     msg.assign(static_cast<size_t>(3 * rows), 0);
     if (leader) {
-      const StepOutput& so = decoder_->step(logits_.data());
+      const StepOutput& so = logits_.step(*decoder_);
       for (int64_t r = 0; r < rows; ++r) {
         msg[r] = so.tokens[r];
         msg[rows + r] = so.parents[r];
@@ -627,11 +626,8 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
     const int64_t na = static_cast<int64_t>(feed.size());
     if (na == 0) continue;
     stats_.peak_rows = std::max(stats_.peak_rows, na);
-    if (leader) step_logits.resize(static_cast<size_t>(na * V));
-    engine_.decode(feed, step_logits_rows, leader ? step_logits.data() : nullptr);
-    if (leader)
-      for (int64_t i = 0; i < na; ++i)
-        std::copy_n(step_logits.begin() + i * V, V, logits_.begin() + static_cast<int64_t>(step_logits_rows[i]) * V);
+    engine_.decode(feed, step_logits_rows, leader ? logits_.decode_target(na) : nullptr);
+    if (leader) logits_.take_decode(step_logits_rows);
   }
   // The rows' blocks go back (full ones stay in the prefix cache); sessions keep their contexts.
   release_all();

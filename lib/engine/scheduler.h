@@ -54,6 +54,7 @@
 #include "lib/decoding/decoder.h"
 #include "lib/dist/communicator.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/step_logits.h"
 
 namespace ftx {
 
@@ -255,7 +256,7 @@ class Scheduler {
   int64_t beam_ = 0;  // beam width of the running batch (0: none yet)
   std::vector<Slot> slots_;
   std::unique_ptr<Decoder> decoder_;  // rank 0
-  std::vector<float> logits_;         // rank 0: [slots · beam, V], each row's latest logits
+  StepLogits logits_;                 // rank 0: [slots · beam], each row's latest logits
   // Rank 0 only:
   std::deque<Request> pending_;       // look-ahead: pulled from the source, not yet admitted
   std::unordered_map<std::string, Session> sessions_;

@@ -174,6 +174,15 @@ Weight Backend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, 
   return w;
 }
 
+void Backend::sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                          decoding::SampledToken* out) {
+  if (batch.rows.empty()) return;
+  const int64_t rows = decoding::logit_rows_read(batch);
+  std::vector<float> host(static_cast<size_t>(rows * stride));
+  download(host.data(), logits, host.size());
+  decoding::sample_rows_on_host(host.data(), stride, vocab, batch, out);
+}
+
 namespace {
 
 // A number from a one-line file such as /sys/fs/cgroup/memory.max; -1 when absent or "max".

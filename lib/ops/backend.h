@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/decoding/row_sampling.h"
 #include "lib/model/model_config.h"
 #include "lib/quant/fp8.h"
 
@@ -316,6 +317,18 @@ class Backend {
   // (AttentionShape::block_elems()), copied before a sequence writes into a block it shared.
   virtual void gather_cache_rows(const KvCache& cache, const int32_t* dst, const int32_t* src, int64_t n,
                                  int64_t row_elems) = 0;
+
+  // ---- decoding ----
+  // One token per entry of batch.rows from logits [rows, stride] in this backend's memory (the
+  // first `vocab` columns of each row are read, stride >= vocab the padded vocabulary): the row is
+  // processed and sampled with exactly the CPU decoder's arithmetic (lib/decoding/row_sampling.h);
+  // out[i] (host memory) is batch.rows[i]'s token and log probs. Each row at most once (Error). The sampled rows' logits are left
+  // unspecified (a backend processes them in place).
+  // Only these cross to the host, so a device backend need not download the logits. Not inside a
+  // repeatable step (it waits for its results). The default downloads the rows and runs
+  // decoding::sample_rows_on_host, the reference every implementation is tested against.
+  virtual void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                           decoding::SampledToken* out);
 
  private:
   bool int8_weight_only_ = false;
