@@ -18,7 +18,7 @@ Parts (argv[1]):
               `ftx convert`, gpt_gemm's positional arguments
   chat_pipe:  ftx chat in a pipe: one line per round even when the answer has line breaks
   chat_tty:   ftx chat in a terminal (tmux): Ctrl-C stops the answer and the chat goes on, Ctrl-C
-              while typing drops the line, Up recalls the last line, Ctrl-D ends (exit 77 without tmux)
+              while typing drops the line, Up recalls earlier lines, Ctrl-D ends (exit 77 without tmux)
   interrupt:  a conversion stopped by SIGINT, SIGKILL, a file size limit (ulimit -f), and one
               writing the same output at the same time; man ftx-generate's examples as printed
 Environment: FTX_BIN, FTX_FIXTURES (engine/ and convert/ fixtures), FTX_SOURCE_DIR.
@@ -642,17 +642,24 @@ def test_chat_tty(tmp):
         check(s and "; stopped]" in s[0] and int(re.search(r": (\d+) tokens", s[0]).group(1)) < 400,
               f"Ctrl-C stopped the answer: {s}")
         wait_for(lambda: pane().rstrip().endswith(">"), "the next prompt")
+        # A new session: round 1 may have run to hundreds of tokens before the Ctrl-C landed (a
+        # loaded machine), and round 2's 400 more would pass the model's 512 positions.
+        keys("/reset", literal=True)
+        keys("Enter")
+        time.sleep(0.3)
+        wait_for(lambda: pane().rstrip().endswith(">"), "the prompt after /reset")
         keys("abc", literal=True)
         keys("C-c")  # drops the line being typed
         time.sleep(0.3)
-        keys("Up")  # recalls "Hello" from the history
+        keys("Up")  # "/reset"
+        keys("Up")  # "Hello", the line before it
         keys("Enter")
         wait_for(lambda: len(pane().rstrip().split("> Hello")[-1]) > 20, "round 2's answer to stream")
         keys("C-c")
         wait_for(lambda: len(stats()) == 2, "round 2 to end")
         s = stats()
         check(len(s) == 2 and "1 new" in s[1] and re.search(r"context \d+ tokens", s[1]),
-              f"Up recalled the one-token line 'Hello' (not 'abc', not escape codes): {s}")
+              f"Up, Up recalled the one-token line 'Hello' (not 'abc', not '/reset', not escape codes): {s}")
         wait_for(lambda: pane().rstrip().endswith(">"), "the third prompt")
         keys("C-d")
         wait_for(lambda: os.path.exists(done), "chat to end")
