@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/error.h"
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/widening_gemm.h"
 
 namespace ftx::cpu {
@@ -19,12 +20,6 @@ namespace {
 
 constexpr int64_t kStripCols = 64;  // 4 zmm of 16 lanes
 constexpr int kTileRows = 6;        // 6 × 4 sums + 4 weight registers of the 32
-
-bool has_avx512bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-  return yes;
-}
 
 // strip[p][j] = B(2p, j) | B(2p+1, j) << 16 for j < w, zero beyond (zero weights add nothing).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pair_strip(int64_t K, const uint16_t* B, int64_t ldb, int64_t w,
@@ -93,23 +88,9 @@ void tile_rows(int C, int64_t pairs, const uint16_t* A, int64_t lda, const uint3
 }  // namespace
 #endif
 
-bool bf16_pair_gemm_supported(int64_t K) {
-#if defined(__x86_64__)
-  return K > 0 && K % 2 == 0 && has_avx512bf16();
-#else
-  (void)K;
-  return false;
-#endif
-}
+bool bf16_pair_gemm_supported(int64_t K) { return K > 0 && K % 2 == 0 && has_avx512_bf16(); }
 
-bool bf16_pair_gemm_preferred(int64_t K) {
-#if defined(__x86_64__)
-  static const bool amx = __builtin_cpu_supports("amx-bf16");
-  return !amx && bf16_pair_gemm_supported(K);
-#else
-  return bf16_pair_gemm_supported(K);
-#endif
-}
+bool bf16_pair_gemm_preferred(int64_t K) { return !has_amx_bf16() && bf16_pair_gemm_supported(K); }
 
 void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, bool packed, float* C,
                           float beta, int64_t n0, int64_t nn) {

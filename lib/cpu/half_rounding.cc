@@ -5,18 +5,13 @@
 #endif
 
 #include "formats/dtype.h"
+#include "lib/cpu/cpu_features.h"
 
 namespace ftx::cpu {
 
 namespace {
 
 #if defined(__x86_64__)
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 inline __mmask16 tail_mask(size_t left) {
   return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1u);
 }
@@ -61,21 +56,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void to_bf16_avx512(const f
 
 void round_through_fp16(const float* src, size_t n, float* dst) {
 #if defined(__x86_64__)
-  if (has_avx512()) return fp16_avx512(src, n, dst);
+  if (has_avx512_core()) return fp16_avx512(src, n, dst);
 #endif
   for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(float_to_half(src[i]));
 }
 
 void round_through_bf16(const float* src, size_t n, float* dst) {
 #if defined(__x86_64__)
-  if (has_avx512()) return bf16_round_avx512(src, n, dst);
+  if (has_avx512_core()) return bf16_round_avx512(src, n, dst);
 #endif
   for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
 }
 
 void to_bf16(const float* src, size_t n, uint16_t* dst) {
 #if defined(__x86_64__)
-  if (has_avx512()) return to_bf16_avx512(src, n, dst);
+  if (has_avx512_core()) return to_bf16_avx512(src, n, dst);
 #endif
   for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
 }

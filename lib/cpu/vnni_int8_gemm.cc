@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "lib/cpu/widening_gemm.h"
+#include "lib/cpu/cpu_features.h"
 
 namespace ftx::cpu {
 
@@ -43,12 +44,6 @@ void panel_product_portable(const VnniActivations& a, int64_t m0, int64_t rows, 
 }
 
 #if defined(__x86_64__)
-bool has_vnni() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vnni");
-  return yes;
-}
-
 // R rows × C blocks of 16 columns, all R·C sums in registers for the whole K loop; a group of 4
 // rows of the weights is C contiguous 64-byte loads, R broadcasts and R·C vpdpbusd. `mask` selects
 // the columns of a last, narrower block (C = 1 only). Written as flat, fully unrolled arrays:
@@ -181,7 +176,7 @@ void vnni_int8_product_portable(const VnniActivations& a, const uint8_t* packed,
 void vnni_int8_product(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                        int32_t* acc) {
 #if defined(__x86_64__)
-  if (has_vnni()) {
+  if (has_avx512_vnni()) {
     for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
       panel_product_vnni(a, w, ldw, j0, cols, out, nn);
     });

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/widening_gemm.h"
 
 namespace ftx::cpu {
@@ -59,22 +60,18 @@ __attribute__((target("avx512f"))) float abs_max_avx512(const float* x, int64_t 
   return _mm512_reduce_max_ps(amax);
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return yes;
-}
 #endif
 
 void quantize_row(const float* x, int64_t n, float scale, int8_t* q) {
 #if defined(__x86_64__)
-  if (has_avx512()) return quantize_row_avx512(x, n, scale, q);
+  if (has_avx512_core()) return quantize_row_avx512(x, n, scale, q);
 #endif
   for (int64_t i = 0; i < n; ++i) q[i] = to_int8_rne(x[i] * scale);
 }
 
 float abs_max(const float* x, int64_t n) {
 #if defined(__x86_64__)
-  if (has_avx512()) return abs_max_avx512(x, n);
+  if (has_avx512_core()) return abs_max_avx512(x, n);
 #endif
   float amax = 0.0f;
   for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/dtype.h"
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/half_rounding.h"
 #include "lib/quant/fp8.h"
 
@@ -214,16 +215,6 @@ __attribute__((target("avx512f"))) void stream_rows_trans_avx512(int64_t K, cons
   }
 }
 
-bool has_avx512f() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
-bool has_avx512bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-  return yes;
-}
-
 // bf16 B transposed ([N, K]: an embedding table as lm_head, read row by row) on AVX512-BF16:
 // vdpbf16ps multiplies 32 bf16 pairs of an A row and a B row per instruction and adds each
 // adjacent pair of products into an fp32 lane (products exact, sums fp32), so a 64-byte line of
@@ -409,7 +400,7 @@ void tile_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, int
 void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
                   int64_t nn, float* acc) {
 #if defined(__x86_64__)
-  if (type == NarrowType::kBf16 && trans && has_avx512bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
+  if (type == NarrowType::kBf16 && trans && has_avx512_bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   if (has_avx512f()) {
     return with_narrow(type, [&](auto e) {
       using E = decltype(e);
