@@ -12,9 +12,12 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "formats/dtype.h"
+#include "formats/error.h"
+#include "lib/cpu/bf16_pair_gemm.h"
 #include "lib/cpu/cpu_backend.h"
 
 namespace ftx {
@@ -133,6 +136,21 @@ TEST(HalfEmbedding, RowIsTheRoundedTableRow) {
         EXPECT_EQ(out[r * 3 + i], static_cast<float>(2.0 * round_to(dt, table[ids[r] * 3 + i])));
     be.release_weight(t);
   }
+}
+
+// The pair kernel takes k two at a time: an odd depth (or a CPU without AVX512-BF16) is refused
+// with the offending K, never read past a row's end; the backend sends those to oneDNN.
+TEST(Bf16PairGemm, RefusesAnOddDepth) {
+  EXPECT_FALSE(cpu::bf16_pair_gemm_supported(3));
+  std::vector<uint16_t> a(2 * 3, 0x3f80), b(3 * 16, 0x3f80);
+  std::vector<float> c(2 * 16, 0.0f);
+  try {
+    cpu::bf16_pair_gemm_block(2, 16, 3, a.data(), b.data(), false, c.data(), 0.0f, 0, 16);
+    FAIL() << "K = 3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K = 3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c, std::vector<float>(2 * 16, 0.0f));  // nothing written
 }
 
 }  // namespace
