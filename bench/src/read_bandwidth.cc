@@ -8,11 +8,11 @@
 // A numpy sum (what bench/int8-cpu used before) reads at about half of this: it is one
 // single-accumulator pairwise reduction per thread, bound by its own adds.
 //
-// Usage: bench_read_bandwidth [THREADS] [MIB_PER_THREAD] [PASSES]
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+// The buffers sit on 2 MB pages where the kernel gives them (as the CPU backend's weights do:
+// lib/cpu/huge_page_alloc.h); PAGES=small measures on 4 KB pages, where a streaming read also pays
+// a page walk every 4 KB.
+//
+// Usage: bench_read_bandwidth [THREADS] [MIB_PER_THREAD] [PASSES] [PAGES (huge|small)]
 #include <omp.h>
 
 #include <algorithm>
@@ -20,47 +20,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
-namespace {
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
-    s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
-    s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
-    s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-}
-#endif
-
-float sum_portable(const float* p, size_t n) {
-  float s[8] = {};
-  for (size_t i = 0; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
-  float t = 0;
-  for (float x : s) t += x;
-  return t;
-}
-
-float sum(const float* p, size_t n) {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return sum_avx512(p, n);
-#endif
-  return sum_portable(p, n);
-}
-
-}  // namespace
+#include "bench/src/read_loop.h"
+#include "lib/cpu/huge_page_alloc.h"
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const size_t mib = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256;
   const int passes = argc > 3 ? std::atoi(argv[3]) : 30;
-  if (threads < 1 || mib < 1 || passes < 1) {
-    std::fprintf(stderr, "usage: bench_read_bandwidth [THREADS >= 1] [MIB_PER_THREAD >= 1] [PASSES >= 1]\n");
+  const std::string pages = argc > 4 ? argv[4] : "huge";
+  if (threads < 1 || mib < 1 || passes < 1 || (pages != "huge" && pages != "small")) {
+    std::fprintf(stderr, "usage: bench_read_bandwidth [THREADS >= 1] [MIB_PER_THREAD >= 1] [PASSES >= 1] [huge|small]\n");
     return 2;
   }
   const size_t n = mib * (size_t(1) << 20) / sizeof(float);
@@ -70,14 +42,15 @@ int main(int argc, char** argv) {
   {
     // Each thread allocates and touches its own buffer (its pages near it on a NUMA machine).
     const int t = omp_get_thread_num();
-    auto* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    auto* buf = static_cast<float*>(pages == "huge" ? ftx::cpu::alloc_on_huge_pages(n * sizeof(float))
+                                                    : std::aligned_alloc(64, n * sizeof(float)));
     for (size_t i = 0; i < n; ++i) buf[i] = 1.0f;
     for (int p = 0; p <= passes; ++p) {
       double t0 = 0;
 #pragma omp barrier
 #pragma omp master
       t0 = omp_get_wtime();
-      sink[t] += sum(buf, n);
+      sink[t] += ftx::bench::read_sum(buf, n);
 #pragma omp barrier
 #pragma omp master
       seconds[p] = omp_get_wtime() - t0;
@@ -87,9 +60,9 @@ int main(int argc, char** argv) {
   seconds.erase(seconds.begin());  // pass 0: first touch of the caches and TLBs
   std::sort(seconds.begin(), seconds.end());
   const double bytes = static_cast<double>(n) * sizeof(float) * threads;
-  std::printf("{\"threads\": %d, \"mib_per_thread\": %zu, \"passes\": %d, \"best_bytes_per_s\": %.6g, "
+  std::printf("{\"threads\": %d, \"mib_per_thread\": %zu, \"passes\": %d, \"pages\": \"%s\", \"best_bytes_per_s\": %.6g, "
               "\"median_bytes_per_s\": %.6g, \"check\": %g}\n",
-              threads, mib, passes, bytes / seconds.front(), bytes / seconds[seconds.size() / 2],
+              threads, mib, passes, pages.c_str(), bytes / seconds.front(), bytes / seconds[seconds.size() / 2],
               static_cast<double>(sink[0]));
   return 0;
 }

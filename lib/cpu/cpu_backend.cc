@@ -20,6 +20,7 @@
 #include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/bf16_pair_gemm.h"
 #include "lib/cpu/half_rounding.h"
+#include "lib/cpu/huge_page_alloc.h"
 #include "lib/cpu/w8a8_gemm.h"
 #include "lib/quant/fp8.h"
 
@@ -85,7 +86,6 @@ ops::Weight CpuBackend::upload_weight(const void* src, DType src_dtype, size_t n
 
 ops::Weight CpuBackend::upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
   ops::Weight w = upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
-  if (!is_half(w.dtype)) return w;
   pack_column_panels(const_cast<void*>(w.data), dtype_size(w.dtype), rows, cols);
   w.panel_cols = kWideningPanelCols;
   return w;
@@ -142,6 +142,7 @@ float* CpuBackend::alloc(size_t n) {
   // 64-byte alignment for AVX-512 loads; round the size up as aligned_alloc requires.
   size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
   if (bytes == 0) bytes = 64;
+  if (bytes >= kHugePageBytes) return static_cast<float*>(alloc_on_huge_pages(bytes));
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
   return static_cast<float*>(p);
@@ -161,9 +162,10 @@ void CpuBackend::fill(float* dst, float value, size_t n) {
 
 namespace {
 
-// Columns [n0, n0 + nn) of c = a·B (+beta c) for one row: OpenBLAS's sgemv, which reads the
-// row-major fp32 weights at about 1.1x the memory floor (the streaming kernel with one row of sums
-// measured 1.3x, on row-major weights and on column panels alike).
+// Columns [n0, n0 + nn) of c = a·B (+beta c) for one row of fp32 weights held row-major (a
+// transposed embedding table as lm_head, or weights not packed): OpenBLAS's sgemv. The engine's
+// layer matrices are packed in column panels, where the streaming kernel reads one row's weights
+// at the read loop's pace (bench_decode_gemm).
 void fp32_gemv_block(int64_t N, int64_t K, const float* a, const float* B, bool trans_b, float* c, float beta,
                      int64_t n0, int64_t nn) {
   if (trans_b)
@@ -218,7 +220,7 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
         if (weight.dtype == DType::kInt8) {
           int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
                                  packed);
-        } else if (M == 1) {
+        } else if (M == 1 && !packed) {
           fp32_gemv_block(N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
         } else {
           widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, packed, nullptr, C, beta, n0, nn);

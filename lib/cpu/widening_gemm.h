@@ -16,15 +16,16 @@ namespace ftx::cpu {
 
 // kFp32 is no narrowing at all: fp32 weights take the same streaming kernel, because for a few
 // rows OpenBLAS's sgemm spends more time packing the weights on every call than multiplying (half
-// of a 16-row decode step by perf) and its sgemv serves one row only.
+// of a 16-row decode step by perf), and on packed panels one row streams faster than sgemv reads
+// row-major weights (bench_decode_gemm, medium layers: 0.87x of sgemv's time).
 // kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/backend.h).
 enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
 // Up to this many rows of A the streaming kernel runs; more take the tile kernel (AVX-512) or
 // widened panels and sgemm. Each row's sums are the same whatever the number of rows (the k order
 // never changes, in the streaming and the tile kernel alike), so a request's logits do not depend
-// on how many others share its decode step or its prefill (fp32 from two rows up: one row goes to
-// OpenBLAS's sgemv).
+// on how many others share its decode step or its prefill (for fp32 weights held row-major, from
+// two rows up: one row of those goes to OpenBLAS's sgemv; the engine's layer matrices are packed).
 constexpr int64_t kWideningStreamRows = 16;
 // Column-panel width of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;

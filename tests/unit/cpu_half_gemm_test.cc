@@ -3,7 +3,7 @@
 // dtype (round to nearest even; fp32 as it is), B as held, products summed exactly (double),
 // C = A·B + beta·C. Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x
 // the largest |C| of the case. Covered: the streaming kernels (2..16 rows; one row too for half),
-// one fp32 row (sgemv) and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
+// one fp32 row on row-major weights (sgemv), K cut into pieces for more rows than one group, and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
 // for an odd K or a transposed B; widened panels for fp16, sgemm for fp32), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
 // [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix).
@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,7 +45,9 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
   const Case cases[] = {{1, 200, 72, false, 0}, {3, 130, 64, true, 0}, {8, 1000, 33, false, 1}, {9, 300, 100, false, 0},
                         {9, 301, 70, true, 0},  {40, 257, 96, false, 1}, {64, 129, 48, true, 1}, {1, 5000, 64, true, 0},
                         {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}, {16, 777, 50, true, 1}, {13, 520, 31, false, 1},
-                        {24, 300, 31, false, 0}, {70, 520, 766, false, 1}, {17, 64, 2, false, 0}};
+                        {24, 300, 31, false, 0}, {70, 520, 766, false, 1}, {17, 64, 2, false, 0},
+                        // K in several pieces: one group of rows (256 KB pieces), several (64 KB)
+                        {3, 256, 1100, false, 1}, {6, 520, 600, false, 0}, {12, 300, 700, false, 1}};
   for (const Case& c : cases)
     for (bool packed : {false, true}) {
     if (packed && c.trans) continue;
@@ -58,7 +61,7 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
     const ops::Weight B = packed ? be.upload_weight_matrix(w.data(), DType::kFloat32, c.K, c.N)
                                  : be.upload_weight(w.data(), DType::kFloat32, w.size());
     ASSERT_EQ(B.dtype, dt);
-    EXPECT_EQ(B.panel_cols > 0, packed && dt != DType::kFloat32);  // fp32 stays row-major for sgemv
+    EXPECT_EQ(B.panel_cols > 0, packed);
     be.gemm(c.M, c.N, c.K, a.data(), B, c.trans, out.data(), c.beta);
     // B as held: the matrix rounded to dt; with trans it is stored [N, K].
     std::vector<double> want(c.M * c.N);
@@ -86,6 +89,34 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
       EXPECT_GT(unrounded, 3e-5 * scale) << "the case cannot tell a rounded A from an unrounded one";
     be.release_weight(B);
     }
+}
+
+// A row's results do not depend on how many rows share the GEMM (a request's logits on how many
+// others share its decode step): each sum is one FMA chain over k in order, whether K runs whole
+// or in pieces, in the streaming kernel (one row, one group, several groups) and the tile kernel.
+// bf16 from five rows up runs on pair tiles, which add products in pairs: compared up to four rows.
+TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
+  const DType dt = GetParam();
+  cpu::CpuBackend be(2, dt);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t N = 700, K = 900, kRows = 20;
+  std::vector<float> a(kRows * K), w(K * N);
+  for (auto& v : a) v = nd(rng);
+  for (auto& v : w) v = 0.1f * nd(rng);
+  const ops::Weight B = be.upload_weight_matrix(w.data(), DType::kFloat32, K, N);
+  std::vector<float> alone(kRows * N);
+  for (int64_t m = 0; m < kRows; ++m) be.gemm(1, N, K, a.data() + m * K, B, false, alone.data() + m * N, 0.0f);
+  for (int64_t M : {2, 3, 4, 5, 8, 13, 16, 17, 20}) {
+    if (dt == DType::kBFloat16 && M > 4) continue;
+    SCOPED_TRACE(M);
+    std::vector<float> together(M * N);
+    be.gemm(M, N, K, a.data(), B, false, together.data(), 0.0f);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < M * N; ++i) differ += std::memcmp(&together[i], &alone[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "of " << M * N << " outputs";
+  }
+  be.release_weight(B);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32),

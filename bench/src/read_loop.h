@@ -1,0 +1,43 @@
+#pragma once
+// The C read loop the CPU benchmarks take their memory floor from (bench_read_bandwidth,
+// bench_decode_gemm): a sum over a buffer with wide loads and four independent accumulators, so
+// it waits on memory and not on its adds.
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <cstddef>
+
+namespace ftx::bench {
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline float read_sum_avx512(const float* p, size_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
+    s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+#endif
+
+inline float read_sum_portable(const float* p, size_t n) {
+  float s[8] = {};
+  for (size_t i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+  float t = 0;
+  for (float x : s) t += x;
+  return t;
+}
+
+// p: 64-byte aligned; n: a multiple of 64 for the AVX-512 loop to see every element.
+inline float read_sum(const float* p, size_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return read_sum_avx512(p, n);
+#endif
+  return read_sum_portable(p, n);
+}
+
+}  // namespace ftx::bench
