@@ -2,10 +2,10 @@
 // Large host buffers (weights, KV cache) on transparent huge pages where the kernel offers them.
 //
 // A decode step streams every weight once. On 4 KB pages a 1.4 GB fp32 model is 350,000 pages,
-// far more than the TLB holds, and each new page costs a page walk: one-row fp32 GEMMs read at
-// 1.1–1.4x the C read loop's time on 4 KB pages and at 0.75x on 2 MB pages (bench_decode_gemm,
-// medium-sized layers, this machine's THP set to "madvise"). Kernels that leave THP to
-// "madvise" give huge pages only to ranges that ask for them.
+// far more than the TLB holds, and each new page costs a page walk (a nested one in a virtual
+// machine): one-row fp32 GEMMs over 403 MB of medium-sized layers took 16.5–19.9 ms on 4 KB pages
+// and 12.0–12.4 ms on 2 MB pages (bench/results/decode-gemm-2026-11-25.txt). Linux with THP set
+// to "madvise", as on the development VM, gives huge pages only to ranges that ask for them.
 #include <cstddef>
 
 namespace ftx::cpu {
