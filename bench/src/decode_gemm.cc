@@ -8,6 +8,8 @@
 //   fp32-rows  fp32 weights row-major (upload_weight): OpenBLAS's sgemv at one row
 //   fp32       fp32 weights as the engine uploads them (upload_weight_matrix)
 //   bf16, fp16 half weights as the engine uploads them (column panels, the streaming kernel)
+//   fp32-head, bf16-head  the tied lm_head instead of the layers: one [VOCAB, H] embedding table
+//              held row-major (upload_weight), multiplied transposed, as the engine's last GEMM
 // Passes alternate between the layouts and the read loop (one pass each in turn), so a slow
 // stretch of a shared machine falls on all of them alike. Prints, per layout and row count, the
 // best and median pass in ms, the bytes per second, and the ratio of its time to the read loop's
@@ -15,7 +17,7 @@
 // loop's buffers are on 2 MB pages, as the backend's weights are (lib/cpu/huge_page_alloc.h).
 //
 // Usage: build/bench_decode_gemm [threads (2)] [hidden (1024)] [layers (8)] [rows (1,8)] [passes (20)]
-//                                [layouts (fp32-rows,fp32,bf16,fp16)]
+//                                [layouts (fp32-rows,fp32,bf16,fp16)] [vocab (50304)]
 #include <omp.h>
 
 #include <algorithm>
@@ -51,7 +53,8 @@ struct Gemm {
 struct Layout {
   std::string name;
   ftx::cpu::CpuBackend* backend;
-  std::vector<ftx::ops::Weight> weights;  // layers x 4
+  bool head = false;                      // the lm_head table, not the layers
+  std::vector<ftx::ops::Weight> weights;  // layers x 4, or the one table
   double bytes = 0;
   std::vector<double> seconds;  // per M: passes
 };
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
   for (const auto& x : split(argc > 4 ? argv[4] : "1,8")) rows.push_back(std::atoll(x.c_str()));
   const int passes = argc > 5 ? std::atoi(argv[5]) : 20;
   const auto names = split(argc > 6 ? argv[6] : "fp32-rows,fp32,bf16,fp16");
+  const int64_t vocab = argc > 7 ? std::atoll(argv[7]) : 50304;
   if (threads < 1 || H < 64 || layers < 1 || passes < 1 || rows.empty()) {
     std::fprintf(stderr, "usage: bench_decode_gemm [threads] [hidden >= 64] [layers] [rows] [passes] [layouts]\n");
     return 2;
@@ -86,12 +90,19 @@ int main(int argc, char** argv) {
   for (const auto& name : names) {
     Layout l;
     l.name = name;
-    l.backend = name == "bf16" ? &bf16 : name == "fp16" ? &fp16 : &fp32;
-    if (name != "fp32-rows" && name != "fp32" && name != "bf16" && name != "fp16") {
+    l.backend = name == "bf16" || name == "bf16-head" ? &bf16 : name == "fp16" ? &fp16 : &fp32;
+    l.head = name == "fp32-head" || name == "bf16-head";
+    if (name != "fp32-rows" && name != "fp32" && name != "bf16" && name != "fp16" && !l.head) {
       std::fprintf(stderr, "bench_decode_gemm: unknown layout '%s'\n", name.c_str());
       return 2;
     }
-    for (int layer = 0; layer < layers; ++layer)
+    if (l.head) {
+      std::vector<float> host(static_cast<size_t>(vocab * H));
+      for (auto& x : host) x = dist(rng);
+      l.weights.push_back(l.backend->upload_weight(host.data(), ftx::DType::kFloat32, host.size()));
+      l.bytes = static_cast<double>(host.size()) * ftx::dtype_size(l.weights.back().dtype);
+    }
+    for (int layer = 0; layer < layers && !l.head; ++layer)
       for (const Gemm& g : gemms) {
         std::vector<float> host(static_cast<size_t>(g.K * g.N));
         for (auto& x : host) x = dist(rng);
@@ -129,7 +140,7 @@ int main(int argc, char** argv) {
   std::printf("bench_decode_gemm: %d threads, hidden %lld, %d layers, %d passes (+1 not counted); read loop over %.0f MB\n",
               threads, static_cast<long long>(H), layers, passes, read_bytes / 1e6);
   for (int64_t M : rows) {
-    std::vector<float> A(static_cast<size_t>(M * 4 * H)), C(static_cast<size_t>(M * 4 * H));
+    std::vector<float> A(static_cast<size_t>(M * 4 * H)), C(static_cast<size_t>(M * std::max(4 * H, vocab)));
     for (auto& x : A) x = dist(rng) * 50.0f;
     std::vector<double> read_s;
     for (auto& l : layouts) l.seconds.clear();
@@ -138,7 +149,8 @@ int main(int argc, char** argv) {
       if (p > 0) read_s.push_back(r);
       for (auto& l : layouts) {
         const auto t0 = Clock::now();
-        for (int layer = 0; layer < layers; ++layer)
+        if (l.head) l.backend->gemm(M, vocab, H, A.data(), l.weights[0], true, C.data(), 0.0f);
+        for (int layer = 0; layer < layers && !l.head; ++layer)
           for (size_t i = 0; i < std::size(gemms); ++i)
             l.backend->gemm(M, gemms[i].N, gemms[i].K, A.data(), l.weights[layer * 4 + i], false, C.data(), 0.0f);
         if (p > 0) l.seconds.push_back(seconds_since(t0));

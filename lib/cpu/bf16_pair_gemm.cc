@@ -92,7 +92,7 @@ bool bf16_pair_gemm_supported(int64_t K) { return K > 0 && K % 2 == 0 && has_avx
 
 bool bf16_pair_gemm_preferred(int64_t K) { return !has_amx_bf16() && bf16_pair_gemm_supported(K); }
 
-void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, bool packed, float* C,
+void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, int64_t panel_cols, float* C,
                           float beta, int64_t n0, int64_t nn) {
   if (!bf16_pair_gemm_supported(K))
     throw Error("bf16_pair_gemm_block: needs AVX512-BF16 and an even K, got K = " + std::to_string(K));
@@ -101,7 +101,7 @@ void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, co
   strip.resize(static_cast<size_t>(K / 2 * kStripCols));
   const int64_t end = n0 + nn;
   for (int64_t col = n0; col < end;) {
-    const ColumnSegment seg = column_segment(B, sizeof(uint16_t), K, N, packed, col);
+    const ColumnSegment seg = column_segment(B, sizeof(uint16_t), K, N, panel_cols, col);
     const int64_t w = std::min({kStripCols, seg.width, end - col});
     pair_strip(K, static_cast<const uint16_t*>(seg.start), seg.ld, w, strip.data());
     const int Cb = static_cast<int>((w + 15) / 16);

@@ -27,8 +27,8 @@ bool bf16_pair_gemm_supported(int64_t K);
 bool bf16_pair_gemm_preferred(int64_t K);
 
 // Output columns [n0, n0 + nn) of C[M, N] = A · B + beta·C on the calling thread. A: [M, K] bf16,
-// row-major. B: [K, N] bf16, row-major, or in column panels of kWideningPanelCols when `packed`.
-void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, bool packed, float* C,
+// row-major. B: [K, N] bf16, row-major (panel_cols 0), or in column panels of panel_cols columns.
+void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, int64_t panel_cols, float* C,
                           float beta, int64_t n0, int64_t nn);
 
 }  // namespace ftx::cpu

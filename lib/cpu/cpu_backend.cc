@@ -86,15 +86,15 @@ ops::Weight CpuBackend::upload_weight(const void* src, DType src_dtype, size_t n
 
 ops::Weight CpuBackend::upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
   ops::Weight w = upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
-  pack_column_panels(const_cast<void*>(w.data), dtype_size(w.dtype), rows, cols);
-  w.panel_cols = kWideningPanelCols;
+  w.panel_cols = balanced_panel_cols(cols, threads_);
+  pack_column_panels(const_cast<void*>(w.data), dtype_size(w.dtype), rows, cols, w.panel_cols);
   return w;
 }
 
 ops::Weight CpuBackend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
   ops::Weight w = Backend::upload_weight_int8(src, src_dtype, rows, cols);
-  pack_column_panels(const_cast<void*>(w.data), 1, rows, cols);
-  w.panel_cols = kWideningPanelCols;
+  w.panel_cols = balanced_panel_cols(cols, threads_);
+  pack_column_panels(const_cast<void*>(w.data), 1, rows, cols, w.panel_cols);
   return w;
 }
 
@@ -103,7 +103,8 @@ ops::Weight CpuBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   float* q_dst = alloc((n + sizeof(float) - 1) / sizeof(float));
   std::memcpy(q_dst, q, n);
-  pack_column_panels(q_dst, 1, rows, cols);
+  const int64_t panel_cols = balanced_panel_cols(cols, threads_);
+  pack_column_panels(q_dst, 1, rows, cols, panel_cols);
   // The widening kernel scales each column's sum: s_x · s_w for every column.
   float* s_dst = alloc(static_cast<size_t>(std::max<int64_t>(cols, 1)));
   std::fill(s_dst, s_dst + cols, activation_scaling_factor * weights_scaling_factor);
@@ -111,7 +112,7 @@ ops::Weight CpuBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_
   w.scale = s_dst;
   w.activation_scaling_factor = activation_scaling_factor;
   w.weights_scaling_factor = weights_scaling_factor;
-  w.panel_cols = kWideningPanelCols;
+  w.panel_cols = panel_cols;
   return w;
 }
 
@@ -206,6 +207,7 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
   if (weight.dtype == DType::kFloat8E4M3) return fp8_gemm(M, N, K, A, weight, C, beta);
   if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
   const bool packed = weight.panel_cols > 0;
+  const int64_t panel_cols = weight.panel_cols;
   if (weight.dtype == DType::kInt8 && weight.w8a8) {
     w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
     const auto* w = static_cast<const uint8_t*>(weight.data);
@@ -219,11 +221,12 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
       [&](int64_t n0, int64_t nn) {
         if (weight.dtype == DType::kInt8) {
           int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
-                                 packed);
+                                 panel_cols);
         } else if (M == 1 && !packed) {
           fp32_gemv_block(N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
         } else {
-          widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, packed, nullptr, C, beta, n0, nn);
+          widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, panel_cols, nullptr, C, beta, n0,
+                              nn);
         }
       },
       packed ? weight.panel_cols : 16);
@@ -243,7 +246,8 @@ void CpuBackend::fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const
   for_column_blocks(
       M, N, K,
       [&](int64_t n0, int64_t nn) {
-        widening_gemm_block(NarrowType::kFp8E4M3, M, N, K, a, weight.data, false, packed, weight.scale, C, beta, n0, nn);
+        widening_gemm_block(NarrowType::kFp8E4M3, M, N, K, a, weight.data, false, weight.panel_cols, weight.scale, C,
+                            beta, n0, nn);
       },
       packed ? weight.panel_cols : 16);
 }
@@ -270,7 +274,9 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
       const bool packed = weight.panel_cols > 0;
       for_column_blocks(
           M, N, K,
-          [&](int64_t n0, int64_t nn) { bf16_pair_gemm_block(M, N, K, a_bf16_.data(), b, packed, C, beta, n0, nn); },
+          [&](int64_t n0, int64_t nn) {
+            bf16_pair_gemm_block(M, N, K, a_bf16_.data(), b, weight.panel_cols, C, beta, n0, nn);
+          },
           packed ? weight.panel_cols : 64);
       return;
     }
@@ -281,7 +287,7 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
     }
     // Packed: each column panel is a row-major [K, width] matrix of its own.
     for (int64_t col = 0; col < N;) {
-      const ColumnSegment seg = column_segment(b, sizeof(uint16_t), K, N, true, col);
+      const ColumnSegment seg = column_segment(b, sizeof(uint16_t), K, N, weight.panel_cols, col);
       dnnl_->bf16(M, seg.width, K, a_bf16_.data(), static_cast<const uint16_t*>(seg.start), seg.ld, false, C + col, N,
                   beta);
       col += seg.width;
@@ -299,7 +305,9 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
   const bool packed = weight.panel_cols > 0;
   for_column_blocks(
       M, N, K,
-      [&](int64_t n0, int64_t nn) { widening_gemm_block(type, M, N, K, a, weight.data, trans_b, packed, nullptr, C, beta, n0, nn); },
+      [&](int64_t n0, int64_t nn) {
+        widening_gemm_block(type, M, N, K, a, weight.data, trans_b, weight.panel_cols, nullptr, C, beta, n0, nn);
+      },
       packed ? weight.panel_cols : 16);
 }
 

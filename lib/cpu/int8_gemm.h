@@ -12,8 +12,8 @@ namespace ftx::cpu {
 
 // Output columns [n0, n0 + nn) of C[M, N] = A[M, K] · q[K, N]·diag(scale[N]) + beta·C, on the
 // calling thread: the widening kernels of widening_gemm.h (shared with fp16/bf16 weights).
-// packed: q in column panels (widening_gemm.h pack_column_panels).
+// panel_cols: q row-major (0) or in column panels of that width (widening_gemm.h pack_column_panels).
 void int8_weight_gemm_block(int64_t M, int64_t N, int64_t K, const float* A, const int8_t* q, const float* scale,
-                            float* C, float beta, int64_t n0, int64_t nn, bool packed = false);
+                            float* C, float beta, int64_t n0, int64_t nn, int64_t panel_cols = 0);
 
 }  // namespace ftx::cpu

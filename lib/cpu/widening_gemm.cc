@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "formats/dtype.h"
+#include "formats/error.h"
 #include "lib/cpu/cpu_features.h"
 #include "lib/cpu/half_rounding.h"
 #include "lib/quant/fp8.h"
@@ -351,7 +353,12 @@ void stream_block_avx512(int64_t M, int64_t K, const float* A, const void* Bv, i
       if (M <= 4 || (m0 == 0 && k0 == 0)) pf = {row_bytes, ahead};
       else if (m0 + 4 >= M && k0 + kn < K) pf = {row_bytes, kn};
       switch (std::min<int64_t>(4, M - m0)) {
-        case 1: stream_rows_avx512<E, 1, 16>(kn, a, K, b, ldb, nn, out, nn, M == 1 ? StreamPrefetch{} : pf); break;
+        case 1:  // one block over the whole panel, so that one row reads it as one sequential stream
+          if (nn < 256 && nn >= 192)
+            stream_rows_avx512<E, 1, 12>(kn, a, K, b, ldb, nn, out, nn, M == 1 ? StreamPrefetch{} : pf);
+          else
+            stream_rows_avx512<E, 1, 16>(kn, a, K, b, ldb, nn, out, nn, M == 1 ? StreamPrefetch{} : pf);
+          break;
         case 2: stream_rows_avx512<E, 2, 8>(kn, a, K, b, ldb, nn, out, nn, pf); break;
         case 3: stream_rows_avx512<E, 3, 4>(kn, a, K, b, ldb, nn, out, nn, pf); break;
         default: stream_rows_avx512<E, 4, 4>(kn, a, K, b, ldb, nn, out, nn, pf); break;
@@ -537,20 +544,31 @@ size_t element_size(NarrowType type) {
 
 }  // namespace
 
-ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col) {
+ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, int64_t panel_cols, int64_t col) {
   const auto* bytes = static_cast<const uint8_t*>(B);
-  if (!packed) return {bytes + static_cast<size_t>(col) * elem_size, N, N - col};
-  const int64_t p = col / kWideningPanelCols, first = p * kWideningPanelCols;
-  const int64_t width = std::min(kWideningPanelCols, N - first);
+  if (panel_cols <= 0) return {bytes + static_cast<size_t>(col) * elem_size, N, N - col};
+  const int64_t first = col / panel_cols * panel_cols;
+  const int64_t width = std::min(panel_cols, N - first);
   return {bytes + static_cast<size_t>(first * K + (col - first)) * elem_size, width, first + width - col};
 }
 
-void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N) {
-  if (N <= kWideningPanelCols) return;  // one panel: the row-major layout already
+int64_t balanced_panel_cols(int64_t N, int threads) {
+  for (const int64_t w : {int64_t(256), int64_t(192), int64_t(128), int64_t(64)}) {
+    const int64_t panels = (N + w - 1) / w;
+    if (panels % std::max(threads, 1) == 0 && (w == kWideningPanelCols || N % w == 0)) return w;
+  }
+  return kWideningPanelCols;
+}
+
+void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N, int64_t panel_cols) {
+  if (panel_cols <= 0 || panel_cols > kWideningPanelCols)
+    throw Error("pack_column_panels: panel width " + std::to_string(panel_cols) + " is not in 1.." +
+                std::to_string(kWideningPanelCols));
+  if (N <= panel_cols) return;  // one panel: the row-major layout already
   auto* d = static_cast<uint8_t*>(data);
   const std::vector<uint8_t> plain(d, d + static_cast<size_t>(K * N) * elem_size);
-  for (int64_t first = 0; first < N; first += kWideningPanelCols) {
-    const int64_t width = std::min(kWideningPanelCols, N - first);
+  for (int64_t first = 0; first < N; first += panel_cols) {
+    const int64_t width = std::min(panel_cols, N - first);
     for (int64_t k = 0; k < K; ++k)
       std::memcpy(d + static_cast<size_t>(first * K + k * width) * elem_size,
                   plain.data() + static_cast<size_t>(k * N + first) * elem_size, static_cast<size_t>(width) * elem_size);
@@ -558,7 +576,7 @@ void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N) {
 }
 
 void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
-                         bool trans_b, bool packed, const float* scale, float* C, float beta, int64_t n0,
+                         bool trans_b, int64_t panel_cols, const float* scale, float* C, float beta, int64_t n0,
                          int64_t nn) {
   const auto* bytes = static_cast<const uint8_t*>(B);
   const size_t el = element_size(type);
@@ -566,7 +584,7 @@ void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const
   // [K, cn] block with row stride ldb (rows of [N, K] with trans_b).
   auto chunk = [&](int64_t col, int64_t end) -> ColumnSegment {
     if (trans_b) return {bytes + static_cast<size_t>(col * K) * el, K, std::min(kPanelCols, end - col)};
-    ColumnSegment seg = column_segment(B, el, K, N, packed, col);
+    ColumnSegment seg = column_segment(B, el, K, N, panel_cols, col);
     seg.width = std::min({seg.width, kPanelCols, end - col});
     return seg;
   };

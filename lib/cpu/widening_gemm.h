@@ -27,30 +27,38 @@ enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 // on how many others share its decode step or its prefill (for fp32 weights held row-major, from
 // two rows up: one row of those goes to OpenBLAS's sgemv; the engine's layer matrices are packed).
 constexpr int64_t kWideningStreamRows = 16;
-// Column-panel width of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
+// The widest column panel of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;
 
+// The panel width for a [K, N] layer matrix that `threads` threads share by whole panels: the
+// widest of 256, 192, 128 and 64 columns that gives every thread as many panels, else 256. A
+// decode step's threads each read their own panels, so an odd share is time lost on the whole
+// step: GPT-2 124M's [768, 2304] and [768, 768] are 9 and 3 panels of 256, which two threads
+// split 5:4 and 2:1; in 192 columns they are 12 and 4 (bench_decode_gemm, 124M layers, one row:
+// 0.82x of the time in fp32 and 0.72x in bf16). The sums do not depend on the width.
+int64_t balanced_panel_cols(int64_t N, int threads);
+
 // Rearranges a row-major [K, N] matrix of `elem_size`-byte elements in place into column panels of
-// kWideningPanelCols: panel p (columns [p·W, min(N, (p+1)·W))) is a row-major [K, width] block at
-// element offset p·W·K.
-void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N);
+// `panel_cols` (<= kWideningPanelCols) columns: panel p (columns [p·W, min(N, (p+1)·W))) is a
+// row-major [K, width] block at element offset p·W·K.
+void pack_column_panels(void* data, size_t elem_size, int64_t K, int64_t N, int64_t panel_cols);
 
 // Output columns [n0, n0 + nn) of C[M, N] = A[M, K] · B · diag(scale) + beta·C on the calling
 // thread. B holds `type` elements, [K, N] row-major, or [N, K] with trans_b (embedding tables
-// used as lm_head), or [K, N] in column panels of kWideningPanelCols when `packed`
+// used as lm_head), or [K, N] in column panels of `panel_cols` columns when that is not 0
 // (pack_column_panels; not with trans_b). scale: one per column of C, or null for none. A is used
 // as given: rounding it to B's precision, when the contract asks for it, is the caller's.
 void widening_gemm_block(NarrowType type, int64_t M, int64_t N, int64_t K, const float* A, const void* B,
-                         bool trans_b, bool packed, const float* scale, float* C, float beta, int64_t n0,
+                         bool trans_b, int64_t panel_cols, const float* scale, float* C, float beta, int64_t n0,
                          int64_t nn);
 
 // Where column `col` of a [K, N] matrix of `elem_size`-byte elements starts and the stride between
-// its rows, in elements: row-major, or packed in column panels.
+// its rows, in elements: row-major (panel_cols 0), or packed in column panels of panel_cols.
 struct ColumnSegment {
   const void* start;
   int64_t ld;
   int64_t width;  // columns from `col` to the end of its panel (or of the matrix)
 };
-ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, bool packed, int64_t col);
+ColumnSegment column_segment(const void* B, size_t elem_size, int64_t K, int64_t N, int64_t panel_cols, int64_t col);
 
 }  // namespace ftx::cpu

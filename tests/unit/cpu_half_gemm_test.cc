@@ -6,7 +6,8 @@
 // one fp32 row on row-major weights (sgemv), K cut into pieces for more rows than one group, and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
 // for an odd K or a transposed B; widened panels for fp16, sgemm for fp32), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
-// [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix).
+// [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix) of 256
+// columns or narrower (balanced_panel_cols: 192 for N = 768 and 2304, 64 for N = 640, two threads).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "formats/error.h"
 #include "lib/cpu/bf16_pair_gemm.h"
 #include "lib/cpu/cpu_backend.h"
+#include "lib/cpu/widening_gemm.h"
 
 namespace ftx {
 namespace {
@@ -47,7 +49,11 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
                         {2, 1100, 40, false, 0}, {20, 700, 64, false, 0}, {16, 777, 50, true, 1}, {13, 520, 31, false, 1},
                         {24, 300, 31, false, 0}, {70, 520, 766, false, 1}, {17, 64, 2, false, 0},
                         // K in several pieces: one group of rows (256 KB pieces), several (64 KB)
-                        {3, 256, 1100, false, 1}, {6, 520, 600, false, 0}, {12, 300, 700, false, 1}};
+                        {3, 256, 1100, false, 1}, {6, 520, 600, false, 0}, {12, 300, 700, false, 1},
+                        // panels narrower than 256 columns (two threads): one row, groups, pieces, tiles
+                        {1, 768, 100, false, 0}, {1, 2304, 40, false, 1}, {2, 768, 700, false, 0},
+                        {5, 2304, 64, false, 1}, {8, 640, 300, false, 0}, {1, 640, 90, false, 1},
+                        {20, 768, 50, false, 1}, {40, 640, 34, false, 0}};
   for (const Case& c : cases)
     for (bool packed : {false, true}) {
     if (packed && c.trans) continue;
@@ -61,7 +67,7 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
     const ops::Weight B = packed ? be.upload_weight_matrix(w.data(), DType::kFloat32, c.K, c.N)
                                  : be.upload_weight(w.data(), DType::kFloat32, w.size());
     ASSERT_EQ(B.dtype, dt);
-    EXPECT_EQ(B.panel_cols > 0, packed);
+    EXPECT_EQ(B.panel_cols, packed ? cpu::balanced_panel_cols(c.N, 2) : 0);
     be.gemm(c.M, c.N, c.K, a.data(), B, c.trans, out.data(), c.beta);
     // B as held: the matrix rounded to dt; with trans it is stored [N, K].
     std::vector<double> want(c.M * c.N);
@@ -100,7 +106,8 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
   cpu::CpuBackend be(2, dt);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t N = 700, K = 900, kRows = 20;
+  const int64_t K = 900, kRows = 20;
+  for (const int64_t N : {700, 768}) {  // panels of 256 and of 192 columns
   std::vector<float> a(kRows * K), w(K * N);
   for (auto& v : a) v = nd(rng);
   for (auto& v : w) v = 0.1f * nd(rng);
@@ -109,7 +116,7 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
   for (int64_t m = 0; m < kRows; ++m) be.gemm(1, N, K, a.data() + m * K, B, false, alone.data() + m * N, 0.0f);
   for (int64_t M : {2, 3, 4, 5, 8, 13, 16, 17, 20}) {
     if (dt == DType::kBFloat16 && M > 4) continue;
-    SCOPED_TRACE(M);
+    SCOPED_TRACE(::testing::Message() << "N=" << N << " M=" << M);
     std::vector<float> together(M * N);
     be.gemm(M, N, K, a.data(), B, false, together.data(), 0.0f);
     int64_t differ = 0;
@@ -117,6 +124,33 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
     EXPECT_EQ(differ, 0) << "of " << M * N << " outputs";
   }
   be.release_weight(B);
+  }
+}
+
+// The same weights give the same sums whatever width their panels have: a backend of two threads
+// holds [K, 768] in panels of 192 columns, one of three threads in panels of 256.
+TEST_P(CpuGemm, ResultsDoNotDependOnThePanelWidth) {
+  const DType dt = GetParam();
+  cpu::CpuBackend two(2, dt), three(3, dt);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t N = 768, K = 300;
+  std::vector<float> w(K * N), a(4 * K);
+  for (auto& v : w) v = 0.1f * nd(rng);
+  for (auto& v : a) v = nd(rng);
+  const ops::Weight B2 = two.upload_weight_matrix(w.data(), DType::kFloat32, K, N);
+  const ops::Weight B3 = three.upload_weight_matrix(w.data(), DType::kFloat32, K, N);
+  ASSERT_EQ(B2.panel_cols, 192);
+  ASSERT_EQ(B3.panel_cols, 256);
+  for (int64_t M : {1, 4}) {
+    SCOPED_TRACE(M);
+    std::vector<float> c2(M * N), c3(M * N);
+    two.gemm(M, N, K, a.data(), B2, false, c2.data(), 0.0f);
+    three.gemm(M, N, K, a.data(), B3, false, c3.data(), 0.0f);
+    EXPECT_EQ(0, std::memcmp(c2.data(), c3.data(), c2.size() * sizeof(float)));
+  }
+  two.release_weight(B2);
+  three.release_weight(B3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32),
@@ -128,16 +162,17 @@ TEST(Int8PackedGemm, MatchesDequantisedProduct) {
   cpu::CpuBackend be(2);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t M : {1, 5, 12}) {
-    const int64_t N = 777, K = 90;
-    SCOPED_TRACE(M);
+  for (int64_t M : {1, 5, 12})
+    for (int64_t N : {777, 768}) {  // panels of 256 and of 192 columns
+    const int64_t K = 90;
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N);
     std::vector<float> a(M * K), w(K * N), out(M * N, 0.0f), scale(N);
     std::vector<int8_t> q(K * N);
     for (auto& v : a) v = nd(rng);
     for (auto& v : w) v = 0.1f * nd(rng);
     ops::quantize_int8_columns(w.data(), K, N, q.data(), scale.data());
     const ops::Weight B = be.upload_weight_int8(w.data(), DType::kFloat32, K, N);
-    EXPECT_GT(B.panel_cols, 0);
+    EXPECT_EQ(B.panel_cols, cpu::balanced_panel_cols(N, 2));
     be.gemm(M, N, K, a.data(), B, false, out.data(), 0.0f);
     double worst = 0, largest = 1e-30;
     for (int64_t m = 0; m < M; ++m)
@@ -150,6 +185,19 @@ TEST(Int8PackedGemm, MatchesDequantisedProduct) {
     EXPECT_LE(worst, 1e-5 * largest);
     be.release_weight(B);
   }
+}
+
+// The panel width: the widest of 256, 192, 128, 64 that shares out by whole panels, else 256.
+TEST(BalancedPanelCols, SharesThePanelsEvenly) {
+  EXPECT_EQ(cpu::balanced_panel_cols(1024, 2), 256);  // GPT-2 medium: 4 panels
+  EXPECT_EQ(cpu::balanced_panel_cols(3072, 2), 256);
+  EXPECT_EQ(cpu::balanced_panel_cols(2304, 2), 192);  // GPT-2 124M QKV: 9 panels of 256, 12 of 192
+  EXPECT_EQ(cpu::balanced_panel_cols(768, 2), 192);
+  EXPECT_EQ(cpu::balanced_panel_cols(640, 2), 64);
+  EXPECT_EQ(cpu::balanced_panel_cols(300, 2), 256);   // 2 panels, the last one narrower
+  EXPECT_EQ(cpu::balanced_panel_cols(768, 16), 256);  // nothing shares out: as before
+  EXPECT_EQ(cpu::balanced_panel_cols(768, 1), 256);
+  EXPECT_EQ(cpu::balanced_panel_cols(2304, 4), 192);
 }
 
 // Weights are held in the dtype: the embedding lookup widens the stored (rounded) row exactly.
