@@ -163,16 +163,15 @@ void CpuBackend::fill(float* dst, float value, size_t n) {
 
 namespace {
 
-// Columns [n0, n0 + nn) of c = a·B (+beta c) for one row of fp32 weights held row-major (a
-// transposed embedding table as lm_head, or weights not packed): OpenBLAS's sgemv. The engine's
-// layer matrices are packed in column panels, where the streaming kernel reads one row's weights
-// at the read loop's pace (bench_decode_gemm).
-void fp32_gemv_block(int64_t N, int64_t K, const float* a, const float* B, bool trans_b, float* c, float beta,
-                     int64_t n0, int64_t nn) {
-  if (trans_b)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, nn, K, 1.0f, B + n0 * K, K, a, 1, beta, c + n0, 1);
-  else
-    cblas_sgemv(CblasRowMajor, CblasTrans, K, nn, 1.0f, B + n0, N, a, 1, beta, c + n0, 1);
+// Columns [n0, n0 + nn) of c = a·B (+beta c) for one row of fp32 [K, N] weights held row-major
+// (not packed in panels): OpenBLAS's sgemv, which reads row-major weights faster than the
+// streaming kernel's narrow column blocks do. The engine's layer matrices are packed in column
+// panels, and its tied lm_head ([N, K], transposed) goes to the streaming kernel too: one row
+// there took 0.6–0.8x of sgemv's time (bench_decode_gemm fp32-head, GPT-2's 154 MB table: 1.06–1.15x
+// the read loop's time against sgemv's 1.45–1.9x).
+void fp32_gemv_block(int64_t N, int64_t K, const float* a, const float* B, float* c, float beta, int64_t n0,
+                     int64_t nn) {
+  cblas_sgemv(CblasRowMajor, CblasTrans, K, nn, 1.0f, B + n0, N, a, 1, beta, c + n0, 1);
 }
 
 }  // namespace
@@ -222,8 +221,8 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
         if (weight.dtype == DType::kInt8) {
           int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
                                  panel_cols);
-        } else if (M == 1 && !packed) {
-          fp32_gemv_block(N, K, A, static_cast<const float*>(weight.data), trans_b, C, beta, n0, nn);
+        } else if (M == 1 && !packed && !trans_b) {
+          fp32_gemv_block(N, K, A, static_cast<const float*>(weight.data), C, beta, n0, nn);
         } else {
           widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, panel_cols, nullptr, C, beta, n0,
                               nn);

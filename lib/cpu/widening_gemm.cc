@@ -234,7 +234,7 @@ __attribute__((target("avx512f"))) void stream_rows_trans_avx512(int64_t K, cons
     }
     for (int r = 0; r < R; ++r) {
       float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
-      for (int64_t k = k16; k < K; ++k) t += A[r * K + k] * E::one(row + k);
+      for (int64_t k = k16; k < K; ++k) t = std::fma(A[r * K + k], E::one(row + k), t);  // as stream_rows_avx512's tail
       acc[r * ldacc + j] = t;
     }
   }
@@ -269,7 +269,7 @@ __attribute__((target("avx512f,avx512bf16"))) void stream_rows_trans_dpbf16(int6
     }
     for (int r = 0; r < R; ++r) {
       float t = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), _mm512_add_ps(s[r][2], s[r][3])));
-      for (int64_t k = k32; k < K; ++k) t += bf16_to_float(A16[r * K + k]) * bf16_to_float(row[k]);
+      for (int64_t k = k32; k < K; ++k) t = std::fma(bf16_to_float(A16[r * K + k]), bf16_to_float(row[k]), t);
       acc[r * ldacc + j] = t;
     }
   }

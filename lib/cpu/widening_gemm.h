@@ -25,7 +25,8 @@ enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 // widened panels and sgemm. Each row's sums are the same whatever the number of rows (the k order
 // never changes, in the streaming and the tile kernel alike), so a request's logits do not depend
 // on how many others share its decode step or its prefill (for fp32 weights held row-major, from
-// two rows up: one row of those goes to OpenBLAS's sgemv; the engine's layer matrices are packed).
+// two rows up: one row of a row-major [K, N] goes to OpenBLAS's sgemv; the engine's layer
+// matrices are packed, and its lm_head is a transposed [N, K], which takes the streaming kernel).
 constexpr int64_t kWideningStreamRows = 16;
 // The widest column panel of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;

@@ -3,7 +3,7 @@
 // dtype (round to nearest even; fp32 as it is), B as held, products summed exactly (double),
 // C = A·B + beta·C. Both sides round the same fp32 A, so only the engine's fp32 sums differ: 1e-5 x
 // the largest |C| of the case. Covered: the streaming kernels (2..16 rows; one row too for half),
-// one fp32 row on row-major weights (sgemv), K cut into pieces for more rows than one group, and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
+// one fp32 row on row-major [K, N] weights (sgemv) and on a transposed [N, K] (streaming), K cut into pieces for more rows than one group, and the many-row paths (bf16: AVX512-BF16 pair tiles for an even K, oneDNN
 // for an odd K or a transposed B; widened panels for fp16, sgemm for fp32), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
 // [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix) of 256
@@ -101,6 +101,7 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
 // others share its decode step): each sum is one FMA chain over k in order, whether K runs whole
 // or in pieces, in the streaming kernel (one row, one group, several groups) and the tile kernel.
 // bf16 from five rows up runs on pair tiles, which add products in pairs: compared up to four rows.
+// A transposed B (the tied lm_head) up to kWideningStreamRows rows, every dtype.
 TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
   const DType dt = GetParam();
   cpu::CpuBackend be(2, dt);
@@ -125,6 +126,23 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
   }
   be.release_weight(B);
   }
+  // A transposed [N, K] (the tied lm_head): the streaming kernel up to kWideningStreamRows rows.
+  const int64_t N = 300;
+  std::vector<float> a(16 * K), w(N * K);
+  for (auto& v : a) v = nd(rng);
+  for (auto& v : w) v = 0.1f * nd(rng);
+  const ops::Weight B = be.upload_weight(w.data(), DType::kFloat32, w.size());
+  std::vector<float> alone(16 * N);
+  for (int64_t m = 0; m < 16; ++m) be.gemm(1, N, K, a.data() + m * K, B, true, alone.data() + m * N, 0.0f);
+  for (int64_t M : {2, 3, 4, 5, 8, 13, 16}) {
+    SCOPED_TRACE(::testing::Message() << "transposed, M=" << M);
+    std::vector<float> together(M * N);
+    be.gemm(M, N, K, a.data(), B, true, together.data(), 0.0f);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < M * N; ++i) differ += std::memcmp(&together[i], &alone[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "of " << M * N << " outputs";
+  }
+  be.release_weight(B);
 }
 
 // The same weights give the same sums whatever width their panels have: a backend of two threads
