@@ -1,5 +1,5 @@
 #pragma once
-// bf16 GEMMs of more than four rows (prefill, batched decode) on AVX512-BF16's vdpbf16ps, over
+// bf16 GEMMs of more than eight rows (prefill, batched decode) on AVX512-BF16's vdpbf16ps, over
 // the bf16 weights where the CPU backend keeps them ([K, N] row-major or in column panels,
 // widening_gemm.h).
 //
