@@ -211,6 +211,20 @@ TEST(BalancedPanelCols, SharesThePanelsEvenly) {
   EXPECT_EQ(cpu::balanced_panel_cols(2304, 4), 192);
 }
 
+// A panel width the kernels cannot take is refused with the width, before anything is moved.
+TEST(PackColumnPanels, RefusesAWidthOutsideOneTo256) {
+  std::vector<float> m(4 * 300, 1.0f);
+  for (int64_t bad : {int64_t(0), int64_t(-64), int64_t(320)}) {
+    try {
+      cpu::pack_column_panels(m.data(), sizeof(float), 4, 300, bad);
+      ADD_FAILURE() << "accepted panel width " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("panel width " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(std::count(m.begin(), m.end(), 1.0f), static_cast<std::ptrdiff_t>(m.size()));
+}
+
 // Weights are held in the dtype: the embedding lookup widens the stored (rounded) row exactly.
 TEST(HalfEmbedding, RowIsTheRoundedTableRow) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
