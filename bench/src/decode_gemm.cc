@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   const int passes = argc > 5 ? std::atoi(argv[5]) : 20;
   const auto names = split(argc > 6 ? argv[6] : "fp32-rows,fp32,bf16,fp16");
   const int64_t vocab = argc > 7 ? std::atoll(argv[7]) : 50304;
-  if (threads < 1 || H < 64 || layers < 1 || passes < 1 || rows.empty()) {
-    std::fprintf(stderr, "usage: bench_decode_gemm [threads] [hidden >= 64] [layers] [rows] [passes] [layouts]\n");
+  if (threads < 1 || H < 64 || layers < 1 || passes < 1 || rows.empty() || vocab < 1) {
+    std::fprintf(stderr, "usage: bench_decode_gemm [threads] [hidden >= 64] [layers] [rows] [passes] [layouts] [vocab]\n");
     return 2;
   }
   const Gemm gemms[] = {{H, 3 * H}, {H, H}, {H, 4 * H}, {4 * H, H}};
