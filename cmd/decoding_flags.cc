@@ -45,8 +45,9 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
   sub->add_option("--gemm-config", f.gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
   sub->add_option("--dtype", f.dtype,
-                  "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32 (default), fp16 or bf16 "
-                  "(half the weight bytes; fp32 accumulation and activations; KV cache fp32 on cpu)")
+                  "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32, fp16 or bf16 (default: "
+                  "fp16 on cuda, fp32 on cpu; half the weight bytes; fp32 accumulation; on cuda the activations and "
+                  "KV cache are held in it too, on cpu both stay fp32)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);
@@ -159,9 +160,15 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
   return d;
 }
 
+DType model_dtype(const std::string& device, const std::string& dtype) {
+  if (!dtype.empty()) return dtype_from_name(dtype);
+  return device == "cuda" ? DType::kFloat16 : DType::kFloat32;
+}
+
 Runtime decoding_runtime(const DecodingFlags& f) {
   RuntimeOptions o{f.device, f.threads, f.model_dir,
-                   f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"), dtype_from_name(f.dtype), f.int8_mode};
+                   f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"),
+                   model_dtype(f.device, f.dtype), f.int8_mode};
   o.per_token = f.per_token;
   o.per_channel = f.per_channel;
   o.int8_kv_cache = f.int8_kv_cache;

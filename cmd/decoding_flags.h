@@ -16,8 +16,12 @@
 
 namespace ftx::cmd {
 
+// --dtype as given, else the device's default: fp16 on cuda (a half model end to end, as
+// FasterTransformer runs one), fp32 on cpu (the reference).
+DType model_dtype(const std::string& device, const std::string& dtype);
+
 struct DecodingFlags {
-  std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype = "fp32";
+  std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype;  // dtype "": model_dtype's default
   int threads = 0;
   int int8_mode = 0;
   bool per_token = false, per_channel = false;  // --int8-mode 2's TensorRT-LLM modes

@@ -33,7 +33,7 @@ namespace {
 
 struct EvalFlags {
   std::string gemm_config;
-  std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu", dtype = "fp32";
+  std::string model_dir, tokenizer_dir, data, output, summary_json, device = "cpu", dtype;  // "": device default
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   int int8_mode = 0;
@@ -62,7 +62,7 @@ int run_eval(const EvalFlags& f) {
   ftx::cmd::StopOnSignal stop_signal;
   ftx::RuntimeOptions ro{f.device, f.threads, f.model_dir,
                          f.gemm_config.empty() ? "" : ftx::spool_input(f.gemm_config, "--gemm-config"),
-                         ftx::dtype_from_name(f.dtype), f.int8_mode};
+                         ftx::cmd::model_dtype(f.device, f.dtype), f.int8_mode};
   ro.per_token = f.per_token;
   ro.per_channel = f.per_channel;
   ro.int8_kv_cache = f.int8_kv_cache;
@@ -209,8 +209,9 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--gemm-config", f->gemm_config,
                   "gemm_config.in from ftx gemm-tune (cuda; default: MODEL/gemm_config.in, else ./gemm_config.in)");
   sub->add_option("--dtype", f->dtype,
-                  "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32 (default), fp16 or bf16 "
-                  "(half the weight bytes; fp32 accumulation and activations)")
+                  "Weight matrices (layers, embedding table, lm_head) and GEMM inputs: fp32, fp16 or bf16 (default: "
+                  "fp16 on cuda, fp32 on cpu; half the weight bytes; fp32 accumulation; on cuda the activations are "
+                  "held in it too)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
   ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);

@@ -8,6 +8,7 @@
 //   fp32-rows  fp32 weights row-major (upload_weight): OpenBLAS's sgemv at one row
 //   fp32       fp32 weights as the engine uploads them (upload_weight_matrix)
 //   bf16, fp16 half weights as the engine uploads them (column panels, the streaming kernel)
+//   int8, int8-bf16  weight-only INT8 layers in an fp32 and in a bf16 model (upload_weight_int8)
 //   fp32-head, bf16-head  the tied lm_head instead of the layers: one [VOCAB, H] embedding table
 //              held row-major (upload_weight), multiplied transposed, as the engine's last GEMM
 // Passes alternate between the layouts and the read loop (one pass each in turn), so a slow
@@ -90,9 +91,10 @@ int main(int argc, char** argv) {
   for (const auto& name : names) {
     Layout l;
     l.name = name;
-    l.backend = name == "bf16" || name == "bf16-head" ? &bf16 : name == "fp16" ? &fp16 : &fp32;
+    l.backend = name == "bf16" || name == "bf16-head" || name == "int8-bf16" ? &bf16 : name == "fp16" ? &fp16 : &fp32;
     l.head = name == "fp32-head" || name == "bf16-head";
-    if (name != "fp32-rows" && name != "fp32" && name != "bf16" && name != "fp16" && !l.head) {
+    const bool int8 = name == "int8" || name == "int8-bf16";
+    if (name != "fp32-rows" && name != "fp32" && name != "bf16" && name != "fp16" && !l.head && !int8) {
       std::fprintf(stderr, "bench_decode_gemm: unknown layout '%s'\n", name.c_str());
       return 2;
     }
@@ -106,9 +108,10 @@ int main(int argc, char** argv) {
       for (const Gemm& g : gemms) {
         std::vector<float> host(static_cast<size_t>(g.K * g.N));
         for (auto& x : host) x = dist(rng);
-        l.weights.push_back(name == "fp32-rows" ? l.backend->upload_weight(host.data(), ftx::DType::kFloat32, host.size())
-                                                : l.backend->upload_weight_matrix(host.data(), ftx::DType::kFloat32,
-                                                                                  g.K, g.N));
+        l.weights.push_back(
+            name == "fp32-rows" ? l.backend->upload_weight(host.data(), ftx::DType::kFloat32, host.size())
+            : int8              ? l.backend->upload_weight_int8(host.data(), ftx::DType::kFloat32, g.K, g.N)
+                                : l.backend->upload_weight_matrix(host.data(), ftx::DType::kFloat32, g.K, g.N));
         l.bytes += static_cast<double>(host.size()) * ftx::dtype_size(l.weights.back().dtype);
       }
     layouts.push_back(std::move(l));

@@ -6,12 +6,13 @@
 // server cores, two 256-bit pipes that split each 512-bit FMA on AMD's Zen 4) at the clock it really
 // runs. Then, for one GPT layer's four GEMMs ([M, H]·[H, 3H], [H, H], [H, 4H], [4H, H]) through
 // CpuBackend::gemm with weights uploaded as the engine uploads them (fp32; bf16/fp16 with
-// --dtype; int8 weight-only; W8A8 per-tensor), GFLOP/s (2·M·N·K per GEMM) and the fraction of the
+// --dtype; int8 weight-only, in an fp32 and in a bf16 model; W8A8 per-tensor), GFLOP/s (2·M·N·K per GEMM) and the fraction of the
 // peak, best of REPS; and the prefill attention of the same M tokens (context_attention), whose
 // flops (causal: about 2·M²·d per head for QK and as much for PV) are counted the same way.
 //
 // Usage: build/bench_prefill_gemm [threads (2)] [hidden (768)] [rows (64,512)] [reps (5)] [types]
-//   types: comma-separated from fp32,bf16,fp16,int8,w8a8,attn (default all), or peak (the FMA peak only)
+//   types: comma-separated from fp32,bf16,fp16,int8,int8-bf16,w8a8,attn (default all), or peak (the FMA
+//   peak only)
 #include <omp.h>
 
 #if defined(__x86_64__)
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     for (std::string x; std::getline(ss, x, ',');) rows.push_back(std::atoll(x.c_str()));
   }
   const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
-  const std::string types = argc > 5 ? argv[5] : "fp32,bf16,fp16,int8,w8a8,attn";
+  const std::string types = argc > 5 ? argv[5] : "fp32,bf16,fp16,int8,int8-bf16,w8a8,attn";
   auto want = [&](const char* t) { return ("," + types + ",").find("," + std::string(t) + ",") != std::string::npos; };
 
   const double peak1 = fma_peak(1), peak = fma_peak(threads);
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
                         {"bf16", ftx::DType::kBFloat16, 0},
                         {"fp16", ftx::DType::kFloat16, 0},
                         {"int8", ftx::DType::kFloat32, 1},
+                        {"int8-bf16", ftx::DType::kBFloat16, 1},
                         {"w8a8", ftx::DType::kFloat32, 2}};
   for (const Mode& mode : modes) {
     if (!want(mode.name)) continue;

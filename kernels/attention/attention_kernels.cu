@@ -16,7 +16,9 @@
 // key tiles w, w + W, w + 2W, ... into its own online softmax, staged in its own shared-memory
 // tile (so warps never wait for each other), and the block then merges the W partial results
 // (m, l, acc) as flash-decoding does across blocks. W is up to 8, fewer when the cache is short or
-// shared memory is scarce; any W gives the same result up to summation order.
+// shared memory is scarce; any W gives the same result up to summation order. When the rows and
+// heads are fewer than the SMs, the keys are split across blocks too and a second kernel merges
+// the blocks' partial results the same way.
 //
 // The cache holds fp32, fp16 or bf16 (AttentionLaunch::kv_kind): K and V are rounded once as they
 // are stored and widened to fp32 as they are staged into shared memory; all arithmetic is fp32.
@@ -26,7 +28,11 @@
 // Or FP8 E4M3 (--fp8-kv-cache, TensorRT-LLM's FP8 KV cache): stored as E4M3(x · (1/scale)), rounded
 // to nearest even and saturated to ±448 (__nv_fp8_e4m3's conversion, cvt.rn.satfinite; the CPU twin
 // is ops::quantize_kv_fp8), staged as e4m3 · scale.
-// Not done: split-KV across blocks (small batches use few SMs), tensor cores.
+// Activations (the fused QKV rows read, the output written) are fp32, fp16 or bf16
+// (AttentionLaunch::act_kind): Q is widened as it is staged, each output rounded once as it is stored.
+// Decode with few (row, head) pairs splits each pair's keys over several blocks as well
+// (flash-decoding: decode_split), merged by merge_decode_splits_kernel.
+// Not done: tensor cores; under MQA/GQA each query head's block reads its KV head's keys itself.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -95,11 +101,12 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
     if (j >= nvalid) continue;
     int64_t slot = (a.past ? a.past[b] : 0) + j;
     if (a.memory_len > 0) slot %= a.memory_len;
-    const float* k = a.qkv + (b * a.S + j) * width + a.q_heads * d + h * d + i;
+    const int64_t k = (b * a.S + j) * width + a.q_heads * d + h * d + i;
     const int64_t dst = slot_offset(a, b, h, slot) + i;
     // kv_orig_quant as TensorRT-LLM uses it: the fp32 reciprocal of the stored scale.
-    static_cast<T*>(a.k_cache)[dst] = KvElem<T>::store(k[0], 1.0f / a.k_scale);
-    static_cast<T*>(a.v_cache)[dst] = KvElem<T>::store(k[a.kv_heads * d], 1.0f / a.v_scale);  // V follows all K heads
+    static_cast<T*>(a.k_cache)[dst] = KvElem<T>::store(load_act(a.qkv, a.act_kind, k), 1.0f / a.k_scale);
+    static_cast<T*>(a.v_cache)[dst] =  // V follows all K heads
+        KvElem<T>::store(load_act(a.qkv, a.act_kind, k + a.kv_heads * d), 1.0f / a.v_scale);
   }
 }
 
@@ -147,7 +154,7 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
 
   for (int idx = threadIdx.x; idx < QT * d; idx += blockDim.x) {
     const int64_t t = t0 + idx / d;
-    qs[idx] = t < nvalid ? a.qkv[(b * S + t) * width + h * d + idx % d] : 0.0f;
+    qs[idx] = t < nvalid ? load_act(a.qkv, a.act_kind, (b * S + t) * width + h * d + idx % d) : 0.0f;
   }
   // Valid queries of this tile: t in [t0, t_end); the last one attends to slots [0, base_pos + t_end - 1].
   const int64_t t_end = min(t0 + QT, nvalid);
@@ -206,21 +213,23 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   for (int q = 0; q < QPW; ++q) {
     const int64_t t = t0 + warp * QPW + q;
     if (t >= S) continue;
-    float* o = a.out + (b * S + t) * out_width + h * d;
+    const int64_t o = (b * S + t) * out_width + h * d;
     const bool valid = t < t_end;  // padded query positions get zeros
     const float inv = valid ? 1.0f / l[q] : 0.0f;
 #pragma unroll
     for (int c = 0; c < kMaxChunks; ++c) {
       const int i = lane + 32 * c;
-      if (i < d) o[i] = valid ? acc[q][c] * inv : 0.0f;
+      if (i < d) store_act(a.out, a.act_kind, o + i, valid ? acc[q][c] * inv : 0.0f);
     }
   }
 }
 
-// One block per (row, query head), blockDim.x = 32·W. Shared memory: q [d], then per warp K tile
-// [32][d+1] and V tile [32][d], then the merge area m [W], l [W], acc [W][d].
+// One block per (row, query head, split), blockDim.x = 32·W. Shared memory: q [d], then per warp K
+// tile [32][d+1] and V tile [32][d], then the merge area m [W], l [W], acc [W][d]. Split z covers
+// slots [z·chunk, (z+1)·chunk) of the row's keys; with one split the block writes the output,
+// else its merged (m, l, acc) into the workspace for merge_decode_splits_kernel.
 template <typename T>
-__global__ void decode_attention_kernel(const AttentionLaunch a) {
+__global__ void decode_attention_kernel(const AttentionLaunch a, int64_t chunk) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(a.head_dim), dp = d + 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, W = static_cast<int>(blockDim.x / 32);
@@ -237,18 +246,19 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   const int64_t ring = a.memory_len;
   const int64_t qpos = a.past[b], nkeys = ring > 0 ? min(qpos + 1, ring) : qpos + 1;
   const int64_t width = (a.q_heads + 2 * a.kv_heads) * d;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = a.qkv[b * width + h * d + i];
+  for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = load_act(a.qkv, a.act_kind, b * width + h * d + i);
   const int64_t group = a.q_heads / a.kv_heads;
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
   __syncthreads();  // qs written
 
+  const int64_t first = static_cast<int64_t>(blockIdx.z) * chunk, end = min(nkeys, first + chunk);
   float m = -INFINITY, l = 0.0f, acc[kMaxChunks];
 #pragma unroll
   for (int c = 0; c < kMaxChunks; ++c) acc[c] = 0.0f;
-  for (int64_t k0 = static_cast<int64_t>(warp) * kKeyTile; k0 < nkeys; k0 += static_cast<int64_t>(W) * kKeyTile) {
-    const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
+  for (int64_t k0 = first + static_cast<int64_t>(warp) * kKeyTile; k0 < end; k0 += static_cast<int64_t>(W) * kKeyTile) {
+    const int nk = static_cast<int>(min(int64_t(kKeyTile), end - k0));
     // Lane j works out key j's offset; every lane then reads the ones it loads from its owner.
     const long long my_off = lane < nk ? slot_offset(a, b, h / group, k0 + lane) : 0;
     __syncwarp();  // the warp's previous tile is consumed
@@ -268,11 +278,12 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
       const int64_t kpos = ring > 0 ? qpos - ((qpos - s) % ring + ring) % ring : s;
       score = dot * a.scale + slope * static_cast<float>(kpos - qpos);
     }
-    fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < nkeys: lane 0's key is unmasked
+    fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < end <= nkeys: lane 0's key is unmasked
   }
 
   // Merge the warps: out = Σ_w e^(m_w - M)·acc_w / Σ_w e^(m_w - M)·l_w; a warp that had no tile
-  // (m_w = -inf) adds nothing, and warp 0 always had one (key 0).
+  // (m_w = -inf) adds nothing. Without splits warp 0 always had one (key 0); a split beyond the
+  // row's keys has none at all and leaves M = -inf, L = 0 for the merge kernel to skip.
   if (lane == 0) {
     red_m[warp] = m;
     red_l[warp] = l;
@@ -288,13 +299,45 @@ __global__ void decode_attention_kernel(const AttentionLaunch a) {
   float L = 0.0f;
   for (int w = 0; w < W; ++w)
     if (red_m[w] != -INFINITY) L += expf(red_m[w] - M) * red_l[w];
-  const float inv = 1.0f / L;
-  float* o = a.out + b * a.q_heads * d + h * d;
+  const bool split = gridDim.z > 1;
+  float* part = split ? a.workspace + ((b * a.q_heads + h) * gridDim.z + blockIdx.z) * (d + 2) : nullptr;
+  if (split && threadIdx.x == 0) {
+    part[0] = M;
+    part[1] = L;
+  }
+  const float inv = split ? 1.0f : 1.0f / L;
+  const int64_t o = b * a.q_heads * d + h * d;
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
     float v = 0.0f;
     for (int w = 0; w < W; ++w)
       if (red_m[w] != -INFINITY) v += expf(red_m[w] - M) * red_acc[w * d + i];
-    o[i] = v * inv;
+    if (split)
+      part[2 + i] = v;
+    else
+      store_act(a.out, a.act_kind, o + i, v * inv);
+  }
+}
+
+// Flash-decoding's second step, one block per (row, query head): out = Σ_z e^(m_z - M)·acc_z /
+// Σ_z e^(m_z - M)·l_z over the splits that had keys (split 0 always has key 0).
+__global__ void merge_decode_splits_kernel(const AttentionLaunch a, int splits) {
+  const int d = static_cast<int>(a.head_dim);
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const float* parts = a.workspace + (b * a.q_heads + h) * splits * (d + 2);
+  float M = -INFINITY;
+  for (int z = 0; z < splits; ++z) M = fmaxf(M, parts[z * (d + 2)]);
+  float L = 0.0f;
+  for (int z = 0; z < splits; ++z)
+    if (parts[z * (d + 2)] != -INFINITY) L += expf(parts[z * (d + 2)] - M) * parts[z * (d + 2) + 1];
+  const float inv = 1.0f / L;
+  const int64_t o = b * a.q_heads * d + h * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float v = 0.0f;
+    for (int z = 0; z < splits; ++z) {
+      const float* p = parts + z * (d + 2);
+      if (p[0] != -INFINITY) v += expf(p[0] - M) * p[2 + i];
+    }
+    store_act(a.out, a.act_kind, o + i, v * inv);
   }
 }
 
@@ -304,21 +347,56 @@ size_t decode_smem_bytes(int64_t d, int W) {
          sizeof(float);
 }
 
+// Warps per decode block: enough to cover the cache in one pass of tiles, at most 8, within the
+// device's opt-in shared memory. From max_seq, not this step's lengths (graphs replay launches).
+int decode_warps(const AttentionLaunch& a) {
+  int W = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, (a.max_seq + kKeyTile - 1) / kKeyTile)));
+  while (W > 1 && decode_smem_bytes(a.head_dim, W) > static_cast<size_t>(a.smem_optin)) --W;
+  return W;
+}
+
+// How a decode launch splits each (row, head)'s keys: `splits` blocks of `chunk` slots (a whole
+// number of key tiles). Splitting pays when the (row, head) pairs leave SMs idle (batch 1 on a GPU
+// of 132 SMs has 16 to 32 heads): aim at two blocks per SM, and give each split at least one pass
+// of its warps over the keys, so a short cache stays in one block.
+struct DecodeSplit {
+  int splits = 1;
+  int64_t chunk = 0;
+};
+DecodeSplit decode_split(const AttentionLaunch& a, int W) {
+  const int64_t tiles = std::max<int64_t>(1, (a.max_seq + kKeyTile - 1) / kKeyTile);
+  DecodeSplit sp;
+  sp.chunk = tiles * kKeyTile;
+  const int64_t pairs = a.items * a.q_heads;
+  if (a.sm_count <= 0 || pairs >= a.sm_count) return sp;
+  const int64_t want = (2 * static_cast<int64_t>(a.sm_count) + pairs - 1) / pairs;
+  const int64_t most = std::max<int64_t>(1, tiles / W);  // at least W tiles (one pass) each
+  const int64_t splits = std::min<int64_t>({want, most, 64});
+  if (splits <= 1) return sp;
+  const int64_t tiles_each = (tiles + splits - 1) / splits;
+  sp.chunk = tiles_each * kKeyTile;
+  sp.splits = static_cast<int>((tiles + tiles_each - 1) / tiles_each);
+  return sp;
+}
+
 template <typename T>
 void launch_decode_attention(cudaStream_t stream, const AttentionLaunch& a) {
-  // Warps: enough to cover the cache in one pass of tiles, at most 8, within the device's
-  // opt-in shared memory. Chosen from max_seq, not from this step's lengths, so that every decode
-  // step of a batch launches the same kernel (a recorded CUDA graph replays it).
-  const int optin = a.smem_optin;
-  int W = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, (a.max_seq + kKeyTile - 1) / kKeyTile)));
-  while (W > 1 && decode_smem_bytes(a.head_dim, W) > static_cast<size_t>(optin)) --W;
+  const int W = decode_warps(a);
   const size_t smem = decode_smem_bytes(a.head_dim, W);
-  if (smem > static_cast<size_t>(optin))
+  if (smem > static_cast<size_t>(a.smem_optin))
     throw Error("CUDA decode attention: head_dim " + std::to_string(a.head_dim) + " needs " + std::to_string(smem) +
-                " bytes of shared memory, the device allows " + std::to_string(optin));
+                " bytes of shared memory, the device allows " + std::to_string(a.smem_optin));
+  const DecodeSplit sp = decode_split(a, W);
+  if (sp.splits > 1 && !a.workspace)
+    throw Error("CUDA decode attention: a split launch without its workspace (decode_attention_workspace)");
   allow_dynamic_smem(decode_attention_kernel<T>, smem);
-  const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads));
-  decode_attention_kernel<T><<<grid, W * 32, smem, stream>>>(a);
+  const dim3 grid(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads), static_cast<unsigned>(sp.splits));
+  decode_attention_kernel<T><<<grid, W * 32, smem, stream>>>(a, sp.chunk);
+  FTX_CUDA_CHECK(cudaGetLastError());
+  if (sp.splits == 1) return;
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, (a.head_dim + 31) / 32 * 32));
+  merge_decode_splits_kernel<<<dim3(static_cast<unsigned>(a.items), static_cast<unsigned>(a.q_heads)), threads, 0,
+                               stream>>>(a, sp.splits);
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -349,6 +427,14 @@ void attend(cudaStream_t stream, const AttentionLaunch& a, unsigned store_blocks
 
 }  // namespace
 
+size_t decode_attention_workspace(const AttentionLaunch& a) {
+  if (a.items <= 0 || a.q_heads <= 0 || a.head_dim < 1) return 0;
+  const DecodeSplit sp = decode_split(a, decode_warps(a));
+  if (sp.splits <= 1) return 0;
+  return static_cast<size_t>(a.items * a.q_heads) * static_cast<size_t>(sp.splits) *
+         static_cast<size_t>(a.head_dim + 2);
+}
+
 void invoke_attention(cudaStream_t stream, const AttentionLaunch& a) {
   if (a.items <= 0 || a.S <= 0 || a.q_heads <= 0) return;
   if (a.head_dim < 1 || a.head_dim > kMaxAttentionHeadDim)
@@ -360,6 +446,8 @@ void invoke_attention(cudaStream_t stream, const AttentionLaunch& a) {
   if (a.q_heads > 65535 || a.items * ((a.S + 15) / 16) > 0x7fffffff)
     throw Error("CUDA attention: grid too large (" + std::to_string(a.items) + " items, " + std::to_string(a.S) +
                 " tokens, " + std::to_string(a.q_heads) + " heads)");
+  if (a.act_kind != ElemKind::kFp32 && a.act_kind != ElemKind::kFp16 && a.act_kind != ElemKind::kBf16)
+    throw Error("CUDA attention: activations are fp32, fp16 or bf16");
   const size_t store = static_cast<size_t>(a.items) * a.S * a.kv_heads * a.head_dim;
   const unsigned store_blocks = static_cast<unsigned>(std::min<size_t>((store + 255) / 256, 65536));
   switch (a.kv_kind) {

@@ -21,8 +21,9 @@ namespace ftx::cuda {
 // attending to slots [0, base_pos + j]. Prefill: S = padded width, nvalid = lengths[b], base_pos
 // = 0. Decode: S = 1, nvalid = 1, base_pos = past[b].
 struct AttentionLaunch {
-  float* out = nullptr;          // [items·S, q_heads·d]
-  const float* qkv = nullptr;    // [items·S, (q_heads + 2 kv_heads)·d]
+  void* out = nullptr;           // [items·S, q_heads·d], in act_kind
+  const void* qkv = nullptr;     // [items·S, (q_heads + 2 kv_heads)·d], in act_kind
+  ElemKind act_kind = ElemKind::kFp32;  // the activations': fp32, fp16 or bf16
   void* k_cache = nullptr;       // elements of kv_kind
   void* v_cache = nullptr;
   ElemKind kv_kind = ElemKind::kFp32;
@@ -41,7 +42,17 @@ struct AttentionLaunch {
   int64_t memory_len = 0;  // > 0: circular cache, slot p at p % memory_len (decode only wraps)
   float scale = 1.0f;
   int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
+  // Decode only (flash-decoding): with fewer (row, head) pairs than the device has SMs, each pair's
+  // keys are split over several blocks, whose partial softmax results are merged by a second
+  // kernel. sm_count: the device's; workspace: decode_attention_workspace(*this) floats of device
+  // memory for the partials (null when that is 0).
+  int sm_count = 0;
+  float* workspace = nullptr;
 };
+// Floats of AttentionLaunch::workspace a decode launch needs (0: no split). Depends on items,
+// q_heads, head_dim, max_seq, sm_count and smem_optin only, never on the rows' lengths, so every
+// decode step of a batch launches the same kernels (a recorded CUDA graph replays them).
+size_t decode_attention_workspace(const AttentionLaunch& a);
 // Largest head_dim the attention kernel takes.
 constexpr int64_t kMaxAttentionHeadDim = 256;
 // Backend::context_attention and decode_attention.

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/elem.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/attention/rotary_kernels.h"
 
@@ -15,8 +16,9 @@ namespace ftx::cuda {
 namespace {
 
 // One thread per (row, pair); the angle in double as the CPU (positions reach thousands).
-__global__ void rotary_kernel(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
-                              int64_t head_dim, int64_t rot_dim, bool interleaved, double base) {
+// The pair is read from and written back in the activations' kind (rounded once, like any op).
+__global__ void rotary_kernel(void* qkv, ElemKind kind, int64_t rows, int64_t stride, const int32_t* positions,
+                              int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved, double base) {
   const int64_t pairs = rot_dim / 2;
   const size_t n = static_cast<size_t>(rows) * pairs;
   for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < n;
@@ -28,21 +30,23 @@ __global__ void rotary_kernel(float* qkv, int64_t rows, int64_t stride, const in
     const int64_t a = interleaved ? 2 * i : i;
     const int64_t b = interleaved ? 2 * i + 1 : i + pairs;
     for (int64_t h = 0; h < heads; ++h) {
-      float* v = qkv + r * stride + h * head_dim;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x1 * c + x0 * s;
+      const int64_t v = r * stride + h * head_dim;
+      const float x0 = load_act(qkv, kind, v + a), x1 = load_act(qkv, kind, v + b);
+      store_act(qkv, kind, v + a, x0 * c - x1 * s);
+      store_act(qkv, kind, v + b, x1 * c + x0 * s);
     }
   }
 }
 
 }  // namespace
 
-void invoke_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
-                   int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved, double base) {
+void invoke_rotary(cudaStream_t stream, ElemKind kind, void* qkv, int64_t rows, int64_t stride,
+                   const int32_t* positions, int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved,
+                   double base) {
   if (rows <= 0 || rot_dim < 2 || heads <= 0) return;
+  with_act_type(kind, "rotary", [](auto) {});  // refuses a kind activations are never held in
   const size_t n = static_cast<size_t>(rows) * (rot_dim / 2);
-  rotary_kernel<<<grid_for(n), 256, 0, stream>>>(qkv, rows, stride, positions, heads, head_dim, rot_dim,
+  rotary_kernel<<<grid_for(n), 256, 0, stream>>>(qkv, kind, rows, stride, positions, heads, head_dim, rot_dim,
                                                   interleaved, base);
   FTX_CUDA_CHECK(cudaGetLastError());
 }

@@ -11,10 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/elem_kind.h"
+
 namespace ftx::cuda {
 
 // Backend::rotary. interleaved: GPT-J pairs (2i, 2i+1); else NeoX pairs (i, i + rot_dim/2).
-void invoke_rotary(cudaStream_t stream, float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
-                   int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved, double base);
+// qkv is held in `kind` (fp32, fp16 or bf16).
+void invoke_rotary(cudaStream_t stream, ElemKind kind, void* qkv, int64_t rows, int64_t stride,
+                   const int32_t* positions, int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved,
+                   double base);
 
 }  // namespace ftx::cuda

@@ -43,6 +43,26 @@ ElemKind elem_kind(DType t) {
   }
 }
 
+// An activation's kind, refused with the op's name when it is not a float type activations are held in.
+ElemKind act_kind(const ops::Act& a, const char* op) {
+  if (!ops::is_act_dtype(a.dtype))
+    throw Error(std::string("CUDA ") + op + ": activations held in " + dtype_name(a.dtype) + " (fp32, fp16 or bf16)");
+  return elem_kind(a.dtype);
+}
+
+// The kind all of an op's activations share (null ones aside): one type per call, Error otherwise.
+ElemKind same_act_kind(std::initializer_list<ops::Act> acts, const char* op) {
+  const ops::Act* first = nullptr;
+  for (const ops::Act& a : acts) {
+    if (!a) continue;
+    if (first && a.dtype != first->dtype)
+      throw Error(std::string("CUDA ") + op + ": activations in " + dtype_name(first->dtype) + " and " +
+                  dtype_name(a.dtype) + " in one call");
+    if (!first) first = &a;
+  }
+  return first ? act_kind(*first, op) : ElemKind::kFp32;
+}
+
 // cuBLAS's name for a weight dtype (elem_kind() has refused the others).
 cudaDataType_t cuda_data_type(DType t) {
   switch (elem_kind(t)) {
@@ -57,15 +77,16 @@ cudaDataType_t cuda_data_type(DType t) {
 
 // The launch fields prefill and decode share (the caller adds lengths or past). tables and slopes
 // are staged device copies.
-AttentionLaunch attention_launch(float* out, const float* qkv, const ops::KvCache& k_cache,
+AttentionLaunch attention_launch(const ops::Act& out, const ops::Act& qkv, const ops::KvCache& k_cache,
                                  const ops::KvCache& v_cache, const ops::AttentionShape& sh, const void* tables,
                                  int64_t stride, const void* slopes, int64_t items, int64_t S, int smem_optin) {
   if (k_cache.dtype != v_cache.dtype)
     throw Error(std::string("CUDA attention: K cache in ") + dtype_name(k_cache.dtype) + ", V cache in " +
                 dtype_name(v_cache.dtype));
   AttentionLaunch a;
-  a.out = out;
-  a.qkv = qkv;
+  a.act_kind = same_act_kind({out, qkv}, "attention");
+  a.out = out.data;
+  a.qkv = qkv.data;
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
   if (ops::kv_is_quantized(k_cache.dtype)) {
@@ -164,20 +185,29 @@ std::unique_ptr<ops::Backend> make_cuda_backend(const CudaBackendOptions& option
   const bool tf32 = options.tf32 || (tf32_env && std::string(tf32_env) == "1");
   const char* graphs_env = std::getenv("FTX_CUDA_GRAPHS");
   const bool graphs = options.graphs || (graphs_env && std::string(graphs_env) == "1");
-  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype, graphs, options.kv_dtype);
+  std::optional<DType> act = options.act_dtype;
+  const char* fp32_act_env = std::getenv("FTX_CUDA_FP32_ACTIVATIONS");
+  if (fp32_act_env && std::string(fp32_act_env) == "1") act = DType::kFloat32;
+  return std::make_unique<CudaBackend>(dev, tf32, options.weight_dtype, graphs, options.kv_dtype, act);
 }
 
 // ---------------------------------------------------------------- lifetime, memory, transfers
 
-CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs, std::optional<DType> kv_dtype)
+CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs, std::optional<DType> kv_dtype,
+                         std::optional<DType> act_dtype)
     : device_(device), tf32_(tf32), weight_dtype_(weight_dtype), kv_dtype_(kv_dtype.value_or(weight_dtype)),
-      graphs_(graphs) {
+      act_dtype_(act_dtype.value_or(weight_dtype)), graphs_(graphs) {
   for (DType t : {weight_dtype_, kv_dtype_})
-    if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16)
+    if (!ops::is_act_dtype(t))
       throw Error(std::string("CUDA backend: weights and the KV cache cannot be held in ") + dtype_name(t) +
                   " (fp32, fp16 or bf16)");
+  // Half activations with fp32 weights would round what an fp32 model computes, for nothing.
+  if (act_dtype_ != DType::kFloat32 && act_dtype_ != weight_dtype_)
+    throw Error(std::string("CUDA backend: activations in ") + dtype_name(act_dtype_) + " with weights in " +
+                dtype_name(weight_dtype_) + " (fp32, or the weights' dtype)");
   FTX_CUDA_CHECK(cudaSetDevice(device_));
   FTX_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+  FTX_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_ = arena_.allocate(kWorkspaceBytes);
@@ -285,31 +315,62 @@ ops::Weight CudaBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64
   return w;
 }
 
-void CudaBackend::gemm_fp8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C,
+void CudaBackend::gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C,
                            float beta) {
-  auto* qa = reinterpret_cast<uint8_t*>(scratch((static_cast<size_t>(M) * K + sizeof(float) - 1) / sizeof(float)));
-  invoke_quantize_fp8(stream_, qa, A, static_cast<size_t>(M) * K, 1.0f / w.activation_scaling_factor);
-  fp8_gemm_lt(lt_, stream_, M, N, K, qa, static_cast<const uint8_t*>(w.data), w.scale, C, beta, workspace_,
+  // cuBLASLt's FP8 GEMM writes fp32 here (fp8_gemm_lt.h): a half C gets it through scratch.
+  const bool direct = C.dtype == DType::kFloat32;
+  const size_t mn = static_cast<size_t>(M) * static_cast<size_t>(N);
+  const auto parts = scratch_parts({static_cast<size_t>(M) * K, direct ? 0 : mn * sizeof(float)});
+  auto* qa = static_cast<uint8_t*>(parts[0]);
+  invoke_quantize_fp8(stream_, qa, A.data, act_kind(A, "FP8 gemm"), static_cast<size_t>(M) * K,
+                      1.0f / w.activation_scaling_factor);
+  auto* c = direct ? static_cast<float*>(C.data) : static_cast<float*>(parts[1]);
+  if (!direct && beta != 0.0f) invoke_convert(stream_, c, ElemKind::kFp32, C.data, act_kind(C, "FP8 gemm"), mn);
+  fp8_gemm_lt(lt_, stream_, M, N, K, qa, static_cast<const uint8_t*>(w.data), w.scale, c, beta, workspace_,
               kWorkspaceBytes);
+  if (!direct) invoke_convert(stream_, C.data, act_kind(C, "FP8 gemm"), c, ElemKind::kFp32, mn);
 }
 
-void CudaBackend::gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C,
+void CudaBackend::gemm_w8a8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C,
                             float beta) {
-  // One scratch request: int8 activations [M, K], int32 products [M, N], per-row factors [M], each
-  // starting 256-byte aligned.
-  auto words = [](size_t bytes) { return (bytes + 255) / 256 * 64; };
-  const size_t qa_w = words(static_cast<size_t>(M) * K), acc_w = words(static_cast<size_t>(M) * N * 4);
-  float* base = scratch(qa_w + acc_w + words(static_cast<size_t>(M) * 4));
-  auto* qa = reinterpret_cast<int8_t*>(base);
-  auto* acc = reinterpret_cast<int32_t*>(base + qa_w);
-  float* alpha_row = base + qa_w + acc_w;
+  // int8 activations [M, K], int32 products [M, N], per-row factors [M].
+  const auto parts = scratch_parts({static_cast<size_t>(M) * K, static_cast<size_t>(M) * N * sizeof(int32_t),
+                                    static_cast<size_t>(M) * sizeof(float)});
+  auto* qa = static_cast<int8_t*>(parts[0]);
+  auto* acc = static_cast<int32_t*>(parts[1]);
+  auto* alpha_row = static_cast<float*>(parts[2]);
+  const ElemKind a_kind = act_kind(A, "W8A8 gemm");
   const bool per_token = !(w.act_scale > 0.0f);
   if (per_token)
-    invoke_quantize_per_token(stream_, qa, alpha_row, A, M, K);
+    invoke_quantize_per_token(stream_, qa, alpha_row, A.data, a_kind, M, K);
   else
-    invoke_quantize_per_tensor(stream_, qa, A, M * K, w.act_scale);
+    invoke_quantize_per_tensor(stream_, qa, A.data, a_kind, M * K, w.act_scale);
   int8_gemm_lt(lt_, stream_, M, N, K, qa, static_cast<const int8_t*>(w.data), acc, workspace_, kWorkspaceBytes);
-  invoke_dequantize_int32(stream_, C, acc, M, N, per_token ? alpha_row : nullptr, w.out_scale, w.scale, beta);
+  invoke_dequantize_int32(stream_, C.data, act_kind(C, "W8A8 gemm"), acc, M, N, per_token ? alpha_row : nullptr,
+                          w.out_scale, w.scale, beta);
+}
+
+void CudaBackend::gemm_int8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C,
+                            float beta) {
+  // (A' · q) · diag(scale): q widened to A's rounding type (exact: |q| <= 128 fits fp16's and bf16's
+  // significands), A converted to that type unless held in it, the products exact and summed in
+  // fp32 by one GEMM, then the column scales in fp32 as the result is written to C. Memory is saved;
+  // the bandwidth a fused dequantising GEMM would save is not (yet): q is widened every call.
+  const DType in = w.input_dtype;
+  const ElemKind in_kind = elem_kind(in);
+  const size_t kn = static_cast<size_t>(K) * static_cast<size_t>(N), mk = static_cast<size_t>(M) * K;
+  const bool convert_a = A.dtype != in;
+  const auto parts = scratch_parts({kn * dtype_size(in), convert_a ? mk * dtype_size(in) : 0,
+                                    static_cast<size_t>(M) * N * sizeof(float)});
+  invoke_dequantize_int8_columns(stream_, parts[0], in_kind, static_cast<const int8_t*>(w.data), nullptr, K, N);
+  const void* a = A.data;
+  if (convert_a) {
+    invoke_convert(stream_, parts[1], in_kind, A.data, act_kind(A, "int8 gemm"), mk);
+    a = parts[1];
+  }
+  run_gemm(M, N, K, a, parts[0], in, false, parts[2], DType::kFloat32, 0.0f);
+  invoke_scale_columns(stream_, C.data, act_kind(C, "int8 gemm"), static_cast<const float*>(parts[2]), w.scale, M, N,
+                       beta);
 }
 
 void CudaBackend::release_weight(const ops::Weight& w) {
@@ -381,6 +442,44 @@ void CudaBackend::fill(float* dst, float value, size_t n) {
   if (!replaying()) invoke_fill(stream_, dst, value, n);
 }
 
+ops::Act CudaBackend::alloc_act(size_t n) {
+  return ops::Act(arena_.allocate(std::max<size_t>(n * dtype_size(act_dtype_), 1)), act_dtype_);
+}
+
+void CudaBackend::release_act(const ops::Act& a) { arena_.release(a.data); }
+
+void CudaBackend::upload_act(const ops::Act& dst, const float* host_src, size_t n) {
+  if (dst.dtype == DType::kFloat32) return upload(static_cast<float*>(dst.data), host_src, n);
+  if (n == 0) return;
+  float* staged = scratch(n);
+  upload(staged, host_src, n);
+  invoke_convert(stream_, dst.data, act_kind(dst, "upload"), staged, ElemKind::kFp32, n);
+}
+
+void CudaBackend::download_act(float* host_dst, const ops::Act& src, size_t n) {
+  if (src.dtype == DType::kFloat32) return download(host_dst, static_cast<const float*>(src.data), n);
+  if (n == 0) return;
+  float* wide = scratch(n);
+  invoke_convert(stream_, wide, ElemKind::kFp32, src.data, act_kind(src, "download"), n);
+  download(host_dst, wide, n);
+}
+
+void CudaBackend::copy_act(const ops::Act& dst, const ops::Act& src, size_t n) {
+  if (dst.dtype != src.dtype)
+    throw Error(std::string("CUDA copy: activations from ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype));
+  if (n == 0 || dst.data == src.data || replaying()) return;
+  const size_t bytes = dst.bytes(n);
+  const char* s = static_cast<const char*>(src.data);
+  char* d = static_cast<char*>(dst.data);
+  if (d < s + bytes && s < d + bytes) {  // memmove semantics, as the CPU: through scratch
+    void* tmp = scratch((bytes + sizeof(float) - 1) / sizeof(float));
+    FTX_CUDA_CHECK(cudaMemcpyAsync(tmp, s, bytes, cudaMemcpyDeviceToDevice, stream_));
+    FTX_CUDA_CHECK(cudaMemcpyAsync(d, tmp, bytes, cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    FTX_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+}
+
 float* CudaBackend::scratch(size_t n) {
   if (scratch_cap_ < n) {
     const size_t cap = std::max(n, scratch_cap_ * 2);
@@ -391,6 +490,19 @@ float* CudaBackend::scratch(size_t n) {
     scratch_cap_ = cap;
   }
   return scratch_;
+}
+
+std::vector<void*> CudaBackend::scratch_parts(std::initializer_list<size_t> bytes) {
+  size_t total = 0;
+  for (size_t b : bytes) total += round_up(b, 256);
+  char* base = reinterpret_cast<char*>(scratch(std::max<size_t>(total, 1) / sizeof(float) + 1));
+  std::vector<void*> out;
+  size_t off = 0;
+  for (size_t b : bytes) {
+    out.push_back(b == 0 ? nullptr : base + off);
+    off += round_up(b, 256);
+  }
+  return out;
 }
 
 std::vector<const void*> CudaBackend::stage(std::initializer_list<Part> parts) {
@@ -643,14 +755,15 @@ void CudaBackend::use_gemm_config(const std::string& explicit_path, const std::s
 
 const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  const auto [M, N, K, trans_b, align_a, align_b, align_c, in_dtype] = key;
+  const auto [M, N, K, trans_b, align_a, align_b, align_c, in_dtype, c_dtype] = key;
   // Row-major C[M,N] = A[M,K]·B is column-major C^T[N,M] = B^T·A^T: cuBLASLt's "A" is our B
   // (column-major [N,K] with ld N, or with trans_b the stored [K,N] with ld K, transposed), its "B"
   // is our A (column-major [K,M], ld K), C is column-major [N,M], ld N. Half inputs (A already
-  // rounded by gemm()) write an fp32 C with fp32 accumulation.
+  // in the weights' dtype) accumulate in fp32 and write an fp32 C or one of their own type.
   GemmPlan p;
   const bool half = in_dtype != DType::kFloat32;
   const cudaDataType_t in_type = cuda_data_type(in_dtype);
+  const cudaDataType_t c_type = cuda_data_type(c_dtype);
   const cublasComputeType_t compute = tf32_ && !half ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -661,17 +774,18 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   else
     FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in_type, N, K, N));
   FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in_type, K, M, K));
-  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
+  FTX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, c_type, N, M, N));
 
   const std::string shape = "gemm M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                            (trans_b ? " (B transposed)" : "");
+                            (trans_b ? " (B transposed)" : "") +
+                            (c_dtype != DType::kFloat32 ? std::string(", ") + dtype_name(c_dtype) + " C" : "");
   // Lt's A is our B and vice versa.
   const uint32_t al_a = align_b, al_b = align_a, al_c = align_c;
 
   // gemm_config.in first (FT's key: m = rows, n = output features), as FT's cublasMMWrapper does.
   // An fp32 file is tuned for FP32 compute: with TF32 on, its timings do not apply. A half file's
-  // cuBLASLt rows were timed with a half C (FT's GEMMs); here C is fp32, so each is used only when
-  // cuBLASLt accepts it for these operands.
+  // cuBLASLt rows were timed with a half C (FT's GEMMs), as the activations' GEMMs of a half model
+  // run here; the lm_head's C is fp32, so each row is used only when cuBLASLt accepts it.
   const bool use_file = half || !tf32_;
   if (const gemm::GemmAlgoRow* row = use_file ? algo_map_.find(1, static_cast<int>(M), static_cast<int>(N),
                                                                static_cast<int>(K), shape)
@@ -691,7 +805,7 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
       return plans_.emplace(key, p).first->second;
     }
     size_t ws_needed = 0;
-    if (build_lt_algo(lt_, compute, CUDA_R_32F, in_type, in_type, CUDA_R_32F, f, p.op, p.a, p.b, p.c,
+    if (build_lt_algo(lt_, compute, CUDA_R_32F, in_type, in_type, c_type, f, p.op, p.a, p.b, p.c,
                       kWorkspaceBytes, &p.algo, &ws_needed) &&
         lt_algo_accepts_alignment(p.algo, al_a, al_b, al_c))
       return plans_.emplace(key, p).first->second;
@@ -728,58 +842,55 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
   return plans_.emplace(key, p).first->second;
 }
 
-void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
-                       float* C, float beta) {
+void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& weight, bool trans_b,
+                       ops::Act C, float beta) {
   if (M <= 0 || N <= 0 || replaying()) return;
+  const ElemKind c_kind = act_kind(C, "gemm");
   if (K <= 0) {  // an empty sum: C = beta·C, as BLAS
-    invoke_scale(stream_, C, beta, static_cast<size_t>(M) * N);
+    invoke_scale(stream_, C.data, c_kind, beta, static_cast<size_t>(M) * N);
     return;
   }
-  if (weight.dtype == DType::kInt8 && weight.w8a8) {
-    if (trans_b) throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
-    gemm_w8a8(M, N, K, A, weight, C, beta);
-    return;
+  const bool quantised = weight.dtype == DType::kInt8 || weight.dtype == DType::kFloat8E4M3;
+  if (quantised && trans_b)
+    throw Error(std::string("gemm: an ") + dtype_name(weight.dtype) +
+                " weight cannot be transposed (embedding tables stay floating point)");
+  if (weight.dtype == DType::kInt8 && weight.w8a8) return gemm_w8a8(M, N, K, A, weight, C, beta);
+  if (weight.dtype == DType::kFloat8E4M3) return gemm_fp8(M, N, K, A, weight, C, beta);
+  if (weight.dtype == DType::kInt8) return gemm_int8(M, N, K, A, weight, C, beta);
+  float_gemm(M, N, K, A, weight.data, weight.dtype, trans_b, C, beta);
+}
+
+void CudaBackend::float_gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const void* B, DType in, bool trans_b,
+                             ops::Act C, float beta) {
+  const ElemKind in_kind = elem_kind(in);  // Error for a dtype with no kernels
+  const size_t mk = static_cast<size_t>(M) * K, mn = static_cast<size_t>(M) * N;
+  const bool convert_a = A.dtype != in;
+  const bool direct_c = C.dtype == DType::kFloat32 || C.dtype == in;
+  // Scratch is stream-ordered, so the next op may reuse it.
+  const auto parts = scratch_parts({convert_a ? mk * dtype_size(in) : 0, direct_c ? 0 : mn * sizeof(float)});
+  const void* a = A.data;
+  if (convert_a) {  // round (or widen) the activation operand to the weights' dtype
+    invoke_convert(stream_, parts[0], in_kind, A.data, act_kind(A, "gemm"), mk);
+    a = parts[0];
   }
-  if (weight.dtype == DType::kFloat8E4M3) {
-    if (trans_b) throw Error("gemm: an FP8 weight cannot be transposed (embedding tables stay floating point)");
-    gemm_fp8(M, N, K, A, weight, C, beta);
-    return;
-  }
-  // Weight-only INT8: the matrix is widened into fp32 scratch (q · scale, exact in fp32) and an fp32
-  // GEMM follows on the unrounded activations, whatever dtype the other weights are held in: the
-  // arithmetic of the CPU twin and of the float64 reference (int8 layers, fp32 activations).
-  // Memory is saved; the bandwidth a fused dequantising GEMM would save is not (yet).
-  ops::Weight w = weight;
-  float* widened = nullptr;
-  if (weight.dtype == DType::kInt8) {
-    if (trans_b) throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
-    const size_t wn = static_cast<size_t>(K) * static_cast<size_t>(N);
-    widened = scratch(wn);
-    invoke_dequantize_int8_columns(stream_, widened, ElemKind::kFp32, static_cast<const int8_t*>(weight.data),
-                                   weight.scale, K, N);
-    w = ops::Weight(static_cast<const void*>(widened), DType::kFloat32);
-  }
-  const DType in_dtype = w.dtype;
-  const ElemKind kind = elem_kind(in_dtype);  // Error for a dtype with no kernels
-  const void* B = w.data;
-  const void* a = A;
-  const cudaDataType_t in_type = cuda_data_type(in_dtype);
-  if (kind != ElemKind::kFp32) {
-    // Round the activation operand to the weights' dtype (scratch is stream-ordered, so reusing
-    // it in the next op is safe).
-    const size_t n = static_cast<size_t>(M) * K;
-    void* a_half = scratch((n + 1) / 2);
-    invoke_cast(stream_, a_half, kind, A, n);
-    a = a_half;
-  }
+  if (direct_c) return run_gemm(M, N, K, a, B, in, trans_b, C.data, C.dtype, beta);
+  const ElemKind c_kind = act_kind(C, "gemm");
+  if (beta != 0.0f) invoke_convert(stream_, parts[1], ElemKind::kFp32, C.data, c_kind, mn);
+  run_gemm(M, N, K, a, B, in, trans_b, parts[1], DType::kFloat32, beta);
+  invoke_convert(stream_, C.data, c_kind, parts[1], ElemKind::kFp32, mn);
+}
+
+void CudaBackend::run_gemm(int64_t M, int64_t N, int64_t K, const void* a, const void* B, DType in, bool trans_b,
+                           void* C, DType c_dtype, float beta) {
+  const cudaDataType_t in_type = cuda_data_type(in), c_type = cuda_data_type(c_dtype);
   const GemmPlan& p =
-      plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in_dtype});
+      plan(GemmKey{M, N, K, trans_b, alignment_of(a), alignment_of(B), alignment_of(C), in, c_dtype});
   const float alpha = 1.0f;
   if (p.classic) {  // the same column-major view as the Lt plan: C^T[N,M] = op(B)^T · A^T
     FTX_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
                                   static_cast<int>(M), static_cast<int>(K), &alpha, B, in_type,
                                   static_cast<int>(trans_b ? K : N), a, in_type, static_cast<int>(K), &beta, C,
-                                  CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F,
+                                  c_type, static_cast<int>(N), CUBLAS_COMPUTE_32F,
                                   static_cast<cublasGemmAlgo_t>(p.classic_algo)));
     return;
   }
@@ -789,65 +900,70 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const op
 
 // ---------------------------------------------------------------- elementwise, norms, embeddings
 
-void CudaBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
+void CudaBackend::layer_norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t rows,
                              int64_t H, float eps) {
   // x is only read: the kernel writes x back only when a residual (y or bias) is given.
   if (replaying()) return;
-  invoke_add_residual_layer_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, beta, out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, same_act_kind({out, x}, "layer_norm"), x.data, nullptr, nullptr, gamma,
+                                 beta, out.data, rows, H, eps);
 }
 
-void CudaBackend::add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
-                                          const float* beta, float* norm_out, int64_t rows, int64_t H, float eps) {
+void CudaBackend::add_residual_layer_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma,
+                                          const float* beta, ops::Act norm_out, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
-  invoke_add_residual_layer_norm(stream_, x, y, bias, gamma, beta, norm_out, rows, H, eps);
+  invoke_add_residual_layer_norm(stream_, same_act_kind({x, y, norm_out}, "add_residual_layer_norm"), x.data, y.data,
+                                 bias, gamma, beta, norm_out.data, rows, H, eps);
 }
 
-void CudaBackend::rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) {
+void CudaBackend::rms_norm(ops::Act out, ops::Act x, const float* gamma, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
-  invoke_add_residual_rms_norm(stream_, const_cast<float*>(x), nullptr, nullptr, gamma, out, rows, H, eps);
+  invoke_add_residual_rms_norm(stream_, same_act_kind({out, x}, "rms_norm"), x.data, nullptr, nullptr, gamma,
+                               out.data, rows, H, eps);
 }
 
-void CudaBackend::add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma,
-                                        float* norm_out, int64_t rows, int64_t H, float eps) {
+void CudaBackend::add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma,
+                                        ops::Act norm_out, int64_t rows, int64_t H, float eps) {
   if (replaying()) return;
-  invoke_add_residual_rms_norm(stream_, x, y, bias, gamma, norm_out, rows, H, eps);
+  invoke_add_residual_rms_norm(stream_, same_act_kind({x, y, norm_out}, "add_residual_rms_norm"), x.data, y.data,
+                               bias, gamma, norm_out.data, rows, H, eps);
 }
 
-void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
+void CudaBackend::add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) {
   if (replaying()) return;
-  invoke_add_bias(stream_, x, bias, rows, N);
+  invoke_add_bias(stream_, act_kind(x, "add_bias"), x.data, bias, rows, N);
 }
 
-void CudaBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
-                                  int64_t rows, int64_t N, Activation act) {
+void CudaBackend::bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows,
+                                  int64_t N, Activation act) {
   if (replaying()) return;
-  invoke_add_bias_activation(stream_, x, bias, gate, gate_bias, rows, N, static_cast<int>(act));
+  invoke_add_bias_activation(stream_, same_act_kind({x, gate}, "bias_activation"), x.data, bias, gate.data,
+                             gate_bias, rows, N, static_cast<int>(act));
 }
 
-void CudaBackend::embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
+void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                             int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                             int64_t H, float scale) {
   if (rows <= 0) return;
   const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
-  invoke_embedding_lookup(stream_, out, wte.data, elem_kind(wte.dtype), wpe, static_cast<int>(table),
-                          position_offset, static_cast<const int32_t*>(dev[0]), static_cast<const int32_t*>(dev[1]),
-                          rows, H, scale);
+  invoke_embedding_lookup(stream_, out.data, act_kind(out, "embedding"), wte.data, elem_kind(wte.dtype), wpe,
+                          static_cast<int>(table), position_offset, static_cast<const int32_t*>(dev[0]),
+                          static_cast<const int32_t*>(dev[1]), rows, H, scale);
 }
 
-void CudaBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+void CudaBackend::rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
                          int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) {
   if (rot_dim <= 0 || rows <= 0) return;
   const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
   if (replaying()) return;
-  invoke_rotary(stream_, qkv, rows, stride, static_cast<const int32_t*>(dev[0]), heads, head_dim, rot_dim,
-                style == RotaryStyle::kInterleaved, base);
+  invoke_rotary(stream_, act_kind(qkv, "rotary"), qkv.data, rows, stride, static_cast<const int32_t*>(dev[0]), heads,
+                head_dim, rot_dim, style == RotaryStyle::kInterleaved, base);
 }
 
 // ---------------------------------------------------------------- attention and the cache
 
-void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+void CudaBackend::context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                                     const ops::BlockTables& tables, const ops::KvCache& k_cache,
                                     const ops::KvCache& v_cache, const ops::AttentionShape& sh, const int32_t* past) {
   if (B <= 0 || S <= 0) return;
@@ -874,7 +990,7 @@ void CudaBackend::context_attention(float* out, const float* qkv, int64_t B, int
   invoke_attention(stream_, a);
 }
 
-void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
+void CudaBackend::decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables,
                                    const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                                    const ops::AttentionShape& sh) {
   if (n <= 0) return;
@@ -892,6 +1008,9 @@ void CudaBackend::decode_attention(float* out, const float* qkv, int64_t n, cons
   AttentionLaunch a =
       attention_launch(out, qkv, k_cache, v_cache, sh, dev[1], tables.stride, dev[2], n, 1, smem_optin_);
   a.past = static_cast<const int32_t*>(dev[0]);
+  a.sm_count = sm_count_;
+  // Split decoding's partial results (stream-ordered scratch: the next op may reuse it).
+  if (const size_t w = decode_attention_workspace(a)) a.workspace = scratch(w);
   invoke_attention(stream_, a);
 }
 

@@ -4,8 +4,8 @@
 // Done (groundwork of issue 7, compiled for sm_90; NOT yet run on a GPU when this was written —
 // tests/unit/cuda_backend_test.cc compares every op and a whole Engine run against the CPU
 // backend and skips without a device):
-//  * every Backend method, with the CPU backend's exact semantics (fp32 activations, weights and
-//    KV cache; same formulas, double where the CPU uses double);
+//  * every Backend method, with the CPU backend's exact semantics (same formulas, double where the
+//    CPU uses double), on fp32 activations, weights and KV cache;
 //  * memory: one DeviceArena per backend (caching sub-allocator over 256 MiB cudaMalloc blocks),
 //    one non-blocking stream for all work, pinned staging buffers (a ring with events) for the
 //    per-call host metadata (ids, positions, lengths, cache rows, ALiBi slopes) and for download();
@@ -17,22 +17,26 @@
 //  * gemm_config.in (use_gemm_config): a listed GEMM runs the file's algorithm, classic cuBLAS
 //    rows through cublasGemmEx (FT's gpt_gemm writes only those for fp32), cuBLASLt rows rebuilt
 //    from their fields when cuBLASLt accepts them for the operands; others use the heuristic.
-//  * weights in fp16/bf16 (CudaBackendOptions::weight_dtype, `--dtype`): the GEMM's activation
-//    operand is rounded to the weights' dtype by a cast kernel, cuBLASLt multiplies half inputs
-//    into an fp32 C with fp32 accumulation; the embedding kernel reads a half table. The KV cache
-//    is held in the same dtype (CudaBackendOptions::kv_dtype): K and V are rounded when stored and
-//    widened when read. Activations, biases, norms and the residual stream stay fp32.
+//  * weights in fp16/bf16 (CudaBackendOptions::weight_dtype, `--dtype`), and then, by default,
+//    half activations end to end as FasterTransformer runs a half model (act_dtype(),
+//    CudaBackendOptions::act_dtype): the residual stream, GEMM inputs and outputs, fused QKV rows
+//    and attention outputs are held in the weights' dtype; every kernel widens what it reads to
+//    fp32, computes in fp32 (norm statistics in double, softmax and accumulators in fp32) and
+//    rounds once where it stores; cuBLASLt multiplies half operands with fp32 accumulation into a
+//    half C (the lm_head into fp32 logits). Biases and norm parameters stay fp32. With fp32
+//    activations (FTX_CUDA_FP32_ACTIVATIONS=1) a GEMM rounds its activation operand to the weights'
+//    dtype first. The KV cache is held in the weights' dtype too (CudaBackendOptions::kv_dtype): K
+//    and V rounded when stored, widened when read. NOT yet run on a GPU.
 //  * CUDA graphs for repeated decode steps (CudaBackendOptions::graphs, opt-in): each op's host
 //    metadata goes to one fixed pinned buffer, copied to the device in one copy before the graph
 //    launch; on replay the ops only write their metadata and launch nothing.
 //  * sample_rows (kernels/sampling/, cuda_sampling.cc): sampling rows are drawn on the device from
 //    logits that stay there (lib/engine/step_logits.h); only token ids and log probs come back.
-// Not done: half activations (elementwise traffic and the attention's Q and output are fp32),
-// split-KV decode attention, fused bias+activation epilogues in cuBLASLt, beam search on the GPU
+// Not done: split-KV decode attention, fused bias+activation epilogues in cuBLASLt, beam search on the GPU
 // (beam steps still download their rows' logits).
 //
-// Pointer contract: every float* the Backend methods take or return is device memory owned by this
-// backend (from alloc()), except the host arguments the interface names (upload source, download
+// Pointer contract: every float* and ops::Act the Backend methods take or return is device memory
+// owned by this backend (from alloc() or alloc_act()), except the host arguments the interface names (upload source, download
 // destination, ids/positions/lengths/cache rows/ALiBi slopes). A dist::Communicator used with this
 // backend therefore gets device pointers in all_reduce_sum (see nccl_communicator.h).
 #include <memory>
@@ -50,6 +54,11 @@ struct CudaBackendOptions {
   DType weight_dtype = DType::kFloat32;
   // What the KV cache is held in; unset: the weights' dtype (so --dtype fp16 halves the cache too).
   std::optional<DType> kv_dtype;
+  // What activations (the residual stream, GEMM inputs and outputs, attention) are held in; unset:
+  // the weights' dtype, FasterTransformer's way (a half model runs half end to end, fp32 only in
+  // accumulators, norm statistics and softmax). fp32 keeps them fp32 with half weights (the GEMMs
+  // then round their activation operand), also FTX_CUDA_FP32_ACTIVATIONS=1.
+  std::optional<DType> act_dtype;
   // Decode steps as CUDA graphs (Backend::begin_repeatable): a step's first run is eager, its
   // second is captured, later ones replay it. Off by default until it has run on a GPU; also
   // FTX_CUDA_GRAPHS=1.

@@ -28,8 +28,9 @@ class CudaBackend : public ops::Backend {
  public:
   // weight_dtype: fp32, fp16 or bf16 (what upload_weight() holds matrices in).
   // kv_dtype: what the KV cache is held in (default: weight_dtype).
+  // act_dtype: what activations are held in (default: weight_dtype): fp32, or weight_dtype.
   CudaBackend(int device, bool tf32, DType weight_dtype = DType::kFloat32, bool graphs = false,
-              std::optional<DType> kv_dtype = std::nullopt);
+              std::optional<DType> kv_dtype = std::nullopt, std::optional<DType> act_dtype = std::nullopt);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -82,31 +83,37 @@ class CudaBackend : public ops::Backend {
   void copy(float* dst, const float* src, size_t n) override;
   void fill(float* dst, float value, size_t n) override;
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+  DType act_dtype() const override { return act_dtype_; }
+  ops::Act alloc_act(size_t n) override;
+  void release_act(const ops::Act& a) override;
+  void upload_act(const ops::Act& dst, const float* host_src, size_t n) override;
+  void download_act(float* host_dst, const ops::Act& src, size_t n) override;
+  void copy_act(const ops::Act& dst, const ops::Act& src, size_t n) override;
+
+  void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;
 
-  void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
-                  int64_t H, float eps) override;
-  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
-                               const float* beta, float* norm_out, int64_t rows, int64_t H,
-                               float eps) override;
-  void rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) override;
-  void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma, float* norm_out,
+  void layer_norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t rows, int64_t H,
+                  float eps) override;
+  void add_residual_layer_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,
+                               ops::Act norm_out, int64_t rows, int64_t H, float eps) override;
+  void rms_norm(ops::Act out, ops::Act x, const float* gamma, int64_t rows, int64_t H, float eps) override;
+  void add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, ops::Act norm_out,
                              int64_t rows, int64_t H, float eps) override;
-  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override;
-  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
-                       int64_t rows, int64_t N, Activation act) override;
+  void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override;
+  void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows, int64_t N,
+                       Activation act) override;
 
-  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
+  void embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                  int64_t H, float scale) override;
-  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+  void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
               int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
 
-  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+  void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                          const ops::AttentionShape& shape, const int32_t* past = nullptr) override;
-  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
+  void decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables,
                         const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
   size_t available_memory() const override;
@@ -130,10 +137,25 @@ class CudaBackend : public ops::Backend {
   std::vector<const void*> stage(std::initializer_list<Part> parts);
   // Device scratch of at least n floats, kept between calls (stream order makes reuse safe).
   float* scratch(size_t n);
+  // Several buffers of scratch at once, `bytes` each (0: none, null), each 256-byte aligned. One op
+  // takes its parts in one call: a later call may return the same memory.
+  std::vector<void*> scratch_parts(std::initializer_list<size_t> bytes);
+  // A floating-point B (fp32, fp16 or bf16, its dtype `in`): A converted to `in` where held in
+  // another type; cuBLASLt writes C itself when C is fp32 or of type `in`, else an fp32 result is
+  // converted into it.
+  void float_gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const void* B, DType in, bool trans_b, ops::Act C,
+                  float beta);
+  // The cuBLASLt (or gemm_config.in's classic cuBLAS) call: C[M,N] (c_dtype: fp32 or `in`) = a · b
+  // + beta·C, a and b both of dtype `in`, device pointers.
+  void run_gemm(int64_t M, int64_t N, int64_t K, const void* a, const void* b, DType in, bool trans_b, void* c,
+                DType c_dtype, float beta);
+  // Weight-only INT8: q widened (exactly) to A's rounding type B.input_dtype, one GEMM into fp32
+  // sums, then the column scales into C (the arithmetic of lib/ops/backend.h).
+  void gemm_int8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // SmoothQuant W8A8: quantise A, int8 GEMM, dequantise into C (the arithmetic of lib/ops/backend.h).
-  void gemm_w8a8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C, float beta);
+  void gemm_w8a8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/backend.h).
-  void gemm_fp8(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& w, float* C, float beta);
+  void gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // The device's name and compute capability against FP8's needs (flag: what asked for it).
   void require_fp8(const std::string& flag) const;
 
@@ -147,8 +169,9 @@ class CudaBackend : public ops::Backend {
     int classic_algo = 0;
   };
   // M, N, K, trans_b, the alignments (bytes, ≤ 256) of A, B, C (cuBLASLt picks kernels by them),
-  // and the dtype of the A and B operands (B's: fp32, or fp16/bf16 with A rounded to it).
-  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t, DType>;
+  // the dtype of the A and B operands (B's: fp32, or fp16/bf16 with A rounded to it) and C's (fp32
+  // or the operands').
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t, DType, DType>;
   const GemmPlan& plan(const GemmKey& key);
   void clear_plans();
 
@@ -187,8 +210,10 @@ class CudaBackend : public ops::Backend {
   bool tf32_;
   DType weight_dtype_;
   DType kv_dtype_;
+  DType act_dtype_;
   bool graphs_;
   int smem_optin_ = 48 * 1024;  // bytes of shared memory a block may opt in to (queried once)
+  int sm_count_ = 0;            // streaming multiprocessors (decode attention splits keys to fill them)
   StepMode step_mode_ = StepMode::kOff;
   StepGraph* step_ = nullptr;
   uint64_t step_allocations_ = 0;  // arena allocations when the capture began

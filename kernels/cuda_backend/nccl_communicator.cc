@@ -45,6 +45,16 @@ const NcclLibrary& load_on_every_rank(dist::Communicator& host) {
   return *lib;
 }
 
+// NCCL's name for an activation dtype.
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    default: throw Error(std::string("NCCL: no collective for ") + dtype_name(t) + " data");
+  }
+}
+
 class NcclCommunicator : public dist::Communicator {
  public:
   NcclCommunicator(std::unique_ptr<dist::Communicator> host, CudaBackend& backend)
@@ -61,26 +71,27 @@ class NcclCommunicator : public dist::Communicator {
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
-  void all_reduce_sum(float* data, size_t n) override {
+  void all_reduce_sum(void* data, size_t n, DType dtype) override {
     if (n == 0 || backend_.replaying()) return;  // a replayed step's graph holds the all-reduce
-    FTX_NCCL_CHECK(nccl_.all_reduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.all_reduce(data, data, n, nccl_type(dtype), ncclSum, comm_, stream_));
   }
-  void all_gather(float* data, size_t n) override {
+  void all_gather(void* data, size_t n, DType dtype) override {
     if (n == 0 || backend_.replaying()) return;
     // In place: this rank's part already sits at data + rank·n.
-    FTX_NCCL_CHECK(nccl_.all_gather(data + static_cast<size_t>(rank()) * n, data, n, ncclFloat32, comm_, stream_));
+    const void* mine = static_cast<const char*>(data) + static_cast<size_t>(rank()) * n * dtype_size(dtype);
+    FTX_NCCL_CHECK(nccl_.all_gather(mine, data, n, nccl_type(dtype), comm_, stream_));
   }
   void broadcast(void* data, size_t bytes, int root) override { host_->broadcast(data, bytes, root); }
   void barrier() override { host_->barrier(); }
   bool all_true(bool ok) override { return host_->all_true(ok); }
   // Inter-stage activations (device memory), enqueued on the backend's stream like the all-reduce.
-  void send(const float* data, size_t n, int peer) override {
+  void send(const void* data, size_t n, DType dtype, int peer) override {
     if (n == 0 || backend_.replaying()) return;
-    FTX_NCCL_CHECK(nccl_.send(data, n, ncclFloat32, peer, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.send(data, n, nccl_type(dtype), peer, comm_, stream_));
   }
-  void recv(float* data, size_t n, int peer) override {
+  void recv(void* data, size_t n, DType dtype, int peer) override {
     if (n == 0 || backend_.replaying()) return;
-    FTX_NCCL_CHECK(nccl_.recv(data, n, ncclFloat32, peer, comm_, stream_));
+    FTX_NCCL_CHECK(nccl_.recv(data, n, nccl_type(dtype), peer, comm_, stream_));
   }
   void send_host(const void* data, size_t bytes, int peer) override { host_->send_host(data, bytes, peer); }
   void recv_host(void* data, size_t bytes, int peer) override { host_->recv_host(data, bytes, peer); }

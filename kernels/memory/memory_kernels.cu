@@ -1,4 +1,4 @@
-// Memory room: fill, scale, cast to fp16/bf16, cache row copies.
+// Memory room: fill, scale, conversions between fp32, fp16 and bf16, cache row copies.
 // Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
 // order, double where the CPU uses double), so the two agree to a few ulp.
 #include <cuda_bf16.h>
@@ -24,9 +24,10 @@ __global__ void fill_kernel(float* dst, float value, size_t n) {
     dst[i] = value;
 }
 
-__global__ void scale_kernel(float* x, float s, size_t n) {
+template <typename T>
+__global__ void scale_kernel(T* x, float s, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    x[i] = s == 0.0f ? 0.0f : x[i] * s;
+    x[i] = from_float<T>(s == 0.0f ? 0.0f : to_float(x[i]) * s);
 }
 
 // blockIdx.y: the pair; x: grid-stride over the row in units of U, the widest of 16, 8, 4, 2 and 1
@@ -61,10 +62,10 @@ void launch_copy_rows(cudaStream_t stream, const dim3& grid, char* to, const int
   copy_rows_kernel<U><<<grid, 256, 0, stream>>>(to, to_idx, a, b, from_idx, row_bytes);
 }
 
-template <typename T>
-__global__ void cast_kernel(T* dst, const float* src, size_t n) {
+template <typename To, typename From>
+__global__ void convert_kernel(To* dst, const From* src, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dst[i] = from_float<T>(src[i]);
+    dst[i] = from_float<To>(to_float(src[i]));
 }
 
 }  // namespace
@@ -75,20 +76,25 @@ void invoke_fill(cudaStream_t stream, float* dst, float value, size_t n) {
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void invoke_scale(cudaStream_t stream, float* x, float s, size_t n) {
+void invoke_scale(cudaStream_t stream, void* x, ElemKind kind, float s, size_t n) {
   if (n == 0) return;
-  scale_kernel<<<grid_for(n), 256, 0, stream>>>(x, s, n);
+  with_act_type(kind, "scale", [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(x), s, n);
+  });
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void invoke_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n) {
+void invoke_convert(cudaStream_t stream, void* dst, ElemKind to, const void* src, ElemKind from, size_t n) {
   if (n == 0) return;
-  if (kind == ElemKind::kFp16)
-    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(dst), src, n);
-  else if (kind == ElemKind::kBf16)
-    cast_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), src, n);
-  else
-    throw Error("CUDA cast: the target must be fp16 or bf16");
+  with_act_type(to, "convert", [&](auto to_tag) {
+    using To = decltype(to_tag);
+    with_act_type(from, "convert", [&](auto from_tag) {
+      using From = decltype(from_tag);
+      convert_kernel<To, From><<<grid_for(n), 256, 0, stream>>>(static_cast<To*>(dst), static_cast<const From*>(src),
+                                                                n);
+    });
+  });
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 

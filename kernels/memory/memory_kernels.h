@@ -1,5 +1,5 @@
 #pragma once
-// Memory room: fills, scaling, casts to half types, row copies (KV cache gathers).
+// Memory room: fills, scaling, conversions between fp32, fp16 and bf16, row copies (KV cache gathers).
 // Conventions of every launcher (all rooms): pointers are device pointers (index arrays included:
 // the backend stages them first); a launcher enqueues on `stream`, returns at once, and checks the
 // launch itself (not its execution); n == 0 / rows == 0 launch nothing. Semantics are those of the
@@ -17,10 +17,13 @@ namespace ftx::cuda {
 
 // Backend::fill: dst[i] = value.
 void invoke_fill(cudaStream_t stream, float* dst, float value, size_t n);
-// x *= s (s == 0 writes zeros, so NaN garbage in x does not survive, as BLAS with beta = 0).
-void invoke_scale(cudaStream_t stream, float* x, float s, size_t n);
-// dst[i] = src[i] rounded to nearest even in fp16 or bf16 (kind; a GEMM's activation operand).
-void invoke_cast(cudaStream_t stream, void* dst, ElemKind kind, const float* src, size_t n);
+// x *= s for n elements held in `kind` (fp32, fp16 or bf16); s == 0 writes zeros, so NaN garbage in x
+// does not survive, as BLAS with beta = 0.
+void invoke_scale(cudaStream_t stream, void* x, ElemKind kind, float s, size_t n);
+// dst[i] = src[i] converted from `from` to `to` (each fp32, fp16 or bf16): widening is exact,
+// narrowing rounds to nearest even (a GEMM's activation operand; activations to and from the host).
+// dst and src do not overlap unless equal with the same kind.
+void invoke_convert(cudaStream_t stream, void* dst, ElemKind to, const void* src, ElemKind from, size_t n);
 
 // Row copies of `row_bytes` bytes (any count: an int8 cache row can be odd), pair i: row to_idx ? to_idx[i] : i of to_base := source,
 // where the source is row from_idx[i] of from_a when from_idx[i] >= 0, else row -from_idx[i] - 1 of

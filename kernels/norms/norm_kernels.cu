@@ -1,5 +1,6 @@
 // Norms and epilogues room. The layernorm reductions sum in double, as the CPU (only their order
-// differs).
+// differs). Activations are fp32, fp16 or bf16 (the kernels' T); all arithmetic is fp32 (double for
+// the statistics) and each result is rounded to T once, where it is stored.
 // Each kernel mirrors the CPU reference in lib/cpu/cpu_backend.cc formula for formula (same operand
 // order, double where the CPU uses double), so the two agree to a few ulp.
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 
 #include "formats/error.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/elem.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/norms/norm_kernels.h"
 
@@ -33,23 +35,26 @@ __device__ double block_sum(double v, double* red) {
 // the normalised row. With `cache` the row is kept in shared memory between passes. Each thread
 // touches the same indices in every pass, so out == x is safe. kRms: RMSNorm, the same passes
 // with the mean taken as 0 (x · rsqrt(mean(x²) + eps) · gamma, as lib/cpu/cpu_rms_norm.cc).
-template <bool kRms>
-__global__ void residual_layer_norm_kernel(float* x, const float* y, const float* bias, const float* gamma,
-                                           const float* beta, float* out, int64_t H, float eps, bool cache) {
+// T: the activations' type. A half residual is summed in fp32 and rounded once as it is written
+// back; the statistics and the normalised row come from that rounded x (what the stream holds).
+template <bool kRms, typename T>
+__global__ void residual_layer_norm_kernel(T* x, const T* y, const float* bias, const float* gamma,
+                                           const float* beta, T* out, int64_t H, float eps, bool cache) {
   extern __shared__ float row[];
   __shared__ double red[32];
   const int64_t r = blockIdx.x;
-  float* xr = x + r * H;
-  const float* yr = y ? y + r * H : nullptr;
+  T* xr = x + r * H;
+  const T* yr = y ? y + r * H : nullptr;
   const bool add = yr || bias;
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float v = xr[i];
+    float v = to_float(xr[i]);
     if (add) {
       // CPU order: x += (y + bias), x += y, or x += bias.
-      const float t = yr ? (bias ? yr[i] + bias[i] : yr[i]) : bias[i];
-      v += t;
-      xr[i] = v;
+      const float t = yr ? (bias ? to_float(yr[i]) + bias[i] : to_float(yr[i])) : bias[i];
+      const T stored = from_float<T>(v + t);
+      xr[i] = stored;
+      v = to_float(stored);
     }
     if (cache) row[i] = v;
     sum += v;
@@ -62,22 +67,23 @@ __global__ void residual_layer_norm_kernel(float* x, const float* y, const float
   }
   double var = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float d = (cache ? row[i] : xr[i]) - mean;
+    const float d = (cache ? row[i] : to_float(xr[i])) - mean;
     var += static_cast<double>(d) * d;
   }
   var = block_sum(var, red);
   const float inv = static_cast<float>(1.0 / sqrt(var / static_cast<double>(H) + static_cast<double>(eps)));
-  float* o = out + r * H;
+  T* o = out + r * H;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float v = cache ? row[i] : xr[i];
-    o[i] = (v - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0f);
+    const float v = cache ? row[i] : to_float(xr[i]);
+    o[i] = from_float<T>((v - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0f));
   }
 }
 
-__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t N) {
+template <typename T>
+__global__ void add_bias_kernel(T* x, const float* bias, int64_t rows, int64_t N) {
   const size_t n = static_cast<size_t>(rows) * N;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    x[i] += bias[i % N];
+    x[i] = from_float<T>(to_float(x[i]) + bias[i % N]);
 }
 
 // ftx::Activation order: kGelu, kGeluTanh, kRelu, kSilu, kSwiGlu, kGeGlu, kSquaredRelu.
@@ -97,14 +103,15 @@ __device__ float activate(int act, float x) {
   return x;
 }
 
-__global__ void bias_activation_kernel(float* x, const float* bias, const float* gate, const float* gate_bias,
+template <typename T>
+__global__ void bias_activation_kernel(T* x, const float* bias, const T* gate, const float* gate_bias,
                                        int64_t rows, int64_t N, int act) {
   const size_t n = static_cast<size_t>(rows) * N;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t c = i % N;
-    float v = activate(act, x[i] + (bias ? bias[c] : 0.0f));
-    if (gate) v *= gate[i] + (gate_bias ? gate_bias[c] : 0.0f);
-    x[i] = v;
+    float v = activate(act, to_float(x[i]) + (bias ? bias[c] : 0.0f));
+    if (gate) v *= to_float(gate[i]) + (gate_bias ? gate_bias[c] : 0.0f);
+    x[i] = from_float<T>(v);
   }
 }
 
@@ -112,9 +119,9 @@ __global__ void bias_activation_kernel(float* x, const float* bias, const float*
 
 namespace {
 
-template <bool kRms>
-void launch_residual_norm(cudaStream_t stream, float* x, const float* y, const float* bias, const float* gamma,
-                          const float* beta, float* out, int64_t rows, int64_t H, float eps) {
+template <bool kRms, typename T>
+void launch_residual_norm(cudaStream_t stream, T* x, const T* y, const float* bias, const float* gamma,
+                          const float* beta, T* out, int64_t rows, int64_t H, float eps) {
   if (rows <= 0 || H <= 0 || (!y && !bias && !gamma)) return;
   // About four elements per thread, 32..512 threads (a whole number of warps, block_sum needs it).
   const int64_t want = (H + 3) / 4;
@@ -123,7 +130,7 @@ void launch_residual_norm(cudaStream_t stream, float* x, const float* y, const f
   const size_t smem = cache ? static_cast<size_t>(H) * sizeof(float) : 0;
   for (int64_t r0 = 0; r0 < rows; r0 += 65535 * 16) {  // grid.x limit is 2^31-1; chunk anyway for offsets
     const int64_t n = std::min<int64_t>(rows - r0, 65535 * 16);
-    residual_layer_norm_kernel<kRms><<<static_cast<unsigned>(n), threads, smem, stream>>>(
+    residual_layer_norm_kernel<kRms, T><<<static_cast<unsigned>(n), threads, smem, stream>>>(
         x + r0 * H, y ? y + r0 * H : nullptr, bias, gamma, beta, out ? out + r0 * H : nullptr, H, eps, cache);
     FTX_CUDA_CHECK(cudaGetLastError());
   }
@@ -131,28 +138,43 @@ void launch_residual_norm(cudaStream_t stream, float* x, const float* y, const f
 
 }  // namespace
 
-void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
-                                    const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
+void invoke_add_residual_layer_norm(cudaStream_t stream, ElemKind kind, void* x, const void* y, const float* bias,
+                                    const float* gamma, const float* beta, void* out, int64_t rows, int64_t H,
                                     float eps) {
-  launch_residual_norm<false>(stream, x, y, bias, gamma, beta, out, rows, H, eps);
+  with_act_type(kind, "layer norm", [&](auto tag) {
+    using T = decltype(tag);
+    launch_residual_norm<false>(stream, static_cast<T*>(x), static_cast<const T*>(y), bias, gamma, beta,
+                                static_cast<T*>(out), rows, H, eps);
+  });
 }
 
-void invoke_add_residual_rms_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
-                                  const float* gamma, float* out, int64_t rows, int64_t H, float eps) {
-  launch_residual_norm<true>(stream, x, y, bias, gamma, nullptr, out, rows, H, eps);
+void invoke_add_residual_rms_norm(cudaStream_t stream, ElemKind kind, void* x, const void* y, const float* bias,
+                                  const float* gamma, void* out, int64_t rows, int64_t H, float eps) {
+  with_act_type(kind, "RMS norm", [&](auto tag) {
+    using T = decltype(tag);
+    launch_residual_norm<true>(stream, static_cast<T*>(x), static_cast<const T*>(y), bias, gamma, nullptr,
+                               static_cast<T*>(out), rows, H, eps);
+  });
 }
 
-void invoke_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t rows, int64_t N) {
+void invoke_add_bias(cudaStream_t stream, ElemKind kind, void* x, const float* bias, int64_t rows, int64_t N) {
   if (!bias || rows <= 0 || N <= 0) return;
-  add_bias_kernel<<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(x, bias, rows, N);
+  with_act_type(kind, "add_bias", [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<T><<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(static_cast<T*>(x), bias, rows,
+                                                                                     N);
+  });
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 
-void invoke_add_bias_activation(cudaStream_t stream, float* x, const float* bias, const float* gate,
+void invoke_add_bias_activation(cudaStream_t stream, ElemKind kind, void* x, const float* bias, const void* gate,
                                 const float* gate_bias, int64_t rows, int64_t N, int act) {
   if (rows <= 0 || N <= 0) return;
-  bias_activation_kernel<<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(x, bias, gate, gate_bias,
-                                                                                      rows, N, act);
+  with_act_type(kind, "bias_activation", [&](auto tag) {
+    using T = decltype(tag);
+    bias_activation_kernel<T><<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(
+        static_cast<T*>(x), bias, static_cast<const T*>(gate), gate_bias, rows, N, act);
+  });
   FTX_CUDA_CHECK(cudaGetLastError());
 }
 

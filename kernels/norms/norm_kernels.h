@@ -11,22 +11,27 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/elem_kind.h"
+
 namespace ftx::cuda {
+
+// Activations (x, y, gate, out) are held in `kind` (fp32, fp16 or bf16; all of one call alike);
+// biases and norm parameters are fp32. Results are computed in fp32 and rounded to `kind` once.
 
 // Backend::add_residual_layer_norm and layer_norm: x += y + bias (each may be null); then, when
 // gamma is set, out = LN(x) (out may equal x). x may be a const input when y and bias are both null
 // (it is not written then).
-void invoke_add_residual_layer_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
-                                    const float* gamma, const float* beta, float* out, int64_t rows, int64_t H,
+void invoke_add_residual_layer_norm(cudaStream_t stream, ElemKind kind, void* x, const void* y, const float* bias,
+                                    const float* gamma, const float* beta, void* out, int64_t rows, int64_t H,
                                     float eps);
 // Backend::add_residual_rms_norm and rms_norm: as invoke_add_residual_layer_norm with RMSNorm
 // (out = x · rsqrt(mean(x²) + eps) · gamma).
-void invoke_add_residual_rms_norm(cudaStream_t stream, float* x, const float* y, const float* bias,
-                                  const float* gamma, float* out, int64_t rows, int64_t H, float eps);
+void invoke_add_residual_rms_norm(cudaStream_t stream, ElemKind kind, void* x, const void* y, const float* bias,
+                                  const float* gamma, void* out, int64_t rows, int64_t H, float eps);
 // Backend::add_bias: x[rows, N] += bias[N].
-void invoke_add_bias(cudaStream_t stream, float* x, const float* bias, int64_t rows, int64_t N);
+void invoke_add_bias(cudaStream_t stream, ElemKind kind, void* x, const float* bias, int64_t rows, int64_t N);
 // Backend::bias_activation; act is the int value of ftx::Activation.
-void invoke_add_bias_activation(cudaStream_t stream, float* x, const float* bias, const float* gate,
+void invoke_add_bias_activation(cudaStream_t stream, ElemKind kind, void* x, const float* bias, const void* gate,
                                 const float* gate_bias, int64_t rows, int64_t N, int act);
 
 }  // namespace ftx::cuda

@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/elem_kind.h"
+
 namespace ftx::cuda {
 
 // q[i] = E4M3(x[i] · inv_scale): the fp32 product rounded to nearest even and saturated to ±448
 // (cvt.rn.satfinite.e4m3x2.f32 through __nv_cvt_float_to_fp8). CPU twin: quant::float_to_e4m3
 // (lib/quant/fp8.h) on the same fp32 product.
-void invoke_quantize_fp8(cudaStream_t stream, uint8_t* q, const float* x, size_t n, float inv_scale);
+// x is held in x_kind (the activations': fp32, fp16 or bf16).
+void invoke_quantize_fp8(cudaStream_t stream, uint8_t* q, const void* x, ElemKind x_kind, size_t n, float inv_scale);
 
 }  // namespace ftx::cuda

@@ -1,6 +1,6 @@
 #pragma once
 // bf16 GEMMs of more than eight rows (prefill, batched decode) on AVX512-BF16's vdpbf16ps, over
-// the bf16 weights where the CPU backend keeps them ([K, N] row-major or in column panels,
+// the bf16 (or int8) weights where the CPU backend keeps them ([K, N] row-major or in column panels,
 // widening_gemm.h).
 //
 // vdpbf16ps takes 16 lanes of bf16 pairs (k, k+1) from each operand and adds both exact products
@@ -30,5 +30,12 @@ bool bf16_pair_gemm_preferred(int64_t K);
 // row-major. B: [K, N] bf16, row-major (panel_cols 0), or in column panels of panel_cols columns.
 void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, int64_t panel_cols, float* C,
                           float beta, int64_t n0, int64_t nn);
+
+// Weight-only INT8 in a bf16 model, many rows: the same over int8 weights q[K, N] (row-major or in
+// column panels), C = (A · q) · diag(scale) + beta·C. Every int8 value is exact in bf16, so the
+// strip is paired without rounding and the products are exact; each column's sum is multiplied by
+// its scale in fp32 before beta·C is added, as the int8 widening kernel does.
+void int8_bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, const int8_t* B, const float* scale,
+                               int64_t panel_cols, float* C, float beta, int64_t n0, int64_t nn);
 
 }  // namespace ftx::cpu

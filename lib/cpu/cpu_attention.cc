@@ -198,9 +198,11 @@ void store_kv(const float* qkv_row, const int32_t* table, int64_t pos, const ops
 
 }  // namespace
 
-void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S,
+void CpuBackend::context_attention(ops::Act out_act, ops::Act qkv_act, int64_t B, int64_t S,
                                    const int32_t* lengths, const ops::BlockTables& tables, const ops::KvCache& k_buf,
                                    const ops::KvCache& v_buf, const ops::AttentionShape& sh, const int32_t* past) {
+  float* out = out_act.fp32();
+  const float* qkv = qkv_act.fp32();
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
   check_shape(sh, tables);
@@ -241,9 +243,11 @@ void CpuBackend::context_attention(float* out, const float* qkv, int64_t B, int6
   }
 }
 
-void CpuBackend::decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
+void CpuBackend::decode_attention(ops::Act out_act, ops::Act qkv_act, int64_t n, const ops::BlockTables& tables,
                                   const int32_t* past, const ops::KvCache& k_buf, const ops::KvCache& v_buf,
                                   const ops::AttentionShape& sh) {
+  float* out = out_act.fp32();
+  const float* qkv = qkv_act.fp32();
   check_cache(k_buf, "K");
   check_cache(v_buf, "V");
   check_shape(sh, tables);

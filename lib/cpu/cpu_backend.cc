@@ -197,16 +197,15 @@ void CpuBackend::for_column_blocks(int64_t M, int64_t N, int64_t K, const Block&
   }
 }
 
-void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
-                      float* C, float beta) {
+void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops::Weight& weight, bool trans_b,
+                      ops::Act c_act, float beta) {
+  const float* A = a_act.fp32();
+  float* C = c_act.fp32();
   if (is_half(weight.dtype)) return half_gemm(M, N, K, A, weight, trans_b, C, beta);
   if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
     throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
   if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
   if (weight.dtype == DType::kFloat8E4M3) return fp8_gemm(M, N, K, A, weight, C, beta);
-  if (weight.dtype != DType::kInt8) (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
-  const bool packed = weight.panel_cols > 0;
-  const int64_t panel_cols = weight.panel_cols;
   if (weight.dtype == DType::kInt8 && weight.w8a8) {
     w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
     const auto* w = static_cast<const uint8_t*>(weight.data);
@@ -215,13 +214,14 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
         weight.panel_cols);
     return;
   }
+  if (weight.dtype == DType::kInt8) return int8_gemm(M, N, K, A, weight, C, beta);
+  (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
+  const bool packed = weight.panel_cols > 0;
+  const int64_t panel_cols = weight.panel_cols;
   for_column_blocks(
       M, N, K,
       [&](int64_t n0, int64_t nn) {
-        if (weight.dtype == DType::kInt8) {
-          int8_weight_gemm_block(M, N, K, A, static_cast<const int8_t*>(weight.data), weight.scale, C, beta, n0, nn,
-                                 panel_cols);
-        } else if (M == 1 && !packed && !trans_b) {
+        if (M == 1 && !packed && !trans_b) {
           fp32_gemv_block(N, K, A, static_cast<const float*>(weight.data), C, beta, n0, nn);
         } else {
           widening_gemm_block(NarrowType::kFp32, M, N, K, A, weight.data, trans_b, panel_cols, nullptr, C, beta, n0,
@@ -229,6 +229,39 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops
         }
       },
       packed ? weight.panel_cols : 16);
+}
+
+void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
+                           float beta) {
+  const auto* q = static_cast<const int8_t*>(weight.data);
+  const size_t n = static_cast<size_t>(M * K);
+  const int64_t align = weight.panel_cols > 0 ? weight.panel_cols : 16;
+  if (weight.input_dtype == DType::kBFloat16 && M > kBf16PairTileMinRows && bf16_pair_gemm_preferred(K)) {
+    // A bf16 model's int8 layers, many rows: the int8 values are exact in bf16, so the pair tiles
+    // multiply at twice the fp32 FMA's rate with the same exact products (bench_prefill_gemm
+    // int8-bf16 against int8).
+    a_bf16_.resize(n);
+    to_bf16(A, n, a_bf16_.data());
+    for_column_blocks(
+        M, N, K,
+        [&](int64_t n0, int64_t nn) {
+          int8_bf16_pair_gemm_block(M, N, K, a_bf16_.data(), q, weight.scale, weight.panel_cols, C, beta, n0, nn);
+        },
+        align);
+    return;
+  }
+  const float* a = A;
+  if (is_half(weight.input_dtype)) {
+    a_rounded_.resize(n);
+    (weight.input_dtype == DType::kBFloat16 ? round_through_bf16 : round_through_fp16)(A, n, a_rounded_.data());
+    a = a_rounded_.data();
+  }
+  for_column_blocks(
+      M, N, K,
+      [&](int64_t n0, int64_t nn) {
+        int8_weight_gemm_block(M, N, K, a, q, weight.scale, C, beta, n0, nn, weight.panel_cols);
+      },
+      align);
 }
 
 void CpuBackend::fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
@@ -311,15 +344,19 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
       packed ? weight.panel_cols : 16);
 }
 
-void CpuBackend::layer_norm(float* out, const float* x, const float* gamma, const float* beta,
-                            int64_t rows, int64_t H, float eps) {
+void CpuBackend::layer_norm(ops::Act out_act, ops::Act x_act, const float* gamma, const float* beta, int64_t rows,
+                            int64_t H, float eps) {
+  float* out = out_act.fp32();
+  const float* x = x_act.fp32();
 #pragma omp parallel for if (worth_parallel(rows * H))
   for (int64_t r = 0; r < rows; ++r) normalize_row(out + r * H, x + r * H, gamma, beta, H, eps);
 }
 
-void CpuBackend::add_residual_layer_norm(float* x, const float* y, const float* bias,
-                                         const float* gamma, const float* beta, float* norm_out,
-                                         int64_t rows, int64_t H, float eps) {
+void CpuBackend::add_residual_layer_norm(ops::Act x_act, ops::Act y_act, const float* bias, const float* gamma,
+                                         const float* beta, ops::Act norm_act, int64_t rows, int64_t H, float eps) {
+  float* x = x_act.fp32();
+  const float* y = y_act.fp32();
+  float* norm_out = norm_act.fp32();
 #pragma omp parallel for if (worth_parallel(rows * H))
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * H;
@@ -336,22 +373,26 @@ void CpuBackend::add_residual_layer_norm(float* x, const float* y, const float* 
   }
 }
 
-void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t N) {
+void CpuBackend::add_bias(ops::Act x_act, const float* bias, int64_t rows, int64_t N) {
+  float* x = x_act.fp32();
   if (!bias) return;
 #pragma omp parallel for if (worth_parallel(rows * N))
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < N; ++i) x[r * N + i] += bias[i];
 }
 
-void CpuBackend::bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+void CpuBackend::bias_activation(ops::Act x_act, const float* bias, ops::Act gate_act, const float* gate_bias,
                                  int64_t rows, int64_t N, Activation act) {
+  float* x = x_act.fp32();
+  const float* gate = gate_act.fp32();
 #pragma omp parallel for if (worth_parallel(rows * N))
   for (int64_t r = 0; r < rows; ++r) activate_row(x + r * N, bias, gate ? gate + r * N : nullptr, gate_bias, N, act);
 }
 
-void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
+void CpuBackend::embedding(ops::Act out_act, const ops::Weight& table_w, const float* wpe, ops::PositionTable table,
                            int64_t position_offset, const int32_t* ids, const int32_t* positions,
                            int64_t rows, int64_t H, float scale) {
+  float* out = out_act.fp32();
   if (!is_half(table_w.dtype)) (void)table_w.fp32();  // checked outside the parallel loop
   if (table_w.panel_cols > 0) throw Error("embedding: the table is packed in column panels (a layer matrix?)");
   const DType dt = table_w.dtype;
@@ -384,9 +425,10 @@ void CpuBackend::embedding(float* out, const ops::Weight& table_w, const float* 
   }
 }
 
-void CpuBackend::rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
+void CpuBackend::rotary(ops::Act qkv_act, int64_t rows, int64_t stride, const int32_t* positions,
                         int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
                         double base) {
+  float* qkv = qkv_act.fp32();
   if (rot_dim <= 0) return;
   const int64_t pairs = rot_dim / 2;
 #pragma omp parallel for if (worth_parallel(rows * heads * head_dim))

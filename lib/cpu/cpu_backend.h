@@ -3,7 +3,7 @@
 // ftx's streaming kernel (widening_gemm.h), which reads each weight once per GEMM; more rows
 // (prefill) go to OpenBLAS's sgemm (fp32, fp16, int8 weight-only) or oneDNN (bf16); SmoothQuant
 // W8A8 to the VNNI kernel (vnni_int8_gemm.h). OpenMP for everything else. Activations, norms and
-// the KV cache are fp32; weight matrices are held in the weight dtype the backend was made for:
+// the KV cache are fp32 (act_dtype() is the Backend default); weight matrices are held in the weight dtype the backend was made for:
 // fp32, or fp16/bf16 (half the bytes), whose GEMMs round the activation operand to that dtype and
 // sum in fp32.
 #include <cstdint>
@@ -50,31 +50,30 @@ class CpuBackend : public ops::Backend {
   void copy(float* dst, const float* src, size_t n) override;
   void fill(float* dst, float value, size_t n) override;
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+  void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;
 
-  void layer_norm(float* out, const float* x, const float* gamma, const float* beta, int64_t rows,
-                  int64_t H, float eps) override;
-  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* gamma,
-                               const float* beta, float* norm_out, int64_t rows, int64_t H,
-                               float eps) override;
-  void rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) override;
-  void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma, float* norm_out,
+  void layer_norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t rows, int64_t H,
+                  float eps) override;
+  void add_residual_layer_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,
+                               ops::Act norm_out, int64_t rows, int64_t H, float eps) override;
+  void rms_norm(ops::Act out, ops::Act x, const float* gamma, int64_t rows, int64_t H, float eps) override;
+  void add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, ops::Act norm_out,
                              int64_t rows, int64_t H, float eps) override;
-  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override;
-  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
-                       int64_t rows, int64_t N, Activation act) override;
+  void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override;
+  void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows, int64_t N,
+                       Activation act) override;
 
-  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
+  void embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                  int64_t H, float scale) override;
-  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
+  void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
               int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
 
-  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+  void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                          const ops::AttentionShape& shape, const int32_t* past = nullptr) override;
-  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables,
+  void decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables,
                         const int32_t* past, const ops::KvCache& k_cache, const ops::KvCache& v_cache,
                         const ops::AttentionShape& shape) override;
   void copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const ops::KvCache& src, int64_t src_pitch,
@@ -91,14 +90,16 @@ class CpuBackend : public ops::Backend {
                  float beta);
   // The FP8 arithmetic of lib/ops/backend.h for an FP8 B.
   void fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
+  // Weight-only INT8 (not W8A8): A rounded to B.input_dtype first.
+  void int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
   // Runs block(n0, nn) over column blocks of an N-column output, one per thread when worth it.
   template <class Block>
   void for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align = 16);
 
   int threads_;
   DType weight_dtype_;
-  std::vector<float> a_rounded_;    // half and FP8 GEMMs: A rounded to the weights' dtype, as fp32
-  std::vector<uint16_t> a_bf16_;    // bf16 GEMMs through oneDNN: A as bf16
+  std::vector<float> a_rounded_;    // half, int8 and FP8 GEMMs: A rounded to the weights' (input) dtype, as fp32
+  std::vector<uint16_t> a_bf16_;    // bf16 GEMMs on pair tiles or oneDNN: A as bf16
   std::unique_ptr<DnnlMatmul> dnnl_;  // made on the first bf16 GEMM with many rows
   W8A8Activations w8a8_act_;          // the input of the W8A8 GEMM running now, quantised
 };

@@ -61,16 +61,21 @@ class MpiCommunicator : public Communicator {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void all_reduce_sum(float* data, size_t n) override {
+  void all_reduce_sum(void* data, size_t n, DType dtype) override {
+    // The CPU backend's activations are fp32; MPI has no half-precision sum.
+    if (dtype != DType::kFloat32)
+      throw Error(std::string("MPI all-reduce of ") + dtype_name(dtype) + " activations: only fp32 is summed on the host");
     // MPI counts are int: reduce in chunks.
+    float* f = static_cast<float*>(data);
     for (size_t off = 0; off < n; off += kChunk) {
       const int cnt = static_cast<int>(std::min(kChunk, n - off));
-      FTX_MPI(MPI_Allreduce(MPI_IN_PLACE, data + off, cnt, MPI_FLOAT, MPI_SUM, comm_));
+      FTX_MPI(MPI_Allreduce(MPI_IN_PLACE, f + off, cnt, MPI_FLOAT, MPI_SUM, comm_));
     }
   }
-  void all_gather(float* data, size_t n) override {
-    if (n > kChunk) throw Error("MPI all-gather of " + std::to_string(n) + " floats per rank is too large");
-    FTX_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(n), MPI_FLOAT, comm_));
+  void all_gather(void* data, size_t n, DType dtype) override {
+    const size_t bytes = n * dtype_size(dtype);
+    if (bytes > kChunk) throw Error("MPI all-gather of " + std::to_string(bytes) + " bytes per rank is too large");
+    FTX_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(bytes), MPI_BYTE, comm_));
   }
   void broadcast(void* data, size_t bytes, int root) override {
     FTX_MPI(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_));
@@ -82,8 +87,8 @@ class MpiCommunicator : public Communicator {
     return r != 0;
   }
   // The CPU backend's memory is host memory: both kinds of send are the same MPI call.
-  void send(const float* data, size_t n, int peer) override { send_host(data, n * sizeof(float), peer); }
-  void recv(float* data, size_t n, int peer) override { recv_host(data, n * sizeof(float), peer); }
+  void send(const void* data, size_t n, DType dtype, int peer) override { send_host(data, n * dtype_size(dtype), peer); }
+  void recv(void* data, size_t n, DType dtype, int peer) override { recv_host(data, n * dtype_size(dtype), peer); }
   void send_host(const void* data, size_t bytes, int peer) override {
     const char* p = static_cast<const char*>(data);
     for (size_t off = 0; off < bytes || off == 0; off += kChunk) {

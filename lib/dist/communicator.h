@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "formats/dtype.h"
+
 namespace ftx::dist {
 
 class Communicator {
@@ -14,10 +16,12 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // In place: every rank ends with the element-wise sum over ranks (identical bits on every rank).
-  virtual void all_reduce_sum(float* data, size_t n) = 0;
-  // In place: rank i's n floats are at data + i·n; every rank ends with all size()·n of them.
+  // n elements of `dtype` (the backend's activation dtype: fp32, or fp16/bf16 on a GPU, where the
+  // sum is taken in that dtype, as FasterTransformer's NCCL all-reduce of half activations does).
+  virtual void all_reduce_sum(void* data, size_t n, DType dtype) = 0;
+  // In place: rank i's n elements are at data + i·n; every rank ends with all size()·n of them.
   // Backend memory, like all_reduce_sum.
-  virtual void all_gather(float* data, size_t n) = 0;
+  virtual void all_gather(void* data, size_t n, DType dtype) = 0;
   // In place: every rank ends with root's bytes.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
@@ -28,8 +32,8 @@ class Communicator {
   // data has arrived (in stream order on a GPU). Like all_reduce_sum, send/recv take buffers in the
   // backend's memory (device memory for NCCL); send_host/recv_host take host memory (MPI).
   // A pair of ranks must issue matching calls in the same order.
-  virtual void send(const float* data, size_t n, int peer) = 0;
-  virtual void recv(float* data, size_t n, int peer) = 0;
+  virtual void send(const void* data, size_t n, DType dtype, int peer) = 0;
+  virtual void recv(void* data, size_t n, DType dtype, int peer) = 0;
   virtual void send_host(const void* data, size_t bytes, int peer) = 0;
   virtual void recv_host(void* data, size_t bytes, int peer) = 0;
 
@@ -42,13 +46,13 @@ class SingleRank : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_gather(float*, size_t) override {}
+  void all_reduce_sum(void*, size_t, DType) override {}
+  void all_gather(void*, size_t, DType) override {}
   void broadcast(void*, size_t, int) override {}
   void barrier() override {}
   bool all_true(bool ok) override { return ok; }
-  void send(const float*, size_t, int peer) override { no_peer(peer); }
-  void recv(float*, size_t, int peer) override { no_peer(peer); }
+  void send(const void*, size_t, DType, int peer) override { no_peer(peer); }
+  void recv(void*, size_t, DType, int peer) override { no_peer(peer); }
   void send_host(const void*, size_t, int peer) override { no_peer(peer); }
   void recv_host(void*, size_t, int peer) override { no_peer(peer); }
   std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SingleRank>(); }

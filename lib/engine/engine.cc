@@ -238,10 +238,12 @@ std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, in
 }
 
 void Engine::free_workspace() {
-  for (float** p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_, &logits_}) {
-    if (*p) be_.release(*p);
-    *p = nullptr;
+  for (ops::Act* p : {&x_, &ln_, &qkv_, &attn_, &a_, &f_, &inter_, &gate_, &last_}) {
+    if (*p) be_.release_act(*p);
+    *p = ops::Act();
   }
+  if (logits_) be_.release(logits_);
+  logits_ = nullptr;
 }
 
 void Engine::free_buffers() {
@@ -263,7 +265,8 @@ int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
 int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
   const int64_t per_token = 4 * H_ + qkv_cols_ + shape_.q_heads * shape_.head_dim + 2 * local_inter_;
   const int64_t logits = computes_logits_ ? rows * w_.padded_vocab() : 0;
-  return static_cast<int64_t>(sizeof(float)) * (max_tokens * per_token + rows * H_ + logits);
+  const auto act = static_cast<int64_t>(dtype_size(be_.act_dtype()));
+  return act * (max_tokens * per_token + rows * H_) + static_cast<int64_t>(sizeof(float)) * logits;
 }
 
 int64_t Engine::bytes_for(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) const {
@@ -314,15 +317,15 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   free_workspace();
   max_tokens_ = new_tokens;
   const size_t T = static_cast<size_t>(max_tokens_);
-  x_ = be_.alloc(T * H_);
-  ln_ = be_.alloc(T * H_);
-  a_ = be_.alloc(T * H_);
-  f_ = be_.alloc(T * H_);
-  qkv_ = be_.alloc(T * qkv_cols_);
-  attn_ = be_.alloc(T * shape_.q_heads * shape_.head_dim);
-  inter_ = be_.alloc(T * local_inter_);
-  gate_ = be_.alloc(T * local_inter_);
-  last_ = be_.alloc(static_cast<size_t>(rows_) * H_);
+  x_ = be_.alloc_act(T * H_);
+  ln_ = be_.alloc_act(T * H_);
+  a_ = be_.alloc_act(T * H_);
+  f_ = be_.alloc_act(T * H_);
+  qkv_ = be_.alloc_act(T * qkv_cols_);
+  attn_ = be_.alloc_act(T * shape_.q_heads * shape_.head_dim);
+  inter_ = be_.alloc_act(T * local_inter_);
+  gate_ = be_.alloc_act(T * local_inter_);
+  last_ = be_.alloc_act(static_cast<size_t>(rows_) * H_);
   if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * w_.padded_vocab()));
 }
 
@@ -338,22 +341,22 @@ void Engine::check_position(int64_t pos) const {
                 std::to_string(cfg_.max_pos_seq_len) + ")");
 }
 
-void Engine::ffn(const LayerWeights& lw, const float* in, float* out, int64_t n) {
+void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
   be_.gemm(n, local_inter_, H_, in, lw.fc_w, false, inter_, 0.0f);
   if (lw.gate_w) be_.gemm(n, local_inter_, H_, in, lw.gate_w, false, gate_, 0.0f);
-  be_.bias_activation(inter_, lw.fc_b, lw.gate_w ? gate_ : nullptr, lw.gate_b, n, local_inter_,
+  be_.bias_activation(inter_, lw.fc_b, lw.gate_w ? gate_ : ops::Act(), lw.gate_b, n, local_inter_,
                       cfg_.activation);
   be_.gemm(n, H_, local_inter_, inter_, lw.proj_w, false, out, 0.0f);
 }
 
-void Engine::norm(float* out, const float* x, const float* gamma, const float* beta, int64_t n) {
+void Engine::norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t n) {
   const float eps = static_cast<float>(cfg_.layernorm_eps);
   if (cfg_.normalization == Normalization::kRmsNorm) be_.rms_norm(out, x, gamma, n, H_, eps);
   else be_.layer_norm(out, x, gamma, beta, n, H_, eps);
 }
 
-void Engine::add_residual_norm(float* x, const float* y, const float* bias, const float* gamma, const float* beta,
-                               float* out, int64_t n) {
+void Engine::add_residual_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,
+                               ops::Act out, int64_t n) {
   const float eps = static_cast<float>(cfg_.layernorm_eps);
   if (cfg_.normalization == Normalization::kRmsNorm) be_.add_residual_rms_norm(x, y, bias, gamma, out, n, H_, eps);
   else be_.add_residual_layer_norm(x, y, bias, gamma, beta, out, n, H_, eps);
@@ -367,9 +370,9 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
   const int64_t rot_heads = shape_.q_heads + shape_.kv_heads;
   const bool rotary = cfg_.position == PositionEmbedding::kRotary && cfg_.rotary_dim > 0;
   // Completes a row-parallel partial sum; returns the bias still to be added after it.
-  auto reduce = [&](float* partial, const float* bias) -> const float* {
+  auto reduce = [&](ops::Act partial, const float* bias) -> const float* {
     if (bias_before_reduce_ && bias) be_.add_bias(partial, bias, n, H_);
-    tp_.all_reduce_sum(partial, static_cast<size_t>(n * H_));
+    all_reduce(partial, n * H_);
     return bias_before_reduce_ ? nullptr : bias;
   };
 
@@ -378,7 +381,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
   for (int64_t l = 0; l < L; ++l) {
     const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
     const LayerWeights* next = l + 1 < L ? &w_.layers[static_cast<size_t>(l + 1)] : nullptr;
-    const float* in = pre ? ln_ : x_;  // ln_ holds LN1(x) here for pre-LN models
+    const ops::Act in = pre ? ln_ : x_;  // ln_ holds LN1(x) here for pre-LN models
 
     be_.gemm(n, qkv_cols_, H_, in, lw.qkv_w, false, qkv_, 0.0f);
     be_.add_bias(qkv_, lw.qkv_b, n, qkv_cols_);
@@ -390,7 +393,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
 
     if (cfg_.parallel_residual) {
       // y = x + attn(LN1 x) + ffn(LN x): GPT-J shares LN1, NeoX uses LN2. One all-reduce for both.
-      const float* ffn_in = ln_;
+      ops::Act ffn_in = ln_;
       if (!cfg_.shared_input_norm) {
         norm(f_, x_, lw.ln2_gamma, lw.ln2_beta, n);
         ffn_in = f_;
@@ -401,9 +404,9 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
       if (bias_before_reduce_) {
         be_.add_bias(a_, lw.dense_b, n, H_);
         be_.add_bias(a_, lw.proj_b, n, H_);
-        tp_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+        all_reduce(a_, n * H_);
       } else {
-        tp_.all_reduce_sum(a_, static_cast<size_t>(n * H_));
+        all_reduce(a_, n * H_);
         if (lw.dense_b && lw.proj_b) be_.add_bias(x_, lw.dense_b, n, H_);
         bias = lw.proj_b ? lw.proj_b : lw.dense_b;
       }
@@ -426,7 +429,9 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
 }
 
 
-void Engine::compute_logits(float* hidden, int64_t n, int64_t first) {
+void Engine::all_reduce(ops::Act x, int64_t n) { tp_.all_reduce_sum(x.data, static_cast<size_t>(n), x.dtype); }
+
+void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
   if (!computes_logits_) return;
   if (w_.final_ln_gamma)
     norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n);
@@ -523,7 +528,7 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
   for (int64_t j = 0; j < m;) {
     int64_t k = j + 1;
     while (k < m && at[k] == at[k - 1] + 1) ++k;
-    be_.copy(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
+    be_.copy_act(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
     j = k;
   }
 }
@@ -541,10 +546,11 @@ void Engine::stage_input(const int32_t* ids, const int32_t* positions, int64_t n
     const int prev = par_.layout().stage() - 1;
     if (sliced_transfer(n)) {
       const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
-      par_.pp().recv(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, prev);
-      tp_.all_gather(x_, part);
+      const ops::Act mine = x_ + static_cast<int64_t>(part) * par_.layout().tp_rank();
+      par_.pp().recv(mine.data, part, mine.dtype, prev);
+      tp_.all_gather(x_.data, part, x_.dtype);
     } else {
-      par_.pp().recv(x_, static_cast<size_t>(n * H_), prev);
+      par_.pp().recv(x_.data, static_cast<size_t>(n * H_), x_.dtype, prev);
     }
     return;
   }
@@ -558,9 +564,10 @@ void Engine::stage_output(int64_t n) {
   const int next = par_.layout().stage() + 1;
   if (sliced_transfer(n)) {
     const size_t part = static_cast<size_t>(n * H_ / par_.layout().tp);
-    par_.pp().send(x_ + part * static_cast<size_t>(par_.layout().tp_rank()), part, next);
+    const ops::Act mine = x_ + static_cast<int64_t>(part) * par_.layout().tp_rank();
+    par_.pp().send(mine.data, part, mine.dtype, next);
   } else {
-    par_.pp().send(x_, static_cast<size_t>(n * H_), next);
+    par_.pp().send(x_.data, static_cast<size_t>(n * H_), x_.dtype, next);
   }
 }
 
@@ -709,12 +716,13 @@ void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const
   if (!par_.layout().last_stage()) return;
   if (context_embeddings) {
     std::vector<float> host(static_cast<size_t>(n * H_));
-    be_.download(host.data(), x_, host.size());
+    be_.download_act(host.data(), x_, host.size());
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < lengths[b]; ++t)
         for (int64_t i = 0; i < H_; ++i) context_embeddings[b * H_ + i] += host[(b * S + t) * H_ + i];
   }
-  for (int64_t b = 0; b < B; ++b) be_.copy(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
+  for (int64_t b = 0; b < B; ++b)
+    be_.copy_act(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
   compute_logits(last_, B, first);
 }
 

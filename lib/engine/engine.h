@@ -155,15 +155,17 @@ class Engine {
   // layer l into attn_ from qkv_.
   template <typename Attend>
   void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
-  void ffn(const LayerWeights& lw, const float* in, float* out, int64_t n);
+  void ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n);
   // The model's norm (cfg_.normalization: LayerNorm, or RMSNorm without beta) over n rows of H.
-  void norm(float* out, const float* x, const float* gamma, const float* beta, int64_t n);
+  void norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t n);
   // x += y + bias; then, when gamma is set, out = norm(x).
-  void add_residual_norm(float* x, const float* y, const float* bias, const float* gamma, const float* beta,
-                         float* out, int64_t n);
+  void add_residual_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,
+                         ops::Act out, int64_t n);
   // The last stage's TP rank 0: final layernorm (in place on hidden) and lm_head into logits_ rows
   // [first, first + n).
-  void compute_logits(float* hidden, int64_t n, int64_t first);
+  void compute_logits(ops::Act hidden, int64_t n, int64_t first);
+  // A row-parallel partial sum (or the stage's hidden states) completed over the TP group.
+  void all_reduce(ops::Act x, int64_t n);
   void free_buffers();
   void make_kv_cache(const EngineOptions& options);  // the manager, the pool, a fixed budget's blocks
   void free_workspace();
@@ -248,8 +250,9 @@ class Engine {
 
   int64_t rows_ = 0, max_seq_ = 0, max_tokens_ = 0;  // max_seq_: slots per row (prefix prompt included)
   int64_t generation_ = 0;  // bumped whenever reserve() allocates new buffers
-  float *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *a_ = nullptr,
-        *f_ = nullptr, *inter_ = nullptr, *gate_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
+  // Activations, in the backend's act_dtype(); the logits are fp32.
+  ops::Act x_, ln_, qkv_, attn_, a_, f_, inter_, gate_, last_;
+  float* logits_ = nullptr;
 };
 
 }  // namespace ftx

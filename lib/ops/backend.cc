@@ -108,6 +108,22 @@ void Backend::release_weight(const Weight& w) {
   release(const_cast<float*>(w.fp32()));
 }
 
+Act Backend::alloc_act(size_t n) {
+  if (act_dtype() != DType::kFloat32)
+    throw Error(name() + " backend: no allocator for " + dtype_name(act_dtype()) + " activations");
+  return Act(alloc(n));
+}
+
+void Backend::release_act(const Act& a) {
+  if (a) release(a.fp32());
+}
+
+void Backend::upload_act(const Act& dst, const float* host_src, size_t n) { upload(dst.fp32(), host_src, n); }
+
+void Backend::download_act(float* host_dst, const Act& src, size_t n) { download(host_dst, src.fp32(), n); }
+
+void Backend::copy_act(const Act& dst, const Act& src, size_t n) { copy(dst.fp32(), src.fp32(), n); }
+
 void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale) {
   std::vector<float> amax(static_cast<size_t>(cols), 0.0f);
   for (int64_t k = 0; k < rows; ++k)
@@ -138,7 +154,9 @@ Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t row
   float* s_dst = alloc(std::max<size_t>(scale.size(), 1));
   upload(q_dst, packed.data(), words);
   upload(s_dst, scale.data(), scale.size());
-  return Weight(q_dst, s_dst);
+  Weight q(q_dst, s_dst);
+  q.input_dtype = weight_dtype();
+  return q;
 }
 
 Weight Backend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,

@@ -4,8 +4,13 @@
 // engine (lib/engine/) never branches on the device.
 //
 // Conventions shared by every implementation:
-//  * Activations, biases and norm parameters are `float*` in the backend's memory, fp32,
-//    row-major.
+//  * Activations (the residual stream, GEMM inputs and outputs, fused QKV rows, attention outputs)
+//    are `Act`s (lib/ops/act.h) in the backend's memory, row-major, held in the backend's
+//    activation dtype (act_dtype()): fp32 on the CPU; fp16 or bf16 on a GPU running a half model,
+//    whose ops then compute in fp32 (accumulation, norm statistics, softmax) and round each result
+//    to that dtype once, where it is stored. Every op takes fp32 Acts too (a plain float pointer
+//    converts), whatever the backend's dtype, so single ops are tested on fp32 buffers. Biases and
+//    norm parameters are fp32 `float*`; so are the logits (the lm_head GEMM's C).
 //  * Weight matrices (GEMM operands, the embedding table) are `Weight`s, held in the backend's
 //    weight dtype: fp32, or fp16/bf16 on a backend that supports it, whose GEMMs then round the
 //    activation operand to that dtype and accumulate in fp32. Weights are stored [in, out] as in
@@ -32,6 +37,7 @@
 
 #include "lib/decoding/row_sampling.h"
 #include "lib/model/model_config.h"
+#include "lib/ops/act.h"
 #include "lib/quant/fp8.h"
 
 namespace ftx::ops {
@@ -47,6 +53,11 @@ struct Weight {
   // kInt8 only (FT's weight-only int8_mode 1): one scale per output column of the [K, N] matrix,
   // in the backend's memory; the matrix stands for q[k][n] · scale[n].
   const float* scale = nullptr;
+  // kInt8 weight-only only: the float type the GEMM rounds A to before multiplying (round to nearest
+  // even), the model's (Backend::weight_dtype() at upload). FT's and TensorRT-LLM's weight-only
+  // GEMMs take the model's half activations, so an int8 layer of a bf16 model multiplies bf16 A by
+  // the int8 values, each product exact, and scales each fp32 sum by scale[n]; fp32: A as it is.
+  DType input_dtype = DType::kFloat32;
   // 0: row-major as stated. > 0 (a [K, N] GEMM operand from upload_weight_matrix on a backend that
   // repacks): column panels of this width, each a row-major [K, width] block (the last one
   // narrower), one after another, so a GEMM streams each panel's rows contiguously.
@@ -165,7 +176,7 @@ class Backend {
 
   // Weight-only INT8 (FT's int8_mode 1): when on, the layers' GEMM matrices (QKV, attention
   // output, FFN in and out; not the embeddings or lm_head) are quantised at load time by
-  // upload_weight_int8 and the GEMMs read int8, in the activations' precision.
+  // upload_weight_int8 and the GEMMs read int8, with A in the model's float type (Weight::input_dtype).
   void set_int8_weight_only(bool on) { int8_weight_only_ = on; }
   bool int8_weight_only() const { return int8_weight_only_; }
   // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns)
@@ -239,6 +250,7 @@ class Backend {
   virtual size_t available_memory() const;
 
   // ---- memory (counts are in floats) ----
+  // fp32 buffers: biases, norm parameters, logits, and the tests' single-op operands.
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;
   virtual void upload(float* dst, const float* host_src, size_t n) = 0;
@@ -246,46 +258,62 @@ class Backend {
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   virtual void fill(float* dst, float value, size_t n) = 0;
 
+  // ---- activations (counts are in elements of act_dtype()) ----
+  // The float type activations are held in (lib/ops/act.h): fp32 unless the backend runs a half
+  // model end to end.
+  virtual DType act_dtype() const { return DType::kFloat32; }
+  // The defaults serve an fp32 act_dtype() through the float buffers above.
+  virtual Act alloc_act(size_t n);
+  virtual void release_act(const Act& a);
+  // Host fp32 values in and out of activations, rounded to (widened from) their dtype.
+  virtual void upload_act(const Act& dst, const float* host_src, size_t n);
+  virtual void download_act(float* host_dst, const Act& src, size_t n);
+  // dst := src, n elements of one dtype (memmove semantics).
+  virtual void copy_act(const Act& dst, const Act& src, size_t n);
+
   // ---- linear algebra ----
   // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
   // A half-precision B means: A rounded to B's dtype, products summed in fp32.
-  // An int8 B (never transposed) means C = A · (q · diag(scale)), summed in fp32; a W8A8 one
+  // An int8 B (never transposed) means C = (A' · q) · diag(scale), summed in fp32, where A' is A
+  // rounded to B.input_dtype (A itself for fp32); a W8A8 one
   // (Weight::w8a8) means the int8 × int8 GEMM defined at the end of this file.
-  virtual void gemm(int64_t M, int64_t N, int64_t K, const float* A, const Weight& B, bool trans_b,
-                    float* C, float beta) = 0;
+  // C is rounded to its own dtype once, after the sum (and beta·C) is taken in fp32: an fp32 C
+  // (the logits) keeps the whole sum whatever A's dtype.
+  virtual void gemm(int64_t M, int64_t N, int64_t K, Act A, const Weight& B, bool trans_b, Act C,
+                    float beta) = 0;
 
   // ---- elementwise / normalisation ----
   // out[r] = (x[r] - mean) / sqrt(var + eps) · gamma + beta   (biased variance, as torch).
-  virtual void layer_norm(float* out, const float* x, const float* gamma, const float* beta,
+  virtual void layer_norm(Act out, Act x, const float* gamma, const float* beta,
                           int64_t rows, int64_t H, float eps) = 0;
   // x += y + bias (y and bias may be null); then, when gamma is set, norm_out = LN(x).
   // The fused residual step between sub-blocks.
-  virtual void add_residual_layer_norm(float* x, const float* y, const float* bias,
-                                       const float* gamma, const float* beta, float* norm_out,
+  virtual void add_residual_layer_norm(Act x, Act y, const float* bias,
+                                       const float* gamma, const float* beta, Act norm_out,
                                        int64_t rows, int64_t H, float eps) = 0;
   // RMSNorm (ModelConfig::normalization): out[r] = x[r] / sqrt(mean(x[r]²) + eps) · gamma
   // (the mean of squares summed in double, as layer_norm's moments; out may equal x).
-  virtual void rms_norm(float* out, const float* x, const float* gamma, int64_t rows, int64_t H, float eps) = 0;
+  virtual void rms_norm(Act out, Act x, const float* gamma, int64_t rows, int64_t H, float eps) = 0;
   // add_residual_layer_norm for RMSNorm models: x += y + bias; then, when gamma is set,
   // norm_out = rms_norm(x).
-  virtual void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* gamma,
-                                     float* norm_out, int64_t rows, int64_t H, float eps) = 0;
+  virtual void add_residual_rms_norm(Act x, Act y, const float* bias, const float* gamma,
+                                     Act norm_out, int64_t rows, int64_t H, float eps) = 0;
   // x[rows,N] += bias[N].
-  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t N) = 0;
+  virtual void add_bias(Act x, const float* bias, int64_t rows, int64_t N) = 0;
   // x = act(x + bias); gated (gate != null, SwiGLU/GeGLU): x = act(x + bias) · (gate + gate_bias).
   // Biases may be null.
-  virtual void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias,
+  virtual void bias_activation(Act x, const float* bias, Act gate, const float* gate_bias,
                                int64_t rows, int64_t N, Activation act) = 0;
 
   // ---- embeddings and positions ----
   // out[r] = wte[ids[r]]·scale + position term for positions[r]; wpe row = position + offset.
-  virtual void embedding(float* out, const Weight& wte, const float* wpe, PositionTable table,
+  virtual void embedding(Act out, const Weight& wte, const float* wpe, PositionTable table,
                          int64_t position_offset, const int32_t* ids, const int32_t* positions,
                          int64_t rows, int64_t H, float scale) = 0;
   // Rotates the first rot_dim dims of each of the first `heads` heads of every row of qkv
-  // (row stride `stride` floats): Q heads and K heads, which lie first in the fused layout.
+  // (row stride `stride` elements): Q heads and K heads, which lie first in the fused layout.
   // Angle for pair i: positions[r] / base^(2i/rot_dim).
-  virtual void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions,
+  virtual void rotary(Act qkv, int64_t rows, int64_t stride, const int32_t* positions,
                       int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
                       double base) = 0;
 
@@ -297,13 +325,13 @@ class Backend {
   // query positions get zeros). With a circular cache the slots must not wrap (the engine feeds a
   // wrapping append one token at a time, as FT's continue_gen does). The blocks written are the
   // rows' own (the engine has copied shared ones).
-  virtual void context_attention(float* out, const float* qkv, int64_t B, int64_t S,
+  virtual void context_attention(Act out, Act qkv, int64_t B, int64_t S,
                                  const int32_t* lengths, const BlockTables& tables, const KvCache& k_cache,
                                  const KvCache& v_cache, const AttentionShape& shape,
                                  const int32_t* past = nullptr) = 0;
   // One decode step for n rows: token r is written to row r (tables.row(r)) at slot past[r] and
   // attends to slots [0, past[r]] (the last memory_len of them when the cache is circular).
-  virtual void decode_attention(float* out, const float* qkv, int64_t n, const BlockTables& tables,
+  virtual void decode_attention(Act out, Act qkv, int64_t n, const BlockTables& tables,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
   // dst[i·dst_pitch + j] := src[i·src_pitch + j] for i < height, j < width, in elements of the

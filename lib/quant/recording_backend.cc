@@ -27,8 +27,8 @@ void RecordingBackend::watch(const ops::Weight& w, const std::string& key, std::
   watched_[w.data] = Watched{key, std::move(bias)};
 }
 
-void RecordingBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b,
-                            float* C, float beta) {
+void RecordingBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b,
+                            ops::Act C, float beta) {
   in_.gemm(M, N, K, A, B, trans_b, C, beta);
   auto it = watched_.find(B.data);
   if (it == watched_.end() || trans_b) return;
@@ -36,8 +36,8 @@ void RecordingBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, con
   FTX_CHECK(beta == 0.0f, "", "calibration: accumulating GEMM for " + it->second.key);
   host_a_.resize(static_cast<size_t>(M * K));
   host_c_.resize(static_cast<size_t>(M * N));
-  in_.download(host_a_.data(), A, host_a_.size());
-  in_.download(host_c_.data(), C, host_c_.size());
+  in_.download_act(host_a_.data(), A, host_a_.size());
+  in_.download_act(host_c_.data(), C, host_c_.size());
   GemmStats& s = stats_[it->second.key];
   const std::vector<float>* bias = it->second.bias.empty() ? nullptr : &it->second.bias;
   FTX_CHECK(!bias || static_cast<int64_t>(bias->size()) == N, "", "calibration: bias size for " + it->second.key);
@@ -45,7 +45,7 @@ void RecordingBackend::gemm(int64_t M, int64_t N, int64_t K, const float* A, con
   column_abs_max(s.y, host_c_.data(), M, N, bias);
 }
 
-void RecordingBackend::context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+void RecordingBackend::context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                                          const ops::AttentionShape& shape, const int32_t* past) {
   in_.context_attention(out, qkv, B, S, lengths, tables, k, v, shape, past);
@@ -53,7 +53,7 @@ void RecordingBackend::context_attention(float* out, const float* qkv, int64_t B
   auto& [k_max, v_max] = kv_[attention_calls_++ % kv_.size()];
   const int64_t width = shape.qkv_width(), d = shape.head_dim;
   host_a_.resize(static_cast<size_t>(B * S * width));
-  in_.download(host_a_.data(), qkv, host_a_.size());
+  in_.download_act(host_a_.data(), qkv, host_a_.size());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < lengths[b]; ++t) {
       const float* key = host_a_.data() + (b * S + t) * width + shape.q_heads * d;  // [Q | K | V]

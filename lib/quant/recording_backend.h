@@ -63,40 +63,46 @@ class RecordingBackend : public ops::Backend {
   void download(float* d, const float* s, size_t n) override { in_.download(d, s, n); }
   void copy(float* d, const float* s, size_t n) override { in_.copy(d, s, n); }
   void fill(float* d, float v, size_t n) override { in_.fill(d, v, n); }
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+  DType act_dtype() const override { return in_.act_dtype(); }
+  ops::Act alloc_act(size_t n) override { return in_.alloc_act(n); }
+  void release_act(const ops::Act& a) override { in_.release_act(a); }
+  void upload_act(const ops::Act& d, const float* s, size_t n) override { in_.upload_act(d, s, n); }
+  void download_act(float* d, const ops::Act& s, size_t n) override { in_.download_act(d, s, n); }
+  void copy_act(const ops::Act& d, const ops::Act& s, size_t n) override { in_.copy_act(d, s, n); }
+  void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;
-  void layer_norm(float* out, const float* x, const float* g, const float* b, int64_t rows, int64_t H,
+  void layer_norm(ops::Act out, ops::Act x, const float* g, const float* b, int64_t rows, int64_t H,
                   float eps) override {
     in_.layer_norm(out, x, g, b, rows, H, eps);
   }
-  void add_residual_layer_norm(float* x, const float* y, const float* bias, const float* g, const float* b,
-                               float* norm_out, int64_t rows, int64_t H, float eps) override {
+  void add_residual_layer_norm(ops::Act x, ops::Act y, const float* bias, const float* g, const float* b,
+                               ops::Act norm_out, int64_t rows, int64_t H, float eps) override {
     in_.add_residual_layer_norm(x, y, bias, g, b, norm_out, rows, H, eps);
   }
-  void add_bias(float* x, const float* bias, int64_t rows, int64_t N) override { in_.add_bias(x, bias, rows, N); }
-  void rms_norm(float* out, const float* x, const float* g, int64_t rows, int64_t H, float eps) override {
+  void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override { in_.add_bias(x, bias, rows, N); }
+  void rms_norm(ops::Act out, ops::Act x, const float* g, int64_t rows, int64_t H, float eps) override {
     in_.rms_norm(out, x, g, rows, H, eps);
   }
-  void add_residual_rms_norm(float* x, const float* y, const float* bias, const float* g, float* norm_out,
+  void add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* g, ops::Act norm_out,
                              int64_t rows, int64_t H, float eps) override {
     in_.add_residual_rms_norm(x, y, bias, g, norm_out, rows, H, eps);
   }
-  void bias_activation(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t rows,
+  void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows,
                        int64_t N, Activation act) override {
     in_.bias_activation(x, bias, gate, gate_bias, rows, N, act);
   }
-  void embedding(float* out, const ops::Weight& wte, const float* wpe, ops::PositionTable table, int64_t off,
+  void embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table, int64_t off,
                  const int32_t* ids, const int32_t* positions, int64_t rows, int64_t H, float scale) override {
     in_.embedding(out, wte, wpe, table, off, ids, positions, rows, H, scale);
   }
-  void rotary(float* qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads, int64_t head_dim,
+  void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads, int64_t head_dim,
               int64_t rot_dim, RotaryStyle style, double base) override {
     in_.rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, base);
   }
-  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+  void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                          const ops::AttentionShape& shape, const int32_t* past) override;
-  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
+  void decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
                         const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override {
     in_.decode_attention(out, qkv, n, tables, past, k, v, shape);
   }

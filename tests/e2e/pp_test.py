@@ -188,7 +188,8 @@ def test_cuda():
     with tempfile.TemporaryDirectory() as tmp:
         base = generate(tmp, "gpt2", 1, 1, "cpu", csv, ["--return-log-probs"])
         for tp, pp in ((1, 2), (2, 1)):
-            got = generate(tmp, "gpt2", tp, pp, f"cuda_{tp}x{pp}", csv, ["--return-log-probs", "--device", "cuda"])
+            got = generate(tmp, "gpt2", tp, pp, f"cuda_{tp}x{pp}", csv,
+                           ["--return-log-probs", "--device", "cuda", "--dtype", "fp32"])
             if got is None or base is None:
                 continue
             TOL = 1e-3

@@ -11,9 +11,11 @@ code.
     exact in fp32, so only the sums differ from an fp32 engine, by fp32 rounding).
   * Everything else (norms, attention, activations) is the float64 reference of gpt_reference.py.
 
-With weight-only INT8 (int8_mode 1) and a half dtype, FT keeps the layer GEMMs int8 (activations
-unrounded, int8_reference.py) and the embedding table and lm_head in half: half_weights(...,
-layers=False) with rounding at the 'head' product only.
+With weight-only INT8 (int8_mode 1) and a half dtype, FT keeps the layer matrices int8
+(int8_reference.py: q · scale, exact in float64) and the embedding table and lm_head in half:
+half_weights(..., layers=False). Its weight-only GEMMs take the model's half activations, so the
+activation operand is rounded at the 'layer' products as at the 'head' one (lib/ops/backend.h,
+Weight::input_dtype).
 """
 import copy
 

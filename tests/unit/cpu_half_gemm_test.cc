@@ -167,38 +167,80 @@ TEST_P(CpuGemm, ResultsDoNotDependOnThePanelWidth) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// Weight-only int8 layer matrices are held in column panels too: several panels, few and many rows,
-// against A · (q · diag(scale)) in double with q and scale from FT's rule (quantize_int8_columns).
-TEST(Int8PackedGemm, MatchesDequantisedProduct) {
-  cpu::CpuBackend be(2);
+// Weight-only int8 layer matrices are held in column panels too: several panels, few rows (the
+// streaming kernel) and many (the widened panels; for a bf16 model the pair tiles, and the
+// widening kernel for an odd K), beta 0 and 1, against (A' · q) · diag(scale) in double, with q and
+// scale from FT's rule (quantize_int8_columns) and A' = A rounded to the model's dtype
+// (Weight::input_dtype), each product exact: 1e-5 of the largest |C|.
+class Int8PackedGemm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(Int8PackedGemm, MatchesDequantisedProduct) {
+  const DType dt = GetParam();
+  cpu::CpuBackend be(2, dt);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t M : {1, 5, 12})
-    for (int64_t N : {777, 768}) {  // panels of 256 and of 192 columns
-    const int64_t K = 90;
-    SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N);
-    std::vector<float> a(M * K), w(K * N), out(M * N, 0.0f), scale(N);
-    std::vector<int8_t> q(K * N);
+  const Case cases[] = {{1, 777, 90, false, 0},  {5, 768, 90, false, 1},  {12, 777, 90, false, 0},
+                        {12, 768, 90, false, 1}, {9, 300, 100, false, 0}, {40, 2304, 64, false, 1},
+                        {70, 520, 766, false, 0}, {13, 520, 31, false, 1}, {17, 64, 2, false, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K << " beta=" << c.beta);
+    std::vector<float> a(c.M * c.K), w(c.K * c.N), out(c.M * c.N), scale(c.N);
+    std::vector<int8_t> q(c.K * c.N);
     for (auto& v : a) v = nd(rng);
     for (auto& v : w) v = 0.1f * nd(rng);
-    ops::quantize_int8_columns(w.data(), K, N, q.data(), scale.data());
-    const ops::Weight B = be.upload_weight_int8(w.data(), DType::kFloat32, K, N);
-    EXPECT_EQ(B.panel_cols, cpu::balanced_panel_cols(N, 2));
-    be.gemm(M, N, K, a.data(), B, false, out.data(), 0.0f);
-    double worst = 0, largest = 1e-30;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += static_cast<double>(a[m * K + k]) * q[k * N + n] * scale[n];
-        worst = std::max(worst, std::fabs(out[m * N + n] - s));
-        largest = std::max(largest, std::fabs(s));
+    for (auto& v : out) v = nd(rng);
+    const std::vector<float> before = out;
+    ops::quantize_int8_columns(w.data(), c.K, c.N, q.data(), scale.data());
+    const ops::Weight B = be.upload_weight_int8(w.data(), DType::kFloat32, c.K, c.N);
+    EXPECT_EQ(B.panel_cols, cpu::balanced_panel_cols(c.N, 2));
+    EXPECT_EQ(B.input_dtype, dt);
+    be.gemm(c.M, c.N, c.K, a.data(), B, false, out.data(), c.beta);
+    double worst = 0, largest = 1e-30, unrounded = 0;
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double s = 0, u = 0;
+        for (int64_t k = 0; k < c.K; ++k) {
+          s += round_to(dt, a[m * c.K + k]) * q[k * c.N + n];
+          u += static_cast<double>(a[m * c.K + k]) * q[k * c.N + n];
+        }
+        const double want = s * scale[n] + c.beta * before[m * c.N + n];
+        worst = std::max(worst, std::fabs(out[m * c.N + n] - want));
+        largest = std::max(largest, std::fabs(want));
+        unrounded = std::max(unrounded, std::fabs(u * scale[n] + c.beta * before[m * c.N + n] - want));
       }
     EXPECT_LE(worst, 1e-5 * largest);
+    if (dt != DType::kFloat32)
+      EXPECT_GT(unrounded, 3e-5 * largest) << "the case cannot tell a rounded A from an unrounded one";
     be.release_weight(B);
   }
 }
 
-// The panel width: the widest of 256, 192, 128, 64 that shares out by whole panels, else 256.
+// A bf16 model's int8 rows are independent of the rows beside them: up to eight on the streaming
+// kernel (A rounded first), from nine up on the pair tiles, whose order of k never depends on M.
+TEST(Int8Bf16Gemm, RowResultsDoNotDependOnTheRowsBesideThem) {
+  cpu::CpuBackend be(2, DType::kBFloat16);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t K = 900, N = 768;
+  std::vector<float> a(24 * K), w(K * N);
+  for (auto& v : a) v = nd(rng);
+  for (auto& v : w) v = 0.1f * nd(rng);
+  const ops::Weight B = be.upload_weight_int8(w.data(), DType::kFloat32, K, N);
+  for (int64_t M : {2, 5, 8}) {
+    SCOPED_TRACE(M);
+    EXPECT_EQ(outputs_differing_from_rows_alone(be, B, false, a.data(), M, N, K), 0) << "of " << M * N;
+  }
+  // Nine rows and more: each row of a 24-row GEMM equals the same row among 9 (tiles of 6 and 3).
+  std::vector<float> nine(9 * N), all(24 * N);
+  be.gemm(9, N, K, a.data() + 15 * K, B, false, nine.data(), 0.0f);
+  be.gemm(24, N, K, a.data(), B, false, all.data(), 0.0f);
+  EXPECT_EQ(0, std::memcmp(nine.data(), all.data() + 15 * N, nine.size() * sizeof(float)));
+  be.release_weight(B);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Int8PackedGemm, ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 TEST(BalancedPanelCols, SharesThePanelsEvenly) {
   EXPECT_EQ(cpu::balanced_panel_cols(1024, 2), 256);  // GPT-2 medium: 4 panels
   EXPECT_EQ(cpu::balanced_panel_cols(3072, 2), 256);

@@ -60,7 +60,7 @@ class CudaFp8 : public ::testing::Test {
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&dq), x.size()), cudaSuccess);
     cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
-    cuda::invoke_quantize_fp8(nullptr, dq, dx, x.size(), inv);
+    cuda::invoke_quantize_fp8(nullptr, dq, dx, cuda::ElemKind::kFp32, x.size(), inv);
     std::vector<uint8_t> q(x.size());
     cudaDeviceSynchronize();
     cudaMemcpy(q.data(), dq, q.size(), cudaMemcpyDeviceToHost);

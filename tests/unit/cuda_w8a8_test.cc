@@ -76,7 +76,8 @@ TEST_F(CudaW8A8, QuantizePerTensorEqualsCpu) {
   cpu::quantize_per_tensor(x.data(), static_cast<int64_t>(x.size()), 64.0f, want.data());
   Dev<float> dx(x);
   Dev<int8_t> dq(x.size());
-  cuda::invoke_quantize_per_tensor(nullptr, dq.p, dx.p, static_cast<int64_t>(x.size()), 64.0f);
+  cuda::invoke_quantize_per_tensor(nullptr, dq.p, dx.p, cuda::ElemKind::kFp32, static_cast<int64_t>(x.size()),
+                                   64.0f);
   EXPECT_EQ(dq.get(), want) << "seed " << seed_;
 }
 
@@ -89,7 +90,7 @@ TEST_F(CudaW8A8, QuantizePerTokenEqualsCpu) {
     cpu::quantize_per_token(x.data(), M, K, want.data(), want_alpha.data());
     Dev<float> dx(x), da(static_cast<size_t>(M));
     Dev<int8_t> dq(x.size());
-    cuda::invoke_quantize_per_token(nullptr, dq.p, da.p, dx.p, M, K);
+    cuda::invoke_quantize_per_token(nullptr, dq.p, da.p, dx.p, cuda::ElemKind::kFp32, M, K);
     EXPECT_EQ(dq.get(), want) << M << "x" << K << " seed " << seed_;
     EXPECT_EQ(da.get(), want_alpha) << M << "x" << K << " seed " << seed_;
   }
@@ -107,7 +108,8 @@ TEST_F(CudaW8A8, DequantizeEqualsCpu) {
       cpu::dequantize_int32(acc.data(), M, N, per_token ? row.data() : nullptr, 0.05f, col.data(), want.data(), beta);
       Dev<int32_t> da(acc);
       Dev<float> dr(row), dc(col), out(c0);
-      cuda::invoke_dequantize_int32(nullptr, out.p, da.p, M, N, per_token ? dr.p : nullptr, 0.05f, dc.p, beta);
+      cuda::invoke_dequantize_int32(nullptr, out.p, cuda::ElemKind::kFp32, da.p, M, N, per_token ? dr.p : nullptr, 0.05f,
+                                    dc.p, beta);
       const auto got = out.get();
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-6 * std::max(1.0f, std::fabs(want[i]))) << i << " seed " << seed_;

@@ -69,27 +69,27 @@ class Fp8TracingBackend : public cpu::CpuBackend {
   }
   void at_prompt(int64_t prompt) { prompt_ = prompt; }
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+  void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override {
     if (B.dtype == DType::kFloat8E4M3) {
       const auto it = names_.find(&B);
       if (it == names_.end()) throw Error("engine_fp8_test", "an FP8 GEMM on a weight that is not a layer GEMM");
-      record("gemm", it->second, A, M, K, K, 0);
+      record("gemm", it->second, A.fp32(), M, K, K, 0);
     }
     cpu::CpuBackend::gemm(M, N, K, A, B, trans_b, C, beta);
   }
-  void context_attention(float* out, const float* qkv, int64_t B, int64_t S, const int32_t* lengths,
+  void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                          const ops::AttentionShape& sh, const int32_t* past) override {
     if (k.dtype == DType::kFloat8E4M3) {
       if (B != 1) throw Error("engine_fp8_test", "traced prefills run one prompt at a time");
-      record_kv(qkv, lengths[0], sh);
+      record_kv(qkv.fp32(), lengths[0], sh);
     }
     cpu::CpuBackend::context_attention(out, qkv, B, S, lengths, tables, k, v, sh, past);
   }
-  void decode_attention(float* out, const float* qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
+  void decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
                         const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) override {
-    if (k.dtype == DType::kFloat8E4M3) record_kv(qkv, n, sh);
+    if (k.dtype == DType::kFloat8E4M3) record_kv(qkv.fp32(), n, sh);
     cpu::CpuBackend::decode_attention(out, qkv, n, tables, past, k, v, sh);
   }
 

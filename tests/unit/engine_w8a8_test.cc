@@ -77,13 +77,13 @@ class W8A8TracingBackend : public cpu::CpuBackend {
   }
   void at(int64_t prompt, int64_t step) { prompt_ = prompt, step_ = step; }
 
-  void gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+  void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override {
     if (B.w8a8) {
       const auto it = names_.find(&B);
       if (it == names_.end()) throw Error("engine_w8a8_test", "a W8A8 GEMM on a weight that is not a layer GEMM");
       calls_.push_back({prompt_, step_, it->second, M, K, inputs_.size()});
-      inputs_.insert(inputs_.end(), A, A + M * K);
+      inputs_.insert(inputs_.end(), A.fp32(), A.fp32() + M * K);
     }
     cpu::CpuBackend::gemm(M, N, K, A, B, trans_b, C, beta);
   }

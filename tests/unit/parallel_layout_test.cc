@@ -79,7 +79,7 @@ TEST(ParallelGroups, OneRankHasNoPeers) {
   EXPECT_EQ(g.tp().size(), 1);
   EXPECT_EQ(g.pp().size(), 1);
   float x = 0;
-  EXPECT_THROW(g.pp().send(&x, 1, 1), Error);
+  EXPECT_THROW(g.pp().send(&x, 1, DType::kFloat32, 1), Error);
   EXPECT_EQ(world.split(0, 0)->size(), 1);
 }
 
