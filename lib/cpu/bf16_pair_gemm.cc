@@ -21,38 +21,31 @@ namespace {
 constexpr int64_t kStripCols = 64;  // 4 zmm of 16 lanes
 constexpr int kTileRows = 6;        // 6 × 4 sums + 4 weight registers of the 32
 
-// strip[p][j] = B(2p, j) | B(2p+1, j) << 16 for j < w, zero beyond (zero weights add nothing).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void pair_strip(int64_t K, const uint16_t* B, int64_t ldb, int64_t w,
-                                                            uint32_t* strip) {
-  for (int64_t p = 0; p < K / 2; ++p) {
-    const uint16_t* even = B + 2 * p * ldb;
-    const uint16_t* odd = even + ldb;
-    uint32_t* out = strip + p * kStripCols;
-    for (int64_t j = 0; j < kStripCols; j += 16) {
-      const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, w - j));
-      const auto m = static_cast<__mmask16>(left == 16 ? 0xFFFFu : (1u << left) - 1u);
-      const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, even + j));
-      const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, odd + j));
-      _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-    }
-  }
+// 16 weights from p (lanes past the mask read as zero) as bf16 bits in the low half of each 32-bit
+// lane: bf16 weights as they are; int8 weights through fp32, which holds each value -128..127
+// exactly with a zero low half, so its top half is the (exact) bf16 value.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i bf16_lanes(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i bf16_lanes(const int8_t* p, __mmask16 m) {
+  return _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)))),
+                           16);
 }
 
-// The same pairs from int8 weights: each value -128..127 has at most 8 significant bits, so it is
-// exact in bf16, whose bits are then the top half of the fp32 value's.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void pair_strip(int64_t K, const int8_t* B, int64_t ldb, int64_t w,
+// strip[p][j] = B(2p, j) | B(2p+1, j) << 16 as bf16 bits for j < w, zero beyond (zero weights add
+// nothing); B holds bf16 (uint16_t) or int8 weights.
+template <typename W>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pair_strip(int64_t K, const W* B, int64_t ldb, int64_t w,
                                                             uint32_t* strip) {
-  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int64_t p = 0; p < K / 2; ++p) {
-    const int8_t* even = B + 2 * p * ldb;
-    const int8_t* odd = even + ldb;
+    const W* even = B + 2 * p * ldb;
+    const W* odd = even + ldb;
     uint32_t* out = strip + p * kStripCols;
     for (int64_t j = 0; j < kStripCols; j += 16) {
       const int64_t left = std::max<int64_t>(0, std::min<int64_t>(16, w - j));
       const auto m = static_cast<__mmask16>(left == 16 ? 0xFFFFu : (1u << left) - 1u);
-      const __m512i lo = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, even + j))));
-      const __m512i hi = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, odd + j))));
-      _mm512_storeu_si512(out + j, _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, top)));
+      const __m512i lo = bf16_lanes(even + j, m), hi = bf16_lanes(odd + j, m);
+      _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
   }
 }
