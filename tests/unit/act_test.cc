@@ -59,5 +59,21 @@ TEST(Act, CpuBackendActivationsAreFp32) {
   be.release_act(a);
 }
 
+// A backend that says it holds half activations but keeps the Backend defaults (which serve fp32
+// only) is refused at the first allocation, naming the backend and the dtype, not handed floats.
+TEST(Act, DefaultAllocatorRefusesHalfActivations) {
+  struct HalfSaying : cpu::CpuBackend {
+    HalfSaying() : cpu::CpuBackend(1) {}
+    DType act_dtype() const override { return DType::kBFloat16; }
+  } be;
+  try {
+    (void)be.alloc_act(4);
+    FAIL() << "the fp32 default allocated bf16 activations";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bfloat16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ftx

@@ -4,7 +4,13 @@
 // Without an MPI launcher (plain gtest discovery) the test skips.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "engine_test_util.h"
+#include "formats/error.h"
+#include "lib/dist/communicator.h"
 
 namespace ftx {
 namespace {
@@ -85,6 +91,33 @@ TEST(EngineTensorParallel, Int8KvCacheTwoRanksMatchEmulation) {
         }
       }
     }
+}
+
+// The host (MPI) communicator's typed device-buffer calls: half data moves as bytes (all-gather,
+// send/recv), but its sum is fp32 only (the CPU backend's activations), so a half all-reduce is
+// refused, naming the dtype, on every rank before any of them enters MPI (no rank waits alone).
+TEST(EngineTensorParallel, HostCommunicatorMovesHalfDataAndRefusesHalfSums) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  const int r = comm->rank();
+  std::vector<uint16_t> parts(6, 0);
+  for (int i = 0; i < 3; ++i) parts[r * 3 + i] = static_cast<uint16_t>(0x3c00 + 10 * r + i);
+  comm->all_gather(parts.data(), 3, DType::kFloat16);
+  EXPECT_EQ(parts, (std::vector<uint16_t>{0x3c00, 0x3c01, 0x3c02, 0x3c0a, 0x3c0b, 0x3c0c}));
+  std::vector<uint16_t> msg(5, static_cast<uint16_t>(r == 0 ? 0x4000 : 0));
+  if (r == 0) comm->send(msg.data(), msg.size(), DType::kBFloat16, 1);
+  else comm->recv(msg.data(), msg.size(), DType::kBFloat16, 0);
+  EXPECT_EQ(msg, std::vector<uint16_t>(5, 0x4000));
+  try {
+    comm->all_reduce_sum(parts.data(), 6, DType::kFloat16);
+    ADD_FAILURE() << "an fp16 all-reduce on the host communicator";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("float16"), std::string::npos) << e.what();
+  }
+  std::vector<float> ones(4, 1.0f);
+  comm->all_reduce_sum(ones.data(), ones.size(), DType::kFloat32);  // still usable, fp32 summed
+  EXPECT_EQ(ones, std::vector<float>(4, 2.0f));
 }
 
 }  // namespace
