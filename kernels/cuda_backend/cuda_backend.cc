@@ -425,18 +425,7 @@ void CudaBackend::download(float* host_dst, const float* src, size_t n) {
   }
 }
 
-void CudaBackend::copy(float* dst, const float* src, size_t n) {
-  if (n == 0 || dst == src || replaying()) return;
-  const size_t bytes = n * sizeof(float);
-  const bool overlap = dst < src + n && src < dst + n;
-  if (overlap) {  // memmove semantics, as the CPU: through scratch
-    float* tmp = scratch(n);
-    FTX_CUDA_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-    FTX_CUDA_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, stream_));
-  } else {
-    FTX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  }
-}
+void CudaBackend::copy(float* dst, const float* src, size_t n) { copy_act(dst, src, n); }  // fp32 Acts
 
 void CudaBackend::fill(float* dst, float value, size_t n) {
   if (!replaying()) invoke_fill(stream_, dst, value, n);
