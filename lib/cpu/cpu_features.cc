@@ -72,8 +72,10 @@ CpuIsa cpu_isa() {
 
 bool has_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
 bool has_avx_vnni() {
+  // Capped at avx2, the CPU runs as one without AVX-512 of its generation would not: an AVX2
+  // machine such as AMD's Zen 3 has no AVX-VNNI either, so a cap turns it off too.
   static const bool yes = cpu_has("avxvnni");
-  return has_avx2() && yes;
+  return has_avx2() && yes && cpu_isa() == detected_cpu_isa();
 }
 bool has_avx512f() { return cpu_isa() >= CpuIsa::kAvx512; }
 bool has_avx512_core() { return has_avx512f(); }

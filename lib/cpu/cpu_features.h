@@ -5,7 +5,8 @@
 //
 // FTX_CPU_ISA=baseline|avx2|avx512 caps the level (as CTranslate2's CT2_FORCE_CPU_ISA and oneDNN's
 // ONEDNN_MAX_CPU_ISA do; oneDNN is capped with it), so that an AVX-512 machine runs and tests the
-// AVX2 and baseline paths too. A cap above what the CPU has leaves the CPU's own level. OpenBLAS
+// AVX2 and baseline paths too, with the extensions of the levels above it off (AVX-VNNI too, which
+// CPUs of the AVX2 generation lack). A cap above what the CPU has leaves the CPU's own level. OpenBLAS
 // chooses its kernels when it loads, before any of this runs: cap it with OPENBLAS_CORETYPE
 // (Haswell for avx2, Prescott for baseline), as the tests do. Off x86-64 the level is baseline.
 #include <string>
@@ -32,7 +33,7 @@ std::string cpu_isa_summary();
 
 // Extensions, each false below the level it belongs to (so the cap turns them off too).
 bool has_avx2();         // cpu_isa() >= kAvx2
-bool has_avx_vnni();     // kAvx2 and AVX-VNNI (vpdpbusd on 256 bits: Alder Lake, Sapphire Rapids, Zen 5)
+bool has_avx_vnni();     // kAvx2 and AVX-VNNI (vpdpbusd on 256 bits: Alder Lake, Sapphire Rapids, Zen 5), uncapped
 bool has_avx512f();      // cpu_isa() >= kAvx512
 bool has_avx512_core();  // kAvx512 (F + BW + VL): the byte/word and 256-bit masked forms the kernels use
 bool has_avx512_vnni();  // kAvx512 and VNNI (vpdpbusd on 512 bits)
