@@ -10,8 +10,8 @@ CUDA folder and a carried fixture tarball. Checks that no stage loses its logs:
           (NOT STARTED, INCOMPLETE, exit 1); every stage that ran left its tarball with the logs;
           NCCL found in a wheel-like folder is exported as FTX_NCCL_LIBRARY; the carried fixtures
           are unpacked, none is made
-  TERM    a TERM while the hang runs: gpu-run stops it (no stub left running), packs the stage
-          with the hang's partial log, prints the report, exits 143
+  TERM    a TERM while the hang runs: gpu-run stops it and the process it started (none left
+          running), packs the stage with the hang's partial log, prints the report, exits 143
   call2   the sanitizer and bench stages over passing stubs: exit 0, one tarball each
   rerun   `only BINARY FILTER`: the filter reaches the binary, its own tarball
 
@@ -75,8 +75,9 @@ case $action in
     echo "[  FAILED  ] 1 test, listed below:"
     echo "[  FAILED  ] Stub.$me/param, where GetParam() = \"bloom\""
     exit 1 ;;
-  hang)
-    echo "$$" >> "__PIDS__"
+  hang)  # a helper process of its own too: stopping the binary must stop it
+    sleep 100000 &
+    echo "$! $$" >> "__PIDS__"
     echo "waiting forever"
     exec sleep 100000 ;;
   crash)
