@@ -12,7 +12,8 @@ CUDA folder and a carried fixture tarball. Checks that no stage loses its logs:
           are unpacked, none is made
   TERM    a TERM while the hang runs: gpu-run stops it and the process it started (none left
           running), packs the stage with the hang's partial log, prints the report, exits 143
-  call2   the sanitizer and bench stages over passing stubs: exit 0, one tarball each
+  call2   the sanitizer and bench stages over passing stubs, on a machine whose xz fails (the
+          bundle unpacked by Python): exit 0, one tarball each
   rerun   `only BINARY FILTER`: the filter reaches the binary, its own tarball
 
 Usage: gpu_run_test.py [SOURCE_DIR]
@@ -128,8 +129,9 @@ def write(path, text, mode=0o755):
     os.chmod(path, mode)
 
 
-def setup(tmp, plan):
-    """A repository copy with the carried tarballs, the stub tools; returns (repo, env, pids file)."""
+def setup(tmp, plan, xz=True):
+    """A repository copy with the carried tarballs, the stub tools; returns (repo, env, pids file).
+    xz=False: the machine has no working xz (gpu-unpack falls back to Python's tarfile)."""
     repo, build, tools = (os.path.join(tmp, d) for d in ("repo", "build", "tools"))
     pids = os.path.join(tmp, "pids")
     open(pids, "w").close()
@@ -143,8 +145,9 @@ def setup(tmp, plan):
     shutil.copy(os.path.join(SRC, "scripts", "gpu-run"), os.path.join(bundle, "gpu-run"))
     write(os.path.join(bundle, "COMMIT"), "0123456789abcdef (stub)\n", 0o644)
     os.makedirs(repo)
-    with tarfile.open(os.path.join(repo, "gpu-bundle.tar.gz"), "w:gz") as t:
+    with tarfile.open(os.path.join(repo, "gpu-bundle.tar.xz"), "w:xz") as t:
         t.add(bundle, arcname="gpu-bundle")
+    write(os.path.join(repo, "scripts", "gpu-unpack"), open(os.path.join(SRC, "scripts", "gpu-unpack")).read())
     fx = os.path.join(build, "fixtures")
     for what in ("engine", "prompt", "fp8-e4m3", "fp8"):
         write(os.path.join(fx, what, "DONE"), "stamp\n", 0o644)
@@ -158,6 +161,8 @@ def setup(tmp, plan):
     write(os.path.join(tools, "nvcc"), "#!/bin/bash\necho 'Cuda compilation tools, release 13.0 (stub)'\n")
     write(os.path.join(tools, "ldconfig"), "#!/bin/bash\nexit 0\n")
     write(os.path.join(tools, "compute-sanitizer"), SANITIZER)
+    if not xz:
+        write(os.path.join(tools, "xz"), "#!/bin/bash\necho 'xz: stub that fails' >&2\nexit 1\n")
     cuda = os.path.join(tmp, "cuda")
     for lib in ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"):
         write(os.path.join(cuda, "lib64", lib), "", 0o644)
@@ -179,7 +184,7 @@ def calls(name, *args):
 def command(call, **numbers):
     """The call's command with its deadline and limits cut to seconds (what the test can wait for)."""
     cmd = call["command"]
-    check(cmd.startswith("tar xzf gpu-bundle.tar.gz && gpu-bundle/gpu-run "), f"the call's command: {cmd}")
+    check(cmd.startswith("scripts/gpu-unpack && gpu-bundle/gpu-run "), f"the call's command: {cmd}")
     for opt, v in numbers.items():
         flag = "--" + opt.replace("_", "-")
         check(re.search(flag + r" \d+", cmd) is not None, f"{flag} in {cmd}")
@@ -213,7 +218,7 @@ def stub_pids(pids):
 def test_call1():
     """call1 with a failing, a crashing and a hanging binary, and a deadline that passes during the hang."""
     c1 = calls("call1")
-    check(c1["carry"] == ["gpu-bundle.tar.gz", "gpu-fixtures.tar.gz"], f"call1 carries {c1['carry']}")
+    check(c1["carry"] == ["gpu-bundle.tar.xz", "gpu-fixtures.tar.gz"], f"call1 carries {c1['carry']}")
     check(c1["timeout_s"] >= 330 + 30 + 30, f"call1's timeout_s {c1['timeout_s']} leaves no time to pack")
     with tempfile.TemporaryDirectory() as tmp:
         repo, env, pids = setup(tmp, [("cuda_backend_test", "*CudaVsCpu*", "fail"),
@@ -260,7 +265,7 @@ def test_term():
     """A TERM while a binary hangs: stopped at once, logs packed, report printed, exit 143."""
     with tempfile.TemporaryDirectory() as tmp:
         repo, env, pids = setup(tmp, [("cuda_sampling_test", "*", "hang")])
-        subprocess.run(["tar", "xzf", "gpu-bundle.tar.gz"], cwd=repo, check=True)
+        subprocess.run(["scripts/gpu-unpack"], cwd=repo, check=True)
         p = subprocess.Popen(["gpu-bundle/gpu-run", "--per-binary", "600", "check", "ops", "engine"], cwd=repo, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         while not stub_pids(pids):  # the hang has started
@@ -288,7 +293,7 @@ def test_term():
 
 def test_call2_and_rerun():
     with tempfile.TemporaryDirectory() as tmp:
-        repo, env, _ = setup(tmp, [])
+        repo, env, _ = setup(tmp, [], xz=False)
         c2 = calls("call2")
         r = subprocess.run(["bash", "-c", command(c2, deadline=600, per_binary=600)], cwd=repo, env=env,
                            capture_output=True, text=True, timeout=300)
@@ -316,7 +321,7 @@ def test_call2_and_rerun():
     # Bad arguments are refused before anything runs.
     with tempfile.TemporaryDirectory() as tmp:
         repo, env, _ = setup(tmp, [])
-        subprocess.run(["tar", "xzf", "gpu-bundle.tar.gz"], cwd=repo, check=True)
+        subprocess.run(["scripts/gpu-unpack"], cwd=repo, check=True)
         for args in (["nosuchstage"], ["only", "no_such_test", "X.*"], ["--deadline", "soon", "check"],
                      ["check"] * 9):
             r = subprocess.run(["gpu-bundle/gpu-run", *args], cwd=repo, env=env, capture_output=True, text=True)
