@@ -41,6 +41,79 @@
 namespace ftx {
 namespace {
 
+// One FP8 GEMM C = A·W + beta·C0 on `be` (E4M3 weight codes q [K, N] and their scales); C back.
+std::vector<float> fp8_gemm_on(ops::Backend& be, int64_t M, int64_t N, int64_t K, const std::vector<float>& a,
+                               const std::vector<uint8_t>& q, float s_x, float s_w, const std::vector<float>& c0,
+                               float beta) {
+  be.set_fp8(true);
+  const ops::Weight B = be.upload_weight_fp8(q.data(), K, N, s_x, s_w);
+  float* A = be.alloc(a.size());
+  float* C = be.alloc(c0.size());
+  be.upload(A, a.data(), a.size());
+  be.upload(C, c0.data(), c0.size());
+  be.gemm(M, N, K, A, B, false, C, beta);
+  std::vector<float> out(c0.size());
+  be.download(out.data(), C, c0.size());
+  be.release(A);
+  be.release(C);
+  be.release_weight(B);
+  return out;
+}
+
+// A random FP8 GEMM case: A, the E4M3 codes of a random W, their scales, C0.
+struct Fp8Case {
+  int64_t M, N, K;
+  float beta;
+  std::vector<float> a, c0;
+  std::vector<uint8_t> q;
+  float s_x = 1, s_w = 1;
+};
+Fp8Case random_fp8_case(int64_t M, int64_t N, int64_t K, float beta, std::mt19937& rng) {
+  auto random = [&](size_t n, float sd) {
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  Fp8Case c{M, N, K, beta, random(static_cast<size_t>(M * K), 1.0f), random(static_cast<size_t>(M * N), 1.0f), {}};
+  const std::vector<float> w = random(static_cast<size_t>(K * N), 0.05f);
+  float w_max = 0;
+  for (float v : w) w_max = std::max(w_max, std::fabs(v));
+  c.s_w = quant::fp8_scale_of(w_max);
+  c.s_x = quant::fp8_scale_of(3.0);
+  c.q.resize(w.size());
+  quant::quantize_e4m3(w.data(), w.size(), c.s_w, c.q.data());
+  return c;
+}
+
+// The largest |got - want| over its bound (fp8_accumulator_model.h) among C's outputs; a failure
+// names the first output past it.
+double worst_of_bound(const Fp8Case& c, const std::vector<float>& got, const std::vector<float>& want) {
+  const float inv = 1.0f / c.s_x;
+  std::vector<double> qa(c.a.size()), qw(c.q.size());  // |E4M3 values| of A's codes and W's
+  for (size_t i = 0; i < qa.size(); ++i) qa[i] = std::fabs(quant::e4m3_to_float(quant::float_to_e4m3(c.a[i] * inv)));
+  for (size_t i = 0; i < qw.size(); ++i) qw[i] = std::fabs(quant::e4m3_to_float(c.q[i]));
+  double worst = 0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double abs_products = 0;
+      for (int64_t k = 0; k < c.K; ++k) abs_products += qa[m * c.K + k] * qw[static_cast<size_t>(k * c.N + n)];
+      const size_t i = static_cast<size_t>(m * c.N + n);
+      const double bound = test::fp8_gemm_bound(abs_products, c.K, static_cast<double>(c.s_x) * c.s_w) +
+                           2.5e-7 * std::max(1.0f, std::fabs(want[i]));
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      EXPECT_LE(err, bound) << "output (" << m << ", " << n << "): " << got[i] << ", cpu " << want[i];
+      worst = std::max(worst, err / bound);
+    }
+  return worst;
+}
+
+const struct {
+  int64_t M, N, K;
+  float beta;
+} kRandomFp8Cases[] = {{1, 256, 64, 0}, {7, 1024, 256, 1}, {64, 768, 1024, 0}, {200, 48, 32, 1}, {2, 1024, 4096, 0}};
+
+
 #ifdef FTX_HAVE_CUDA
 
 class CudaFp8 : public ::testing::Test {
@@ -105,33 +178,6 @@ TEST_F(CudaFp8, QuantizeKernelEqualsMlDtypesAndTheCpu) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(dev[i], quant::float_to_e4m3(a[i] * inv)) << i;
 }
 
-// One FP8 GEMM C = A·W + beta·C0 on both backends (the same E4M3 weight codes and scales).
-struct Fp8GemmRun {
-  std::vector<float> cpu, gpu;
-};
-Fp8GemmRun run_fp8_gemm(int64_t M, int64_t N, int64_t K, const std::vector<float>& a, const std::vector<uint8_t>& q,
-                        float s_x, float s_w, const std::vector<float>& c0, float beta) {
-  auto cpu = ops::make_backend("cpu", 1);
-  auto gpu = ops::make_backend("cuda", 1);
-  Fp8GemmRun r;
-  for (auto* be : {cpu.get(), gpu.get()}) {
-    be->set_fp8(true);
-    const ops::Weight B = be->upload_weight_fp8(q.data(), K, N, s_x, s_w);
-    float* A = be->alloc(a.size());
-    float* C = be->alloc(c0.size());
-    be->upload(A, a.data(), a.size());
-    be->upload(C, c0.data(), c0.size());
-    be->gemm(M, N, K, A, B, false, C, beta);
-    auto& out = be == cpu.get() ? r.cpu : r.gpu;
-    out.resize(c0.size());
-    be->download(out.data(), C, c0.size());
-    be->release(A);
-    be->release(C);
-    be->release_weight(B);
-  }
-  return r;
-}
-
 // Operands whose sums no accumulator of 11 or more bits rounds (fp8_accumulator_model.h): A/s_x in
 // {±1}, W/s_w in {±1, ±1.5}, power-of-two scales, K ≤ 512, so every partial sum of any order is a
 // multiple of 1/2 below 768. The GEMM then equals its CPU twin up to the fp32 rounding of
@@ -155,9 +201,12 @@ TEST_F(CudaFp8, GemmEqualsCpuTwinOnExactlySummableOperands) {
     quant::quantize_e4m3(w.data(), w.size(), s_w, q.data());
     for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(quant::e4m3_to_float(q[i]) * s_w, w[i]);  // exact codes
     const std::vector<float> c0 = random(static_cast<size_t>(c.M * c.N), 1.0f);
-    const Fp8GemmRun r = run_fp8_gemm(c.M, c.N, c.K, a, q, s_x, s_w, c0, c.beta);
-    for (size_t i = 0; i < r.cpu.size(); ++i)
-      ASSERT_NEAR(r.gpu[i], r.cpu[i], 2.5e-7 * std::max(1.0f, std::fabs(r.cpu[i]))) << "output " << i;
+    auto cpu = ops::make_backend("cpu", 1);
+    auto gpu = ops::make_backend("cuda", 1);
+    const std::vector<float> want = fp8_gemm_on(*cpu, c.M, c.N, c.K, a, q, s_x, s_w, c0, c.beta),
+                             got = fp8_gemm_on(*gpu, c.M, c.N, c.K, a, q, s_x, s_w, c0, c.beta);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2.5e-7 * std::max(1.0f, std::fabs(want[i]))) << "output " << i;
   }
 }
 
@@ -166,36 +215,13 @@ TEST_F(CudaFp8, GemmEqualsCpuTwinOnExactlySummableOperands) {
 // CPU's exact fp32 accumulation of the same E4M3 operands, plus fp32's rounding of the epilogue.
 TEST_F(CudaFp8, GemmWithinTheFp8AccumulatorBoundOfCpuTwin) {
   if (!fp8_device_) GTEST_SKIP() << "FP8 GEMMs need sm_89 or later";
-  struct Case {
-    int64_t M, N, K;
-    float beta;
-  };
-  for (const Case& c : {Case{1, 256, 64, 0}, Case{7, 1024, 256, 1}, Case{64, 768, 1024, 0}, Case{200, 48, 32, 1},
-                        Case{2, 1024, 4096, 0}}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " N=" << c.N << " K=" << c.K);
-    const std::vector<float> w = random(static_cast<size_t>(c.K * c.N), 0.05f), a = random(c.M * c.K, 1.0f);
-    const std::vector<float> c0 = random(c.M * c.N, 1.0f);
-    float w_max = 0;
-    for (float v : w) w_max = std::max(w_max, std::fabs(v));
-    const float s_w = quant::fp8_scale_of(w_max), s_x = quant::fp8_scale_of(3.0);
-    std::vector<uint8_t> q(w.size());
-    quant::quantize_e4m3(w.data(), w.size(), s_w, q.data());
-    const Fp8GemmRun r = run_fp8_gemm(c.M, c.N, c.K, a, q, s_x, s_w, c0, c.beta);
-    const float inv = 1.0f / s_x;
-    double worst = 0;  // the largest error as a fraction of its bound
-    for (int64_t m = 0; m < c.M; ++m)
-      for (int64_t n = 0; n < c.N; ++n) {
-        double abs_products = 0;
-        for (int64_t k = 0; k < c.K; ++k)
-          abs_products += std::fabs(static_cast<double>(quant::e4m3_to_float(quant::float_to_e4m3(a[m * c.K + k] * inv))) *
-                                    quant::e4m3_to_float(q[static_cast<size_t>(k * c.N + n)]));
-        const size_t i = static_cast<size_t>(m * c.N + n);
-        const double bound = test::fp8_gemm_bound(abs_products, c.K, static_cast<double>(s_x) * s_w) +
-                             2.5e-7 * std::max(1.0f, std::fabs(r.cpu[i]));
-        const double err = std::fabs(static_cast<double>(r.gpu[i]) - r.cpu[i]);
-        ASSERT_LE(err, bound) << "output (" << m << ", " << n << "): cuda " << r.gpu[i] << ", cpu " << r.cpu[i];
-        worst = std::max(worst, err / bound);
-      }
+  auto cpu = ops::make_backend("cpu", 1);
+  auto gpu = ops::make_backend("cuda", 1);
+  for (const auto& s : kRandomFp8Cases) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K);
+    const Fp8Case c = random_fp8_case(s.M, s.N, s.K, s.beta, rng_);
+    const double worst = worst_of_bound(c, fp8_gemm_on(*gpu, c.M, c.N, c.K, c.a, c.q, c.s_x, c.s_w, c.c0, c.beta),
+                                        fp8_gemm_on(*cpu, c.M, c.N, c.K, c.a, c.q, c.s_x, c.s_w, c.c0, c.beta));
     std::printf("M=%lld N=%lld K=%lld: largest error %.3g of its bound\n", static_cast<long long>(c.M),
                 static_cast<long long>(c.N), static_cast<long long>(c.K), worst);
   }
@@ -339,6 +365,29 @@ TEST_F(CudaFp8, OlderGpuRefusesFp8) {
 #else
 TEST(CudaFp8, NotBuilt) { GTEST_SKIP() << "ftx was built without CUDA"; }
 #endif
+
+// The bound itself, on the CPU (no device): the emulated accumulator (14 bits over blocks of 32 and
+// 128 products, truncated or rounded to nearest) stays within it of the CPU's fp32 sums on the
+// random cases the GPU test uses (the smaller ones: the emulation is slow).
+TEST(Fp8AccumulatorModel, TheBoundHoldsForTheEmulatedAccumulator) {
+  std::mt19937 rng(31);
+  auto cpu = ops::make_backend("cpu", 1);
+  for (int64_t block : {int64_t(32), test::kFp8PromotionInterval})
+    for (bool truncate : {true, false}) {
+      test::Fp8AccumulatorEmulation emu(block, test::kFp8AccumulatorBits, truncate);
+      double worst = 0;
+      for (const auto& s : kRandomFp8Cases) {
+        if (s.M * s.N * s.K > (int64_t(1) << 24)) continue;
+        SCOPED_TRACE(::testing::Message() << "block " << block << (truncate ? " truncated" : " nearest") << " M=" << s.M
+                                          << " N=" << s.N << " K=" << s.K);
+        const Fp8Case c = random_fp8_case(s.M, s.N, s.K, s.beta, rng);
+        worst = std::max(worst, worst_of_bound(c, fp8_gemm_on(emu, c.M, c.N, c.K, c.a, c.q, c.s_x, c.s_w, c.c0, c.beta),
+                                               fp8_gemm_on(*cpu, c.M, c.N, c.K, c.a, c.q, c.s_x, c.s_w, c.c0, c.beta)));
+      }
+      std::printf("blocks of %lld, %s: largest error %.3g of the bound\n", static_cast<long long>(block),
+                  truncate ? "truncated" : "nearest", worst);
+    }
+}
 
 // The accumulator emulation itself, on the CPU (no device): with fp32's 24 bits, rounded to nearest,
 // in one block, it is the CPU's FP8 engine (within 1e-3 of the row: the CPU's kernels sum in another

@@ -11,7 +11,8 @@
 //  * a bound: inside a block of n ≤ 128 products each addition may lose up to 2^-13 of its result
 //    (14 bits, truncated), so the block's error is at most γ·Σ|p| with γ = (n-1)·2^-13 /
 //    (1 - (n-1)·2^-13) (recursive summation, Higham §4.2); the fp32 sum of the blocks adds
-//    fp32's γ over the block count. fp8_gemm_bound() gives it per output.
+//    fp32's γ over the block count, and the CPU twin's own fp32 sum of all K products fp32's γ
+//    over K. fp8_gemm_bound() gives the difference of the two per output.
 //  * an emulation: a CPU backend whose FP8 GEMMs sum each block of `block` products in `bits`
 //    significant bits (truncated or rounded to nearest) and the blocks in fp32, so a test can see
 //    how far such an accumulator moves a whole engine's logits from fp32 accumulation.
@@ -28,15 +29,15 @@ namespace ftx::test {
 constexpr int kFp8AccumulatorBits = 14;
 constexpr int64_t kFp8PromotionInterval = 128;
 
-// Per-output error bound of an FP8 GEMM against exact fp32 accumulation of the same E4M3
-// operands: `abs_products` is Σ_k |q_a·q_w| (in E4M3 units), `scale` = s_x·s_w.
+// Per-output bound of |GPU - CPU| for an FP8 GEMM of the same E4M3 operands, the GPU's sums as
+// above, the CPU's in fp32: `abs_products` is Σ_k |q_a·q_w| (in E4M3 units), `scale` = s_x·s_w.
 inline double fp8_gemm_bound(double abs_products, int64_t K, double scale) {
   const double n = static_cast<double>(std::min(K, kFp8PromotionInterval));
   const double u = std::ldexp(1.0, 1 - kFp8AccumulatorBits);
   const double blocks = std::ceil(static_cast<double>(K) / kFp8PromotionInterval);
   const double fp32 = std::ldexp(1.0, -24);
-  const double gamma = (n - 1) * u / (1 - (n - 1) * u) + blocks * fp32 / (1 - blocks * fp32);
-  return gamma * abs_products * scale;
+  auto gamma = [](double count, double unit) { return count * unit / (1 - count * unit); };
+  return (gamma(n - 1, u) + gamma(blocks, fp32) + gamma(static_cast<double>(K), fp32)) * abs_products * scale;
 }
 
 // x with `bits` significant bits: truncated toward zero, or rounded to nearest (ties to even).
