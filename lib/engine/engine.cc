@@ -87,12 +87,14 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     if (!p->prefix()) {
       prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
     } else {
-      // The prefix goes into the KV cache as it is held here (copy_kv_2d): fp32, or int8 with each
-      // layer's cache scale, quantised once now as the attention stores every other K and V.
+      // The prefix goes into the KV cache as it is held here (copy_kv_2d), converted once now as the
+      // attention stores every other K and V: fp32 as it is, fp16/bf16 rounded to nearest even (a
+      // half model's cache, the CUDA default), int8 or fp8 with each layer's cache scale.
       const DType kv = be_.kv_dtype();
-      FTX_CHECK(kv == DType::kFloat32 || ops::kv_is_quantized(kv), "",
-                std::string("prefix prompts need an fp32, int8 or fp8 KV cache; the ") + be_.name() +
-                    " backend holds it in " + dtype_name(kv) + " (run with --dtype fp32)");
+      const bool half = kv == DType::kFloat16 || kv == DType::kBFloat16;
+      FTX_CHECK(kv == DType::kFloat32 || half || ops::kv_is_quantized(kv), "",
+                std::string("prefix prompts need an fp32, fp16, bf16, int8 or fp8 KV cache; the ") + be_.name() +
+                    " backend holds it in " + dtype_name(kv));
       FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
       const size_t el = dtype_size(p->dtype());
       for (size_t t = 0; t < p->tasks().size(); ++t) {
@@ -102,11 +104,13 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
         std::vector<float> host(n);
         ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
                             DType::kFloat32, n);
-        // int8 and fp8: four elements to a float slot of the buffer; only this stage's layers have a
-        // scale (and are ever copied), the rest stay zero.
-        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : n;
+        // int8 and fp8: four elements to a float slot of the buffer, fp16 and bf16 two; only this
+        // stage's layers have an int8/fp8 scale (and are ever copied), the rest stay zero.
+        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : half ? (n + 1) / 2 : n;
         std::vector<float> held(slots, 0.0f);
-        if (ops::kv_is_quantized(kv)) {
+        if (half) {
+          ops::convert_weight(host.data(), DType::kFloat32, held.data(), kv, n);
+        } else if (ops::kv_is_quantized(kv)) {
           auto* q = reinterpret_cast<uint8_t*>(held.data());
           for (size_t l = 0; l < weights.layers.size(); ++l) {
             const size_t first = static_cast<size_t>(weights.first_layer()) + l;
