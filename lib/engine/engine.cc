@@ -148,9 +148,11 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
+// Exact below 1 MiB: a workspace and what is left beside a pool can differ by a few KiB.
 std::string mib(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  if (bytes < (1 << 20)) std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
 }
 
