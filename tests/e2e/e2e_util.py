@@ -70,3 +70,45 @@ def wait_for(pred, what, context=lambda: "", timeout=30):
         time.sleep(0.05)
     check(False, f"timed out waiting for {what}; {context()}")
     return False
+
+
+class TmuxChat:
+    """`ftx chat ARGS` on a terminal: a private tmux server (other users of the default socket cannot
+    end it) running the chat in a 200x50 window, its stderr in a file and its exit status in another
+    once it ends. Use as a context manager; needs tmux (the caller skips without it)."""
+
+    def __init__(self, tmp, ftx_args, name):
+        self.tm = ["tmux", "-L", f"{name}{os.getpid()}"]
+        self.done = os.path.join(tmp, f"{name}.status")
+        self.err = os.path.join(tmp, f"{name}.stderr")
+        script = os.path.join(tmp, f"{name}.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/bash\n{os.environ['FTX_BIN']} chat {' '.join(ftx_args)} 2>{self.err}\n"
+                    f"echo $? > {self.done}\nsleep 30\n")
+        os.chmod(script, 0o755)
+        subprocess.run(self.tm + ["new-session", "-d", "-s", "c", "-x", "200", "-y", "50", script], check=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(self.tm + ["kill-server"], capture_output=True)
+
+    def pane(self, lines=200):
+        return subprocess.run(self.tm + ["capture-pane", "-p", "-t", "c", "-S", f"-{lines}"], capture_output=True,
+                              text=True).stdout
+
+    def stderr_lines(self, prefix=""):
+        if not os.path.exists(self.err):
+            return []
+        return [ln for ln in open(self.err).read().splitlines() if ln.startswith(prefix)]
+
+    def keys(self, *k, literal=False):
+        subprocess.run(self.tm + ["send-keys", "-t", "c"] + (["-l"] if literal else []) + list(k), check=True)
+
+    def wait_for(self, pred, what, timeout=30):
+        return wait_for(pred, "tty: " + what,
+                        lambda: f"pane:\n{self.pane()[-800:]}\nstderr: {self.stderr_lines()[-6:]}", timeout)
+
+    def exit_status(self):
+        return open(self.done).read().strip() if os.path.exists(self.done) else None
