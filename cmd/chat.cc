@@ -138,7 +138,7 @@ ftx::cmd::Action setup_chat(CLI::App* sub) {
   f->d.max_new_tokens = 64;
   ftx::cmd::add_decoding_flags(sub, f->d, false);
   sub->add_option("--input", f->input, "Lines to send, one round each (default -: standard input)");
-  sub->add_flag("--quiet", f->quiet, "No per-round statistics on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No per-round statistics on standard error");
   return [f] { return run_chat(*f); };
 }
 

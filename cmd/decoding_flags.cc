@@ -23,9 +23,10 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
   sub->add_option("--min-length", f.min_length, "Ban end_id until this many tokens are generated");
   sub->add_option("--beam-width", f.beam_width, "Beam search width, 1..64 (1: sampling)");
   sub->add_option("--beam-search-diversity-rate", f.diversity_rate, "Diverse beam search rate");
-  sub->add_option("--seed", f.seed, "Random seed of sampling (every prompt uses it unless its JSON line has \"seed\")")
+  sub->add_option("--seed", f.seed, "Random seed of sampling, top-k or top-p (generate: a JSON line's \"seed\" overrides it)")
       ->each([&f](const std::string&) { f.seed_given = true; });
-  sub->add_option("--start-id", f.start_id, "Id an empty prompt starts from (default: empty prompts are an error)");
+  sub->add_option("--start-id", f.start_id,
+                  "Id an empty prompt starts from (generate; default: an empty prompt is an error; chat skips empty lines)");
   sub->add_option("--end-id", f.end_id, "End-of-sequence id (default: config.ini end_id)");
   sub->add_option("--stop-words", f.stop_words, "CSV of words that end generation (each tokenized separately)");
   sub->add_option("--bad-words", f.bad_words, "CSV of words that are never generated");

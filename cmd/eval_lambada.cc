@@ -217,7 +217,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object (-: stdout)");
   sub->add_flag("--force", f->force, "Replace existing outputs (or the .partial of an interrupted run)");
   sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial");
-  sub->add_flag("--quiet", f->quiet, "No progress on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No progress on standard error");
   ftx::cmd::add_prompt_flags(sub, f->prompt);
   return [f, max_examples] {
     f->max_examples_given = max_examples->count() > 0;

@@ -142,9 +142,17 @@ int run_generate(GenerateFlags& f) {
       if (std::string e = ftx::result_error(out); !e.empty() && failed++ == 0) first_failure = std::move(e);
       journal->append(ftx::result_json(out, fmt), out.fingerprint);
     });
-  const auto status = scheduler.run(
-      reader.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
-      [&] { return stop_signal.requested(); });
+  ftx::Scheduler::Status status;
+  try {
+    status = scheduler.run(
+        reader.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
+        [&] { return stop_signal.requested(); });
+  } catch (const ftx::Error& e) {
+    // A bad prompt part way through a file: the results before it are kept and resumable.
+    if (!leader || journal->direct() || journal->records() == 0) throw;
+    throw ftx::Error(std::string(e.what()) + "; the " + std::to_string(journal->records()) + " results before it are in " +
+                     journal->partial_path() + ": correct that line and run again with --resume");
+  }
   if (status == ftx::Scheduler::Status::kStopped) return stop_signal.report(leader ? journal.get() : nullptr);
   if (!leader) return 0;
   journal->finish();
@@ -210,7 +218,7 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   sub->add_flag("--return-context-embeddings", f->context_embeddings,
                 "Add context_embedding: sum of the last layer's outputs over the prompt tokens");
   sub->add_flag("--stream", f->stream, "Print one JSON line per new token on standard output as it is made");
-  sub->add_flag("--quiet", f->quiet, "No summary on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No summary on standard error");
   return [f] { return run_generate(*f); };
 }
 

@@ -139,8 +139,11 @@ def test_resume(tmp):
         r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", flag, value)
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and "was written by a different run" in r.stderr
               and needle in r.stderr, f"resume with {flag} {value}: {r.returncode} {r.stderr.strip()!r}")
-    r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", "--dtype", "fp32", "--batch-size", "3",
-            "--tokens-per-block", "16", "--kv-cache-memory", "64M", "--threads", "2")
+    other = list(base)
+    other[other.index("--threads") + 1] = "2"
+    other[other.index("--batch-size") + 1] = "3"
+    r = ftx(*other, "--input-ids", csv, "--output", out, "--resume", "--dtype", "fp32", "--tokens-per-block", "16",
+            "--kv-cache-memory", "64M")
     check(r.returncode == 0, f"unchanged input still resumes: {r.stderr.strip()}")
     r = ftx(*base, "--input-ids", csv, "--output", out, "--resume")
     check(r.returncode == 1 and "is complete already" in r.stderr, f"--resume of a finished run: {r.stderr.strip()}")

@@ -60,6 +60,15 @@ def check_killed_and_resumed(base, out, ref, kill_after_bytes, total):
           f"resumed file differs from the uninterrupted run: {r.stderr.strip()}")
 
 
+def one_line_error(name, r, code, *needles):
+    """Exit `code`, and stderr is exactly one line, "ftx: error: ...", containing every needle."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
+          and all(n in lines[0] for n in needles))
+    check(ok, f"{name}: exit {r.returncode} (wanted {code}), stderr {lines!r}, wanted {needles!r}")
+    return ok
+
+
 def wait_for(pred, what, context=lambda: "", timeout=30):
     """Polls pred() every 50 ms until it is true (True) or `timeout` s pass (a failure naming `what`
     and context(), False): the terminal tests' way of waiting for a screen."""

@@ -16,9 +16,10 @@ Parts (argv[1]):
             (num_layer, dtype, tensor_para_size) that generate refuses, manifest records whose own
             dtype/shape/bytes disagree or repeat, a path that does not exist
   flags:    --kv-cache-memory 1.5 (not bytes) and 1 (all the memory), --seed with greedy decoding,
-            an empty field in --input-ids, plain text into ftx tokenize, SIGINT before the first
-            result, SIGINT while smoothquant calibrates; every `ftx generate` example of the man
-            pages has its required --output
+            an empty field in --input-ids, plain text into ftx tokenize, a bad prompt part way
+            through a file (the results kept, and how to resume), SIGINT before the first result,
+            SIGINT while smoothquant calibrates; every `ftx generate` example of the man pages has
+            its required --output
   spellings: TensorRT-LLM's and vLLM's flag spellings get the ftx flag that does the same, or why
             there is none (never an unrelated "did you mean")
   allowlist: TransformerEngine 1.x `_extra_state` (io.BytesIO) in Megatron Core shards, and the
@@ -26,7 +27,9 @@ Parts (argv[1]):
             the same files as the fixtures they were made from, with no code run
   convert:  a NaN in the source checkpoint (HF and Megatron Core), and bf16 weights beyond fp16's range
             converted with -t fp16: refused at conversion, naming the source tensor (generate's
-            "convert the model again" could not help), nothing left
+            "convert the model again" could not help), nothing left; a virtual-pipeline swiglu
+            shard, torch_dist folders and .nemo without .metadata, Megatron Core names under
+            mcore_gpt: false: each named for what it is
   chat_tty: ftx chat on a terminal (tmux): a line beyond the model's positions, and a full context,
             are refused and the chat goes on (/reset starts over); exit 77 without tmux
 Environment: FTX_BIN, FTX_FIXTURES (engine/ and convert/ fixtures), FTX_SOURCE_DIR.
@@ -47,7 +50,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import check, finish  # noqa: E402
+from e2e_util import check, finish, one_line_error  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 FIX = os.environ["FTX_FIXTURES"]
@@ -67,6 +70,13 @@ def write(path, text, mode="w"):
     with open(path, mode) as f:
         f.write(text)
     return path
+
+
+def extracted(archive, folder):
+    """A .nemo (tar) extracted into folder."""
+    with tarfile.open(archive) as tf:
+        tf.extractall(folder)
+    return folder
 
 
 def error_lines(r):
@@ -167,23 +177,12 @@ def test_inspect(tmp):
     check(r.returncode == 0 and any(n.startswith("model_weights/model.decoder.layers.") for n in names)
           and any(n.startswith("model_weights/model.embedding.word_embeddings.weight") for n in names),
           f"inspect a dist .nemo: {r.returncode} {r.stderr.strip()!r} {names[:4]}")
-    stage = os.path.join(tmp, "nemo")
-    with tarfile.open(nemo) as tf:
-        tf.extractall(stage)
+    stage = extracted(nemo, os.path.join(tmp, "nemo"))
     r2, rows2 = inspect_lines(stage)
     check(r2.returncode == 0 and [row[0] for row in rows2] == names,
           f"inspect the extracted .nemo lists the same: {r2.returncode} {r2.stderr.strip()!r}")
     r, _ = inspect_lines("--stats", nemo)
     check(r.returncode == 0 and "sum=" in r.stdout, f"inspect --stats of a dist .nemo: {r.stderr.strip()!r}")
-
-
-def one_line_error(name, r, code, *needles):
-    """Exit `code`, and stderr is exactly one line, "ftx: error: ...", containing every needle."""
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
-          and all(n in lines[0] for n in needles))
-    check(ok, f"{name}: exit {r.returncode} (wanted {code}), stderr {lines!r}, wanted {needles!r}")
-    return ok
 
 
 # ---- verify ----
@@ -307,6 +306,21 @@ def test_flags(tmp):
     # #156: plain text into ftx tokenize: what a line must be.
     r = ftx("tokenize", "--tokenizer", BPE, input="plain words\n")
     one_line_error("tokenize plain text", r, 1, "line 1: not a JSON line", '{"text": "..."}', "jq -R")
+    # A bad prompt part way through a file: the results before it are kept, and the message says
+    # how to go on; -q is --quiet.
+    lines = [json.dumps({"ids": [5, 6, i % 50 + 1]}) for i in range(30)] + [json.dumps({"ids": [5], "top_p": 5})]
+    gap = write(os.path.join(tmp, "gap.jsonl"), "\n".join(lines) + "\n")
+    r = ftx("generate", "-m", NEOX, "--prompts", gap, "--max-new-tokens", "2", "--batch-size", "1", "--output", out, "-q")
+    one_line_error("a bad line 31", r, 1, "line 31", "top_p", "results before it are in", out + ".partial",
+                   "run again with --resume")
+    m = re.search(r"the (\d+) results before it", r.stderr)
+    check(m and os.path.exists(out + ".partial") and sum(1 for _ in open(out + ".partial")) == int(m.group(1)) > 0,
+          f"the kept results are the ones the message counts: {r.stderr!r}")
+    write(gap, "\n".join(lines[:30] + [json.dumps({"ids": [5], "top_p": 0.5})]) + "\n")
+    r = ftx("generate", "-m", NEOX, "--prompts", gap, "--max-new-tokens", "2", "--batch-size", "1", "--output", out, "-q",
+            "--resume")
+    check(r.returncode == 0 and sum(1 for _ in open(out)) == 31, f"the corrected line resumed: {r.stderr!r}")
+    os.remove(out)
     # R-3: SIGINT before the first result: no .partial is named that does not exist.
     many = write(os.path.join(tmp, "many.csv"), "5,6,7\n" * 64)
     p = subprocess.Popen([FTX, "generate", "-m", NEOX, "--input-ids", many, "--max-new-tokens", "3000",
@@ -487,6 +501,36 @@ def test_convert(tmp):
     out = os.path.join(tmp, "o_mc")
     refused("mcore NaN", ["convert-megatron", "-i", leg, "-o", out], out, "mp_rank_00:layers.1.mlp.linear_fc2.weight",
             "in the checkpoint itself")
+    # A-15: a virtual-pipeline shard (model0, model1) of a swiglu model: the pipeline is named, not swiglu.
+    vpp = os.path.join(tmp, "vpp")
+    shutil.copytree(os.path.join(MCORE, "modern", "megatron", "tp1pp1", "legacy"), vpp)
+    shard = os.path.join(vpp, "iter_0000010", "mp_rank_00", "model_optim_rng.pt")
+    ck = torch.load(shard)
+    ck["model0"] = ck.pop("model")
+    ck["model1"] = dict(ck["model0"])
+    ck["args"].virtual_pipeline_model_parallel_size = 2
+    torch.save(ck, shard)
+    refused("virtual pipeline, swiglu", ["convert-megatron", "-i", vpp, "-o", out], out,
+            "virtual pipeline checkpoints (model0, ...) are not supported")
+    # A-21: a torch_dist folder without .metadata.
+    dn = os.path.join(tmp, "d-nometa")
+    shutil.copytree(os.path.join(MCORE, "modern", "megatron", "tp1pp1", "dist"), dn)
+    os.remove(os.path.join(dn, "iter_0000010", ".metadata"))
+    refused("torch_dist without .metadata", ["convert-megatron", "-i", dn, "-o", out], out,
+            "holds torch_dist chunk files", "but no .metadata")
+    # B-20 (#40): a distributed .nemo without model_weights/.metadata.
+    stage = extracted(os.path.join(MCORE, "modern", "nemo", "tp1pp1_dist.nemo"), os.path.join(tmp, "nemo-nometa"))
+    os.remove(os.path.join(stage, "model_weights", ".metadata"))
+    refused("dist .nemo without .metadata", ["convert-nemo", "-i", stage, "-o", out], out,
+            "is a torch_dist chunk file, but model_weights/.metadata", "is missing")
+    # B-21: Megatron Core names under mcore_gpt: false.
+    stage = extracted(os.path.join(MCORE, "classic", "nemo", "tp2pp1_legacy.nemo"), os.path.join(tmp, "nemo-notmcore"))
+    y = os.path.join(stage, "model_config.yaml")
+    text = open(y).read()
+    check("mcore_gpt: true" in text, "the fixture's yaml says mcore_gpt: true")
+    write(y, text.replace("mcore_gpt: true", "mcore_gpt: false"))
+    refused("mcore names, mcore_gpt false", ["convert-nemo", "-i", stage, "-o", out], out,
+            "model_config.yaml says mcore_gpt: false, but the weights have Megatron Core names", "set mcore_gpt: true")
 
 
 # ---- chat on a terminal ----

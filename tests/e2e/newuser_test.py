@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import check, finish  # noqa: E402
+from e2e_util import check, finish, one_line_error  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 FIX = os.environ["FTX_FIXTURES"]
@@ -57,15 +57,6 @@ def write(path, text, mode="w"):
     with open(path, mode) as f:
         f.write(text)
     return path
-
-
-def one_line_error(name, r, code, *needles):
-    """Exit `code`, and stderr is exactly one line, "ftx: error: ...", containing every needle."""
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
-    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
-          and all(n in lines[0] for n in needles))
-    check(ok, f"{name}: exit {r.returncode} (wanted {code}), stderr {lines!r}, wanted {needles!r}")
-    return ok
 
 
 def listing(folder):
