@@ -6,7 +6,8 @@ Parts (argv[1]):
   logits:   weights that are finite but so large that the activations overflow (the trial's R-1):
             every request's result says "finish_reason": "non_finite_logits" and "error" naming the
             request and step, nothing is drawn from the NaN logits, the job exits 1 with one error
-            line; greedy, sampling and beam search; the untouched model still runs clean
+            line; greedy, sampling and beam search; eval-lambada names the first example; the
+            untouched model still runs clean
   inspect:  `ftx inspect` of Megatron Core's torch_dist checkpoints (the committed fixtures of
             tests/fixtures/mcore, written by megatron-core): the iteration folder, the .nemo that holds
             one in model_weights/ and its extracted folder list every tensor (a split tensor chunk by
@@ -129,6 +130,25 @@ def test_logits(tmp):
                   f"{name}: result {i}: {j!r}")
             check(all(x is not None for x in j.get("output_log_probs", [])), f"{name}: no null log probs: {j!r}")
         print(f"{name}: {errs[0] if errs else '(no error)'}")
+    # eval-lambada: the same overflow in an fp32 copy of the GPT-2-tokenizer model (its fp16 files
+    # cannot hold a value that overflows fp32 arithmetic) is an error naming the first example.
+    import numpy as np
+    d = os.path.join(tmp, "huge_bpe")
+    shutil.copytree(BPE, d)
+    if os.path.exists(os.path.join(d, "manifest.json")):
+        os.remove(os.path.join(d, "manifest.json"))
+    for f in glob.glob(os.path.join(d, "model.*.bin")):
+        np.fromfile(f, np.float16).astype(np.float32).tofile(f)
+    write(os.path.join(d, "config.ini"), open(os.path.join(d, "config.ini")).read().replace(
+        "weight_data_type = fp16", "weight_data_type = fp32"))
+    path = os.path.join(d, "model.layers.0.mlp.dense_h_to_4h.weight.0.bin")
+    np.full(os.path.getsize(path) // 4, 3e38, np.float32).tofile(path)
+    ev = os.path.join(tmp, "ev.jsonl")
+    r = ftx("eval-lambada", "-m", d, "--max-examples", "4", "--batch-size", "2", "--output", ev, "--quiet")
+    one_line_error("eval-lambada, overflowing activations", r, 1, "example 1: the model's logits are not finite")
+    check("accuracy" not in r.stdout, f"no summary of garbage: {r.stdout!r}")
+    r = ftx("eval-lambada", "-m", BPE, "--max-examples", "4", "--batch-size", "2", "--quiet")
+    check(r.returncode == 0 and "accuracy" in r.stdout, f"the untouched model evaluates: {r.stderr!r}")
 
 
 # ---- inspect ----
