@@ -138,12 +138,12 @@ __device__ uint64_t radix_descent(const float* l, int64_t vocab, bool by_mass, f
 // Steps 1-4 of row_sampling.h on the row (in place). The elementwise pass does NaN and temperature
 // before the bans (the CPU bans first): a banned logit ends -inf either way, since the inverse
 // temperature is positive. Separate _rn intrinsics keep nvcc from fusing a multiply and a subtract
-// the CPU rounds twice. Returns whether the row held a NaN or +-Inf before (all_finite's answer).
+// the CPU rounds twice. Returns whether the row held a NaN or +Inf before (overflowed()'s answer).
 __device__ bool process_row(float* l, int64_t vocab, const DeviceRowSampling& p, const int32_t* ids) {
   int nonfinite = 0;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     float x = l[i];
-    nonfinite |= !isfinite(x);
+    nonfinite |= !(x <= FLT_MAX);  // NaN or +Inf; -Inf is a ban
     if (x != x) x = -INFINITY;
     if (p.apply_temperature) x = __fmul_rn(x, p.inv_temperature);
     l[i] = x;

@@ -234,7 +234,7 @@ struct Decoder::Impl {
     const int64_t r0 = static_cast<int64_t>(b) * K;
     bool all_done = true, finite = true;
     for (int64_t k = 0; k < K; ++k)
-      if (!rows[r0 + k].finished) finite = finite && decoding::all_finite(logits + (r0 + k) * vocab, vocab);
+      if (!rows[r0 + k].finished) finite = finite && !decoding::overflowed(logits + (r0 + k) * vocab, vocab);
     if (!finite) {
       // A beam's logits overflowed: no selection means anything, so the request ends before this
       // step, every unfinished beam with kNonFiniteLogits.

@@ -71,7 +71,7 @@ constexpr int64_t kMaxNewTokens = int64_t(1) << 24;
 // decoding (top_k 0 and top_p 0).
 void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
-// kNonFiniteLogits: the step's logits held a NaN or +-Inf (the model's activations overflowed), so
+// kNonFiniteLogits: the step's logits held a NaN or +Inf (the model's activations overflowed), so
 // no token was drawn there: the request ends with the tokens before that step, and its result is
 // an error (the step is the number of tokens it has).
 enum class FinishReason { kNone, kLength, kEndId, kStopWords, kNonFiniteLogits };

@@ -472,7 +472,7 @@ std::string result_error(const GenerationOutput& out) {
       return "request " + std::to_string(out.index + 1) +
              (out.session.empty() ? "" : " (session \"" + out.session + "\", round " + std::to_string(out.round) + ")") +
              ": the logits of step " + std::to_string(b.output_ids.size()) +
-             " are not finite (NaN or Inf): the model's activations overflowed (weights too large for the "
+             " are not finite (NaN or +Inf): the model's activations overflowed (weights too large for the "
              "arithmetic, or fp16's range); no token was drawn there";
   return "";
 }

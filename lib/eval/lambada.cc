@@ -265,7 +265,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
   int64_t nonfinite = -1;  // rank 0: the first example whose logits were not finite
   auto check_rows = [&](int64_t s, int64_t rows, const std::vector<int32_t>* which) {
     for (int64_t j = 0; j < rows && root && nonfinite < 0; ++j)
-      if (!decoding::all_finite(&logits[j * V], V)) nonfinite = s + (which ? (*which)[j] % B : j);
+      if (decoding::overflowed(&logits[j * V], V)) nonfinite = s + (which ? (*which)[j] % B : j);
   };
 
   for (int64_t s = first; s < N; s += B) {
@@ -369,7 +369,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
   }
   if (nonfinite >= 0)
     throw Error("example " + std::to_string(nonfinite + 1) +
-                ": the model's logits are not finite (NaN or Inf): its activations overflowed (weights too large "
+                ": the model's logits are not finite (NaN or +Inf): its activations overflowed (weights too large "
                 "for the arithmetic, or fp16's range); no result of its batch or after it is counted");
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

@@ -118,7 +118,7 @@ def test_logits(tmp):
         errs = error_lines(r)
         check(r.returncode == 1 and len(errs) == 1 and len(r.stderr.splitlines()) == 1,
               f"{name}: exit {r.returncode}, stderr {r.stderr.strip()!r} (one error line wanted)")
-        check(any("request 1: the logits of step 0 are not finite (NaN or Inf)" in e and "3 results" in e for e in errs),
+        check(any("request 1: the logits of step 0 are not finite (NaN or +Inf)" in e and "3 results" in e for e in errs),
               f"{name}: the error names the first request, its step and the count: {errs!r}")
         if not check(os.path.exists(out), f"{name}: every result is written"):
             continue

@@ -94,11 +94,13 @@ TEST_F(CudaSampling, EqualsTheCpuTwinOnRandomBatches) {
 }
 
 // Logits that overflowed (issue 38: an fp16 overflow on the GPU gave "!!!!" and rc 0): every row
-// holding a NaN or +-Inf says so, whatever its mode, and a finite row beside it does not.
+// holding a NaN or +Inf says so, whatever its mode, and a finite row beside it does not (nor one
+// with -Inf, a ban).
 TEST_F(CudaSampling, SaysWhichRowsHeldNonFiniteLogits) {
   const int64_t vocab = 1000, stride = 1024;
   std::vector<float> logits(static_cast<size_t>(4 * stride), 0.5f);
   logits[static_cast<size_t>(1 * stride + 17)] = std::numeric_limits<float>::quiet_NaN();
+  logits[static_cast<size_t>(0 * stride + 5)] = -std::numeric_limits<float>::infinity();
   logits[static_cast<size_t>(2 * stride + 999)] = std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(3 * stride + i)] = std::numeric_limits<float>::quiet_NaN();
   for (const auto& [k, p] : {std::pair<int64_t, double>{0, 0.0}, {8, 0.0}, {0, 0.9}}) {
