@@ -22,7 +22,8 @@ Parts (argv[1]):
             SIGINT while smoothquant calibrates; every `ftx generate` example of the man pages has
             its required --output
   spellings: TensorRT-LLM's and vLLM's flag spellings get the ftx flag that does the same, or why
-            there is none (never an unrelated "did you mean")
+            there is none (never an unrelated "did you mean"); gemm-tune with a few of gpt_gemm's
+            positional arguments
   allowlist: TransformerEngine 1.x `_extra_state` (io.BytesIO) in Megatron Core shards, and the
             pathlib.PosixPath torch's own FileSystemWriter records in `.metadata`: both convert, to
             the same files as the fixtures they were made from, with no code run
@@ -399,6 +400,10 @@ def test_spellings(tmp):
         one_line_error(" ".join(argv[-2:]), r, 2, needle)
         check("--batch-size" not in r.stderr and "--format" not in r.stderr and "--int8-kv-cache?" not in r.stderr
               or "--int8-kv-cache?" in needle, f"{argv[-2:]}: an unrelated flag suggested: {r.stderr!r}")
+    # #167: fewer than gpt_gemm's eight positionals: what they stand for and what is missing.
+    r = ftx("gemm-tune", "-m", NEOX, "8", "1", "64", "1")
+    one_line_error("gemm-tune with 4 positionals", r, 2, "not positional arguments",
+                   "--batch-size 8 --beam-width 1 --max-input-len 64 --head-num 1", "--size-per-head", "are missing")
     # Mapped to the ftx flag: --tp_size and --dtype (convert_checkpoint.py), --model_dir, --nemo_ckpt_path.
     out = os.path.join(tmp, "tp")
     r = ftx("convert-hf", "--model_dir", HF_BIN, "--output_dir", out, "--tp_size", "2", "--dtype", "float16", "-q")
