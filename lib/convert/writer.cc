@@ -23,6 +23,7 @@
 #include <cstdio>
 
 #include "lib/convert/conversion.h"
+#include "lib/convert/nonfinite_output.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/util/progress.h"
 
@@ -129,8 +130,11 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
           FTX_CHECK(it->second->shape == o.shape, job.source,
                     fname + " would have shape " + shape_to_string(o.shape) + " but the configuration implies " +
                         shape_to_string(it->second->shape) + " (config/weights mismatch)");
+          // The CRC for the manifest and the non-finite scan in one pass over the bytes.
+          const WeightScan scan = scan_weight_bytes(o.data, o.nbytes, opt.dtype, true);
+          refuse_nonfinite_output(job, fname, opt.dtype, scan);
           write_file(out.file(fname), o.data, o.nbytes);
-          const uint32_t crc = crc32_bytes(o.data, o.nbytes);
+          const uint32_t crc = scan.crc32;
           std::lock_guard<std::mutex> lock(mu);
           manifest[fname] = Written{job.name, o.rank, o.shape, o.nbytes, crc, opt.dtype};
         });

@@ -19,14 +19,16 @@ Usage: hf5_test.py {engine|generate|layouts|errors}
             the KV heads copied at TP 4.
   errors    each configuration of refused/ (transformers 5's own config.json beside its model's
             weights) is one `ftx: error:` line naming config.json and the key, with no output;
-            mistral without --memory-len is refused at its first position beyond the window; a key
-            ftx does not know draws a warning naming it.
+            mistral without --memory-len is refused at its first position beyond the window; a NaN in
+            the checkpoint, and a bf16 value beyond fp16's range converted with -t fp16, are refused
+            naming the tensor; a key ftx does not know draws a warning naming it.
 """
 import configparser
 import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -177,6 +179,16 @@ def layouts():
                 print(f"ok   layouts {name} T={T}: config.ini " + ", ".join(f"{k} = {v}" for k, v in keys.items()))
 
 
+def set_bf16(path, tensor, index, value):
+    """Element `index` of bf16 tensor `tensor` in a safetensors file set to `value` (rounded)."""
+    with open(path, "r+b") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        begin = header[tensor]["data_offsets"][0]
+        f.seek(8 + n + begin + 2 * index)
+        f.write(struct.pack("<I", struct.unpack("<I", struct.pack("<f", value))[0])[2:])
+
+
 def one_error_line(r, src, key, out):
     lines = [line for line in r.stderr.strip().splitlines() if line]
     return (check(r.returncode == 1, f"{src}: exit {r.returncode}, expected 1 ({r.stderr.strip()})")
@@ -208,6 +220,18 @@ def errors():
         line = one_error_line(r, "mistral without --memory-len", "sliding_window = 6", None)
         if line:
             print(f"ok   errors mistral without --memory-len: {line}")
+        # A NaN in the checkpoint, and a bf16 value beyond fp16's range with -t fp16: refused naming
+        # the tensor, not written as a folder the engine would later call corrupt.
+        for what, value, dt, needle in (("nan", float("nan"), "fp32", "non-finite values"),
+                                        ("big", 1e5, "fp16", "-t bf16 or -t fp32")):
+            src = os.path.join(tmp, "gpt2_" + what)
+            shutil.copytree(os.path.join(FIX, "gpt2", "bf16"), src)
+            set_bf16(os.path.join(src, "model.safetensors"), "transformer.h.1.mlp.c_fc.weight", 3, value)
+            out = os.path.join(tmp, "out_" + what)
+            r = run_ftx(["convert-hf", "-i", src, "-o", out, "-t", dt, "--quiet"])
+            line = one_error_line(r, "gpt2 " + what, needle, out)
+            if line and check("h.1.mlp.c_fc.weight" in line, f"{what}: {line!r} does not name the tensor"):
+                print(f"ok   errors gpt2 {what} -t {dt}: {line}")
         # A key ftx does not know: converted, with a warning naming it.
         src = os.path.join(tmp, "unknown_key")
         shutil.copytree(os.path.join(FIX, "llama", "safetensors"), src)
