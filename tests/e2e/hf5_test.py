@@ -43,13 +43,8 @@ TOL = 1e-4
 WINDOW_FLAGS = {"mistral": ["--memory-len", "6"]}
 
 
-def info():
-    with open(os.path.join(FIX, "models.json")) as f:
-        return json.load(f)
-
-
-def expected(name):
-    with open(os.path.join(FIX, name, "expected.json")) as f:
+def fixture_json(*path):
+    with open(os.path.join(FIX, *path)) as f:
         return json.load(f)
 
 
@@ -60,11 +55,11 @@ def ini_of(d):
 
 
 def engine():
-    models = info()["models"]
+    models = fixture_json("models.json")["models"]
     exe = os.environ.get("FTX_HF_GT_ENGINE_TEST", "")
     if not check(os.path.exists(exe), f"FTX_HF_GT_ENGINE_TEST ({exe}) is not the hf_ground_truth_test binary"):
         return
-    print(f"fixtures made with {info()['versions']}")
+    print(f"fixtures made with {fixture_json('models.json')['versions']}")
     with tempfile.TemporaryDirectory() as tmp:
         runs = {"fp32": [], "bf16src:bf16": []}
         for m in models:
@@ -127,9 +122,9 @@ def check_greedy(name, e, folder, T, extra=(), section=None):
 
 def generate():
     with tempfile.TemporaryDirectory() as tmp:
-        for m in info()["models"]:
+        for m in fixture_json("models.json")["models"]:
             name = m["name"]
-            e = expected(name)
+            e = fixture_json(name, "expected.json")
             extra = WINDOW_FLAGS.get(name, [])
             before = len(e2e_util.failures)
             tps = (1, 2, 4) if name == "llama" else (1, 2)
@@ -150,7 +145,7 @@ def generate():
 
 def layouts():
     with tempfile.TemporaryDirectory() as tmp:
-        for m in info()["models"]:
+        for m in fixture_json("models.json")["models"]:
             if "sharded" not in m["layouts"]:
                 continue
             name = m["name"]
@@ -198,7 +193,7 @@ def one_error_line(r, src, key, out):
 
 
 def errors():
-    meta = info()
+    meta = fixture_json("models.json")
     with tempfile.TemporaryDirectory() as tmp:
         for name, (base, changed) in meta["refused"].items():
             src = os.path.join(tmp, name)
@@ -210,7 +205,7 @@ def errors():
             if line and check(os.path.join(src, "config.json") in line, f"{name}: {line!r} does not name config.json"):
                 print(f"ok   errors {name}: {line}")
         # The sliding window without --memory-len: refused at the first position beyond it.
-        e = expected("mistral")
+        e = fixture_json("mistral", "expected.json")
         folder = convert(os.path.join(FIX, "mistral", "safetensors"), os.path.join(tmp, "mistral"), 1, "fp32")
         req = os.path.join(tmp, "long.jsonl")
         with open(req, "w") as f:
