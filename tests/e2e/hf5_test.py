@@ -29,14 +29,13 @@ import math
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import check, finish, mpirun, run_ftx  # noqa: E402
-from hf_ground_truth_test import convert, generate_jsonl  # noqa: E402  (convert-hf -g T -t DT; generate on JSONL)
+from e2e_util import check, finish, run_ftx  # noqa: E402
+from hf_ground_truth_test import convert, engine_logits, generate_jsonl  # noqa: E402
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf5")
 TOL = 1e-4
@@ -78,19 +77,7 @@ def engine():
                 runs["bf16src:bf16"].append(d)
         worst = {}
         for kinds, dirs in runs.items():
-            env = dict(os.environ, FTX_HF_GT_MODELS=",".join(dirs), FTX_HF_GT_KINDS=kinds)
-            for tag, cmd in (("tp1", [exe]),
-                             ("tp2", mpirun(2) + ["-x", "FTX_HF_GT_MODELS", "-x", "FTX_HF_GT_KINDS", exe])):
-                r = subprocess.run(cmd + ["--gtest_filter=HfGroundTruth.*", "--gtest_color=no"], env=env,
-                                   capture_output=True, text=True)
-                ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
-                check(ok, f"engine logits {kinds} {tag}: {r.stdout[-3000:]}{r.stderr[-1000:]}")
-                for line in r.stdout.splitlines():
-                    if line.startswith("max_rel_diff "):
-                        _, model, dt, tp, v = line.split()
-                        worst[f"{model} {dt} {tp}"] = float(v)
-                if ok:
-                    print(f"ok   engine logits {kinds} {tag}: {len(dirs)} models within {TOL}")
+            worst.update({" ".join(k): v for k, v in engine_logits(exe, dirs, kinds).items()})
         print("largest |ftx - transformers float64| / max(1, max |logit|), prefill and every decode step:")
         for k, v in sorted(worst.items()):
             print(f"  {k:32s} {v:.2e}")
