@@ -23,6 +23,10 @@ struct RopeScaling {
   double low_freq_factor = 1.0;                 // llama3
   double high_freq_factor = 4.0;                // llama3
   int64_t original_max_position_embeddings = 0; // llama3 (L)
+  static RopeScaling linear(double factor) { return {RopeScalingType::kLinear, factor, 1.0, 4.0, 0}; }
+  static RopeScaling llama3(double factor, double low, double high, int64_t original_max_positions) {
+    return {RopeScalingType::kLlama3, factor, low, high, original_max_positions};
+  }
   bool operator==(const RopeScaling& o) const {
     return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
            high_freq_factor == o.high_freq_factor &&

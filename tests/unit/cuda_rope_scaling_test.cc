@@ -22,15 +22,7 @@ TEST(CudaRopeScaling, ScaledRotaryMatchesCpu) {
 #ifdef FTX_HAVE_CUDA
   auto gpu = cuda::make_cuda_backend();
   cpu::CpuBackend cpu(1);
-  RopeScaling llama3;
-  llama3.type = RopeScalingType::kLlama3;
-  llama3.factor = 8;
-  llama3.low_freq_factor = 1;
-  llama3.high_freq_factor = 4;
-  llama3.original_max_position_embeddings = 64;
-  RopeScaling linear;
-  linear.type = RopeScalingType::kLinear;
-  linear.factor = 2.5;
+  const RopeScaling llama3 = RopeScaling::llama3(8, 1, 4, 64), linear = RopeScaling::linear(2.5);
   const int64_t rows = 5, heads = 3, d = 32, stride = 5 * d;
   const std::vector<int32_t> pos = {0, 7, 63, 200, 4000};
   std::mt19937 rng(3);

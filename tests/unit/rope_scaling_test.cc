@@ -24,10 +24,7 @@ TEST(RopeScaling, PlainFrequenciesArePowersOfTheBase) {
 }
 
 TEST(RopeScaling, LinearDividesEveryFrequency) {
-  RopeScaling s;
-  s.type = RopeScalingType::kLinear;
-  s.factor = 4.0;
-  const auto f = rope_inv_freq(8, 10000.0, s);
+  const auto f = rope_inv_freq(8, 10000.0, RopeScaling::linear(4.0));
   EXPECT_DOUBLE_EQ(f[0], 0.25);
   EXPECT_NEAR(f[2], 0.0025, 1e-17);
 }
@@ -36,13 +33,7 @@ TEST(RopeScaling, Llama3KeepsHighDividesLowAndBlendsBetween) {
   // base 10000, 8 dims: f = 1, 0.1, 0.01, 0.001; wavelengths 2π/f = 6.28, 62.8, 628, 6283.
   // L = 64, low 1, high 4: w < 16 kept, w > 64 divided by 4, 16..64 blended with
   // s = (L/w - 1) / (4 - 1).
-  RopeScaling s;
-  s.type = RopeScalingType::kLlama3;
-  s.factor = 4.0;
-  s.low_freq_factor = 1.0;
-  s.high_freq_factor = 4.0;
-  s.original_max_position_embeddings = 64;
-  const auto f = rope_inv_freq(8, 10000.0, s);
+  const auto f = rope_inv_freq(8, 10000.0, RopeScaling::llama3(4.0, 1.0, 4.0, 64));
   EXPECT_DOUBLE_EQ(f[0], 1.0);
   const double w1 = 2 * kPi / 0.1, s1 = (64.0 / w1 - 1.0) / 3.0;
   EXPECT_NEAR(f[1], (1 - s1) * 0.1 / 4 + s1 * 0.1, 1e-15);
@@ -62,9 +53,7 @@ TEST(RopeScaling, OtherTypesAreRefusedByName) {
 
 TEST(RopeScaling, CpuRotaryTurnsByTheScaledFrequencies) {
   cpu::CpuBackend be(1);
-  RopeScaling s;
-  s.type = RopeScalingType::kLinear;
-  s.factor = 2.0;
+  const RopeScaling s = RopeScaling::linear(2.0);
   int32_t pos = 3;
   float y[4] = {1, 2, 3, 4};
   // Half-split pairs (0,2), (1,3); base 100: f = 1, 0.1, halved: angles 1.5 and 0.15.
@@ -94,11 +83,7 @@ ModelConfig rope_model() {
 
 TEST(RopeScaling, ConfigIniKeepsScalingQkvBiasAndWindow) {
   ModelConfig c = rope_model();
-  c.rope_scaling.type = RopeScalingType::kLlama3;
-  c.rope_scaling.factor = 8;
-  c.rope_scaling.low_freq_factor = 1;
-  c.rope_scaling.high_freq_factor = 4;
-  c.rope_scaling.original_max_position_embeddings = 8192;
+  c.rope_scaling = RopeScaling::llama3(8, 1, 4, 8192);
   c.qkv_bias = true;
   c.sliding_window = 4096;
   const ModelConfig back = ModelConfig::from_ini(c.to_ini());
