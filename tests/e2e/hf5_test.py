@@ -10,8 +10,9 @@ Usage: hf5_test.py {engine|generate|layouts|errors}
             transformers' greedy paths within 1e-4 of the row's largest |logit| of its float64 logits.
   generate  `ftx generate` greedy output_ids (top_p 1e-6: the top token) equal transformers' greedy
             tokens, and each token's log probability (full softmax) equals log_softmax of
-            transformers' float64 logits within 1e-4, at TP 1 and 2
-            for every model, at TP 4 for llama (2 KV heads copied to 4 ranks); mistral (sliding
+            transformers' float64 logits within 1e-4, at TP 1 and 2 for every model, at TP 4 for
+            llama and qwen2 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for
+            llama; mistral (sliding
             window 6, prompts of up to 9 tokens + 8 new) with --memory-len 6.
   layouts   sharded saves convert to the bytes of the single-file save; config.ini records what
             changes the math: GPT-NeoX's rotary_pct 0.5 and rotary_base 5000 read from
@@ -114,11 +115,13 @@ def generate():
             e = fixture_json(name, "expected.json")
             extra = WINDOW_FLAGS.get(name, [])
             before = len(e2e_util.failures)
-            tps = (1, 2, 4) if name == "llama" else (1, 2)
+            tps = (1, 2, 4) if name in ("llama", "qwen2") else (1, 2)
             seen = []
             for T in tps:
                 folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
                 seen.append(check_greedy(name, e, folder, T, extra))
+                if T == 1 and name == "llama":  # two pipeline stages over the 1-gpu folder
+                    seen.append(check_greedy(name + " PP 2", e, folder, 2, extra + ["--pipeline-para-size", "2"]))
             if "bf16" in m["layouts"]:
                 # fp32 files: transformers' reference is the bf16 weights widened; with -t bf16 a
                 # tensor the converter folds (GPT-NeoX's summed biases) would round once more.
@@ -126,6 +129,7 @@ def generate():
                 seen.append(check_greedy(name + " bf16", e, folder, 1, extra, "bf16"))
             if len(e2e_util.failures) == before:
                 print(f"ok   generate {name}: greedy = transformers' at TP {', '.join(map(str, tps))}"
+                      f"{' and PP 2' if name == 'llama' else ''}"
                       f"{' and from its bf16 save' if 'bf16' in m['layouts'] else ''}"
                       f"{' with ' + ' '.join(extra) if extra else ''}; log probs within {max(seen):.1e}")
 
