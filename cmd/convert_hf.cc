@@ -10,7 +10,7 @@ namespace {
 ftx::cmd::Action setup(CLI::App* sub) {
   auto f = std::make_shared<ftx::cmd::ConvertFlags>();
   ftx::cmd::add_convert_flags(sub, *f);
-  sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm");
+  sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
   // TensorRT-LLM's hf_gpt_convert.py flags: convert, then `ftx smoothquant` on the result.
   auto sq = std::make_shared<ftx::quant::SmoothQuantOptions>();
   auto alpha = std::make_shared<double>(0.0);
@@ -38,4 +38,4 @@ ftx::cmd::Action setup(CLI::App* sub) {
 
 }  // namespace
 
-FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace GPT-2 / GPTBigCode / GPT-J / GPT-NeoX / BLOOM / OPT / XGLM model folder to FasterTransformer's layout", setup);
+FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace GPT-2 / GPTBigCode / GPT-J / GPT-NeoX / BLOOM / OPT / XGLM / Llama / Mistral / Qwen2 model folder to FasterTransformer's layout", setup);

@@ -932,12 +932,15 @@ void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* w
 }
 
 void CudaBackend::rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
-                         int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) {
+                         int64_t head_dim, int64_t rot_dim, RotaryStyle style, const ops::RotaryFrequencies& freq) {
   if (rot_dim <= 0 || rows <= 0) return;
-  const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)}});
+  // The frequencies come from the host, as the CPU's (rope_inv_freq), so both take the same angles.
+  const std::vector<double> inv_freq = freq.inv_freq(rot_dim);
+  const auto dev = stage({{positions, static_cast<size_t>(rows) * sizeof(int32_t)},
+                          {inv_freq.data(), inv_freq.size() * sizeof(double)}});
   if (replaying()) return;
   invoke_rotary(stream_, act_kind(qkv, "rotary"), qkv.data, rows, stride, static_cast<const int32_t*>(dev[0]), heads,
-                head_dim, rot_dim, style == RotaryStyle::kInterleaved, base);
+                head_dim, rot_dim, style == RotaryStyle::kInterleaved, static_cast<const double*>(dev[1]));
 }
 
 // ---------------------------------------------------------------- attention and the cache

@@ -108,7 +108,7 @@ class CudaBackend : public ops::Backend {
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
                  int64_t H, float scale) override;
   void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads,
-              int64_t head_dim, int64_t rot_dim, RotaryStyle style, double base) override;
+              int64_t head_dim, int64_t rot_dim, RotaryStyle style, const ops::RotaryFrequencies& freq) override;
 
   void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k_cache, const ops::KvCache& v_cache,

@@ -29,6 +29,8 @@ struct ConversionPlan {
   std::vector<std::pair<std::string, std::string>> text_files;  // output name -> content (args.txt)
   std::vector<std::pair<std::string, Storage>> copy_files;      // output name -> bytes (tokenizer)
   std::vector<SideTensor> side_tensors;                         // written as-is, in the manifest
+  // Printed as "ftx: warning: <text>" once the output exists (e.g. config.json keys ftx does not know).
+  std::vector<std::string> warnings;
   std::string source_format;                                    // "megatron", "nemo", "hf"
   std::string source_path;
 };
@@ -45,7 +47,8 @@ struct ConvertOptions {
   // Megatron, for checkpoints without `args` (v0).
   int64_t head_num = 0;
   int64_t trained_tp = 0;
-  // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm).
+  // HF: model type override (gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm,
+  // llama, mistral, qwen2).
   std::string model;
   // config.ini start_id / end_id instead of the ones read from the tokenizer (-1: keep those).
   int64_t start_id = -1, end_id = -1;

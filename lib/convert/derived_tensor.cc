@@ -98,6 +98,21 @@ TensorView sinusoidal_table(int64_t first, int64_t rows, int64_t H, const std::s
   return owned_tensor(std::move(out), {rows, H}, origin);
 }
 
+TensorView repeated_row_blocks(const TensorView& t, int64_t block, int64_t times, const std::string& origin) {
+  FTX_CHECK(!t.shape.empty() && block > 0 && times > 0 && t.shape[0] % block == 0, origin,
+            "cannot repeat blocks of " + std::to_string(block) + " rows of shape " + shape_to_string(t.shape));
+  const std::vector<double> v = as_double(t);  // fp32/fp16/bf16 values are exact in double and in float
+  const size_t row = static_cast<size_t>(t.numel() / t.shape[0]), blk = row * static_cast<size_t>(block);
+  std::vector<float> out;
+  out.reserve(v.size() * static_cast<size_t>(times));
+  for (size_t b = 0; b < v.size(); b += blk)
+    for (int64_t k = 0; k < times; ++k)
+      for (size_t i = 0; i < blk; ++i) out.push_back(static_cast<float>(v[b + i]));
+  std::vector<int64_t> shape = t.shape;
+  shape[0] *= times;
+  return owned_tensor(std::move(out), std::move(shape), origin);
+}
+
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin) {
   const std::vector<double> v = as_double(t);
   std::vector<float> out(v.size());

@@ -28,6 +28,11 @@ TensorView ft_divided_sum(const std::vector<TensorView>& terms, int64_t divisor,
 // f_i = exp(-i·ln(10000)/(h-1)). Computed in float64 and rounded once.
 TensorView sinusoidal_table(int64_t first, int64_t rows, int64_t H, const std::string& origin);
 
+// t's rows (axis 0) in blocks of `block` rows, each block repeated `times` times in place:
+// [b0 b1] -> [b0 b0 b1 b1] for times 2. Grouped-query K/V projections copied to more ranks than
+// they have heads (as TensorRT-LLM does). Exact: the values are only copied.
+TensorView repeated_row_blocks(const TensorView& t, int64_t block, int64_t times, const std::string& origin);
+
 // t · s (float64 product rounded once).
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin);
 

@@ -20,6 +20,7 @@
 #include "lib/convert/derived_tensor.h"
 #include "lib/convert/hf_arch.h"
 #include "lib/convert/hf_common.h"
+#include "lib/convert/hf_config.h"
 #include "lib/convert/layout_table.h"
 
 namespace ftx {
@@ -89,12 +90,14 @@ ModelConfig gptj_config(const json& j, const std::string& origin) {
   c.rotary_dim = int_or(j, "rotary_dim", c.size_per_head);
   c.parallel_residual = true;
   c.shared_input_norm = true;
+  FTX_CHECK(!bool_or(j, "tie_word_embeddings", false), origin,
+            "tie_word_embeddings true is not supported for gptj (its lm_head has its own weight and bias)");
   c.tied_embeddings = false;
   c.has_lm_head_bias = true;
-  c.activation = activation_from_name(str_or(j, "activation_function", "gelu_new"));
+  c.activation = hf::activation_key(j, "activation_function", "gelu_new", origin);
   c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
-  c.start_id = int_or(j, "bos_token_id", 50256);
-  c.end_id = int_or(j, "eos_token_id", 50256);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 50256, origin);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 50256, origin);
   return c;
 }
 
@@ -111,21 +114,20 @@ ModelConfig neox_config(const json& j, const std::string& origin) {
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
   // FT: int(size_per_head * rotary_pct), Python's truncation. transformers 4.4x writes both the
-  // old keys and their new names (partial_rotary_factor, rope_theta); later versions only the new.
-  const double pct = num_or(j, "rotary_pct", num_or(j, "partial_rotary_factor", 0.25));
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * pct);
-  c.rotary_base = num_or(j, "rotary_emb_base", num_or(j, "rope_theta", 10000.0));
-  auto rs = j.find("rope_scaling");
-  FTX_CHECK(rs == j.end() || rs->is_null(), origin, "rope_scaling is not supported");
+  // old keys and their new names (partial_rotary_factor, rope_theta), 5.x only rope_parameters.
+  const hf::HfRope rope = hf::read_rope(j, origin, {{"rotary_emb_base"}, {"rotary_pct"}, 10000.0, 0.25});
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * rope.partial_factor);
+  c.rotary_base = rope.theta;
+  c.rope_scaling = rope.scaling;
   FTX_CHECK(bool_or(j, "attention_bias", true), origin,
             "attention_bias false is not supported (FT's GPT-NeoX has query_key_value and dense biases)");
   c.parallel_residual = bool_or(j, "use_parallel_residual", true);
   // FT's GPT-NeoX always reads model.lm_head.weight: tied, it is written from embed_in.
   c.tied_embeddings = false;
-  c.activation = activation_from_name(str_or(j, "hidden_act", "gelu"));
+  c.activation = hf::activation_key(j, "hidden_act", "gelu", origin);
   c.layernorm_eps = num_or(j, "layer_norm_eps", 1e-5);
-  c.start_id = int_or(j, "bos_token_id", 0);
-  c.end_id = int_or(j, "eos_token_id", 2);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 0, origin);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
 }
 
@@ -149,8 +151,8 @@ ModelConfig bloom_config(const json& j, const std::string& origin) {
   c.activation = Activation::kGeluTanh;  // bloom_gelu_forward is the tanh approximation
   c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
   c.tied_embeddings = bool_or(j, "tie_word_embeddings", true);
-  c.start_id = int_or(j, "bos_token_id", 1);
-  c.end_id = int_or(j, "eos_token_id", 2);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 1, origin);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
 }
 
@@ -172,11 +174,11 @@ ModelConfig opt_config(const json& j, const std::string& origin) {
   FTX_CHECK(bool_or(j, "enable_bias", true), origin, "enable_bias false is not supported");
   FTX_CHECK(bool_or(j, "layer_norm_elementwise_affine", true), origin,
             "layer_norm_elementwise_affine false is not supported");
-  c.activation = activation_from_name(str_or(j, "activation_function", "relu"));
+  c.activation = hf::activation_key(j, "activation_function", "relu", origin);
   c.layernorm_eps = 1e-5;  // nn.LayerNorm's default; OPT has no key for it
   c.tied_embeddings = false;  // FT's converter always writes lm_head
-  c.start_id = int_or(j, "bos_token_id", 2);
-  c.end_id = int_or(j, "eos_token_id", 2);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 2, origin);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
 }
 
@@ -192,13 +194,13 @@ ModelConfig xglm_config(const json& j, const std::string& origin) {
   c.max_pos_seq_len = int_key(j, "max_position_embeddings", origin);
   c.position = PositionEmbedding::kSinusoidal;  // stored as model.wpe.bin
   c.position_offset = 2;
-  c.activation = activation_from_name(str_or(j, "activation_function", "gelu"));
+  c.activation = hf::activation_key(j, "activation_function", "gelu", origin);
   c.layernorm_eps = 1e-5;
   c.embedding_scale = 1.0;  // folded into model.wte.bin
   // A scaled input table differs from the (unscaled) output table, so lm_head is written then.
   c.tied_embeddings = !bool_or(j, "scale_embedding", true) && bool_or(j, "tie_word_embeddings", true);
-  c.start_id = int_or(j, "bos_token_id", 0);
-  c.end_id = int_or(j, "eos_token_id", 2);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 0, origin);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
 }
 

@@ -44,6 +44,38 @@ std::string str_or(const json& j, const std::string& k, const std::string& d) {
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
 }
 
+int64_t token_id_or(const json& j, const std::string& k, int64_t d, const std::string& origin,
+                    std::vector<std::string>* notes) {
+  auto it = j.find(k);
+  if (it == j.end() || it->is_null()) return d;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  FTX_CHECK(it->is_array() && !it->empty() && (*it)[0].is_number_integer(), origin,
+            k + " = " + it->dump() + " is neither a token id nor a list of them");
+  if (notes && it->size() > 1)
+    notes->push_back(origin + ": " + k + " = " + it->dump() + ": end_id is the first; FT stops on one id only");
+  return (*it)[0].get<int64_t>();
+}
+
+Activation activation_key(const json& j, const std::string& k, const std::string& d, const std::string& origin) {
+  const std::string v = str_or(j, k, d);
+  try {
+    return activation_from_name(v);
+  } catch (const Error& e) {
+    throw Error(origin, k + " = '" + v + "': " + e.what());
+  }
+}
+
+void refuse_common(const json& j, const std::string& origin) {
+  auto pruned = j.find("pruned_heads");
+  FTX_CHECK(pruned == j.end() || pruned->is_null() || pruned->empty(), origin,
+            "pruned_heads = " + (pruned == j.end() ? std::string() : pruned->dump(-1).substr(0, 80)) +
+                " is not supported (attention heads removed)");
+  FTX_CHECK(!j.contains("quantization_config"), origin,
+            "quantization_config is not supported (quantised weights; convert the unquantised checkpoint)");
+  FTX_CHECK(!bool_or(j, "add_cross_attention", false), origin,
+            "add_cross_attention true is not supported (cross-attention layers)");
+}
+
 std::vector<NamedTensor> load_weights(const std::string& in_path) {
   HfWeightFiles wf = hf_weight_files_at(in_path);
   std::vector<NamedTensor> all;

@@ -23,6 +23,15 @@ double num_or(const json& j, const std::string& k, double d);
 bool bool_or(const json& j, const std::string& k, bool d);
 std::string str_or(const json& j, const std::string& k, const std::string& d);
 
+// A token id key (bos_token_id, eos_token_id): an integer, or the first of a list of them (Llama
+// 3.1's eos_token_id; the others are noted in `notes`); `d` when absent or null.
+int64_t token_id_or(const json& j, const std::string& k, int64_t d, const std::string& origin,
+                    std::vector<std::string>* notes = nullptr);
+// The activation named by key `k` (default `d`); Error(origin, "k = 'v': unknown activation ...").
+Activation activation_key(const json& j, const std::string& k, const std::string& d, const std::string& origin);
+// Keys every architecture refuses: pruned_heads not empty, quantization_config, add_cross_attention true.
+void refuse_common(const json& j, const std::string& origin);
+
 // Every tensor of the model, names as stored (prefixes included): `in_path` is the model folder
 // (transformers' order of preference among its weight files) or the one weight file to convert.
 std::vector<NamedTensor> load_weights(const std::string& in_path);

@@ -11,6 +11,8 @@
 #include "lib/convert/conversion.h"
 #include "lib/convert/hf_arch.h"
 #include "lib/convert/hf_common.h"
+#include "lib/convert/hf_config.h"
+#include "lib/convert/hf_llama.h"
 #include "lib/convert/layout_table.h"
 
 namespace ftx {
@@ -24,7 +26,8 @@ using hf::int_or;
 using hf::num_or;
 using hf::str_or;
 
-const char* kSupported = "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm";
+const char* kSupported =
+    "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2";
 
 std::string strip_prefix(const std::string& n) {
   for (const char* p : {"transformer.", "model.transformer."})
@@ -32,28 +35,9 @@ std::string strip_prefix(const std::string& n) {
   return n;
 }
 
-}  // namespace
-
-ConversionPlan plan_hf(const ConvertOptions& opt) {
-  // -i is the model folder or one weight file in it (which is then the one converted).
-  const std::string folder = hf_model_folder(opt.in_path);
-  const std::string cfg_path = folder + "/config.json";
-  json j;
-  try {
-    j = json::parse(read_text_file(cfg_path));
-  } catch (const json::exception& e) {
-    throw Error(cfg_path, std::string("bad JSON: ") + e.what());
-  }
-  std::string model_type = opt.model.empty() ? str_or(j, "model_type", "") : opt.model;
-  if (model_type == "starcoder" || model_type == "santacoder") model_type = "gpt_bigcode";
-  if (model_type != "gpt2" && model_type != "gpt_bigcode") {
-    const std::string arch = hf_arch_model_type(model_type);
-    if (arch.empty())
-      throw Error(cfg_path, "unsupported model_type '" + model_type + "'" +
-                                (opt.model.empty() ? "" : " (from --model)") + " (supported: " + kSupported + ")");
-    return plan_hf_arch(opt, arch, j, folder);
-  }
-
+// GPT-2, GPTBigCode and SantaCoder.
+ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_type, const json& j,
+                            const std::string& folder, const std::string& cfg_path) {
   std::vector<NamedTensor> tensors = hf::load_weights(opt.in_path);
   std::map<std::string, TensorView> by_name;
   for (auto& t : tensors) by_name[strip_prefix(t.name)] = t.tensor;
@@ -76,11 +60,11 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   c.num_layer = int_key(j, "n_layer", cfg_path);
   c.vocab_size = int_key(j, "vocab_size", cfg_path);
   c.max_pos_seq_len = int_key(j, "n_positions", cfg_path);
-  c.start_id = int_or(j, "bos_token_id", 50256);
-  c.end_id = int_or(j, "eos_token_id", 50256);
+  c.start_id = hf::token_id_or(j, "bos_token_id", 50256, cfg_path);
+  c.end_id = hf::token_id_or(j, "eos_token_id", 50256, cfg_path, &plan.warnings);
   // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5 (§7.3).
   c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
-  c.activation = activation_from_name(str_or(j, "activation_function", "gelu_new"));
+  c.activation = hf::activation_key(j, "activation_function", "gelu_new", cfg_path);
   // Attention scores as GPT2Attention / GPTBigCodeAttention compute them by default: / sqrt(d).
   FTX_CHECK(bool_or(j, "scale_attn_weights", true), cfg_path,
             "scale_attn_weights false (attention scores not divided by sqrt(head size)) is not supported");
@@ -89,6 +73,11 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   const bool mqa = santacoder || (model_type == "gpt_bigcode" && bool_or(j, "multi_query", true));
   c.attention = mqa ? AttentionKind::kMultiQuery : AttentionKind::kMultiHead;
   c.kv_head_num = mqa ? 1 : c.head_num;
+  // transformers 5 also writes num_key_value_heads (1 for multi_query, else n_head).
+  const int64_t kv = int_or(j, "num_key_value_heads", c.kv_head_num);
+  FTX_CHECK(kv == c.kv_head_num, cfg_path,
+            "num_key_value_heads = " + std::to_string(kv) + " disagrees with multi_query (" + (mqa ? "1" : "n_head") +
+                " key/value heads); grouped-query attention is not supported for " + model_type);
   c.tied_embeddings = bool_or(j, "tie_word_embeddings", true);
 
   // A SantaCoder layer's q_attn and kv_attn become one QKV tensor: two pieces on the last axis.
@@ -142,6 +131,43 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   }
   plan.extra_ini.emplace_back("model_type", model_type);
   hf::add_tokenizer_files(folder, plan);
+  return plan;
+}
+
+}  // namespace
+
+ConversionPlan plan_hf(const ConvertOptions& opt) {
+  // -i is the model folder or one weight file in it (which is then the one converted).
+  const std::string folder = hf_model_folder(opt.in_path);
+  const std::string cfg_path = folder + "/config.json";
+  json j;
+  try {
+    j = json::parse(read_text_file(cfg_path));
+  } catch (const json::exception& e) {
+    throw Error(cfg_path, std::string("bad JSON: ") + e.what());
+  }
+  FTX_CHECK(j.is_object(), cfg_path, "is not a JSON object");
+  std::string model_type = opt.model.empty() ? str_or(j, "model_type", "") : opt.model;
+  if (model_type.empty()) {
+    const auto a = j.find("architectures");
+    throw Error(cfg_path, "has no model_type" +
+                              (a != j.end() && a->is_array() && !a->empty() ? " (architectures: " + a->dump() + ")" : "") +
+                              "; --model TYPE names it (supported: " + kSupported + ")");
+  }
+  if (model_type == "starcoder" || model_type == "santacoder") model_type = "gpt_bigcode";
+  const std::string arch = hf_arch_model_type(model_type), llama = hf_llama_model_type(model_type);
+  if (model_type != "gpt2" && model_type != "gpt_bigcode" && arch.empty() && llama.empty())
+    throw Error(cfg_path, "unsupported model_type '" + model_type + "'" +
+                              (opt.model.empty() ? "" : " (from --model)") + " (supported: " + kSupported + ")");
+  hf::refuse_common(j, cfg_path);
+  const std::string canonical = !arch.empty() ? arch : !llama.empty() ? llama : model_type;
+  ConversionPlan plan = !arch.empty()    ? plan_hf_arch(opt, arch, j, folder)
+                        : !llama.empty() ? plan_hf_llama(opt, llama, j, folder)
+                                         : plan_hf_gpt2(opt, model_type, j, folder, cfg_path);
+  for (const std::string& k : hf::unknown_keys(j, canonical))
+    plan.warnings.push_back(cfg_path + ": key '" + k + "' = " + j[k].dump(-1).substr(0, 60) +
+                            " is not one ftx knows for " + canonical +
+                            "; it was not read (see ftx-convert-hf(1) for the keys that are)");
   return plan;
 }
 

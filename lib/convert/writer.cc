@@ -194,6 +194,7 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   out.commit();
   progress.finish();
   // After the output exists, so an error is never preceded by warnings about a folder not written.
+  for (const std::string& w : plan.warnings) std::fprintf(stderr, "ftx: warning: %s\n", w.c_str());
   for (auto [key, id] : {std::pair<const char*, int64_t>{"start_id", cfg.start_id}, {"end_id", cfg.end_id}})
     if (id < 0 || id >= cfg.vocab_size)
       std::fprintf(stderr,

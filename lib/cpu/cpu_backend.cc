@@ -432,15 +432,15 @@ void CpuBackend::embedding(ops::Act out_act, const ops::Weight& table_w, const f
 
 void CpuBackend::rotary(ops::Act qkv_act, int64_t rows, int64_t stride, const int32_t* positions,
                         int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
-                        double base) {
+                        const ops::RotaryFrequencies& freq) {
   float* qkv = qkv_act.fp32();
   if (rot_dim <= 0) return;
   const int64_t pairs = rot_dim / 2;
+  const std::vector<double> inv_freq = freq.inv_freq(rot_dim);
 #pragma omp parallel for if (worth_parallel(rows * heads * head_dim))
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < pairs; ++i) {
-      const double inv_freq = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rot_dim));
-      const double angle = static_cast<double>(positions[r]) * inv_freq;
+      const double angle = static_cast<double>(positions[r]) * inv_freq[static_cast<size_t>(i)];
       const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
       for (int64_t h = 0; h < heads; ++h) {
         float* v = qkv + r * stride + h * head_dim;

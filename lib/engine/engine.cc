@@ -361,6 +361,13 @@ void Engine::check_position(int64_t pos) const {
   if (w_.wpe && pos >= cfg_.max_pos_seq_len)
     throw Error("position " + std::to_string(pos) + " is beyond the model's position table (max_pos_seq_len " +
                 std::to_string(cfg_.max_pos_seq_len) + ")");
+  // A sliding-window model (Mistral) attends to its last sliding_window positions only. A circular
+  // cache of at most that length (--memory-len) computes that; attending further would be another model.
+  const int64_t w = cfg_.sliding_window;
+  if (w > 0 && pos >= w && !(memory_len_ > 0 && memory_len_ <= w))
+    throw Error("position " + std::to_string(pos) + " is beyond the model's sliding attention window (config.ini " +
+                "sliding_window = " + std::to_string(w) + "); run with --memory-len " + std::to_string(w) +
+                " to attend to exactly the last " + std::to_string(w) + " positions, as the model does");
 }
 
 void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
@@ -409,7 +416,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend
     be_.add_bias(qkv_, lw.qkv_b, n, qkv_cols_);
     if (rotary)
       be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
-                 cfg_.rotary_style, cfg_.rotary_base);
+                 cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
     attend(l);
     be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
 

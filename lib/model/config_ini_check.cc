@@ -215,8 +215,22 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto mqa = c.boolean("multi_query_mode");
   const auto rotary_pct = c.real("rotary_pct", 0.0, false, 1.0);
   c.real("rotary_base", 0.0, true, 1e10);
-  if (auto s = c.text("rotary_scaling_type"); s && lower(trim(*s)) != "none" && !trim(*s).empty())
-    c.fail("rotary_scaling_type", "ftx does not scale rotary positions (the model would run without the scaling)");
+  const auto scaling = c.choice("rotary_scaling_type", {{"none", ""}, {"linear"}, {"llama3"}}, "none, linear, llama3");
+  c.real("rotary_scaling_factor", 0.0, true, 1e6);
+  c.real("rotary_scaling_low_freq_factor", 0.0, true, 1e6);
+  c.real("rotary_scaling_high_freq_factor", 0.0, true, 1e6);
+  c.integer("rotary_scaling_original_max_positions", 1, kMaxDim);
+  if (scaling && *scaling != "none") {
+    const std::vector<std::string> need =
+        *scaling == "llama3" ? std::vector<std::string>{"rotary_scaling_factor", "rotary_scaling_low_freq_factor",
+                                                        "rotary_scaling_high_freq_factor",
+                                                        "rotary_scaling_original_max_positions"}
+                             : std::vector<std::string>{"rotary_scaling_factor"};
+    for (const auto& k : need)
+      if (!c.has(k)) c.fail("rotary_scaling_type", "needs " + k + " (absent)");
+  }
+  c.boolean("qkv_bias");
+  c.integer("sliding_window", 0, INT32_MAX);
 
   const auto arch = c.choice("architecture",
                              {{"gpt", "gpt2"}, {"gptj", "gpt-j"}, {"gptneox", "gpt_neox", "gpt-neox"}, {"bloom"},

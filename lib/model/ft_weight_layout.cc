@@ -94,7 +94,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       l.repl(p + "post_attention_layernorm.bias", {H});
       continue;
     }
-    if (cfg.has_bias) l.split(p + "attention.query_key_value.bias", {qkv});
+    if (cfg.has_bias || cfg.qkv_bias) l.split(p + "attention.query_key_value.bias", {qkv});
     l.split(p + "attention.dense.weight", {H / tp, H});
     if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
     l.repl(p + "post_attention_layernorm.weight", {H});

@@ -21,6 +21,11 @@
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
+//      rotary_scaling_type     linear | llama3 (written only when the frequencies are scaled), with
+//                              rotary_scaling_factor and, for llama3, rotary_scaling_low_freq_factor,
+//                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions
+//      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
+//      sliding_window          attention window in positions (Mistral; written only when set)
 // Defaults for absent keys follow FT's readers: layernorm_eps 1e-6 (FT's default, not the models'),
 // activation Gelu, pre layernorm, positional encoding on, post-decoder layernorm on, TP 1, fp32.
 #include "lib/model/model_config.h"
@@ -226,6 +231,20 @@ void read_prompt_learning(const Reader& r, ModelConfig& c, const std::string& or
   }
 }
 
+// rotary_scaling_* (check_config_ini has checked their types and ranges).
+void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
+  RopeScaling& s = c.rope_scaling;
+  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin);
+  if (s.type == RopeScalingType::kNone) return;
+  s.factor = r.d_or("rotary_scaling_factor", 0.0);
+  if (s.type == RopeScalingType::kLlama3) {
+    s.low_freq_factor = r.d_or("rotary_scaling_low_freq_factor", 0.0);
+    s.high_freq_factor = r.d_or("rotary_scaling_high_freq_factor", 0.0);
+    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+  }
+  check_rope_scaling(s, origin);
+}
+
 }  // namespace
 
 int64_t PromptLearning::find(const std::string& name_or_id) const {
@@ -388,6 +407,9 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     else throw Error(origin, "rotary_style '" + s + "' is neither interleaved nor half_split");
   }
   c.rotary_base = r.d_or("rotary_base", c.rotary_base);
+  read_rope_scaling(r, c, origin);
+  c.qkv_bias = r.b_or("qkv_bias", c.qkv_bias);
+  c.sliding_window = r.i_or("sliding_window", 0);
   c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
   c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
   c.has_bias = r.b_or("has_bias", c.has_bias);
@@ -470,12 +492,23 @@ IniFile ModelConfig::to_ini() const {
   if (position == PositionEmbedding::kRotary) {
     ini.set(s, "rotary_dim", std::to_string(rotary_dim));
     ini.set(s, "rotary_style", rotary_style == RotaryStyle::kInterleaved ? "interleaved" : "half_split");
+    if (rope_scaling.type != RopeScalingType::kNone) {
+      ini.set(s, "rotary_scaling_type", rope_scaling_name(rope_scaling.type));
+      ini.set(s, "rotary_scaling_factor", fmt_double(rope_scaling.factor));
+      if (rope_scaling.type == RopeScalingType::kLlama3) {
+        ini.set(s, "rotary_scaling_low_freq_factor", fmt_double(rope_scaling.low_freq_factor));
+        ini.set(s, "rotary_scaling_high_freq_factor", fmt_double(rope_scaling.high_freq_factor));
+        ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
+      }
+    }
   }
   ini.set(s, "parallel_residual", b01(parallel_residual));
   ini.set(s, "shared_input_norm", b01(shared_input_norm));
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
+  if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
+  if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
@@ -534,6 +567,8 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
               "rotary_dim " + std::to_string(rotary_dim) + " must be even and in (0, size_per_head " +
                   std::to_string(size_per_head) + "]");
   }
+  if (position == PositionEmbedding::kRotary) check_rope_scaling(rope_scaling, origin);
+  FTX_CHECK(sliding_window >= 0, origin, "sliding_window must not be negative, got " + std::to_string(sliding_window));
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));
 }

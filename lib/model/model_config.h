@@ -10,6 +10,7 @@
 
 #include "formats/dtype.h"
 #include "formats/ft_dir.h"
+#include "lib/model/rope_scaling.h"
 
 namespace ftx {
 
@@ -66,6 +67,7 @@ struct ModelConfig {
   RotaryStyle rotary_style = RotaryStyle::kHalfSplit;
   int64_t rotary_dim = 0;           // rotary dims per head (0 when no rotary)
   double rotary_base = 10000.0;
+  RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear); none by default
   NormPlacement norm = NormPlacement::kPre;
   bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
@@ -73,6 +75,11 @@ struct ModelConfig {
   Normalization normalization = Normalization::kLayerNorm;  // of every norm (RMSNorm: no bias files)
   AttentionKind attention = AttentionKind::kMultiHead;
   bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
+  bool qkv_bias = false;            // without has_bias: the QKV projection alone has a bias (Qwen2)
+  // > 0: each token attends only to the last sliding_window positions (itself included; Mistral).
+  // The engine runs it with a circular cache of exactly that length and refuses positions beyond
+  // it otherwise.
+  int64_t sliding_window = 0;
   bool has_pre_decoder_layernorm = false;   // BLOOM word_embeddings_layernorm
   bool has_post_decoder_layernorm = true;   // final layernorm
   bool tied_embeddings = true;      // no model.lm_head.weight.bin: logits use wte

@@ -120,6 +120,17 @@ inline int8_t quantize_kv(float x, float kv_orig_quant) {
 inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return quant::float_to_e4m3(x * kv_orig_quant); }
 inline float dequantize_kv_fp8(uint8_t q, float scale) { return quant::e4m3_to_float(q) * scale; }
 
+// A model's rotary frequencies: its base and its rope scaling (lib/model/rope_scaling.h). A plain
+// base converts implicitly (no scaling), as fp32 buffers convert to Weight.
+struct RotaryFrequencies {
+  double base = 10000.0;
+  RopeScaling scaling;
+  RotaryFrequencies(double b) : base(b) {}  // NOLINT(google-explicit-constructor): unscaled is the default
+  RotaryFrequencies(double b, const RopeScaling& s) : base(b), scaling(s) {}
+  // rot_dim/2 radians per position, pair by pair (rope_inv_freq).
+  std::vector<double> inv_freq(int64_t rot_dim) const { return rope_inv_freq(rot_dim, base, scaling); }
+};
+
 struct AttentionShape {
   int64_t q_heads = 0;      // query heads on this rank
   int64_t kv_heads = 0;     // key/value heads on this rank (q_heads for MHA, 1 for MQA)
@@ -312,10 +323,11 @@ class Backend {
                          int64_t rows, int64_t H, float scale) = 0;
   // Rotates the first rot_dim dims of each of the first `heads` heads of every row of qkv
   // (row stride `stride` elements): Q heads and K heads, which lie first in the fused layout.
-  // Angle for pair i: positions[r] / base^(2i/rot_dim).
+  // Angle for pair i: positions[r] · freq.inv_freq(rot_dim)[i] (base^(-2i/rot_dim), scaled as the
+  // model's rope scaling says), taken in double.
   virtual void rotary(Act qkv, int64_t rows, int64_t stride, const int32_t* positions,
                       int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
-                      double base) = 0;
+                      const RotaryFrequencies& freq) = 0;
 
   // ---- attention ----
   // Prefill, or an append to rows that already hold past[b] slots (past null: none). qkv:

@@ -96,8 +96,8 @@ class RecordingBackend : public ops::Backend {
     in_.embedding(out, wte, wpe, table, off, ids, positions, rows, H, scale);
   }
   void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads, int64_t head_dim,
-              int64_t rot_dim, RotaryStyle style, double base) override {
-    in_.rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, base);
+              int64_t rot_dim, RotaryStyle style, const ops::RotaryFrequencies& freq) override {
+    in_.rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, freq);
   }
   void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,
                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,

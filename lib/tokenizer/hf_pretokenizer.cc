@@ -10,6 +10,7 @@
 #include "formats/error.h"
 #include "lib/tokenizer/byte_level_bpe.h"
 #include "lib/tokenizer/gpt2_pretokenizer.h"
+#include "lib/tokenizer/regex_split.h"
 #include "lib/tokenizer/utf8.h"
 
 namespace ftx {
@@ -44,7 +45,8 @@ bool flag(const nlohmann::json& spec, const char* name, bool default_value) {
 
 // One way of splitting a piece into pieces.
 struct HfPreTokenizer::Step {
-  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace } kind;
+  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex } kind;
+  std::shared_ptr<const RegexSplit> regex;  // kRegex: any other pattern (Llama 3's, Qwen2's)
   // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
   bool optional_space = false;
   bool excludes_white_space = false;
@@ -64,6 +66,7 @@ struct HfPreTokenizer::Step {
       for (std::string_view p : Gpt2PreTokenizer::split(piece)) out->emplace_back(p);
       return;
     }
+    if (kind == kRegex) return regex->split(piece, out);
     // Decode once, then scan: at each position the regex either matches (an optional space that a
     // class character follows, then the longest run of class characters) or does not; the text
     // between matches is a piece of its own ("Isolated").
@@ -115,13 +118,21 @@ std::unique_ptr<HfPreTokenizer::Step> parse_split_pattern(const std::string& pat
   }
   auto unsupported = [&](const std::string& why) {
     return Error(path, "pre_tokenizer Split pattern " + quote_for_message(pattern) + " is not supported (" + why +
-                           "); ftx knows GPT-2's pattern and patterns of the form ' ?[^SET]+' such as BLOOM's");
+                           "); ftx knows GPT-2's pattern, patterns of the form ' ?[^SET]+' such as BLOOM's, and regexes "
+                           "built from what ICU and Oniguruma read alike, such as Llama 3's and Qwen2's");
   };
   step->kind = HfPreTokenizer::Step::kNegatedClass;
   std::string_view p = pattern;
   if (p.substr(0, 2) == " ?") step->optional_space = true, p.remove_prefix(2);
-  if (p.substr(0, 2) != "[^" || p.size() < 4 || p.substr(p.size() - 2) != "]+")
-    throw unsupported("not ' ?[^SET]+'");
+  if (p.substr(0, 2) != "[^" || p.size() < 4 || p.substr(p.size() - 2) != "]+") {
+    // Any other pattern: a general regular expression (regex_split.h), built only from constructs
+    // on which ICU and Oniguruma agree (`\w`, `\d`, `\b` and friends differ at the edges).
+    const std::string why = regex_construct_not_agreed(pattern);
+    if (!why.empty()) throw unsupported(why);
+    step->kind = HfPreTokenizer::Step::kRegex;
+    step->regex = std::make_shared<const RegexSplit>(pattern, path);
+    return step;
+  }
   p = p.substr(2, p.size() - 4);
 
   std::vector<char32_t> cps;

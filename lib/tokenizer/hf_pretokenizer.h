@@ -1,6 +1,6 @@
 #pragma once
-// The pre-tokenizers of HuggingFace tokenizer.json files that byte-level BPE models use, done by
-// hand (no regex engine), as the `tokenizers` library defines them:
+// The pre-tokenizers of HuggingFace tokenizer.json files that byte-level BPE models use, as the
+// `tokenizers` library defines them (GPT-2's and BLOOM's patterns by hand, others through ICU):
 //   ByteLevel {add_prefix_space, use_regex}: with use_regex, each piece is split with GPT-2's
 //     pattern (Gpt2PreTokenizer); with add_prefix_space, a space is put in front of each piece that
 //     reaches it and does not start with one. It must come last: its byte spelling is what BPE takes.
@@ -9,6 +9,7 @@
 //     `[^SET]+` (BLOOM: ` ?[^(\s|[.,!?…。，、।۔،])]+`), where SET lists literal characters,
 //     escaped punctuation, `\s` (Unicode White_Space) and nested `[...]` lists of literals; inside
 //     a class, `(`, `|` and `)` are literal characters, as in Oniguruma and Python `regex` V1.
+//     Any other P (Llama 3's, Qwen2's) is a general regular expression (RegexSplit, ICU).
 //   Sequence {pretokenizers: [...]}: each one splits the pieces of the one before.
 // Anything else is an ftx::Error naming the pre-tokenizer or pattern.
 #include <memory>

@@ -326,10 +326,11 @@ def errors():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
         conv = lambda src, *x: [FTX, "convert-hf", "-i", src, "-o", out, "--quiet", *x]  # noqa: E731
-        supported = "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm"
+        supported = ("gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, "
+                     "mistral, qwen2")
         src = edited_copy(tmp, "bloom", lambda c: c.update(model_type="falcon"))
         expect_error("unknown model_type", conv(src), supported, out)
-        expect_error("unknown --model", conv(hf_dir("bloom"), "--model", "llama"), "--model", out)
+        expect_error("unknown --model", conv(hf_dir("bloom"), "--model", "mixtral"), "--model", out)
         # --model overrides config.json's model_type (here a name ftx does not know).
         r = run(conv(src, "--model", "bloom"))
         if r.returncode != 0 or "architecture = bloom" not in open(os.path.join(out, "1-gpu", "config.ini")).read():

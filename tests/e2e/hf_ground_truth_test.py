@@ -147,25 +147,35 @@ def convert_all(names, prefix, fp32_tps=(1, 2), half_tps=(1, 2)):
                 convert(os.path.join(FIX, name, layout), os.path.join(FIX, name, prefix + kind), T, dt)
 
 
+def engine_logits(exe, dirs, kinds):
+    """The gtest HfGroundTruth.LogitsMatchTransformers on the model folders `dirs` (each with
+    expected.json and ft_<kind>/<T>-gpu) for FTX_HF_GT_KINDS `kinds`, alone and under mpirun -np 2:
+    {(model, dtype, "tp1"|"tp2"): largest relative difference}."""
+    env = dict(os.environ, FTX_HF_GT_MODELS=",".join(dirs), FTX_HF_GT_KINDS=kinds)
+    worst = {}
+    for tag, cmd in (("tp1", [exe]), ("tp2", mpirun(2) + ["-x", "FTX_HF_GT_MODELS", "-x", "FTX_HF_GT_KINDS", exe])):
+        r = subprocess.run(cmd + ["--gtest_filter=HfGroundTruth.*", "--gtest_color=no"], env=env,
+                           capture_output=True, text=True)
+        ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
+        check(ok, f"engine logits {kinds} {tag}: {r.stdout[-3000:]}{r.stderr[-1000:]}")
+        for line in r.stdout.splitlines():
+            if line.startswith("max_rel_diff "):
+                _, model, dt, tp, v = line.split()
+                worst[(model, dt, tp)] = float(v)
+        if ok:
+            print(f"ok   engine logits {tag}: {len(dirs)} models x {kinds} within the bounds")
+    return worst
+
+
 def engine():
     names = [m["name"] for m in models()["models"]]
     convert_all(names, "ft_")
     exe = os.environ.get("FTX_HF_GT_ENGINE_TEST", "")
     if not check(os.path.exists(exe), f"FTX_HF_GT_ENGINE_TEST ({exe}) is not the hf_ground_truth_test binary"):
         return
-    env = dict(os.environ, FTX_HF_GT_MODELS=",".join(os.path.join(FIX, n) for n in names), FTX_HF_GT_KINDS=KINDS)
     worst = {}
-    for tag, cmd in (("tp1", [exe]), ("tp2", mpirun(2) + ["-x", "FTX_HF_GT_MODELS", "-x", "FTX_HF_GT_KINDS", exe])):
-        r = subprocess.run(cmd + ["--gtest_filter=HfGroundTruth.*", "--gtest_color=no"], env=env,
-                           capture_output=True, text=True)
-        ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
-        check(ok, f"engine logits {tag}: {r.stdout[-3000:]}{r.stderr[-1000:]}")
-        for line in r.stdout.splitlines():
-            if line.startswith("max_rel_diff "):
-                _, model, dt, tp, v = line.split()
-                worst.setdefault(model, {})[f"{dt} {tp}"] = float(v)
-        if ok:
-            print(f"ok   engine logits {tag}: {len(names)} models x {KINDS} within the bounds")
+    for (model, dt, tp), v in engine_logits(exe, [os.path.join(FIX, n) for n in names], KINDS).items():
+        worst.setdefault(model, {})[f"{dt} {tp}"] = v
     check(len(worst) == len(names), f"max_rel_diff lines for {sorted(worst)}, expected {names}")
     print("largest |ftx - transformers float64| / max(1, max |logit|), prefill and every decode step:")
     for model, d in sorted(worst.items()):

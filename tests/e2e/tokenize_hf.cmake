@@ -5,9 +5,11 @@
 # texts and fuzz strings; tokenizer.json files trained by tokenizers in NeoX's and BLOOM's style
 # against transformers' GPTNeoXTokenizerFast / BloomTokenizerFast (`trained`); and a SentencePiece
 # model saved as sentencepiece.bpe.model against python3-sentencepiece plus HF's fairseq id offset
-# and transformers' XGLMTokenizer (skipped, not passed, when the sentencepiece tools are missing).
+# and transformers' XGLMTokenizer (skipped, not passed, when the sentencepiece tools are missing);
+# `modern`: tokenizer.json files trained with Llama 3's and Qwen2's settings (Split regex) and a
+# SentencePiece model with Llama 2's (byte fallback) against tokenizers / sentencepiece.
 # Under the pinned test venv (scripts/requirements/test.txt).
-foreach(check neox bloom prefix xglm trained)
+foreach(check neox bloom prefix xglm trained modern)
   add_test(NAME tokenize_hf_${check}
            COMMAND ${FTX_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/hf_tokenizer_check.py ${check})
   set_tests_properties(tokenize_hf_${check} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" SKIP_RETURN_CODE 77

@@ -1,0 +1,164 @@
+#include "lib/convert/hf_config.h"
+
+#include <cmath>
+
+#include "formats/error.h"
+
+namespace ftx::hf {
+
+namespace {
+
+// Where a value was found ("rope_parameters.rope_theta") and what it was there.
+struct Found {
+  std::string where;
+  json value;
+};
+
+// The places rotary settings live: the top level, rope_parameters (5.x), rope_scaling (4.x).
+struct RopePlaces {
+  const json* params = nullptr;
+  std::string params_name;
+  const json* scaling = nullptr;
+};
+
+const char* const kRopeFields[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
+                                   "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+
+RopePlaces rope_places(const json& j, const std::string& origin) {
+  RopePlaces p;
+  auto rp = j.find("rope_parameters");
+  if (rp != j.end() && !rp->is_null()) {
+    FTX_CHECK(rp->is_object(), origin, "rope_parameters = " + rp->dump() + " is not an object");
+    bool nested = !rp->empty();
+    for (auto& [k, v] : rp->items()) nested = nested && v.is_object();
+    if (nested) {
+      // One set per layer type (transformers 5 for models with sliding and full attention layers).
+      for (auto& [k, v] : rp->items())
+        FTX_CHECK(v == rp->begin().value(), origin,
+                  "rope_parameters." + k + " differs from rope_parameters." + rp->begin().key() +
+                      " (rotary settings per layer type are not supported)");
+      p.params = &rp->begin().value();
+      p.params_name = "rope_parameters." + rp->begin().key();
+    } else {
+      p.params = &*rp;
+      p.params_name = "rope_parameters";
+    }
+  }
+  auto rs = j.find("rope_scaling");
+  if (rs != j.end() && !rs->is_null()) {
+    FTX_CHECK(rs->is_object(), origin, "rope_scaling = " + rs->dump() + " is not an object");
+    p.scaling = &*rs;
+  }
+  for (const auto& [obj, name] : {std::pair<const json*, std::string>{p.params, p.params_name}, {p.scaling, "rope_scaling"}}) {
+    if (!obj) continue;
+    for (auto& [k, v] : obj->items()) {
+      bool known = false;
+      for (const char* f : kRopeFields) known = known || k == f;
+      FTX_CHECK(known, origin, name + "." + k + " = " + v.dump() +
+                                   " is not supported (ftx reads rope_type, rope_theta, partial_rotary_factor, factor, "
+                                   "low_freq_factor, high_freq_factor, original_max_position_embeddings)");
+    }
+  }
+  return p;
+}
+
+void find_in(const json* obj, const std::string& prefix, const std::string& key, std::vector<Found>& out) {
+  if (!obj) return;
+  auto it = obj->find(key);
+  if (it != obj->end() && !it->is_null()) out.push_back({prefix + key, *it});
+}
+
+// The one value all places agree on, or nullptr when none has it.
+const json* agreed(const std::vector<Found>& v, const std::string& origin) {
+  if (v.empty()) return nullptr;
+  for (const Found& f : v) {
+    const bool same = f.value == v[0].value ||
+                      (f.value.is_number() && v[0].value.is_number() && f.value.get<double>() == v[0].value.get<double>());
+    FTX_CHECK(same, origin, v[0].where + " = " + v[0].value.dump() + " and " + f.where + " = " + f.value.dump() +
+                                " disagree (which one transformers uses depends on its version); make them equal");
+  }
+  return &v[0].value;
+}
+
+double number(const std::vector<Found>& v, double d, const std::string& origin) {
+  const json* x = agreed(v, origin);
+  if (!x) return d;
+  FTX_CHECK(x->is_number() && std::isfinite(x->get<double>()), origin, v[0].where + " = " + x->dump() + " is not a number");
+  return x->get<double>();
+}
+
+}  // namespace
+
+HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys) {
+  const RopePlaces p = rope_places(j, origin);
+  const std::string pp = p.params_name + ".";
+  auto gather = [&](const std::string& key, const std::vector<std::string>& top_aliases, bool in_scaling) {
+    std::vector<Found> v;
+    find_in(&j, "", key, v);
+    for (const auto& a : top_aliases) find_in(&j, "", a, v);
+    find_in(p.params, pp, key, v);
+    if (in_scaling) find_in(p.scaling, "rope_scaling.", key, v);
+    return v;
+  };
+
+  HfRope r;
+  r.theta = number(gather("rope_theta", keys.theta_aliases, false), keys.default_theta, origin);
+  FTX_CHECK(r.theta > 0, origin, "rope_theta = " + json(r.theta).dump() + " must be positive");
+  r.partial_factor = number(gather("partial_rotary_factor", keys.partial_aliases, false), keys.default_partial, origin);
+  FTX_CHECK(r.partial_factor > 0 && r.partial_factor <= 1, origin,
+            "partial_rotary_factor = " + json(r.partial_factor).dump() + " is not in (0, 1]");
+
+  // The scaling type: rope_type (or 4.x's older `type`) in either object.
+  std::vector<Found> types;
+  for (const char* k : {"rope_type", "type"}) {
+    find_in(p.params, pp, k, types);
+    find_in(p.scaling, "rope_scaling.", k, types);
+  }
+  const json* type = agreed(types, origin);
+  if (type) {
+    FTX_CHECK(type->is_string(), origin, types[0].where + " = " + type->dump() + " is not a string");
+    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin + ": " + types[0].where);
+  } else {
+    FTX_CHECK(!p.scaling, origin, "rope_scaling = " + p.scaling->dump() + " names no rope_type");
+  }
+  const std::vector<Found> factor = gather("factor", {}, true);
+  if (r.scaling.type == RopeScalingType::kNone) {
+    // transformers' default rotary ignores the other fields; a factor other than 1 means the saver
+    // meant some scaling, which ftx cannot guess.
+    FTX_CHECK(number(factor, 1.0, origin) == 1.0, origin,
+              factor.empty() ? "" : factor[0].where + " = " + factor[0].value.dump() + " with the default rope_type (no scaling) is ambiguous");
+    return r;
+  }
+  FTX_CHECK(!factor.empty(), origin, std::string("rope scaling ") + rope_scaling_name(r.scaling.type) + " needs a factor");
+  r.scaling.factor = number(factor, 1.0, origin);
+  if (r.scaling.type == RopeScalingType::kLlama3) {
+    auto need = [&](const char* key) {
+      const std::vector<Found> v = gather(key, {}, true);
+      FTX_CHECK(!v.empty(), origin, std::string("rope scaling llama3 needs ") + key);
+      return number(v, 0.0, origin);
+    };
+    r.scaling.low_freq_factor = need("low_freq_factor");
+    r.scaling.high_freq_factor = need("high_freq_factor");
+    const double L = need("original_max_position_embeddings");
+    FTX_CHECK(L == std::floor(L) && L > 0 && L < 1e9, origin,
+              "original_max_position_embeddings = " + json(L).dump() + " is not a positive integer");
+    r.scaling.original_max_position_embeddings = static_cast<int64_t>(L);
+  }
+  check_rope_scaling(r.scaling, origin);
+  return r;
+}
+
+std::vector<std::string> unknown_keys(const json& config, const std::string& model_type) {
+  std::vector<std::string> out;
+  const auto& arch = architecture_keys(model_type);
+  const auto& common = common_keys();
+  for (auto& [k, v] : config.items()) {
+    bool known = false;
+    for (const KeyRule& r : arch) known = known || k == r.key;
+    for (const KeyRule& r : common) known = known || k == r.key;
+    if (!known) out.push_back(k);
+  }
+  return out;
+}
+
+}  // namespace ftx::hf

@@ -1,0 +1,57 @@
+#pragma once
+// config.json keys that transformers 4.x and 5.x write in different places, read from wherever
+// they are, and every key checked against what ftx knows of the architecture (hf_config_keys.cc).
+//
+// Rotary settings: transformers 4.x writes them at the top level (rope_theta, partial_rotary_factor,
+// rope_scaling {type | rope_type, factor, ...}; GPT-NeoX also rotary_emb_base, rotary_pct);
+// transformers 5.x only in rope_parameters {rope_type, rope_theta, partial_rotary_factor, factor,
+// low_freq_factor, ...}. A value given in several places must agree there, else it is refused.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/model/rope_scaling.h"
+
+namespace ftx::hf {
+
+using json = nlohmann::json;
+
+struct RopeKeys {
+  std::vector<std::string> theta_aliases;    // older top-level names of rope_theta (rotary_emb_base)
+  std::vector<std::string> partial_aliases;  // older top-level names of partial_rotary_factor (rotary_pct)
+  double default_theta = 10000.0;
+  double default_partial = 1.0;
+};
+
+struct HfRope {
+  double theta = 10000.0;
+  double partial_factor = 1.0;  // rotary dims = int(head_dim · partial_factor)
+  RopeScaling scaling;
+};
+
+// Error(origin, ...) naming the key and its value for a scaling type ftx does not compute, a
+// rope_parameters key it does not know, or two places that disagree.
+HfRope read_rope(const json& config, const std::string& origin, const RopeKeys& keys);
+
+// How convert-hf treats one config.json key of an architecture.
+enum class KeyUse {
+  kRead,      // changes the model: read (and refused by name and value where ftx lacks it)
+  kNoEffect,  // training, generation defaults, bookkeeping: not part of the model's math
+};
+struct KeyRule {
+  const char* key;
+  KeyUse use;
+  const char* note;  // for kRead: what it becomes or which values are refused; kNoEffect: why
+};
+
+// The keys of transformers' configuration class for `model_type` (4.x and 5.x names), and the
+// keys every PretrainedConfig may carry. The man page's table is these lists.
+const std::vector<KeyRule>& architecture_keys(const std::string& model_type);
+const std::vector<KeyRule>& common_keys();
+
+// The keys of `config` that neither list names, in file order: ftx cannot tell whether they change
+// the model, so convert-hf warns about them (it converts what it knows how to read).
+std::vector<std::string> unknown_keys(const json& config, const std::string& model_type);
+
+}  // namespace ftx::hf
