@@ -372,7 +372,9 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
                                          : pe == "learned" || pe == "learned_absolute" || pe == "sinusoidal";
       bool has_pos = r.b_or("has_positional_encoding", pe_has_pos);
       if (!has_pos && c.position == PositionEmbedding::kLearned) c.position = PositionEmbedding::kNone;
-      if (has_pos) c.max_pos_seq_len = r.i("max_pos_seq_len");
+      // Without a position table the value only records the model's context (a rope model's
+      // max_position_embeddings): kept when given, so that the folder's config.ini round-trips.
+      if (has_pos || r.has("max_pos_seq_len")) c.max_pos_seq_len = r.i("max_pos_seq_len");
       if (r.b_or("use_attention_linear_bias", false)) c.position = PositionEmbedding::kAlibi;
       // Rotary positions in a [gpt] section (NeMo GPT-Next): FT has no key for them, ftx's and
       // TensorRT-LLM's say so.

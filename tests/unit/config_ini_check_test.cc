@@ -123,6 +123,19 @@ TEST(ConfigIniCheck, WhatFtxWritesLoadsBack) {
   }
 }
 
+// A rope model in a [gpt] section (convert-hf's Llama, Megatron Core) records its context length
+// in max_pos_seq_len although it has no position table: reading and writing keep it, so a folder
+// rewritten from its config.ini (ftx smoothquant) says the same, not n_positions = 0 beside it.
+TEST(ConfigIniCheck, RotaryGptKeepsItsRecordedContext) {
+  ModelConfig llama = models()["mcore_gqa"];
+  llama.max_pos_seq_len = 128;
+  const IniFile once = llama.to_ini();
+  const Result r = load(once);
+  ASSERT_TRUE(r.cfg) << r.error;
+  EXPECT_EQ(r.cfg->max_pos_seq_len, 128);
+  EXPECT_EQ(r.cfg->to_ini().to_string(), once.to_string());
+}
+
 // A key removed: an error naming it, or the same model (another key states the same fact).
 TEST(ConfigIniCheck, EachKeyRemoved) {
   for (const auto& [name, cfg] : models()) {
