@@ -16,15 +16,7 @@ namespace {
 const char kWriteThem[] = "write the folder with `ftx smoothquant --fp8`";
 }  // namespace
 
-bool is_fp8_gemm(const std::string& weight_name, std::string* gemm) {
-  if (is_w8a8_gemm(weight_name, gemm)) return true;
-  const std::string gate = ".mlp.dense_h_to_4h.gate.weight";
-  if (weight_name.rfind("model.layers.", 0) != 0 || weight_name.size() <= gate.size() ||
-      weight_name.compare(weight_name.size() - gate.size(), gate.size(), gate) != 0)
-    return false;
-  if (gemm) *gemm = weight_name.substr(0, weight_name.size() - 7);
-  return true;
-}
+bool is_fp8_gemm(const std::string& weight_name, std::string* gemm) { return is_w8a8_gemm(weight_name, gemm); }
 
 ops::Weight load_fp8_weight(const std::string& dir, const std::string& gemm, int rank, int64_t rows, int64_t cols,
                             ops::Backend& backend) {

@@ -11,8 +11,8 @@
 
 namespace ftx {
 
-// Whether an FT weight name ("model.layers.L.<gemm>.weight") is an FP8 GEMM: the four of
-// is_w8a8_gemm and a gated FFN's gate projection; sets `gemm` to its "model.layers.L.<gemm>" part.
+// Whether an FT weight name ("model.layers.L.<gemm>.weight") is an FP8 GEMM: the same GEMMs as
+// is_w8a8_gemm (the four and a gated FFN's gate projection); sets `gemm` to its "model.layers.L.<gemm>" part.
 bool is_fp8_gemm(const std::string& weight_name, std::string* gemm);
 
 // The GEMM `gemm` of TP rank `rank`, [rows, cols] as this rank holds it, uploaded as an FP8 weight.

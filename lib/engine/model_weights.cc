@@ -299,7 +299,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     return backend.int8_weight_only() && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
            f.shape.size() >= 2;
   };
-  // SmoothQuant W8A8 (int8_mode 2) reads the four layer GEMMs from the folder's int8 files.
+  // SmoothQuant W8A8 (int8_mode 2) reads the layer GEMMs (and a gated FFN's gate) from the folder's int8 files.
   auto w8a8 = [&](const FtWeightFile& f, std::string* gemm) {
     return sq.on && f.shape.size() >= 2 && is_w8a8_gemm(f.name, gemm);
   };
@@ -346,7 +346,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     const Slot slot = slot_for(f.name);
     if (std::string gemm; w8a8(f, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
-      *slot.matrix = load_w8a8_weight(dir, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);
+      *slot.matrix = load_w8a8_weight(dir, cfg, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);
       w.owned_weights_.push_back(*slot.matrix);
       w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
       continue;

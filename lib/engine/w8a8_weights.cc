@@ -9,12 +9,14 @@
 #include "formats/ft_dir.h"
 #include "formats/mapped_file.h"
 #include "lib/model/ft_weight_layout.h"
+#include "lib/model/qkv_columns.h"
 
 namespace ftx {
 
 namespace {
 
-const char* kGemms[] = {"attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"};
+const char* kGemms[] = {"attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_h_to_4h.gate",
+                        "mlp.dense_4h_to_h"};
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -95,16 +97,14 @@ W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, cons
     if (ini.has(s, "smoothquant")) alpha = ini.get(s, "smoothquant");
     if (ini.has(s, "int8_format")) format = ini.get(s, "int8_format");
   }
-  if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
-    throw Error(dir, "--int8-mode 2: multi-query attention (" + std::string(architecture_name(cfg.arch)) +
-                         ") has no SmoothQuant W8A8 path; TensorRT-LLM refuses it too");
-  if (ft_is_gated(cfg))
-    throw Error(dir, std::string("--int8-mode 2: a gated FFN (") + activation_name(cfg.activation) +
-                         ") has no SmoothQuant W8A8 path: ftx smoothquant does not export it");
   if (alpha.empty() || alpha == "None")
     throw Error(ini_path, "--int8-mode 2 needs a folder written by `ftx smoothquant --alpha A`; config.ini has " +
                               (alpha.empty() ? std::string("no smoothquant key") : "smoothquant = None (KV-cache scales only)"));
   if (format == "ft") {
+    if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
+      throw Error(ini_path, "int8_format = ft: FasterTransformer's W8A8 files are for multi-head attention; this model "
+                            "has kv_head_num " + std::to_string(cfg.kv_head_num) + " of head_num " +
+                            std::to_string(cfg.head_num));
     if (mode.per_token || mode.per_channel)
       throw Error(ini_path, std::string("int8_format = ft: FasterTransformer's W8A8 files have per-tensor scales "
                                         "only; drop ") +
@@ -117,8 +117,8 @@ W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, cons
   return W8A8Files::kTrtLlm;
 }
 
-ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, int rank, int tp, int64_t rows,
-                             int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
+ops::Weight load_w8a8_weight(const std::string& dir, const ModelConfig& cfg, const std::string& gemm, int rank, int tp,
+                             int64_t rows, int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
                              ops::Backend& backend) {
   const std::string base = dir + "/" + gemm;
   const std::string r = std::to_string(rank);
@@ -128,7 +128,7 @@ ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, in
   };
   const bool qkv = ends_with("attention.query_key_value");
   // QKV and FC1 split their output columns across ranks; attention.dense and FC2 their input rows.
-  const bool column_parallel = qkv || ends_with("mlp.dense_h_to_4h");
+  const bool column_parallel = qkv || ends_with("mlp.dense_h_to_4h") || ends_with("mlp.dense_h_to_4h.gate");
   if (files == W8A8Files::kFt) return load_ft_w8a8_weight(base, rank, rows, cols, qkv, backend);
   const std::string col = mode.per_channel ? ".col" : "";
   const std::vector<uint8_t> q = read_exact(base + ".weight.int8" + col + "." + r + ".bin", rows * cols, 1);
@@ -140,11 +140,15 @@ ops::Weight load_w8a8_weight(const std::string& dir, const std::string& gemm, in
     alpha = column_parallel ? read_floats(base + col_name + ".col." + r + ".bin", cols)
                             : read_floats(base + col_name + ".col.bin", cols);
   } else if (qkv) {
-    // [3, H]: Q's, K's and V's one value each, broadcast; this rank's columns of each.
-    const int64_t seg = cols / 3, full = seg * tp;
-    const std::vector<float> all = read_floats(base + col_name + ".bin", 3 * full);
-    for (int64_t s = 0; s < 3; ++s)
-      for (int64_t j = 0; j < seg; ++j) alpha[s * seg + j] = all[s * full + rank * seg + j];
+    // One value per column of the full QKV (Q's, K's and V's one value each, broadcast; [3, H] for
+    // multi-head attention): this rank's columns of each of Q, K and V (qkv_columns.h).
+    const std::vector<ColumnSegment> segs = qkv_column_segments(cfg);
+    int64_t full = 0;
+    for (const ColumnSegment& s : segs) full += s.width;
+    if (rank_columns(segs, tp) != cols)
+      throw Error(base + ".weight.int8." + r + ".bin", "holds " + std::to_string(cols) + " QKV columns, the config " +
+                                                           std::to_string(rank_columns(segs, tp)));
+    alpha = rank_part_of_columns(read_floats(base + col_name + ".bin", full), 1, segs, tp, rank);
   } else {
     const float v = read_floats(base + col_name + ".bin", 1)[0];
     std::fill(alpha.begin(), alpha.end(), v);

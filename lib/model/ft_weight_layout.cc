@@ -114,7 +114,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
 bool ft_is_int8_side_file(const std::string& f) {
   if (f.rfind("model.layers.", 0) != 0 || f.size() < 4 || f.compare(f.size() - 4, 4, ".bin") != 0) return false;
   static const char* gemms[] = {".attention.query_key_value.", ".attention.dense.", ".mlp.dense_h_to_4h.",
-                                ".mlp.dense_4h_to_h."};
+                                ".mlp.dense_h_to_4h.gate.", ".mlp.dense_4h_to_h."};
   static const char* kinds[] = {"weight.int8.", "scale_x_orig_quant.", "scale_w_quant_orig.", "scale_y_accum_quant.",
                                 "scale_y_quant_orig.", "scale.", "scale_inter.", "scale_out."};
   for (const char* g : gemms) {

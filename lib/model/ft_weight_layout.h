@@ -36,8 +36,8 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp);
 // QKV output columns held by one rank: 3H/T, or H/T + 2d for multi-query.
 int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp);
 
-// True for the INT8 side files `ftx smoothquant` writes beside the weights of a layer GEMM
-// (TensorRT-LLM's `*.weight.int8[.col].R.bin`, `*.scale_{x_orig_quant,w_quant_orig,y_accum_quant,
+// True for the INT8 side files `ftx smoothquant` writes beside the weights of a layer GEMM (a
+// gated FFN's gate projection included) (TensorRT-LLM's `*.weight.int8[.col].R.bin`, `*.scale_{x_orig_quant,w_quant_orig,y_accum_quant,
 // y_quant_orig}[.col][.R].bin`; FasterTransformer's `*.scale{,_inter,_out}.bin`, ft-format.md
 // §3.1, §3.5). The floating-point loader ignores them; the INT8 modes read them.
 bool ft_is_int8_side_file(const std::string& file_name);

@@ -6,6 +6,7 @@
 
 #include "formats/error.h"
 #include "formats/output_file.h"
+#include "lib/model/ft_weight_layout.h"
 
 namespace ftx::quant {
 
@@ -13,6 +14,12 @@ const std::vector<std::string>& gemm_suffixes() {
   static const std::vector<std::string> s = {"attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h",
                                              "mlp.dense_4h_to_h"};
   return s;
+}
+
+std::vector<std::string> quantized_gemms(const ModelConfig& cfg) {
+  std::vector<std::string> g = gemm_suffixes();
+  if (ft_is_gated(cfg)) g.push_back("mlp.dense_h_to_4h.gate");
+  return g;
 }
 
 std::string gemm_key(int64_t layer, const std::string& suffix) {

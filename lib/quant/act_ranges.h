@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/model/model_config.h"
+
 namespace ftx::quant {
 
 struct GemmRange {
@@ -18,6 +20,9 @@ struct GemmRange {
 
 // The four GEMMs of a layer, in forward order, by their FT name (without ".weight").
 const std::vector<std::string>& gemm_suffixes();
+// The GEMMs `ftx smoothquant` quantises in a layer of `cfg`: the four, and a gated FFN's gate
+// projection (mlp.dense_h_to_4h.gate, which reads FC1's input).
+std::vector<std::string> quantized_gemms(const ModelConfig& cfg);
 std::string gemm_key(int64_t layer, const std::string& suffix);  // "model.layers.L.<suffix>"
 
 // max |K|, max |V| of one layer over the calibration tokens.

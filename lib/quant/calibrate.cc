@@ -84,6 +84,8 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
     rec.watch(lw.qkv_w, gemm_key(l, "attention.query_key_value"), bias_of(p + "attention.query_key_value.bias"));
     rec.watch(lw.dense_w, gemm_key(l, "attention.dense"), bias_of(p + "attention.dense.bias"));
     rec.watch(lw.fc_w, gemm_key(l, "mlp.dense_h_to_4h"), bias_of(p + "mlp.dense_h_to_4h.bias"));
+    if (lw.gate_w)  // a gated FFN's second projection reads FC1's input
+      rec.watch(lw.gate_w, gemm_key(l, "mlp.dense_h_to_4h.gate"), bias_of(p + "mlp.dense_h_to_4h.gate.bias"));
     // GPT-NeoX with parallel residual keeps one summed output bias (attention + MLP) for FC2.
     rec.watch(lw.proj_w, gemm_key(l, "mlp.dense_4h_to_h"),
               model.has(p + "mlp.attention.bias.sum") ? bias_of(p + "mlp.attention.bias.sum")
@@ -98,6 +100,9 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
   // Every token of every sample runs through the recorded GEMMs: no prefix is taken from the cache.
   EngineOptions eo;
   eo.prefix_cache = false;
+  // A sliding-window model (Mistral) attends to the last sliding_window positions: a circular cache
+  // of that length computes exactly that for samples longer than the window.
+  eo.memory_len = cfg.sliding_window;
   Engine engine(weights, rec, comm, eo);
   engine.reserve(1, longest, longest);
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "formats/error.h"
-#include "lib/model/ft_weight_layout.h"
 #include "lib/quant/fp8.h"
 #include "lib/quant/side_files.h"
 
@@ -18,9 +17,7 @@ std::vector<SideTensor> trtllm_fp8_files(const HostModel& model, const std::map<
     out.push_back(make_side_file(name, -1, {1}, DType::kFloat32, std::vector<float>{value}));
   };
   for (int64_t l = 0; l < model.cfg.num_layer; ++l) {
-    std::vector<std::string> gemms = gemm_suffixes();
-    if (ft_is_gated(model.cfg)) gemms.push_back("mlp.dense_h_to_4h.gate");
-    for (const std::string& suffix : gemms) {
+    for (const std::string& suffix : quantized_gemms(model.cfg)) {
       const std::string base = gemm_key(l, suffix);
       const bool gate = suffix == "mlp.dense_h_to_4h.gate";
       const std::string input_of = gate ? gemm_key(l, "mlp.dense_h_to_4h") : base;  // the gate reads FC1's input
@@ -29,7 +26,6 @@ std::vector<SideTensor> trtllm_fp8_files(const HostModel& model, const std::map<
       const double x_max = *std::max_element(it->second.x.begin(), it->second.x.end());
 
       const HostTensor& w = model.at(base + ".weight");
-      const int64_t rows = w.shape.front(), cols = w.numel() / rows;
       const std::vector<float> stored = stored_values(w, storage);
       float w_max = 0.0f;
       for (float v : stored) w_max = std::max(w_max, std::fabs(v));
@@ -37,18 +33,10 @@ std::vector<SideTensor> trtllm_fp8_files(const HostModel& model, const std::map<
       std::vector<uint8_t> q(stored.size());
       quantize_e4m3(stored.data(), stored.size(), s_w, q.data());
 
-      const bool by_rows = ft_split_of(base + ".weight") == OutSplit::kRow;
-      const bool qkv = suffix == "attention.query_key_value";
-      const bool mqa = qkv && model.cfg.attention == AttentionKind::kMultiQuery;
-      const int64_t d = model.cfg.size_per_head;
-      for (int64_t r = 0; r < tp; ++r) {
-        const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
-                                           : mqa   ? std::vector<int64_t>{rows, (cols - 2 * d) / tp + 2 * d}
-                                                   : std::vector<int64_t>{rows, cols / tp};
-        out.push_back(make_side_file(fp8_weight_name(base), r, shape, DType::kFloat8E4M3,
-                                     mqa ? split_multi_query(q, rows, cols, d, tp, r)
-                                         : split_part(q, rows, cols, by_rows, qkv ? 3 : 1, tp, r)));
-      }
+      const GemmSplit split = gemm_split(model, base);
+      for (int64_t r = 0; r < tp; ++r)
+        out.push_back(make_side_file(fp8_weight_name(base), r, split.rank_shape(tp), DType::kFloat8E4M3,
+                                     split.part(q, tp, r)));
       scale_file(fp8_weight_scale_name(base), s_w);
       scale_file(fp8_act_scale_name(base), fp8_scale_of(x_max));
     }

@@ -7,7 +7,8 @@
 //    TensorRT-LLM takes the largest of their three scales), fp32;
 //  * activation_scaling_factor s_x = max |x| / 448 over the calibration data (the gate: FC1's);
 //  * weight.fp8.R: E4M3(W / s_w), the quotient in fp32, rounded to nearest even (fp8.h), split like
-//    the weight (multi-query QKV: the query columns split, K and V whole on every rank);
+//    the weight (QKV per Q/K/V segment: grouped-query K/V heads split, multi-query's one K/V head
+//    whole on every rank; lib/model/qkv_columns.h);
 // and per layer kv_cache_scaling_factor = max(max |K|, max |V|) / 448 over the calibration tokens,
 // K after rotary (the values the cache holds). Every amax is floored at 1e-8 (fp8_scale_of).
 #include <map>

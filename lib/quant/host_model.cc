@@ -29,6 +29,11 @@ bool is_neox_bias_sum(const ModelConfig& cfg, const std::string& name) {
 
 }  // namespace
 
+std::vector<ColumnSegment> column_segments_of(const ModelConfig& cfg, const std::string& name, int64_t cols) {
+  if (ft_split_of(name) == OutSplit::kColumn && is_qkv(name)) return qkv_column_segments(cfg);
+  return {{cols, true}};
+}
+
 OutSplit ft_split_of(const std::string& name) {
   if (ends_with(name, "attention.dense.weight") || ends_with(name, "mlp.dense_4h_to_h.weight")) return OutSplit::kRow;
   for (const char* col : {"attention.query_key_value.", "mlp.dense_h_to_4h."})
@@ -47,16 +52,8 @@ HostModel HostModel::read(const std::string& dir) {
   HostModel m;
   m.dir = dir;
   m.cfg = read_model_config(dir);
-  // The QKV columns are split below as [3, H] (multi-head) or [H | d | d] (multi-query); grouped-query
-  // attention's [H | G·d | G·d] is neither, and reading it as either would calibrate and export
-  // wrongly split matrices.
-  const int64_t kv = m.cfg.kv_head_num;
-  FTX_CHECK(kv <= 0 || kv == 1 || kv == m.cfg.head_num, dir + "/config.ini",
-            "grouped-query attention (kv_head_num " + std::to_string(kv) + " of head_num " +
-                std::to_string(m.cfg.head_num) + ") has no smoothquant path (multi-head and multi-query only)");
   const int64_t tp = m.cfg.tensor_para_size;
   ModelWeights::check_files(dir, m.cfg, static_cast<int>(tp));
-  const bool mqa = m.cfg.attention == AttentionKind::kMultiQuery;
   const DType dt = m.cfg.weight_data_type;
   const std::vector<FtWeightFile> full = ft_weight_files(m.cfg, 1);
   for (const auto& f : full) {
@@ -70,10 +67,7 @@ HostModel HostModel::read(const std::string& dir) {
     t.data.resize(static_cast<size_t>(f.numel()));
     const OutSplit split = parts.front().rank < 0 ? OutSplit::kReplicated : ft_split_of(f.name);
     const int64_t cols = f.shape.back(), rows = f.numel() / cols;
-    // QKV's last axis is [3, H]: each rank holds [3, H/T] of it. Multi-query: [H | d | d], each rank
-    // [H/T | d | d] (K and V whole on every rank).
-    const int64_t segs = split == OutSplit::kColumn && is_qkv(f.name) && !mqa ? 3 : 1;
-    const int64_t kv_cols = split == OutSplit::kColumn && is_qkv(f.name) && mqa ? 2 * m.cfg.size_per_head : 0;
+    const std::vector<ColumnSegment> segs = column_segments_of(m.cfg, f.name, cols);
     std::vector<float> buf;
     for (size_t r = 0; r < parts.size(); ++r) {
       const FtWeightFile& p = parts[r];
@@ -81,22 +75,12 @@ HostModel HostModel::read(const std::string& dir) {
       const size_t n = static_cast<size_t>(p.numel());
       buf.resize(n);
       ops::convert_weight(file->slice(0, n * dtype_size(dt), p.file_name()), dt, buf.data(), DType::kFloat32, n);
-      if (split == OutSplit::kReplicated) {
+      if (split == OutSplit::kReplicated)
         t.data = buf;
-      } else if (split == OutSplit::kRow) {
+      else if (split == OutSplit::kRow)
         std::memcpy(t.data.data() + r * n, buf.data(), n * sizeof(float));
-      } else {
-        const int64_t seg_full = (cols - kv_cols) / segs, seg_part = seg_full / static_cast<int64_t>(parts.size());
-        const int64_t row_part = segs * seg_part + kv_cols;
-        for (int64_t i = 0; i < rows; ++i) {
-          for (int64_t s = 0; s < segs; ++s)
-            std::memcpy(t.data.data() + i * cols + s * seg_full + static_cast<int64_t>(r) * seg_part,
-                        buf.data() + i * row_part + s * seg_part, static_cast<size_t>(seg_part) * sizeof(float));
-          if (kv_cols > 0 && r == 0)  // the replicated K and V, from rank 0
-            std::memcpy(t.data.data() + i * cols + seg_full, buf.data() + i * row_part + seg_part,
-                        static_cast<size_t>(kv_cols) * sizeof(float));
-        }
-      }
+      else
+        put_rank_columns(t.data, buf.data(), rows, segs, tp, static_cast<int64_t>(r));
     }
     if (is_neox_bias_sum(m.cfg, f.name))
       for (float& v : t.data) v *= static_cast<float>(tp);
@@ -131,15 +115,11 @@ ConversionPlan make_plan(const ModelConfig& cfg, const std::string& dir, std::ma
     v.storage.origin = job.source;
     job.shards.push_back(v);
     job.split = ft_split_of(kv.first);
-    if (job.split == OutSplit::kColumn && is_qkv(kv.first)) {
-      if (cfg.attention == AttentionKind::kMultiQuery) {  // [H | d | d]: K and V whole on every rank
-        const int64_t d = cfg.size_per_head;
-        job.seg_sizes = {t.shape.back() - 2 * d, d, d};
-        job.seg_split = {true, false, false};
-      } else {
-        job.segments = 3;
+    if (job.split == OutSplit::kColumn && is_qkv(kv.first))
+      for (const ColumnSegment& seg : qkv_column_segments(cfg)) {
+        job.seg_sizes.push_back(seg.width);
+        job.seg_split.push_back(seg.split);
       }
-    }
     plan.jobs.push_back(std::move(job));
   }
   return plan;

@@ -9,6 +9,7 @@
 
 #include "lib/convert/conversion.h"
 #include "lib/model/model_config.h"
+#include "lib/model/qkv_columns.h"
 
 namespace ftx::quant {
 
@@ -24,8 +25,9 @@ struct HostModel {
   std::map<std::string, HostTensor> tensors;  // FT name -> full tensor (shape of ft_weight_files(cfg, 1))
 
   // Reads `dir` (config.ini, every file ft_weight_files lists for the folder's TP size) and merges
-  // the ranks: QKV per Q/K/V segment on the last axis, attention.dense and dense_4h_to_h on axis 0,
-  // the other split tensors on the last axis (multi-query QKV: the Q parts, and K and V from rank 0).
+  // the ranks: QKV per Q/K/V segment on the last axis (qkv_columns.h: multi-head, grouped-query,
+  // and multi-query's whole K and V from rank 0), attention.dense and dense_4h_to_h on axis 0, the
+  // other split tensors on the last axis.
   // GPT-NeoX's `mlp.attention.bias.sum` (stored ÷ TP) is multiplied back to the full sum. Errors as
   // ModelWeights::check_files.
   static HostModel read(const std::string& dir);
@@ -43,5 +45,9 @@ ConversionPlan plan_host_model(HostModel&& model, int64_t tp);
 
 // How a full FT tensor is split over TP ranks (ft-format.md §1).
 OutSplit ft_split_of(const std::string& name);
+
+// The last-axis segments of a column-parallel tensor `name` of `cols` columns: QKV's [Q, K, V]
+// (qkv_column_segments), else one split segment.
+std::vector<ColumnSegment> column_segments_of(const ModelConfig& cfg, const std::string& name, int64_t cols);
 
 }  // namespace ftx::quant

@@ -24,7 +24,7 @@ std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map
                                           int64_t tp, DType storage, bool kv_only) {
   std::vector<SideTensor> out;
   for (int64_t l = 0; l < model.cfg.num_layer; ++l) {
-    for (const std::string& suffix : gemm_suffixes()) {
+    for (const std::string& suffix : quantized_gemms(model.cfg)) {
       const std::string base = gemm_key(l, suffix);
       const bool qkv = suffix == "attention.query_key_value";
       if (kv_only && !qkv) continue;
@@ -37,20 +37,31 @@ std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map
       if (kv_only) continue;
 
       const HostTensor& w = model.at(base + ".weight");
-      const int64_t rows = w.shape.front(), cols = w.numel() / rows;
-      const int64_t segs = qkv ? 3 : 1, seg = cols / segs;
+      const GemmSplit split = gemm_split(model, base);
+      const int64_t rows = split.rows, cols = split.cols;
       FTX_CHECK(static_cast<int64_t>(rg.w.size()) == cols, "", "activation ranges of " + base + " do not fit the weight");
-      const std::vector<float> stored = stored_values(w, storage);
-      std::vector<double> sw_t(static_cast<size_t>(segs)), sw_c(static_cast<size_t>(cols));
-      for (int64_t s = 0; s < segs; ++s)
-        sw_t[s] = 127.0 / *std::max_element(rg.w.begin() + s * seg, rg.w.begin() + (s + 1) * seg);
+      // "Per tensor" is per Q, K and V for QKV (TensorRT-LLM's generate_int8): the segment of each column.
+      std::vector<int64_t> seg_of(static_cast<size_t>(cols), 0);
+      std::vector<double> sw_t(1, 0.0);
+      if (qkv) {
+        sw_t.assign(3, 0.0);
+        int64_t j = 0, k = 0;
+        for (const ColumnSegment& s : qkv_column_segments(model.cfg)) {
+          for (int64_t e = j + s.width; j < e; ++j) seg_of[j] = k;
+          ++k;
+        }
+      }
+      for (int64_t j = 0; j < cols; ++j) sw_t[seg_of[j]] = std::max(sw_t[seg_of[j]], rg.w[j]);
+      for (double& v : sw_t) v = 127.0 / v;
+      std::vector<double> sw_c(static_cast<size_t>(cols));
       for (int64_t j = 0; j < cols; ++j) sw_c[j] = 127.0 / rg.w[j];
       const double sx = 127.0 / x_max, sy = 127.0 / y_max;
+      const std::vector<float> stored = stored_values(w, storage);
       std::vector<int8_t> q_t(stored.size()), q_c(stored.size());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           const double v = stored[i * cols + j];
-          q_t[i * cols + j] = to_i8(v * sw_t[j / seg]);
+          q_t[i * cols + j] = to_i8(v * sw_t[seg_of[j]]);
           q_c[i * cols + j] = to_i8(v * sw_c[j]);
         }
       std::vector<double> w_qo_c(static_cast<size_t>(cols)), acc_c(static_cast<size_t>(cols));
@@ -58,34 +69,35 @@ std::vector<SideTensor> trtllm_int8_files(const HostModel& model, const std::map
         w_qo_c[j] = 1.0 / sw_c[j];
         acc_c[j] = sy / (sx * sw_c[j]);
       }
-      // Per-tensor w and accumulation scales: one value, or for QKV Q/K/V's broadcast to [3, H].
+      // Per-tensor w and accumulation scales: one value, or for QKV one per column (Q's, K's and
+      // V's value broadcast over its columns; multi-head: as [3, H]).
       std::vector<double> w_qo_t, acc_t;
       for (int64_t j = 0; j < (qkv ? cols : 1); ++j) {
-        w_qo_t.push_back(1.0 / sw_t[j / seg]);
-        acc_t.push_back(sy / (sx * sw_t[j / seg]));
+        w_qo_t.push_back(1.0 / sw_t[seg_of[j]]);
+        acc_t.push_back(sy / (sx * sw_t[seg_of[j]]));
       }
-      const std::vector<int64_t> t_shape = qkv ? std::vector<int64_t>{3, seg} : std::vector<int64_t>{1};
-      const bool by_rows = ft_split_of(base + ".weight") == OutSplit::kRow;
+      const bool mha = qkv && qkv_column_segments(model.cfg)[1].width * 3 == cols;  // [3, H] as before GQA
+      const std::vector<int64_t> t_shape = mha   ? std::vector<int64_t>{3, cols / 3}
+                                           : qkv ? std::vector<int64_t>{cols}
+                                                 : std::vector<int64_t>{1};
       for (int64_t r = 0; r < tp; ++r) {
-        const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
-                                                   : std::vector<int64_t>{rows, cols / tp};
-        out.push_back(make_side_file(base + ".weight.int8", r, shape, DType::kInt8,
-                                     split_part(q_t, rows, cols, by_rows, segs, tp, r)));
-        out.push_back(make_side_file(base + ".weight.int8.col", r, shape, DType::kInt8,
-                                     split_part(q_c, rows, cols, by_rows, segs, tp, r)));
-        if (!by_rows) {
-          const std::vector<int64_t> cs = qkv ? std::vector<int64_t>{3, seg / tp} : std::vector<int64_t>{cols / tp};
+        const std::vector<int64_t> shape = split.rank_shape(tp);
+        out.push_back(make_side_file(base + ".weight.int8", r, shape, DType::kInt8, split.part(q_t, tp, r)));
+        out.push_back(make_side_file(base + ".weight.int8.col", r, shape, DType::kInt8, split.part(q_c, tp, r)));
+        if (!split.by_rows) {
+          const int64_t local = rank_columns(split.segs, tp);
+          const std::vector<int64_t> cs = mha ? std::vector<int64_t>{3, local / 3} : std::vector<int64_t>{local};
           out.push_back(make_side_file(base + ".scale_w_quant_orig.col", r, cs, DType::kFloat32,
-                                       split_part(to_f32(w_qo_c), 1, cols, false, segs, tp, r)));
+                                       split.column_part(to_f32(w_qo_c), tp, r)));
           out.push_back(make_side_file(base + ".scale_y_accum_quant.col", r, cs, DType::kFloat32,
-                                       split_part(to_f32(acc_c), 1, cols, false, segs, tp, r)));
+                                       split.column_part(to_f32(acc_c), tp, r)));
         }
       }
       out.push_back(make_side_file(base + ".scale_x_orig_quant", -1, {1}, DType::kFloat32,
                                    std::vector<float>{static_cast<float>(sx)}));
       out.push_back(make_side_file(base + ".scale_w_quant_orig", -1, t_shape, DType::kFloat32, to_f32(w_qo_t)));
       out.push_back(make_side_file(base + ".scale_y_accum_quant", -1, t_shape, DType::kFloat32, to_f32(acc_t)));
-      if (by_rows) {
+      if (split.by_rows) {
         out.push_back(make_side_file(base + ".scale_w_quant_orig.col", -1, {cols}, DType::kFloat32, to_f32(w_qo_c)));
         out.push_back(make_side_file(base + ".scale_y_accum_quant.col", -1, {cols}, DType::kFloat32, to_f32(acc_c)));
       }
@@ -120,13 +132,9 @@ std::vector<SideTensor> ft_int8_files(const HostModel& model, const std::map<std
       std::vector<int8_t> q(stored.size());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) q[i * cols + j] = to_i8(stored[i * cols + j] * s_w[j / seg]);
-      const bool by_rows = ft_split_of(base + ".weight") == OutSplit::kRow;
-      for (int64_t r = 0; r < tp; ++r) {
-        const std::vector<int64_t> shape = by_rows ? std::vector<int64_t>{rows / tp, cols}
-                                                   : std::vector<int64_t>{rows, cols / tp};
-        out.push_back(make_side_file(base + ".weight.int8", r, shape, DType::kInt8,
-                                     split_part(q, rows, cols, by_rows, segs, tp, r)));
-      }
+      const GemmSplit split = gemm_split(model, base);
+      for (int64_t r = 0; r < tp; ++r)
+        out.push_back(make_side_file(base + ".weight.int8", r, split.rank_shape(tp), DType::kInt8, split.part(q, tp, r)));
       std::vector<double> scale(static_cast<size_t>(segs), s_x), inter, scale_out;
       for (int64_t k = 0; k < segs; ++k) {
         scale_out.push_back(1.0 / s_y[k]);

@@ -50,19 +50,35 @@ void RecordingBackend::context_attention(ops::Act out, ops::Act qkv, int64_t B, 
                                          const ops::AttentionShape& shape, const int32_t* past) {
   in_.context_attention(out, qkv, B, S, lengths, tables, k, v, shape, past);
   if (kv_.empty()) return;
-  auto& [k_max, v_max] = kv_[attention_calls_++ % kv_.size()];
-  const int64_t width = shape.qkv_width(), d = shape.head_dim;
-  host_a_.resize(static_cast<size_t>(B * S * width));
+  auto& range = kv_[attention_calls_++ % kv_.size()];
+  host_a_.resize(static_cast<size_t>(B * S * shape.qkv_width()));
   in_.download_act(host_a_.data(), qkv, host_a_.size());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < lengths[b]; ++t) {
-      const float* key = host_a_.data() + (b * S + t) * width + shape.q_heads * d;  // [Q | K | V]
-      const float* value = key + shape.kv_heads * d;
-      for (int64_t i = 0; i < shape.kv_heads * d; ++i) {
-        k_max = std::max(k_max, std::fabs(key[i]));
-        v_max = std::max(v_max, std::fabs(value[i]));
-      }
+  for (int64_t b = 0; b < B; ++b) record_kv_rows(range, host_a_.data() + b * S * shape.qkv_width(), lengths[b], shape);
+}
+
+void RecordingBackend::decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables,
+                                        const int32_t* past, const ops::KvCache& k, const ops::KvCache& v,
+                                        const ops::AttentionShape& shape) {
+  in_.decode_attention(out, qkv, n, tables, past, k, v, shape);
+  if (kv_.empty()) return;
+  auto& range = kv_[attention_calls_++ % kv_.size()];
+  host_a_.resize(static_cast<size_t>(n * shape.qkv_width()));
+  in_.download_act(host_a_.data(), qkv, host_a_.size());
+  record_kv_rows(range, host_a_.data(), n, shape);
+}
+
+void RecordingBackend::record_kv_rows(std::pair<float, float>& range, const float* rows, int64_t n,
+                                      const ops::AttentionShape& shape) {
+  auto& [k_max, v_max] = range;
+  const int64_t width = shape.qkv_width(), d = shape.head_dim;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* key = rows + t * width + shape.q_heads * d;  // [Q | K | V]
+    const float* value = key + shape.kv_heads * d;
+    for (int64_t i = 0; i < shape.kv_heads * d; ++i) {
+      k_max = std::max(k_max, std::fabs(key[i]));
+      v_max = std::max(v_max, std::fabs(value[i]));
     }
+  }
 }
 
 }  // namespace ftx::quant

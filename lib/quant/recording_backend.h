@@ -9,10 +9,11 @@
 // layer and GEMM without a single line in lib/engine. Calibration runs the unsplit model (TP 1), so
 // the recorded ranges are those of the full tensors.
 //
-// It also records, per layer, max |K| and max |V| of the tokens each prefill stores in the KV cache
-// (the fused qkv rows context_attention receives, after rotary: exactly what a cache holds), for
-// the FP8 KV-cache scale. The n-th context_attention call of a prefill is layer n (the engine runs
-// the layers in order, one call each), so record_kv(layers) is told how many there are.
+// It also records, per layer, max |K| and max |V| of the tokens each step stores in the KV cache
+// (the fused qkv rows context_attention and decode_attention receive, after rotary: exactly what a
+// cache holds), for the FP8 KV-cache scale. The n-th attention call of a step is layer n (the
+// engine runs the layers in order, one call each), so record_kv(layers) is told how many there are.
+// Both calls count: a sliding-window model's sample longer than its window is not one prefill.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,7 +36,7 @@ class RecordingBackend : public ops::Backend {
   // added to the output before its maximum is taken.
   void watch(const ops::Weight& w, const std::string& key, std::vector<float> bias);
   const std::map<std::string, GemmStats>& stats() const { return stats_; }
-  // Records K and V of every context_attention call; the calls cycle over `layers` layers.
+  // Records K and V of every attention call; the calls cycle over `layers` layers.
   void record_kv(int64_t layers) { kv_.assign(static_cast<size_t>(layers), {}); }
   // Per layer: max |K|, max |V| (empty unless record_kv was called).
   const std::vector<std::pair<float, float>>& kv_stats() const { return kv_; }
@@ -103,9 +104,7 @@ class RecordingBackend : public ops::Backend {
                          const ops::BlockTables& tables, const ops::KvCache& k, const ops::KvCache& v,
                          const ops::AttentionShape& shape, const int32_t* past) override;
   void decode_attention(ops::Act out, ops::Act qkv, int64_t n, const ops::BlockTables& tables, const int32_t* past,
-                        const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override {
-    in_.decode_attention(out, qkv, n, tables, past, k, v, shape);
-  }
+                        const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& shape) override;
   void copy_kv_2d(const ops::KvCache& dst, int64_t dp, const ops::KvCache& src, int64_t sp, int64_t width,
                   int64_t height) override {
     in_.copy_kv_2d(dst, dp, src, sp, width, height);
@@ -121,6 +120,9 @@ class RecordingBackend : public ops::Backend {
     std::vector<float> bias;
   };
   ops::Backend& in_;
+  // max |K|, max |V| of `n` fused qkv rows into `range`.
+  void record_kv_rows(std::pair<float, float>& range, const float* rows, int64_t n, const ops::AttentionShape& shape);
+
   std::map<const void*, Watched> watched_;
   std::map<std::string, GemmStats> stats_;
   std::vector<float> host_a_, host_c_;

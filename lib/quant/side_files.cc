@@ -14,4 +14,15 @@ std::vector<float> stored_values(const HostTensor& w, DType storage) {
   return stored;
 }
 
+GemmSplit gemm_split(const HostModel& model, const std::string& base) {
+  const std::string name = base + ".weight";
+  const HostTensor& w = model.at(name);
+  GemmSplit s;
+  s.rows = w.shape.front();
+  s.cols = w.numel() / s.rows;
+  s.by_rows = ft_split_of(name) == OutSplit::kRow;
+  if (!s.by_rows) s.segs = column_segments_of(model.cfg, name, s.cols);
+  return s;
+}
+
 }  // namespace ftx::quant

@@ -1,7 +1,7 @@
 #pragma once
 // Building blocks of the quantised side files `ftx smoothquant` writes beside the weights (INT8:
-// int8_export.h, FP8: fp8_export.h): a file's bytes, a full tensor's part for one TP rank, and a
-// weight's values as the output folder stores them.
+// int8_export.h, FP8: fp8_export.h): a file's bytes, a full GEMM tensor's part for one TP rank, and
+// a weight's values as the output folder stores them.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "formats/error.h"
 #include "lib/convert/conversion.h"
+#include "lib/model/qkv_columns.h"
 #include "lib/quant/host_model.h"
 
 namespace ftx::quant {
@@ -26,41 +27,33 @@ SideTensor make_side_file(const std::string& name, int64_t rank, std::vector<int
   return f;
 }
 
-// Rank r's part of a [rows, cols] row-major array: rows split (axis 0) or every one of `segs`
-// equal last-axis segments split (column-parallel; QKV has 3 segments).
-template <typename T>
-std::vector<T> split_part(const std::vector<T>& a, int64_t rows, int64_t cols, bool by_rows, int64_t segs,
-                          int64_t tp, int64_t r) {
-  std::vector<T> out;
-  if (by_rows) {
-    const int64_t n = rows / tp;
-    out.assign(a.begin() + r * n * cols, a.begin() + (r + 1) * n * cols);
-    return out;
-  }
-  const int64_t seg = cols / segs, part = seg / tp;
-  out.reserve(static_cast<size_t>(rows * cols / tp));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t s = 0; s < segs; ++s) {
-      const auto b = a.begin() + i * cols + s * seg + r * part;
-      out.insert(out.end(), b, b + part);
-    }
-  return out;
-}
+// How one layer GEMM's full [rows, cols] weight, and the per-column vectors beside it, are spread
+// over TP ranks, as the weight's own files are: row-parallel GEMMs (attention.dense, FC2) by rows,
+// column-parallel ones by their column segments (QKV per Q/K/V, qkv_columns.h).
+struct GemmSplit {
+  int64_t rows = 0, cols = 0;
+  bool by_rows = false;
+  std::vector<ColumnSegment> segs;  // column-parallel: the last axis's segments
 
-// Rank r's part of a multi-query QKV [rows, H + 2d]: its H/tp query columns, then K and V whole.
-template <typename T>
-std::vector<T> split_multi_query(const std::vector<T>& a, int64_t rows, int64_t cols, int64_t d, int64_t tp,
-                                 int64_t r) {
-  const int64_t q = (cols - 2 * d) / tp;
-  std::vector<T> out;
-  out.reserve(static_cast<size_t>(rows * (q + 2 * d)));
-  for (int64_t i = 0; i < rows; ++i) {
-    const auto row = a.begin() + i * cols;
-    out.insert(out.end(), row + r * q, row + (r + 1) * q);
-    out.insert(out.end(), row + cols - 2 * d, row + cols);
+  std::vector<int64_t> rank_shape(int64_t tp) const {
+    return by_rows ? std::vector<int64_t>{rows / tp, cols} : std::vector<int64_t>{rows, rank_columns(segs, tp)};
   }
-  return out;
-}
+  // Rank r's part of the [rows, cols] matrix `a`.
+  template <typename T>
+  std::vector<T> part(const std::vector<T>& a, int64_t tp, int64_t r) const {
+    if (!by_rows) return rank_part_of_columns(a, rows, segs, tp, r);
+    const int64_t n = rows / tp;
+    return std::vector<T>(a.begin() + r * n * cols, a.begin() + (r + 1) * n * cols);
+  }
+  // Rank r's part of a [cols] vector (column-parallel GEMMs only).
+  template <typename T>
+  std::vector<T> column_part(const std::vector<T>& v, int64_t tp, int64_t r) const {
+    return rank_part_of_columns(v, 1, segs, tp, r);
+  }
+};
+
+// The split of GEMM `base` ("model.layers.L.<gemm>", its weight in `model`).
+GemmSplit gemm_split(const HostModel& model, const std::string& base);
 
 // The weight as it is stored: rounded to the output dtype (fp32, fp16 or bf16), as fp32 values.
 std::vector<float> stored_values(const HostTensor& w, DType storage);

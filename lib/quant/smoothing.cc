@@ -72,7 +72,12 @@ int64_t smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges
     const std::string qkv = p + "attention.query_key_value", fc1 = p + "mlp.dense_h_to_4h";
     auto beta_of = [&](const std::string& n) { return model.has(n) ? &model.at(n) : nullptr; };
     std::vector<HostTensor*> ffn = {&model.at(fc1 + ".weight")};
-    if (model.has(fc1 + ".gate.weight")) ffn.push_back(&model.at(fc1 + ".gate.weight"));
+    std::vector<std::string> ffn_keys = {fc1};
+    if (model.has(fc1 + ".gate.weight")) {
+      ffn.push_back(&model.at(fc1 + ".gate.weight"));
+      // The gate's own ranges are updated too when calibration recorded them (W8A8 quantises it).
+      if (ranges.count(fc1 + ".gate")) ffn_keys.push_back(fc1 + ".gate");
+    }
     struct Group {
       std::vector<HostTensor*> gemms;
       std::vector<std::string> keys;
@@ -80,12 +85,13 @@ int64_t smooth_model(HostModel& model, std::map<std::string, QuantRange>& ranges
     };
     std::vector<Group> groups;
     if (cfg.parallel_residual && cfg.shared_input_norm) {
-      Group g{{&model.at(qkv + ".weight")}, {qkv, fc1}, p + "input_layernorm"};
+      Group g{{&model.at(qkv + ".weight")}, {qkv}, p + "input_layernorm"};
+      g.keys.insert(g.keys.end(), ffn_keys.begin(), ffn_keys.end());
       g.gemms.insert(g.gemms.end(), ffn.begin(), ffn.end());
       groups.push_back(g);
     } else {
       groups.push_back({{&model.at(qkv + ".weight")}, {qkv}, p + "input_layernorm"});
-      groups.push_back({ffn, {fc1}, p + "post_attention_layernorm"});
+      groups.push_back({ffn, ffn_keys, p + "post_attention_layernorm"});
     }
     for (const Group& g : groups) {
       std::vector<double> x = range(g.keys[0]).x;

@@ -16,6 +16,7 @@
 #include "lib/quant/fp8_export.h"
 #include "lib/quant/host_model.h"
 #include "lib/quant/int8_export.h"
+#include "lib/quant/kv_head_copies.h"
 #include "lib/quant/smoothing.h"
 #include "lib/tokenizer/model_tokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -44,10 +45,11 @@ void check_options(const SmoothQuantOptions& o) {
     throw UsageError("--act-ranges reads ranges, --save-act-ranges writes calibrated ones: give one");
 }
 
-// Every layer GEMM has ranges of the right sizes (a file from another model is refused).
-void check_ranges(const ActRanges& r, const HostModel& m, const std::string& origin) {
+// Every layer GEMM has ranges of the right sizes (a file from another model is refused); a gated
+// FFN's gate projection only when W8A8 quantises it (`with_gate`; FP8 takes FC1's input range).
+void check_ranges(const ActRanges& r, const HostModel& m, const std::string& origin, bool with_gate) {
   for (int64_t l = 0; l < m.cfg.num_layer; ++l)
-    for (const std::string& s : gemm_suffixes()) {
+    for (const std::string& s : with_gate ? quantized_gemms(m.cfg) : gemm_suffixes()) {
       const std::string key = gemm_key(l, s);
       auto it = r.gemms.find(key);
       if (it == r.gemms.end()) throw Error(origin, "no activation ranges for " + key);
@@ -58,6 +60,26 @@ void check_ranges(const ActRanges& r, const HostModel& m, const std::string& ori
                                 std::to_string(it->second.y.size()) + ", w " + std::to_string(it->second.w.size()) +
                                 " do not fit the weight " + shape_to_string(w.shape));
     }
+}
+
+// FasterTransformer's W8A8 files are those of its OPT converter: a multi-head GPT-family model with
+// a plain FFN (TensorRT-LLM's files carry the rest).
+void check_ft_format(const ModelConfig& cfg, const std::string& dir) {
+  std::string why;
+  if (cfg.arch == Architecture::kGptJ || cfg.arch == Architecture::kGptNeoX)
+    why = std::string("exist for its GPT model only, not ") + architecture_name(cfg.arch);
+  else if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
+    why = "have one [3, H] layout for QKV: multi-head attention only (kv_head_num " + std::to_string(cfg.kv_head_num) +
+          " of head_num " + std::to_string(cfg.head_num) + ")";
+  else if (ft_is_gated(cfg))
+    why = std::string("have no gate projection (activation ") + activation_name(cfg.activation) + ")";
+  if (!why.empty()) throw Error(dir, "--format ft: FasterTransformer's W8A8 files " + why + " (use --format trt-llm)");
+}
+
+bool in_ini_has(const std::vector<std::pair<std::string, std::string>>& kv, const std::string& key) {
+  for (const auto& e : kv)
+    if (e.first == key) return true;
+  return false;
 }
 
 std::string format_double(double v) {
@@ -95,24 +117,20 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   if (!o.force && std::filesystem::exists(final_dir))
     throw Error(final_dir, "output folder exists (--force replaces it)");
   HostModel model = HostModel::read(o.model_dir);
-  if (o.format == "ft" && (model.cfg.arch == Architecture::kGptJ || model.cfg.arch == Architecture::kGptNeoX))
-    throw Error(o.model_dir, std::string("--format ft: FasterTransformer's W8A8 files exist for its GPT model only, not ") +
-                                 architecture_name(model.cfg.arch) + " (use --format trt-llm)");
-  if ((o.alpha || o.calibrate_kv_cache) && model.cfg.attention == AttentionKind::kMultiQuery)
-    throw Error(o.model_dir, "multi-query attention (multi_query_mode) has no INT8 path: TensorRT-LLM also refuses it "
-                             "(--fp8 alone works)");
-  if (o.alpha && ft_is_gated(model.cfg))
-    throw Error(o.model_dir, std::string("SmoothQuant W8A8 of a gated FFN (") + activation_name(model.cfg.activation) +
-                                 ") is not supported (TensorRT-LLM refuses it too); --calibrate-kv-cache alone works");
-  model.cfg.validate(o.tp, o.model_dir);
+  if (o.format == "ft") check_ft_format(model.cfg, o.model_dir);
+  {
+    ModelConfig out_cfg = model.cfg;  // as written: K/V heads copied for more ranks than it has (below)
+    out_cfg.kv_head_num = kv_heads_for(model.cfg, o.tp, o.model_dir + "/config.ini");
+    out_cfg.validate(o.tp, o.model_dir);
+  }
 
   ActRanges ranges;
   if (!o.act_ranges.empty()) {
     ranges = ActRanges::load(o.act_ranges);
-    check_ranges(ranges, model, o.act_ranges);
+    check_ranges(ranges, model, o.act_ranges, o.alpha.has_value());
   } else {
     ranges = calibrate_folder(o, model);
-    check_ranges(ranges, model, o.model_dir);
+    check_ranges(ranges, model, o.model_dir, o.alpha.has_value());
     if (!o.save_act_ranges.empty()) ranges.save(o.save_act_ranges, o.force);
   }
 
@@ -120,6 +138,8 @@ void run_smoothquant(const SmoothQuantOptions& o) {
   if (o.alpha && smooth_model(model, q, *o.alpha) == 0 && !o.quiet)
     std::fprintf(stderr, "ftx: note: %s: post-layernorm blocks have no layernorm that only feeds a GEMM, so nothing "
                          "was smoothed (the INT8 files use the calibrated ranges as they are)\n", o.model_dir.c_str());
+
+  const int64_t source_kv_heads = copy_kv_heads(model, q, o.tp);
 
   std::vector<SideTensor> side;
   if (o.format == "ft") {
@@ -147,6 +167,9 @@ void run_smoothquant(const SmoothQuantOptions& o) {
     for (const auto& kv : in_ini.entries(section))
       if (!ours.has(section, kv.first)) plan.extra_ini.push_back(kv);
   }
+  // The folder's K/V heads copied per rank: the checkpoint's count, as convert-hf records it.
+  if (source_kv_heads > 0 && !in_ini_has(plan.extra_ini, "source_kv_head_num"))
+    plan.extra_ini.emplace_back("source_kv_head_num", std::to_string(source_kv_heads));
   // TensorRT-LLM's converter records its arguments in config.ini under these names.
   plan.extra_ini.emplace_back("smoothquant", o.alpha ? format_double(*o.alpha) : "None");
   plan.extra_ini.emplace_back("calibrate_kv_cache", o.calibrate_kv_cache ? "True" : "False");
