@@ -10,19 +10,21 @@ Usage: fp8_test.py {export|cli|sessions|errors}
             `fp8 = True`; `ftx inspect` reads the E4M3 files (largest |W| at 448); --fp8 with --alpha 0.5 and --calibrate-kv-cache: the INT8 files as without
             --fp8, and the FP8 files of the smoothed weights the folder holds; --act-ranges reuse; the
             FP8 files of GPT-J, NeoX, BLOOM, OPT-post, GPT-Next (gate projection), SantaCoder
-            (multi-query QKV: K and V whole on every rank) and Megatron at TP 1 and 2, byte-identical too.
+            (multi-query QKV: K and V whole on every rank) and Megatron at TP 1 and 2, byte-identical too,
+            and of Llama, Qwen2 and Mistral (convert-hf of tests/fixtures/hf5: grouped-query QKV split per
+            Q/K/V, multi-query, SwiGLU) at TP 1 and 2, Llama at TP 4 with its KV heads copied per rank.
             And the K/V ranges ftx records (max |K| after rotary, max |V|) for every one of these
             models, against float64 forwards of the fixtures' logical models: 1e-4 relative.
   cli:      generate --fp8, --fp8-kv-cache and both: greedy output_ids equal the float64 emulation's
-            (fp8 fixtures' expected.json) for the seven architectures at TP 1, and with both at TP 2
-            under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
+            (fp8 fixtures' expected.json) for the seven architectures and the Llama and Qwen2
+            checkpoints (grouped-query attention) at TP 1, and with both at TP 2 under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
             model with a tokenizer.
   sessions: session rounds (greedy, seeded top-p, beam 3) give the tokens of one fresh request over
             the whole context with --fp8 --fp8-kv-cache, TP 1 and TP 2.
   errors:   a folder without FP8 files or scales, scales of 0, NaN or -1, a weight file holding a NaN
             code, --fp8 with --int8-mode, --fp8-kv-cache with --int8-kv-cache, a ranges file without
-            K/V ranges, smoothquant of a grouped-query (GQA) folder: one-line errors naming the file or
-            flag, exit 1 (2 for flags), no output.
+            K/V ranges, smoothquant of a folder whose config.ini gives fewer K/V heads than its QKV
+            files hold: one-line errors naming the file or flag, exit 1 (2 for flags), no output.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
@@ -103,7 +105,7 @@ def test_export():
                               ["--calib-data", calib, "--calib-seq-len", "40"]))
             folder = os.path.join(out, f"{tp}-gpu")
             n = compare_fp8(folder, f8.fp8_files(c, T0, R, kv, tp, dtype, sqref.stored), label)
-            compare_weights(folder, T0, tp, dtype, label, 0)
+            compare_weights(folder, T0, tp, dtype, label, 0, c)
             with open(os.path.join(folder, "manifest.json")) as f:
                 man = {e["file"]: e for e in json.load(f)["files"]}
             check(all(man[f]["dtype"] == ("float8_e4m3fn" if ".weight.fp8." in f else "float32")
@@ -166,6 +168,7 @@ def test_export():
                                 f8.fp8_files(c, T, ranges_of(rp), kv_ranges_of(rp), tp, "fp32", sqref.stored),
                                 f"{m} tp{tp}")
                 print(f"{m} TP {tp}: {n} FP8 files byte-identical to the float64 reference")
+        export_llama_family(tmp)
         # A split multi-query folder merges back (K and V from rank 0) to the same output.
         again = os.path.join(tmp, "santacoder2again")
         sq_ok(["-i", os.path.join(FIX, "santacoder", "2-gpu"), "-o", again, "-g", "2", "-t", "fp32", "--fp8", "-q",
@@ -175,6 +178,35 @@ def test_export():
         check(names == sorted(f for f in os.listdir(b) if f.startswith("model.")) and
               all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in names),
               "santacoder: the TP-2 output from a TP-2 folder differs from the one from a TP-1 folder")
+
+
+def export_llama_family(tmp):
+    """The Llama family (convert-hf of tests/fixtures/hf5): Llama and Qwen2 (grouped-query, 2 of 4 KV
+    heads: one per rank at TP 2), Mistral (one KV head, whole on every rank), each with its gate
+    projection: the FP8 files byte-identical to the reference at TP 1 and 2, and at TP 4 for Llama
+    (its KV heads copied per rank, smoothquant_reference.copy_kv_heads); the K/V ranges against
+    float64 forwards of transformers' weights (tests/reference/hf_arch_reference.py)."""
+    import hf_arch_reference
+    os.makedirs(os.path.join(tmp, "c64"))
+    calib, samples = calib_file(os.path.join(tmp, "c64"), vocab=64)
+    for m in ("llama", "qwen2", "mistral"):
+        src = smoothquant_test.convert_hf5(m, os.path.join(tmp, m + "-ft"), 1)
+        c, T = layer_gemms(src)
+        rp = os.path.join(tmp, f"{m}.json")
+        for tp in (1, 2, 4) if m == "llama" else (1, 2):
+            out = os.path.join(tmp, f"{m}{tp}")
+            sq_ok(["-i", src, "-o", out, "-g", str(tp), "-t", "fp32", "--fp8", "-q"] +
+                  (["--calib-data", calib, "--calib-seq-len", "40", "--save-act-ranges", rp] if tp == 1
+                   else ["--act-ranges", rp]))
+            if tp == 1:
+                check_kv_ranges(m, rp, [s[:40] for s in samples],
+                                hf_arch_reference.build(os.path.join(smoothquant_test.HF5, m, "safetensors")))
+            ct, Tt = c, T
+            if tp > int(c["kv_head_num"]) > 1:
+                ct, Tt, _ = sqref.copy_kv_heads(c, T, {}, tp)
+            n = compare_fp8(os.path.join(out, f"{tp}-gpu"),
+                            f8.fp8_files(ct, Tt, ranges_of(rp), kv_ranges_of(rp), tp, "fp32", sqref.stored), f"{m} tp{tp}")
+            print(f"{m} TP {tp}: {n} FP8 files byte-identical to the float64 reference")
 
 
 def layer_gemms(folder):
@@ -197,12 +229,15 @@ def layer_gemms(folder):
     return c, T
 
 
-def kv_reference_ranges(name, samples):
-    """max |K| (after rotary) and max |V| per layer of the fixture's logical model in float64."""
+def kv_reference_ranges(name, samples, model=None):
+    """max |K| (after rotary) and max |V| per layer of a logical model in float64: model = (cfg, W),
+    or the engine fixture `name`'s."""
     import gpt_reference as gref
     import make_engine_models as mem
-    m = mem.MODELS[name]
-    W = mem.make_weights(m, torch.Generator().manual_seed(1234 + list(mem.MODELS).index(name)))
+    if model is None:
+        m = mem.MODELS[name]
+        model = mem.ref_cfg(m), mem.make_weights(m, torch.Generator().manual_seed(1234 + list(mem.MODELS).index(name)))
+    cfg, W = model
     amax = {}
     second = {}
 
@@ -214,13 +249,14 @@ def kv_reference_ranges(name, samples):
         return t
 
     for ids in samples:
-        gref.forward(mem.ref_cfg(m), W, ids, kv_store=store)
+        gref.forward(cfg, W, ids, kv_store=store, window=cfg.get("sliding_window", 0))
     return {f"model.layers.{l}.attention": tuple(v) for l, v in amax.items()}
 
 
-def check_kv_ranges(name, rpath, samples):
-    """The K/V ranges ftx recorded in `rpath` against float64 forwards of the fixture's logical model."""
-    got, want = kv_ranges_of(rpath), kv_reference_ranges(name, samples)
+def check_kv_ranges(name, rpath, samples, model=None):
+    """The K/V ranges ftx recorded in `rpath` against float64 forwards of the logical model (as
+    kv_reference_ranges)."""
+    got, want = kv_ranges_of(rpath), kv_reference_ranges(name, samples, model)
     check(sorted(got) == sorted(want), f"{name}: K/V range keys {sorted(got)} vs {sorted(want)}")
     worst = 0.0
     for k in want:
@@ -234,9 +270,11 @@ def check_kv_ranges(name, rpath, samples):
 def test_cli():
     mpi = shutil.which("mpirun") is not None
     with tempfile.TemporaryDirectory() as tmp:
-        for m in MODELS:
+        for m in MODELS + ["llama", "qwen2"]:  # and the hf5 checkpoints of make_fp8_fixtures.py
             exp = json.load(open(os.path.join(FP8, m, "expected.json")))
-            ids = os.path.join(FIX, m, "start_ids.csv")
+            ids = os.path.join(tmp, f"{m}_ids.csv")
+            with open(ids, "w") as f:
+                f.writelines(",".join(map(str, p)) + "\n" for p in exp["prompts"])
             for mode, flags in MODES.items():
                 # TP 2 of every mode is engine_fp8_mpi's (logits against the emulation): here both
                 # together at TP 2 and PP 2, each mode at TP 1.
@@ -377,8 +415,8 @@ def test_errors():
         check(not os.path.exists(os.path.join(tmp, "sq8", "1-gpu")), "--fp8 with an old ranges file: no output")
         r = sq(["-i", plain, "-o", os.path.join(tmp, "sq9"), "--calib-data", calib])
         one_line_error(r, 2, "--fp8", "smoothquant with nothing to do names --fp8")
-        # Grouped-query attention (kv_head_num between 1 and head_num): its QKV columns are neither
-        # multi-head's [3, H] nor multi-query's [H | d | d], so smoothquant refuses it.
+        # A config.ini whose kv_head_num does not describe the files (grouped-query QKV is narrower):
+        # the QKV file named with its size, before anything is calibrated.
         gqa = os.path.join(tmp, "gqa")
         shutil.copytree(plain, gqa)
         ini = os.path.join(gqa, "config.ini")
@@ -387,9 +425,8 @@ def test_errors():
         open(ini, "w").write(text.replace("kv_head_num = 4", "kv_head_num = 2"))
         for mode in (["--fp8"], ["--alpha", "0.5"]):
             r = sq(["-i", gqa, "-o", os.path.join(tmp, "sq10"), *mode, "--calib-data", calib])
-            one_line_error(r, 1, "grouped-query attention", f"smoothquant {mode[0]} of a GQA folder")
-            check("config.ini" in r.stderr, f"smoothquant {mode[0]} of a GQA folder: names config.ini")
-        check(not os.path.exists(os.path.join(tmp, "sq10", "1-gpu")), "a GQA folder: no output")
+            one_line_error(r, 1, "query_key_value.weight.0.bin", f"smoothquant {mode[0]} of a folder its config.ini misdescribes")
+        check(not os.path.exists(os.path.join(tmp, "sq10", "1-gpu")), "a misdescribed folder: no output")
         print("bad FP8 inputs: one-line errors naming the file or flag, no output")
 
 

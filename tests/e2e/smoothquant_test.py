@@ -2,7 +2,7 @@
 """End-to-end checks of `ftx smoothquant` against tests/reference/smoothquant_reference.py (float64
 PyTorch, TensorRT-LLM's capture/smooth/generate_int8/write_int8 written from the formulas).
 
-Usage: smoothquant_test.py {reference|ranges|arch|errors|convert}
+Usage: smoothquant_test.py {reference|ranges|arch|gqa|errors|convert}
   reference: GPT-2 fixture (fp16 files). Calibrated ranges vs float64 forward: 1e-5 relative.
              Given ftx's ranges: smoothed fp32 weights within 1e-6 relative, fp16 weights equal,
              int8 files equal except values whose unrounded quantity lies within 1e-4 of a .5
@@ -15,9 +15,12 @@ Usage: smoothquant_test.py {reference|ranges|arch|errors|convert}
              1e-4 relative.
   arch:      GPT-J (one shared LN), GPT-NeoX (parallel residual, two LNs), BLOOM and OPT-post (no
              smoothing): the smoothed folder gives the original's greedy tokens.
-  errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, missing model, empty/malformed calibration data
-             (a token id outside the vocabulary too), existing
-             output, gated FFN and multi-query models: exit codes, one-line messages, no output.
+  gqa:       the Llama family (grouped-query and multi-query attention, SwiGLU, RMSNorm; convert-hf
+             of tests/fixtures/hf5): ranges, smoothing and INT8 files as `reference`, at TP 1 and 2
+             (test_gqa says what).
+  errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, a gated FFN or
+             multi-query attention, missing model, empty/malformed calibration data (a token id
+             outside the vocabulary too), existing output: exit codes, one-line messages, no output.
   convert:   convert-hf --smoothquant --calibrate-kv-cache gives the files of convert-hf then
              smoothquant, keeps the converter's config.ini keys; a bad alpha leaves nothing.
 Environment: FTX_BIN, FTX_FIXTURES (engine fixtures in $FTX_FIXTURES/engine, converter fixtures in
@@ -79,9 +82,9 @@ def side_files(folder):
     return sorted(f for f in os.listdir(folder) if ".weight.int8." in f or ".scale" in f)
 
 
-def compare_int8(folder, expected, unrounded, tp, label):
-    """Every int8/scale file of `folder` against the reference's; returns the count of int8 values
-    excused as rounding ties."""
+def compare_int8(folder, expected, unrounded, tp, label, c):
+    """Every int8/scale file of `folder` against the reference's (c: the model's config section, for
+    how QKV splits); returns the count of int8 values excused as rounding ties."""
     check(side_files(folder) == sorted(expected), f"{label}: side files {side_files(folder)[:4]}... != reference's")
     ties = 0
     for name, want in expected.items():
@@ -100,8 +103,7 @@ def compare_int8(folder, expected, unrounded, tp, label):
                 per_col = ".int8.col." in name
                 u = unrounded[stem][1 if per_col else 0]
                 rank = int(name.split(".")[-2])
-                col_parallel = "query_key_value" in stem or "dense_h_to_4h" in stem
-                part = np.split(u, tp, axis=-1 if col_parallel else 0)[rank].reshape(-1)
+                part = ref.rank_part(stem + ".weight", u, c, tp, rank).reshape(-1)
                 frac = np.abs(np.abs(part[diff]) % 1.0 - 0.5)
                 near = frac < 1e-4
                 ties += int(diff.sum())
@@ -117,28 +119,21 @@ def weight_files(folder):
     return sorted(f for f in os.listdir(folder) if f.startswith("model.") and f not in side_files(folder))
 
 
-def expected_weights(T, tp, dtype):
+def expected_weights(T, tp, dtype, c):
     """{file: values} of the floating-point weights written for `tp` ranks."""
     out = {}
     for name, t in T.items():
         a = ref.stored(t, dtype)
-        if ".query_key_value." in name or ".dense_h_to_4h." in name:
-            if name.endswith("query_key_value.weight"):
-                a = a.reshape(a.shape[0], 3, -1)
-            elif name.endswith("query_key_value.bias"):
-                a = a.reshape(3, -1)
-            for r, p in enumerate(np.split(a, tp, axis=-1)):
-                out[f"{name}.{r}.bin"] = p
-        elif name.endswith("attention.dense.weight") or name.endswith("dense_4h_to_h.weight"):
-            for r, p in enumerate(np.split(a, tp, axis=0)):
-                out[f"{name}.{r}.bin"] = p
+        if ref.is_split(name):
+            for r in range(tp):
+                out[f"{name}.{r}.bin"] = ref.rank_part(name, a, c, tp, r)
         else:
             out[f"{name}.bin"] = a
     return out
 
 
-def compare_weights(folder, T, tp, dtype, label, tol):
-    exp = expected_weights(T, tp, dtype)
+def compare_weights(folder, T, tp, dtype, label, tol, c):
+    exp = expected_weights(T, tp, dtype, c)
     check(weight_files(folder) == sorted(exp), f"{label}: weight files differ from the reference's")
     worst = 0.0
     for name, want in exp.items():
@@ -200,8 +195,8 @@ def test_reference():
             T = {k: v.clone() for k, v in T0.items()}
             Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
             ref.smooth(c, T, Rs, 0.5)
-            w_err = compare_weights(folder, T, tp, dtype, label, 1e-6 if dtype == "fp32" else 0)
-            ties = compare_int8(folder, ref.int8_files(c, T, Rs, tp, dtype), ref.unrounded_int8(c, T, Rs, dtype), tp, label)
+            w_err = compare_weights(folder, T, tp, dtype, label, 1e-6 if dtype == "fp32" else 0, c)
+            ties = compare_int8(folder, ref.int8_files(c, T, Rs, tp, dtype), ref.unrounded_int8(c, T, Rs, dtype), tp, label, c)
             print(f"{label}: smoothed weights worst relative error {w_err:.3g}; int8 values at rounding ties: {ties}")
             with open(os.path.join(folder, "manifest.json")) as f:
                 man = json.load(f)
@@ -233,8 +228,8 @@ def test_reference():
         kv = os.path.join(tmp, "kv")
         sq_ok(["-i", f"{gpt2}/1-gpu", "-o", kv, "-g", "2", "-t", "fp16", "--calibrate-kv-cache", "--act-ranges", rpath, "-q"])
         folder = os.path.join(kv, "2-gpu")
-        compare_weights(folder, T0, 2, "fp16", "kv-only", 0)
-        compare_int8(folder, ref.int8_files(c, T0, R, 2, "fp16", kv_only=True), {}, 2, "kv-only")
+        compare_weights(folder, T0, 2, "fp16", "kv-only", 0, c)
+        compare_int8(folder, ref.int8_files(c, T0, R, 2, "fp16", kv_only=True), {}, 2, "kv-only", c)
         with open(os.path.join(folder, "config.ini")) as f:
             ini = f.read()
         check("calibrate_kv_cache = True" in ini and "smoothquant = None" in ini, "kv-only config.ini keys")
@@ -246,9 +241,9 @@ def test_reference():
             T = {k: v.clone() for k, v in T0.items()}
             Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
             ref.smooth(c, T, Rs, alpha)
-            compare_weights(os.path.join(out, "1-gpu"), T, 1, "fp32", f"alpha {alpha}", 1e-6)
+            compare_weights(os.path.join(out, "1-gpu"), T, 1, "fp32", f"alpha {alpha}", 1e-6, c)
             compare_int8(os.path.join(out, "1-gpu"), ref.int8_files(c, T, Rs, 1, "fp32"),
-                         ref.unrounded_int8(c, T, Rs, "fp32"), 1, f"alpha {alpha}")
+                         ref.unrounded_int8(c, T, Rs, "fp32"), 1, f"alpha {alpha}", c)
 
         # 5. --format ft: FasterTransformer's OPT W8A8 files, TP 1 fp32, TP 2 fp16 and TP 4 fp16.
         for tp, dtype in ((1, "fp32"), (2, "fp16"), (4, "fp16")):
@@ -259,9 +254,9 @@ def test_reference():
             Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
             ref.smooth(c, T, Rs, 0.5)
             folder = os.path.join(out, f"{tp}-gpu")
-            compare_weights(folder, T, tp, dtype, f"ft tp{tp}", 1e-6 if dtype == "fp32" else 0)
+            compare_weights(folder, T, tp, dtype, f"ft tp{tp}", 1e-6 if dtype == "fp32" else 0, c)
             ties = compare_int8(folder, ref.ft_int8_files(c, T, Rs, tp, dtype), ref.ft_unrounded_int8(c, T, Rs, dtype),
-                                tp, f"ft tp{tp}")
+                                tp, f"ft tp{tp}", c)
             print(f"--format ft tp{tp} {dtype}: int8 values at rounding ties: {ties}")
             check("int8_format = ft" in open(os.path.join(folder, "config.ini")).read(), "config.ini int8_format = ft")
 
@@ -358,16 +353,21 @@ def test_convert():
 
 def reference_ranges_arch(name, samples):
     """Float64 forward hooks on the logical fixture model (scripts/fixtures/make_engine_models.py,
-    tests/reference/gpt_reference.py): x, y (with the GEMM's bias), w per GEMM, QKV = [Q | K | V].
-    GPT-NeoX with parallel residual: FT keeps one summed output bias, added after FC2, so there y of
-    attention.dense has no bias and y of FC2 has both (the definition ftx documents)."""
+    tests/reference/gpt_reference.py): reference_ranges of its weights."""
     sys.path.insert(0, os.path.join(SRC, "scripts", "fixtures"))
     import make_engine_models as mem
-    import gpt_reference as gref
     m = mem.MODELS[name]
     W = mem.make_weights(m, torch.Generator().manual_seed(1234 + list(mem.MODELS).index(name)))
-    cfg = mem.ref_cfg(m)
-    neox_sum = m["arch"] == "gptneox" and m.get("parallel", False)
+    return reference_ranges(mem.ref_cfg(m), W, samples, neox_sum=m["arch"] == "gptneox" and m.get("parallel", False))
+
+
+def reference_ranges(cfg, W, samples, neox_sum=False):
+    """Float64 forward hooks on the logical model (cfg, W) of tests/reference/gpt_reference.py: x, y
+    (with the GEMM's bias), w per GEMM, QKV = [Q | K | V], a gated FFN's gate projection its own.
+    GPT-NeoX with parallel residual (neox_sum): FT keeps one summed output bias, added after FC2,
+    so there y of attention.dense has no bias and y of FC2 has both (the definition ftx documents).
+    cfg's sliding_window, when there is one, limits the attention as the model does."""
+    import gpt_reference as gref
     roles = {}
     for l, L in enumerate(W["layers"]):
         p = f"model.layers.{l}."
@@ -375,6 +375,8 @@ def reference_ranges_arch(name, samples):
             roles[id(L[k])] = (p + "attention.query_key_value", seg)
         roles[id(L["wo"])] = (p + "attention.dense", None)
         roles[id(L["w1"])] = (p + "mlp.dense_h_to_4h", None)
+        if L.get("wg") is not None:
+            roles[id(L["wg"])] = (p + "mlp.dense_h_to_4h.gate", None)
         roles[id(L["w2"])] = (p + "mlp.dense_4h_to_h", None)
     R, qkv_parts = {}, {}
     orig = gref._lin
@@ -408,7 +410,7 @@ def reference_ranges_arch(name, samples):
     gref._lin = lin
     try:
         for ids in samples:
-            gref.forward(cfg, W, ids)
+            gref.forward(cfg, W, ids, window=cfg.get("sliding_window", 0))
     finally:
         gref._lin = orig
     return R
@@ -421,16 +423,129 @@ def test_ranges():
             rpath = os.path.join(tmp, name + ".json")
             sq_ok(["-i", os.path.join(FIX, name, "1-gpu"), "-o", os.path.join(tmp, name), "--calibrate-kv-cache",
                    "--calib-data", calib, "--calib-seq-len", "32", "--save-act-ranges", rpath, "-q"])
-            got, want = ranges_of(rpath), reference_ranges_arch(name, [s[:32] for s in samples])
-            check(sorted(got) == sorted(want), f"{name}: GEMM keys {sorted(got)[:3]} vs {sorted(want)[:3]}")
-            worst = 0.0
-            for k in want:
-                for n in "xyw":
-                    if k in got:
-                        e = rel_err(got[k][n].numpy(), want[k][n].numpy())
-                        worst = max(worst, e)
-                        check(e <= 1e-4, f"{name}: {k}.{n} relative error {e:.3g} > 1e-4")
-            print(f"{name}: activation ranges of {len(want)} GEMMs, worst relative error {worst:.3g} (tolerance 1e-4)")
+            compare_ranges(name, ranges_of(rpath), reference_ranges_arch(name, [s[:32] for s in samples]))
+
+
+def compare_ranges(name, got, want):
+    """ftx's calibrated ranges against the float64 reference's: the same GEMMs, 1e-4 relative."""
+    check(sorted(got) == sorted(want), f"{name}: GEMM keys {sorted(got)[:5]} vs {sorted(want)[:5]}")
+    worst = 0.0
+    for k in want:
+        for n in "xyw":
+            if k in got:
+                e = rel_err(got[k][n].numpy(), want[k][n].numpy())
+                worst = max(worst, e)
+                check(e <= 1e-4, f"{name}: {k}.{n} relative error {e:.3g} > 1e-4")
+    print(f"{name}: activation ranges of {len(want)} GEMMs, worst relative error {worst:.3g} (tolerance 1e-4)")
+
+
+HF5 = os.path.join(SRC, "tests", "fixtures", "hf5")
+
+
+def convert_hf5(name, out, tp):
+    """`ftx convert-hf` of the transformers-5 checkpoint tests/fixtures/hf5/NAME (fp32) -> out/<tp>-gpu."""
+    subprocess.run([FTX, "convert-hf", "-i", os.path.join(HF5, name, "safetensors"), "-o", out, "-g", str(tp),
+                    "-t", "fp32", "-q"], check=True)
+    return os.path.join(out, f"{tp}-gpu")
+
+
+def test_gqa():
+    """The Llama family (checkpoints of tests/fixtures/hf5 converted by convert-hf): Llama (GQA, 2 of 4
+    KV heads, untied, llama3 rope), Qwen2 (GQA with Q/K/V biases, tied) and Mistral (one KV head,
+    sliding window 6). Calibrated ranges (the gate projection's too) against float64 forward hooks
+    on transformers' weights (tests/reference/hf_arch_reference.py): 1e-4 relative. Given ftx's
+    ranges: smoothed weights (RMSNorm gamma; FC1 and gate with one s) within 1e-6 (fp32) or equal
+    (fp16), the INT8 files equal TensorRT-LLM's (QKV per-tensor scales one per Q, K and V of their
+    own widths; each rank its part of Q, K and V) except values at rounding ties, at TP 1 fp32, TP 2
+    fp16, from a TP-2 input folder (the same bytes), and --calibrate-kv-cache alone; Llama at TP 4,
+    its 2 KV heads copied per rank (gqa_copies)."""
+    import hf_arch_reference
+    with tempfile.TemporaryDirectory() as tmp:
+        calib, samples = calib_file(tmp, n=6, vocab=64)
+        seq_len = 32
+        for name in ("llama", "qwen2", "mistral"):
+            src1 = convert_hf5(name, os.path.join(tmp, name + "-ft"), 1)
+            src2 = convert_hf5(name, os.path.join(tmp, name + "-ft"), 2)
+            rpath = os.path.join(tmp, name + ".json")
+            common = ["--calib-data", calib, "--calib-seq-len", str(seq_len)]
+            sq_ok(["-i", src1, "-o", os.path.join(tmp, name + "-o1"), "-t", "fp32", "--alpha", "0.5", "--save-act-ranges",
+                   rpath, "-q"] + common)
+            cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
+            compare_ranges(name, ranges_of(rpath), reference_ranges(cfg, W, [s[:seq_len] for s in samples]))
+
+            c, T0 = ref.read_tp1_folder(src1)
+            R = ranges_of(rpath)
+            for tp, dtype, src, label in ((1, "fp32", src1, "tp1-fp32"), (2, "fp16", src1, "tp2-fp16"),
+                                         (2, "fp16", src2, "tp2-fp16-from-2gpu")):
+                out = os.path.join(tmp, f"{name}-{label}")
+                args = ["-i", src, "-o", out, "-g", str(tp), "-t", dtype, "--alpha", "0.5", "-q"]
+                if src == src1:
+                    sq_ok(args + ["--act-ranges", rpath])
+                else:  # calibrates the unsplit copy of a TP-2 folder: the same ranges
+                    r2 = os.path.join(tmp, name + "-2.json")
+                    sq_ok(args + common + ["--save-act-ranges", r2])
+                    R2 = ranges_of(r2)
+                    check(all(torch.equal(R2[k][n], R[k][n]) for k in R for n in "xyw"),
+                          f"{name}: ranges from the TP-2 folder differ from the TP-1 folder's")
+                folder = os.path.join(out, f"{tp}-gpu")
+                T = {k: v.clone() for k, v in T0.items()}
+                Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
+                ref.smooth(c, T, Rs, 0.5)
+                w_err = compare_weights(folder, T, tp, dtype, f"{name} {label}", 1e-6 if dtype == "fp32" else 0, c)
+                ties = compare_int8(folder, ref.int8_files(c, T, Rs, tp, dtype), ref.unrounded_int8(c, T, Rs, dtype), tp,
+                                    f"{name} {label}", c)
+                ini = open(os.path.join(folder, "config.ini")).read()
+                check(f"kv_head_num = {c['kv_head_num']}" in ini and "smoothquant = 0.5" in ini,
+                      f"{name} {label}: config.ini keeps kv_head_num and records smoothquant")
+                print(f"{name} {label}: smoothed weights worst relative error {w_err:.3g}; "
+                      f"int8 values at rounding ties: {ties}")
+            a, b = os.path.join(tmp, f"{name}-tp2-fp16", "2-gpu"), os.path.join(tmp, f"{name}-tp2-fp16-from-2gpu", "2-gpu")
+            check(all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read()
+                      for f in os.listdir(a) if f.startswith("model.")),
+                  f"{name}: TP-2 output from a TP-2 input folder differs from the one from a TP-1 folder")
+            kv = os.path.join(tmp, name + "-kv")
+            sq_ok(["-i", src1, "-o", kv, "-g", "2", "-t", "fp32", "--calibrate-kv-cache", "--act-ranges", rpath, "-q"])
+            compare_weights(os.path.join(kv, "2-gpu"), T0, 2, "fp32", f"{name} kv-only", 0, c)
+            compare_int8(os.path.join(kv, "2-gpu"), ref.int8_files(c, T0, R, 2, "fp32", kv_only=True), {}, 2,
+                         f"{name} kv-only", c)
+            if name == "llama":
+                gqa_copies(tmp, src1, rpath, c, T0, R)
+                # Neither divides the other: 2 KV heads for 3 ranks; FT's files for grouped-query attention.
+                for args, text in ((["-g", "3"], "kv_head_num 2 does not divide the tensor parallel size 3"),
+                                   (["--format", "ft"], "multi-head attention only")):
+                    out = os.path.join(tmp, "never")
+                    r = sq(["-i", src1, "-o", out, "--alpha", "0.5", "--act-ranges", rpath] + args)
+                    lines = r.stderr.strip().splitlines()
+                    check(r.returncode == 1 and len(lines) == 1 and text in lines[0] and not os.path.exists(out),
+                          f"llama {args}: exit {r.returncode}, {r.stderr.strip()!r} (want one line with {text!r})")
+
+
+def gqa_copies(tmp, src1, rpath, c, T0, R):
+    """TP 4 of Llama's 2 KV heads: each copied to the two ranks whose query heads use it. Unsmoothed
+    (--calibrate-kv-cache) the weight files are convert-hf -g 4's byte for byte and config.ini says
+    kv_head_num 4, source_kv_head_num 2; with --alpha the weights and INT8 files are the reference's
+    of the copied model (smoothquant_reference.copy_kv_heads)."""
+    kv4 = os.path.join(tmp, "llama-kv4")
+    sq_ok(["-i", src1, "-o", kv4, "-g", "4", "-t", "fp32", "--calibrate-kv-cache", "--act-ranges", rpath, "-q"])
+    conv4 = convert_hf5("llama", os.path.join(tmp, "llama-ft"), 4)
+    a = os.path.join(kv4, "4-gpu")
+    names = sorted(f for f in os.listdir(conv4) if f.startswith("model.") and f.endswith(".bin"))
+    check(all(open(os.path.join(a, f), "rb").read() == open(os.path.join(conv4, f), "rb").read() for f in names),
+          "llama -g 4: weight files differ from convert-hf -g 4's (K/V heads copied per rank)")
+    ini = open(os.path.join(a, "config.ini")).read()
+    check("kv_head_num = 4" in ini and "source_kv_head_num = 2" in ini, "llama -g 4: config.ini's K/V head keys")
+    out = os.path.join(tmp, "llama-tp4")
+    sq_ok(["-i", src1, "-o", out, "-g", "4", "-t", "fp32", "--alpha", "0.5", "--act-ranges", rpath, "-q"])
+    T = {k: v.clone() for k, v in T0.items()}
+    Rs = {k: {n: v.clone() for n, v in d.items()} for k, d in R.items()}
+    ref.smooth(c, T, Rs, 0.5)
+    c4, T4, R4 = ref.copy_kv_heads(c, T, Rs, 4)
+    folder = os.path.join(out, "4-gpu")
+    w_err = compare_weights(folder, T4, 4, "fp32", "llama tp4", 1e-6, c4)
+    ties = compare_int8(folder, ref.int8_files(c4, T4, R4, 4, "fp32"), ref.unrounded_int8(c4, T4, R4, "fp32"), 4,
+                        "llama tp4", c4)
+    print(f"llama TP 4 (2 KV heads copied to 4 ranks): weights as convert-hf -g 4's; smoothed weights worst relative "
+          f"error {w_err:.3g}; int8 values at rounding ties: {ties}")
 
 
 def test_errors():
@@ -462,9 +577,10 @@ def test_errors():
             (["-i", gpt2, "-o", out, "--calibrate-kv-cache", "--format", "ft", "--calib-data", calib], 2, "--alpha"),
             (["-i", os.path.join(FIX, "gptj", "1-gpu"), "-o", out, "--alpha", "0.5", "--format", "ft",
               "--calib-data", calib], 1, "GPT model only"),
-            (["-i", os.path.join(FIX, "gptnext", "1-gpu"), "-o", out, "--alpha", "0.5", "--calib-data", calib], 1, "gated"),
-            (["-i", os.path.join(FIX, "santacoder", "1-gpu"), "-o", out, "--alpha", "0.5", "--calib-data", calib], 1,
-             "multi-query"),
+            (["-i", os.path.join(FIX, "gptnext", "1-gpu"), "-o", out, "--alpha", "0.5", "--format", "ft",
+              "--calib-data", calib], 1, "no gate projection"),
+            (["-i", os.path.join(FIX, "santacoder", "1-gpu"), "-o", out, "--alpha", "0.5", "--format", "ft",
+              "--calib-data", calib], 1, "multi-head attention only"),
         ]
         for args, code, text in cases:
             r = sq(args)
@@ -484,5 +600,5 @@ def test_errors():
 
 if __name__ == "__main__":
     {"reference": test_reference, "arch": test_arch, "errors": test_errors, "convert": test_convert,
-     "ranges": test_ranges}[sys.argv[1]]()
+     "ranges": test_ranges, "gqa": test_gqa}[sys.argv[1]]()
     finish("smoothquant e2e")

@@ -4,13 +4,18 @@ and `ftx chat`, on the `ftx smoothquant` folders of scripts/fixtures/make_w8a8_f
 logits are checked by the engine_w8a8_test gtests):
 
   * generate's greedy output_ids equal the float64 emulation's greedy paths (expected.json) for
-    per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM and OPT, and for
-    FasterTransformer's files (--format ft) on GPT-2, BLOOM and OPT, at TP 1 and at TP 2 under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
+    per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM, OPT, SantaCoder
+    (multi-query) and the Llama and Qwen2 checkpoints of tests/fixtures/hf5 (grouped-query
+    attention, SwiGLU, RMSNorm), and for FasterTransformer's files (--format ft) on GPT-2, BLOOM and
+    OPT, at TP 1 and at TP 2 under mpirun; --per-token alone, --per-channel alone and with
+    --int8-kv-cache run; on Llama and Qwen2, --int8-kv-cache with the folder's floating-point weights
+    and with --int8-mode 2 gives the emulation's tokens (tests/reference/int8_kv_reference.py), TP 1
+    and 2;
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
     files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only,
     --per-token on FT-format files (per-tensor only), FT-format QKV input scales that differ or are
-    0, an unknown int8_format, a multi-query model (SantaCoder), a gated FFN (GPT-Next), --per-token
+    0, an unknown int8_format, a grouped-query folder that says int8_format = ft, --per-token
     without --int8-mode 2.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
@@ -24,15 +29,16 @@ from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
 
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 W8 = os.path.join(os.environ["FTX_FIXTURES"], "w8a8")
-MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post"]
+MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "santacoder", "llama", "qwen2"]
+KV_MODES = {"int8_kv": ["--int8-kv-cache"], "w8a8_int8_kv": ["--int8-mode", "2", "--int8-kv-cache"]}
 MODES = {"per_tensor": [], "per_token_channel": ["--per-token", "--per-channel"]}
 FT_MODELS = ["gpt2", "bloom", "opt_post"]  # with FasterTransformer's files (OUT/NAME/ft, section "ft")
 
 
-def generate(tmp, folder, ids, extra, mpi=0):
+def generate(tmp, folder, ids, extra, mpi=0, mode=("--int8-mode", "2")):
     out = os.path.join(tmp, "out.jsonl")
     r = ftx(["generate", "-m", folder, "--input-ids", ids, "--max-new-tokens", "6", "--output", out, "--force",
-             "--quiet", "--int8-mode", "2", *extra], mpi=mpi)
+             "--quiet", *mode, *extra], mpi=mpi)
     if r.returncode != 0:
         check(False, f"{folder} {extra}: exit {r.returncode}: {r.stderr.strip()}")
         return None
@@ -54,7 +60,9 @@ def main():
         mpi = shutil.which("mpirun") is not None
         for m in MODELS:
             exp = json.load(open(os.path.join(W8, m, "expected.json")))
-            ids = os.path.join(ENGINE, m, "start_ids.csv")
+            ids = os.path.join(tmp, f"{m}_ids.csv")
+            with open(ids, "w") as f:
+                f.writelines(",".join(map(str, p)) + "\n" for p in exp["prompts"])
             for mode, flags in MODES.items():
                 for tp in ((1, 2) if mpi else (1,)):
                     got = generate(tmp, os.path.join(W8, m, f"{tp}-gpu"), ids, flags, mpi=tp if tp > 1 else 0)
@@ -65,8 +73,16 @@ def main():
                     got = generate(tmp, os.path.join(W8, m, "ft", f"{tp}-gpu"), ids, [], mpi=tp if tp > 1 else 0)
                     want = exp["ft"][f"tp{tp}"]["greedy"]
                     check(got == want, f"{m} FT-format files tp{tp}: {got} != emulation {want}")
+            for mode, flags in KV_MODES.items():
+                # Per-tensor scales (the KV cache's, per-tensor W8A8's): each rank's slice is quantised
+                # to the values of the whole, so the TP-1 emulation is TP 2's too.
+                for tp in ((1, 2) if mpi and mode in exp else (1,) if mode in exp else ()):
+                    got = generate(tmp, os.path.join(W8, m, f"{tp}-gpu"), ids, flags, mpi=tp if tp > 1 else 0, mode=())
+                    want = exp[mode]["tp1"]["greedy"]
+                    check(got == want, f"{m} {flags} tp{tp}: {got} != emulation {want}")
             print(f"{m}: W8A8 greedy tokens equal the emulation, per-tensor and per-token+per-channel"
-                  f"{', FT-format files' if m in FT_MODELS else ''}, TP 1{' and 2' if mpi else ''}")
+                  f"{', FT-format files' if m in FT_MODELS else ''}{', INT8 KV cache' if 'int8_kv' in exp else ''}"
+                  f", TP 1{' and 2' if mpi else ''}")
         g = os.path.join(W8, "gpt2", "1-gpu")
         ids = os.path.join(ENGINE, "gpt2", "start_ids.csv")
         for flags in (["--per-token"], ["--per-channel"], ["--int8-kv-cache"]):
@@ -127,11 +143,17 @@ def main():
             f.write(text.replace("int8_format = ft", "int8_format = onnx"))
         expect_error(tmp, base + [ftb, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2"],
                      ["config.ini", "int8_format = onnx"], "an unknown int8_format")
-        sc = os.path.join(ENGINE, "santacoder", "1-gpu")
-        expect_error(tmp, base + [sc, "--input-ids", os.path.join(ENGINE, "santacoder", "start_ids.csv"),
-                                  "--max-new-tokens", "2", "--int8-mode", "2"], ["multi-query"], "multi-query attention")
-        expect_error(tmp, base + [os.path.join(ENGINE, "gptnext", "1-gpu"), "--input-ids", ids, "--max-new-tokens", "2",
-                                  "--int8-mode", "2"], ["gated FFN"], "a gated FFN")
+        gqa = os.path.join(tmp, "gqa_ft")
+        shutil.copytree(os.path.join(W8, "llama", "1-gpu"), gqa)
+        os.remove(os.path.join(gqa, "manifest.json"))
+        ini = os.path.join(gqa, "config.ini")
+        with open(ini) as f:
+            text = f.read()
+        with open(ini, "w") as f:
+            f.write(text.replace("int8_format = trt-llm", "int8_format = ft"))
+        expect_error(tmp, base + [gqa, "--input-ids", os.path.join(tmp, "llama_ids.csv"), "--max-new-tokens", "2",
+                                  "--int8-mode", "2"], ["int8_format = ft", "kv_head_num 2"],
+                     "FT-format files claimed for grouped-query attention")
         expect_error(tmp, base + [g, "--input-ids", ids, "--max-new-tokens", "2", "--per-token"],
                      ["--per-token", "--int8-mode 2"], "--per-token without --int8-mode 2")
         print("w8a8 CLI: eval-lambada and chat run; bad input gives one-line errors")

@@ -33,9 +33,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
 import fp8_reference as f8  # noqa: E402
-import make_engine_models as mem  # noqa: E402
 from follow_util import finish, greedy_path_logits, load_trace, quantised_linears  # noqa: E402
 
 # fp32 against float64 values, in E4M3 quantisation steps of at least 2^-3: the fixture models
@@ -98,7 +96,8 @@ class Follower:
         return self.follow(g.name, a, np.float32(g.inv), v, q)
 
     def kv(self, store, replicated):
-        """replicated: every rank holds all K/V heads (multi-query), else the ranks' heads side by side."""
+        """replicated: every rank holds the one K/V head (multi-query), else the ranks' heads side by side
+        (multi-head and grouped-query attention)."""
         def hook(layer, which, v, q):
             s = store.scales[layer]
             a = self.engine_rows(which, str(layer), None if replicated else 1)  # [rows, kv_heads · d]
@@ -116,7 +115,7 @@ def main():
     with open(args.expected) as f:
         fix = json.load(f)
     greedy = fix[args.mode]["greedy"]
-    cfg = mem.ref_cfg(mem.MODELS[args.model])
+    cfg = fix["ref_cfg"]  # the float64 reference's model description, as the fixture made it
     weights = args.mode in ("fp8", "fp8_both")
     trace_key = lambda c: (c["prompt"], c["kind"], str(c["name"]))  # noqa: E731
     follower = Follower([load_trace(args.trace, r, trace_key) for r in range(args.tp)])
@@ -124,7 +123,7 @@ def main():
     kw = {}
     if args.mode in ("fp8_kv", "fp8_both"):
         store = f8.Fp8KvStore(args.folder, len(W["layers"]))
-        store.follow = follower.kv(store, cfg["kv_heads"] < cfg["heads"])
+        store.follow = follower.kv(store, cfg["kv_heads"] == 1 < cfg["heads"])
         kw["kv_store"] = store
     with quantised_linears(f8.fp8_linear if weights else None, f8.Fp8Gemm, follower.gemm):
         out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower, **kw)

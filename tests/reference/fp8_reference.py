@@ -10,7 +10,8 @@ overflow into NaN).
               {file name: numpy array}, the bytes ftx must write:
                 s_w = fp32(max(max|W|, 1e-8) / 448)   W as stored (fp32, fp16 or bf16 values)
                 s_x = fp32(max(max x, 1e-8) / 448)
-                weight.fp8 = E4M3(fp32(W / s_w)), split per rank as the weight
+                weight.fp8 = E4M3(fp32(W / s_w)), split per rank as the weight (QKV per Q, K and V:
+                             smoothquant_reference.qkv_segments)
                 kv_cache_scaling_factor = fp32(max(max|K|, max|V|, 1e-8) / 448)
               (a gated FFN's gate projection too, with FC1's input range: it reads FC1's input)
   fp8_model   the arithmetic of the FP8 modes on a TP-1 folder with those files, for
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 
 import int8_reference
+import smoothquant_reference as sqr
 
 E4M3 = ml_dtypes.float8_e4m3fn
 GEMMS = ["attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"]
@@ -69,17 +71,9 @@ def fp8_files(c, T, R, kv, tp, dtype, stored):
             q = e4m3_codes(W / s_w)  # float32 / float32: the fp32 quotient
             x_of = f"model.layers.{l}.mlp.dense_h_to_4h" if gemm == GATE else key
             s_x = scale_of(float(np.asarray(R[x_of]["x"]).max()))
-            col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h", GATE)
-            if gemm == "attention.query_key_value" and c.get("multi_query_mode", "False") == "True":
-                # [H | d | d]: the query columns split, K and V whole on every rank
-                kvc = 2 * int(c["size_per_head"])
-                parts = [np.concatenate([p, q[:, -kvc:]], axis=1) for p in np.split(q[:, :-kvc], tp, axis=1)]
-            else:
-                if gemm == "attention.query_key_value":
-                    q = q.reshape(q.shape[0], 3, -1)
-                parts = np.split(q, tp, axis=-1 if col_parallel else 0)
-            for r, part in enumerate(parts):
-                out[f"{key}.weight.fp8.{r}.bin"] = np.ascontiguousarray(part)
+            # split like the weight: QKV per Q, K, V (grouped-query K/V heads split, multi-query's whole)
+            for r in range(tp):
+                out[f"{key}.weight.fp8.{r}.bin"] = np.ascontiguousarray(sqr.rank_part(key + ".weight", q, c, tp, r))
             out[f"{key}.weights_scaling_factor.bin"] = np.array([s_w], dtype=np.float32)
             out[f"{key}.activation_scaling_factor.bin"] = np.array([s_x], dtype=np.float32)
         k, v = kv[f"model.layers.{l}.attention"]

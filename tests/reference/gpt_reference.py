@@ -14,6 +14,10 @@ activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'), position ('learn
 'none'|'sinusoidal'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale,
 position_offset (learned: wpe row = position + offset, OPT's 2; sinusoidal: the fairseq/XGLM table
 row, offset 2 there).
+Optional cfg keys of the Llama family: normalization 'rmsnorm' (every norm is x / sqrt(mean(x²) + eps)
+· gamma, LlamaRMSNorm; the norms' beta is None), rope_scaling None or {"type": "linear", "factor"} (every
+frequency / factor) or {"type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
+"original_max_position_embeddings"} (Llama 3.1's frequencies, below).
 Optional cfg key gemm: a function (x, w, kind) -> x @ w used for every product with a weight matrix,
 kind 'layer' (QKV, attention output, FFN), 'head' (lm_head) or 'project' (OPT's projections); an
 emulation of reduced-precision GEMMs rounds x there (tests/reference/half_reference.py).
@@ -26,8 +30,10 @@ import torch
 import torch.nn.functional as F
 
 
-def _ln(x, p, eps):
+def norm(x, p, eps, kind="layernorm"):
     g, b = p
+    if kind == "rmsnorm":
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
     return F.layer_norm(x, (x.shape[-1],), g, b, eps)
 
 
@@ -56,9 +62,28 @@ def alibi_slopes(n):
     return torch.tensor(slopes, dtype=torch.float64)
 
 
-def _rotary(x, pos, rot, style, base):
-    """x [S, heads, d]; rotates the first `rot` dims of each head by pos * base^(-2i/rot)."""
-    inv = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+def inv_freq(rot, base, scaling=None):
+    """The rot/2 rotary frequencies base^(-2i/rot), scaled as `scaling` says. llama3 (Meta's
+    apply_scaling for Llama 3.1): with L = original_max_position_embeddings and the wavelength
+    w = 2π/f of each frequency f: f/factor where w > L/low_freq_factor, f where w < L/high_freq_factor,
+    else (1 - t)·f/factor + t·f with t = (L/w - low_freq_factor) / (high_freq_factor - low_freq_factor)."""
+    f = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+    if not scaling:
+        return f
+    if scaling["type"] == "linear":
+        return f / scaling["factor"]
+    assert scaling["type"] == "llama3", scaling
+    k, lo, hi, L = (scaling[n] for n in ("factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings"))
+    w = 2 * math.pi / f
+    t = (L / w - lo) / (hi - lo)
+    mid = (1 - t) * f / k + t * f
+    return torch.where(w > L / lo, f / k, torch.where(w < L / hi, f, mid))
+
+
+def _rotary(x, pos, rot, style, base, scaling=None):
+    """x [S, heads, d]; rotates the first `rot` dims of each head by pos · inv_freq(rot, base, scaling)."""
+    inv = inv_freq(rot, base, scaling)
     ang = pos.to(torch.float64)[:, None] * inv[None, :]          # [S, rot/2]
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
     xr, rest = x[..., :rot], x[..., rot:]
@@ -113,6 +138,10 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     ids = torch.tensor([0 if embeds and t in embeds else v for t, v in enumerate(ids)], dtype=torch.long)
     nh, kvh, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     eps = cfg["eps"]
+    kind = cfg.get("normalization", "layernorm")
+
+    def _ln(x, p, eps):
+        return norm(x, p, eps, kind)
     pos = torch.arange(S)
     x = W["wte"][ids].clone()
     for t, e in (embeds or {}).items():
@@ -138,8 +167,8 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         k = lin(h, L["wk"], L["bk"]).view(S, kvh, d)
         v = lin(h, L["wv"], L["bv"]).view(S, kvh, d)
         if cfg["position"] == "rope":
-            q = _rotary(q, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
-            k = _rotary(k, pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"])
+            rope = (pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"], cfg.get("rope_scaling"))
+            q, k = _rotary(q, *rope), _rotary(k, *rope)
         if kv_store is not None:
             k, v = kv_store(li, k), kv_store(li, v)
         mask = causal

@@ -1,6 +1,7 @@
-"""Float64 references for HF GPT-J, GPT-NeoX, BLOOM, OPT and XGLM checkpoints, written from the
-HuggingFace model definitions (modeling_gptj.py, modeling_gpt_neox.py, modeling_bloom.py,
-modeling_opt.py, modeling_xglm.py), independent of ftx's converter and engine.
+"""Float64 references for HF GPT-J, GPT-NeoX, BLOOM, OPT, XGLM and Llama-family (Llama, Mistral,
+Qwen2) checkpoints, written from the HuggingFace model definitions (modeling_gptj.py,
+modeling_gpt_neox.py, modeling_bloom.py, modeling_opt.py, modeling_xglm.py, modeling_llama.py,
+modeling_mistral.py, modeling_qwen2.py), independent of ftx's converter and engine.
 
 `build(hf_dir)` reads config.json and the state dict (HF parameter names) and returns (cfg, W) for
 gpt_reference.forward, the weights in their natural orientation (nn.Linear weight [out, in] is used
@@ -18,6 +19,11 @@ as x @ weight.T, so W holds weight.T):
     tied to embed_tokens;
   * XGLM: embed_tokens · sqrt(d_model) (scale_embedding), sinusoidal positions at position + 2,
     pre-LN, exact GELU, model.layer_norm, lm_head tied to the unscaled embed_tokens.
+  * Llama / Mistral / Qwen2: RMSNorm, q/k/v_proj with num_key_value_heads K/V heads (Qwen2: with
+    biases), rotate_half rotary on the whole head with rope_theta and rope scaling (linear, llama3)
+    read from transformers 5's rope_parameters or 4.x's rope_theta / rope_scaling,
+    down(silu(gate(x)) · up(x)), lm_head or the tied embed_tokens; Mistral's sliding_window is
+    returned in cfg["sliding_window"] for the caller (gpt_reference.forward's `window`).
 """
 import json
 import math
@@ -176,7 +182,51 @@ def xglm(c, sd):
     return cfg, W
 
 
+def _rope_of(c):
+    """(rope_theta, rope scaling for gpt_reference) from rope_parameters (5.x) or the top level (4.x)."""
+    rp = c.get("rope_parameters") or {}
+    theta = float(rp.get("rope_theta", c.get("rope_theta", 10000.0)))
+    sc = rp if rp.get("rope_type", "default") != "default" else (c.get("rope_scaling") or {})
+    kind = sc.get("rope_type", sc.get("type", "default"))
+    if kind == "default":
+        return theta, None
+    if kind == "linear":
+        return theta, {"type": "linear", "factor": float(sc["factor"])}
+    assert kind == "llama3", kind
+    return theta, {"type": "llama3", "factor": float(sc["factor"]), "low_freq_factor": float(sc["low_freq_factor"]),
+                   "high_freq_factor": float(sc["high_freq_factor"]),
+                   "original_max_position_embeddings": int(sc["original_max_position_embeddings"])}
+
+
+def llama(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    opt = lambda k: sd[k].double() if k in sd else None  # noqa: E731
+    H, nh = c["hidden_size"], c["num_attention_heads"]
+    d = c.get("head_dim") or H // nh
+    layers = []
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        layers.append({"ln1": (g(p + "input_layernorm.weight"), None),
+                       "ln2": (g(p + "post_attention_layernorm.weight"), None),
+                       "wq": g(a + "q_proj.weight").T, "wk": g(a + "k_proj.weight").T, "wv": g(a + "v_proj.weight").T,
+                       "bq": opt(a + "q_proj.bias"), "bk": opt(a + "k_proj.bias"), "bv": opt(a + "v_proj.bias"),
+                       "wo": g(a + "o_proj.weight").T, "bo": None,
+                       "w1": g(p + "mlp.gate_proj.weight").T, "b1": None,
+                       "wg": g(p + "mlp.up_proj.weight").T, "bg": None,
+                       "w2": g(p + "mlp.down_proj.weight").T, "b2": None})
+    W = {"wte": g("model.embed_tokens.weight"), "final_ln": (g("model.norm.weight"), None), "layers": layers}
+    W["lm_head"] = None if c.get("tie_word_embeddings", False) else g("lm_head.weight")
+    theta, scaling = _rope_of(c)
+    cfg = _base_cfg(nh, d, c.get("rms_norm_eps", 1e-6), "swiglu")
+    cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=d,
+               rotary_style="half_split", rotary_base=theta, rope_scaling=scaling,
+               sliding_window=(c.get("sliding_window") or 0) if c.get("use_sliding_window", True) else 0)
+    return cfg, W
+
+
 def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
-    return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm}[c["model_type"]](c, sd)
+    return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
+            "mistral": llama, "qwen2": llama}[c["model_type"]](c, sd)

@@ -56,6 +56,8 @@ def weight_only_int8(W, tp):
 #   per-token:   amax = max|x_row|, q_x = sat(rint(x · 127/amax)), y = (q_x · q_w) · amax/127 · a_col,
 #                a_col = scale_w_quant_orig (per tensor) or .col
 #   per-channel: q_w from weight.int8.col, a_col from the .col scale files; else weight.int8.
+# QKV's per-tensor scales are one per Q, K and V (of any widths: grouped-query and multi-query
+# attention too); a gated FFN's gate projection is a W8A8 GEMM like FC1, whose input it reads.
 # rint rounds half to even and sat clamps to [-128, 127] (PTX cvt.rni.sat.s8.f32); the integer
 # product is exact; everything else is float64. The GEMM bias is added after.
 #
@@ -191,12 +193,12 @@ def folder_model(folder, layer_gemm):
 
 
 def w8a8_model(folder, tp, per_token, per_channel):
-    """(logical weights W for gpt_reference.forward, with W8A8Gemm objects as the four layer GEMMs'
-    weights) of the TP-1 smoothquant folder `folder`, emulating TP size `tp`."""
+    """(logical weights W for gpt_reference.forward, with W8A8Gemm objects as the layer GEMMs'
+    weights: the four and a gated FFN's gate) of the TP-1 smoothquant folder `folder`, emulating TP
+    size `tp`."""
     c = _ini(folder)
     ft_files = c.get("int8_format", "trt-llm") == "ft"
     assert not (ft_files and (per_token or per_channel)), "FT's W8A8 files are per-tensor only"
-    H = int(c["head_num"]) * int(c["size_per_head"])
     col = ".col" if per_channel else ""
 
     def f32(name, n):
@@ -204,7 +206,7 @@ def w8a8_model(folder, tp, per_token, per_channel):
 
     def layer_gemm(p, g, K, N, cols, row_parallel):
         qkv = g == "attention.query_key_value"
-        seg = cols.start // H if qkv else 0
+        seg = (0 if cols.start == 0 else 1 if cols.stop < N else 2) if qkv else 0  # Q, K or V
         if ft_files:
             # FT's OPT files: scale = s_x, scale_inter per column (QKV) or one value, scale_out
             # per Q, K, V (QKV) or one value; y = (q_x · q_w) · scale_out · scale_inter.
@@ -218,13 +220,13 @@ def w8a8_model(folder, tp, per_token, per_channel):
             if per_channel:
                 a = f32(f"{p}{g}.{name}.col{'' if row_parallel else '.0'}.bin", N)
             elif qkv:
-                a = f32(f"{p}{g}.{name}.bin", N)  # [3, H]: Q, K, V broadcast
+                a = f32(f"{p}{g}.{name}.bin", N)  # one per column: Q's, K's and V's value broadcast
             else:
                 a = f32(f"{p}{g}.{name}.bin", 1).expand(N)
             xs = None if per_token else float(f32(f"{p}{g}.scale_x_orig_quant.bin", 1)[0])
             ys = None if per_token else float(f32(f"{p}{g}.scale_y_quant_orig.bin", 1)[0])
         short = {"attention.query_key_value": "qkv", "attention.dense": "dense", "mlp.dense_h_to_4h": "fc1",
-                 "mlp.dense_4h_to_h": "fc2"}[g]
+                 "mlp.dense_h_to_4h.gate": "gate", "mlp.dense_4h_to_h": "fc2"}[g]
         return W8A8Gemm(q[:, cols], a[cols], xs, ys, tp if row_parallel else 1, f"{p.split('.')[2]}.{short}")
 
     return folder_model(folder, layer_gemm)[1]

@@ -1,14 +1,21 @@
-"""Float64 PyTorch reference of TensorRT-LLM's SmoothQuant export for a GPT-2-style FT folder
-(pre-LN, learned positions, biases, tanh GELU), written from the formulas (ft-runtime.md §4.2,
-ft-format.md §3.5), not from ftx:
+"""Float64 PyTorch reference of TensorRT-LLM's SmoothQuant export for an FT folder, written from the
+formulas (ft-runtime.md §4.2, ft-format.md §3.5; TensorRT-LLM's generate_int8 / smooth_gemm /
+smooth_gemm_fc1_gate for its GPT and Llama models), not from ftx:
 
-  capture_ranges  TensorRT-LLM smoothquant.py capture_activation_range: every sample alone, per GEMM
-                  per-channel max |input| (x), max |output| incl. bias (y), max |W| per output column
-                  clipped at 1e-8 (w).
+  capture_ranges  TensorRT-LLM smoothquant.py capture_activation_range on a GPT-2-style folder (pre-LN,
+                  learned positions, biases, tanh GELU): every sample alone, per GEMM per-channel
+                  max |input| (x), max |output| incl. bias (y), max |W| per output column clipped at
+                  1e-8 (w). (Other architectures: smoothquant_test.reference_ranges on
+                  gpt_reference.forward.)
   smooth          hf_gpt_convert.py smooth_gpt_model + smooth_gemm: s = x^a / max_row|W|^(1-a),
-                  clamped >= 1e-5; LN gamma, beta / s; W rows * s; x / s; w recomputed.
+                  clamped >= 1e-5; LN gamma (and beta, when there is one) / s; W rows * s; x / s; w
+                  recomputed. A gated FFN's FC1 and gate projection share one s from the larger of
+                  their row maxima (smooth_gemm_fc1_gate).
   int8_files      utils/convert.py generate_int8 + write_int8 for an inference TP size: a dict
-                  file name -> numpy array (the bytes ftx should write).
+                  file name -> numpy array (the bytes ftx should write). QKV's "per tensor" is one
+                  scale each for Q, K and V, whatever their widths (grouped-query: TensorRT-LLM's
+                  multi_query_mode branch), broadcast over their columns; every rank holds its part
+                  of each of Q, K and V (multi-query: K and V whole, qkv_segments).
 
 Tensors are float64 torch tensors keyed by FT name (full, unsplit), weights [in, out].
 """
@@ -29,30 +36,91 @@ def read_config(folder):
     return cp["gpt"]
 
 
+def qkv_segments(c):
+    """[(width, split)] of the Q, K and V columns of the full QKV: every one split over the ranks,
+    except multi-query's one K/V head, whole on every rank (ft-format.md §3.1, §3.4)."""
+    nh, d = int(c["head_num"]), int(c["size_per_head"])
+    kv = int(c.get("kv_head_num", "0")) or nh
+    whole = c.get("multi_query_mode", "False") == "True" or (kv == 1 and nh > 1)
+    return [(nh * d, True), (kv * d, not whole), (kv * d, not whole)]
+
+
+def rank_part(name, a, c, tp, rank):
+    """Rank `rank`'s part of the full FT tensor `name` (a weight, a bias, or a per-column vector of a
+    GEMM named by its weight) as the converters split it."""
+    if ".query_key_value." in name:
+        parts, at = [], 0
+        for w, split in qkv_segments(c):
+            seg = a[..., at:at + w]
+            parts.append(np.split(seg, tp, axis=-1)[rank] if split else seg)
+            at += w
+        return np.concatenate(parts, axis=-1)
+    if ".dense_h_to_4h." in name:
+        return np.split(a, tp, axis=-1)[rank]
+    if name.endswith(("attention.dense.weight", "dense_4h_to_h.weight")):
+        return np.split(a, tp, axis=0)[rank]
+    return a
+
+
+def copy_kv_heads(c, T, R, tp):
+    """For tp ranks and g < tp K/V heads (TensorRT-LLM's dup_kv_weight, convert-hf's copies): every K/V
+    head's d columns of QKV (weight, bias, and the QKV ranges' y and w) repeated tp/g times in place,
+    [k0 k1] -> [k0 k0 k1 k1]. Returns (config dict with kv_head_num = tp, T, R), new copies."""
+    nh, d = int(c["head_num"]), int(c["size_per_head"])
+    g = int(c["kv_head_num"])
+    times = tp // g
+
+    def rep(a):
+        q, k, v = _qkv_columns(c, a)
+        heads = lambda t: [t[..., h * d:(h + 1) * d] for h in range(g) for _ in range(times)]  # noqa: E731
+        return torch.cat([q] + heads(k) + heads(v), dim=-1)
+
+    T2, R2 = dict(T), {k: dict(v) for k, v in R.items()}
+    for l in range(int(c["num_layer"])):
+        key = f"model.layers.{l}.attention.query_key_value"
+        for part in (".weight", ".bias"):
+            if key + part in T:
+                T2[key + part] = rep(T[key + part])
+        if key in R:
+            R2[key]["y"], R2[key]["w"] = rep(R[key]["y"]), rep(R[key]["w"])
+    c2 = dict(c)
+    c2["kv_head_num"] = str(tp)
+    assert nh % tp == 0
+    return c2, T2, R2
+
+
+def is_split(name):
+    return (".query_key_value." in name or ".dense_h_to_4h." in name or name.endswith("attention.dense.weight")
+            or name.endswith("dense_4h_to_h.weight"))
+
+
 def read_tp1_folder(folder):
-    """(config section, {FT name: float64 tensor}) of a TP-1 GPT-2 FT folder."""
+    """(config section, {FT name: float64 tensor}) of every floating-point tensor of a TP-1 FT folder
+    of the GPT family's layout (gpt section: GPT-2, Megatron, BLOOM, OPT, and the Llama family's
+    rope / RMSNorm / GQA / gated FFN models)."""
     c = read_config(folder)
     assert int(c["tensor_para_size"]) == 1
     dt = NP_DTYPES[c["weight_data_type"]]
     H = int(c["head_num"]) * int(c["size_per_head"])
-    inter, L, V, P = int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"]), int(c["max_pos_seq_len"])
-    shapes = {"model.wte": (V, H), "model.wpe": (P, H), "model.final_layernorm.weight": (H,),
-              "model.final_layernorm.bias": (H,)}
+    qkv = sum(w for w, _ in qkv_segments(c))
+    inter, L, V = int(c["inter_size"]), int(c["num_layer"]), int(c["vocab_size"])
+    shapes = {"model.wte": (V, H), "model.wpe": (-1, H), "model.lm_head.weight": (V, H)}
+    for ln in ("pre_decoder_layernorm", "final_layernorm"):
+        shapes.update({f"model.{ln}.weight": (H,), f"model.{ln}.bias": (H,)})
     for l in range(L):
         p = f"model.layers.{l}."
         shapes.update({p + "input_layernorm.weight": (H,), p + "input_layernorm.bias": (H,),
-                       p + "attention.query_key_value.weight": (H, 3 * H), p + "attention.query_key_value.bias": (3 * H,),
+                       p + "attention.query_key_value.weight": (H, qkv), p + "attention.query_key_value.bias": (qkv,),
                        p + "attention.dense.weight": (H, H), p + "attention.dense.bias": (H,),
                        p + "post_attention_layernorm.weight": (H,), p + "post_attention_layernorm.bias": (H,),
                        p + "mlp.dense_h_to_4h.weight": (H, inter), p + "mlp.dense_h_to_4h.bias": (inter,),
+                       p + "mlp.dense_h_to_4h.gate.weight": (H, inter), p + "mlp.dense_h_to_4h.gate.bias": (inter,),
                        p + "mlp.dense_4h_to_h.weight": (inter, H), p + "mlp.dense_4h_to_h.bias": (H,)})
     T = {}
     for name, shape in shapes.items():
-        fn = name + (".0.bin" if (".query_key_value." in name or ".dense_h_to_4h." in name or
-                                  name.endswith("attention.dense.weight") or name.endswith("dense_4h_to_h.weight"))
-                     else ".bin")
-        a = np.fromfile(os.path.join(folder, fn), dtype=dt).astype(np.float64).reshape(shape)
-        T[name] = torch.from_numpy(a)
+        path = os.path.join(folder, name + (".0.bin" if is_split(name) else ".bin"))
+        if os.path.exists(path):
+            T[name] = torch.from_numpy(np.fromfile(path, dtype=dt).astype(np.float64).reshape(shape))
     return c, T
 
 
@@ -106,19 +174,43 @@ def f32(t):
 
 
 def smooth(c, T, R, alpha):
-    """Smooths T and R in place (QKV <- input LN, FC1 <- post-attention LN)."""
+    """Smooths T and R in place (QKV <- input LN, FC1 and a gated FFN's gate jointly <- post-attention LN)."""
     for l in range(int(c["num_layer"])):
         p = f"model.layers.{l}."
-        for gemm, ln in (("attention.query_key_value", "input_layernorm"), ("mlp.dense_h_to_4h", "post_attention_layernorm")):
-            key = p + gemm
-            W = T[key + ".weight"]                       # [in, out]
-            wmax = W.abs().amax(dim=1)                   # per input channel
-            s = (R[key]["x"].pow(alpha) / wmax.pow(1 - alpha)).clamp(min=1e-5)
-            T[p + ln + ".weight"] = f32(T[p + ln + ".weight"] / s)
-            T[p + ln + ".bias"] = f32(T[p + ln + ".bias"] / s)
-            T[key + ".weight"] = f32(W * s[:, None])
-            R[key]["x"] = R[key]["x"] / s
-            R[key]["w"] = T[key + ".weight"].abs().amax(dim=0)
+        for gemms, ln in ((["attention.query_key_value"], "input_layernorm"),
+                          (["mlp.dense_h_to_4h", "mlp.dense_h_to_4h.gate"], "post_attention_layernorm")):
+            keys = [p + g for g in gemms if p + g + ".weight" in T]
+            wmax = torch.stack([T[k + ".weight"].abs().amax(dim=1) for k in keys]).amax(dim=0)  # per input channel
+            s = (R[keys[0]]["x"].pow(alpha) / wmax.pow(1 - alpha)).clamp(min=1e-5)
+            for part in ("weight", "bias"):
+                if p + ln + "." + part in T:
+                    T[p + ln + "." + part] = f32(T[p + ln + "." + part] / s)
+            for key in keys:
+                T[key + ".weight"] = f32(T[key + ".weight"] * s[:, None])
+                if key in R:
+                    R[key]["x"] = R[key]["x"] / s
+                    R[key]["w"] = T[key + ".weight"].abs().amax(dim=0)
+
+
+def layer_gemms(T, l):
+    """The quantised GEMMs of layer l: the four, and a gated FFN's gate projection."""
+    return GEMMS + (["mlp.dense_h_to_4h.gate"] if f"model.layers.{l}.mlp.dense_h_to_4h.gate.weight" in T else [])
+
+
+def _qkv_columns(c, a):
+    """a [..., Q+K+V] -> the list of its Q, K, V column blocks."""
+    out, at = [], 0
+    for w, _ in qkv_segments(c):
+        out.append(a[..., at:at + w])
+        at += w
+    return out
+
+
+def _per_tensor(c, qkv, w):
+    """127 / max w per column's tensor: one value, or for QKV one per Q, K and V broadcast to its columns."""
+    if not qkv:
+        return np.array(127.0 / w.max())
+    return np.concatenate([np.full(b.shape[-1], 127.0 / b.max()) for b in _qkv_columns(c, w)])
 
 
 def stored(t, dtype):
@@ -134,7 +226,7 @@ def int8_files(c, T, R, tp, dtype, kv_only=False):
         out[f"{name}.{rank}.bin" if rank is not None else f"{name}.bin"] = np.ascontiguousarray(arr)
 
     for l in range(int(c["num_layer"])):
-        for gemm in GEMMS:
+        for gemm in layer_gemms(T, l):
             key = f"model.layers.{l}.{gemm}"
             qkv = gemm == "attention.query_key_value"
             if kv_only and not qkv:  # write_int8 is called only for QKV then
@@ -145,30 +237,20 @@ def int8_files(c, T, R, tp, dtype, kv_only=False):
             if kv_only:
                 continue
             W = stored(T[key + ".weight"], dtype).astype(np.float64)
-            rows, cols = W.shape
-            if qkv:
-                sw_t = 127.0 / w.reshape(3, -1).max(axis=1, keepdims=True)   # [3, 1]
-                sw_c = 127.0 / w.reshape(3, -1)                               # [3, H]
-                W = W.reshape(rows, 3, cols // 3)
-            else:
-                sw_t = np.array(127.0 / w.max())
-                sw_c = 127.0 / w
+            sw_t, sw_c = _per_tensor(c, qkv, w), 127.0 / w
             sx, sy = 127.0 / x.max(), 127.0 / y.max()
             to_i8 = lambda a: np.clip(np.round(a), -127, 127).astype(np.int8)  # round half to even
             q_t, q_c = to_i8(W * sw_t), to_i8(W * sw_c)
             acc_t, acc_c = sy / (sx * sw_t), sy / (sx * sw_c)
             wqo_t, wqo_c = 1.0 / sw_t, 1.0 / sw_c
-            if qkv:
-                acc_t = np.broadcast_to(acc_t, sw_c.shape)
-                wqo_t = np.broadcast_to(wqo_t, sw_c.shape)
-            col_parallel = gemm in ("attention.query_key_value", "mlp.dense_h_to_4h")
-            axis = -1 if col_parallel else 0
+            col_parallel = gemm != "attention.dense" and gemm != "mlp.dense_4h_to_h"
+            name = key + ".weight"
             for rank in range(tp):
-                save(key + ".weight.int8", np.split(q_t, tp, axis=axis)[rank], rank)
-                save(key + ".weight.int8.col", np.split(q_c, tp, axis=axis)[rank], rank)
+                save(key + ".weight.int8", rank_part(name, q_t, c, tp, rank), rank)
+                save(key + ".weight.int8.col", rank_part(name, q_c, c, tp, rank), rank)
                 if col_parallel:
-                    save(key + ".scale_w_quant_orig.col", np.split(wqo_c.astype(np.float32), tp, axis=-1)[rank], rank)
-                    save(key + ".scale_y_accum_quant.col", np.split(acc_c.astype(np.float32), tp, axis=-1)[rank], rank)
+                    save(key + ".scale_w_quant_orig.col", rank_part(name, wqo_c.astype(np.float32), c, tp, rank), rank)
+                    save(key + ".scale_y_accum_quant.col", rank_part(name, acc_c.astype(np.float32), c, tp, rank), rank)
             save(key + ".scale_x_orig_quant", np.array([sx], dtype=np.float32))
             save(key + ".scale_w_quant_orig", np.asarray(wqo_t, dtype=np.float32).reshape(-1))
             save(key + ".scale_y_accum_quant", np.asarray(acc_t, dtype=np.float32).reshape(-1))
@@ -179,20 +261,15 @@ def int8_files(c, T, R, tp, dtype, kv_only=False):
 
 
 def unrounded_int8(c, T, R, dtype):
-    """{weight.int8 file stem: (per-tensor, per-column) unrounded quantized values, full tensor}
-    (to excuse int8 differences that lie on a rounding boundary)."""
+    """{GEMM key: (per-tensor, per-column) unrounded quantized values, full [rows, cols]} (to excuse
+    int8 differences that lie on a rounding boundary)."""
     res = {}
     for l in range(int(c["num_layer"])):
-        for gemm in GEMMS:
+        for gemm in layer_gemms(T, l):
             key = f"model.layers.{l}.{gemm}"
             W = stored(T[key + ".weight"], dtype).astype(np.float64)
             w = R[key]["w"].numpy()
-            if gemm == "attention.query_key_value":
-                rows, cols = W.shape
-                W = W.reshape(rows, 3, cols // 3)
-                res[key] = (W * (127.0 / w.reshape(3, -1).max(axis=1, keepdims=True)), W * (127.0 / w.reshape(3, -1)))
-            else:
-                res[key] = (W * (127.0 / w.max()), W * (127.0 / w))
+            res[key] = (W * _per_tensor(c, gemm == "attention.query_key_value", w), W * (127.0 / w))
     return res
 
 
@@ -235,11 +312,12 @@ def ft_unrounded_int8(c, T, R, dtype):
         for gemm in GEMMS:
             key = f"model.layers.{l}.{gemm}"
             W = stored(T[key + ".weight"], dtype).astype(np.float64)
+            rows, cols = W.shape
             if gemm == "attention.query_key_value":
-                rows, cols = W.shape
                 W = W.reshape(rows, 3, cols // 3)
                 u = W * (127.0 / np.abs(W).clip(1e-8, None).max(axis=(0, 2))[None, :, None])
             else:
                 u = W * (127.0 / np.abs(W).clip(1e-8, None).max())
+            u = u.reshape(rows, cols)
             res[key] = (u, u)
     return res

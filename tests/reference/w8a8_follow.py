@@ -30,9 +30,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "fixtures"))
 import int8_reference  # noqa: E402
-import make_engine_models as mem  # noqa: E402
 from follow_util import finish, greedy_path_logits, load_trace, quantised_linears  # noqa: E402
 
 # fp32 against float64 activations, in units of the quantisation step (1): measured up to 3e-5
@@ -105,7 +103,7 @@ def main():
     greedy = fix[args.mode][f"tp{args.tp}"]["greedy"]
     per_token = per_channel = args.mode == "per_token_channel"
     W = int8_reference.w8a8_model(args.folder, args.tp, per_token, per_channel)
-    cfg = mem.ref_cfg(mem.MODELS[args.model])
+    cfg = fix["ref_cfg"]  # the float64 reference's model description, as the fixture made it
     follower = Follower([load_trace(args.trace, r, lambda c: (c["prompt"], c["gemm"])) for r in range(args.tp)])
     with quantised_linears(int8_reference.w8a8_linear, int8_reference.W8A8Gemm, follower):
         out = greedy_path_logits(cfg, W, fix["prompts"], greedy, follower)

@@ -1,8 +1,10 @@
 // FP8 (`--fp8`, `--fp8-kv-cache`) in the CPU engine against the float64 emulation of the same
 // arithmetic (tests/reference/fp8_reference.py) on `ftx smoothquant --fp8` folders of the engine
 // fixtures (scripts/fixtures/make_fp8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM, OPT post-LN and
-// NeMo GPT-Next (SwiGLU: the gate projection is an FP8 GEMM too), SantaCoder (multi-query); FP8
-// layer GEMMs, the FP8 KV cache, and both. Under `mpirun -np 2` (tests/e2e/fp8.cmake) the TP-2
+// NeMo GPT-Next (SwiGLU: the gate projection is an FP8 GEMM too), SantaCoder (multi-query), and
+// the Llama and Qwen2 checkpoints of tests/fixtures/hf5 converted by convert-hf (grouped-query
+// attention: 2 of 4 KV heads, one per rank at TP 2; SwiGLU, RMSNorm); FP8 layer GEMMs, the FP8 KV
+// cache, and both. Under `mpirun -np 2` (tests/e2e/fp8.cmake) the TP-2
 // folders. The engine's GEMM inputs and the K and V it stores are traced and the emulation rerun on
 // them (tests/reference/fp8_follow.py), so that a value the two round to neighbouring E4M3 codes (an
 // fp32 and a float64 value on either side of a boundary) does not move every later logit.
@@ -24,8 +26,8 @@ namespace ftx {
 namespace {
 
 const std::vector<std::string>& fp8_models() {
-  static const std::vector<std::string> names = {"gpt2",    "gptj",    "gptneox",   "bloom",
-                                                 "opt_post", "gptnext", "santacoder"};
+  static const std::vector<std::string> names = {"gpt2",    "gptj",       "gptneox", "bloom", "opt_post",
+                                                 "gptnext", "santacoder", "llama",   "qwen2"};
   return names;
 }
 
@@ -160,7 +162,7 @@ TEST_P(EngineFp8, MatchesEmulation) {
   be.write(trace, 0);
   expect_matches(model, mode, 1, o, e, trace);
   std::filesystem::remove_all(trace);
-  EXPECT_GT(test::largest_prompt_difference(e, test::load_expected(test::engine_fixtures() + "/" + model)), 1e-3)
+  EXPECT_GT(test::largest_prompt_difference(e, test::float_expected(model)), 1e-3)
       << "FP8 and fp32 references agree: the test would not see a missing quantisation";
 }
 

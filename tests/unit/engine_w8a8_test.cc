@@ -1,7 +1,10 @@
 // SmoothQuant W8A8 (`--int8-mode 2`) in the CPU engine against the float64 emulation of the same
 // quantised arithmetic (tests/reference/int8_reference.py, w8a8_model) on `ftx smoothquant` folders
-// of the engine fixtures (scripts/fixtures/make_w8a8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM
-// and OPT post-LN; per-tensor and per-token + per-channel on TensorRT-LLM's files, per-tensor on
+// of the engine fixtures (scripts/fixtures/make_w8a8_fixtures.py): GPT-2, GPT-J, GPT-NeoX, BLOOM,
+// OPT post-LN and SantaCoder (multi-query: K and V whole on every rank), and of the Llama and Qwen2
+// checkpoints of tests/fixtures/hf5 converted by convert-hf (grouped-query attention, 2 of 4 KV
+// heads, one per rank at TP 2; SwiGLU, whose gate projection is a W8A8 GEMM too; RMSNorm);
+// per-tensor and per-token + per-channel on TensorRT-LLM's files, per-tensor on
 // FasterTransformer's (`--format ft`). Under `mpirun -np 2` (tests/e2e/w8a8.cmake)
 // the TP-2 folders against the emulation's TP-2 section (each rank quantises its own slice of a
 // row-parallel GEMM's input). The engine's GEMM inputs are traced and the emulation rerun on them
@@ -24,7 +27,8 @@ namespace ftx {
 namespace {
 
 const std::vector<std::string>& w8a8_models() {
-  static const std::vector<std::string> names = {"gpt2", "gptj", "gptneox", "bloom", "opt_post"};
+  static const std::vector<std::string> names = {"gpt2",       "gptj",  "gptneox", "bloom", "opt_post",
+                                                 "santacoder", "llama", "qwen2"};
   return names;
 }
 
@@ -72,6 +76,7 @@ class W8A8TracingBackend : public cpu::CpuBackend {
       names_[&w.layers[l].qkv_w] = p + ".qkv";
       names_[&w.layers[l].dense_w] = p + ".dense";
       names_[&w.layers[l].fc_w] = p + ".fc1";
+      names_[&w.layers[l].gate_w] = p + ".gate";
       names_[&w.layers[l].proj_w] = p + ".fc2";
     }
   }
@@ -148,7 +153,7 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   std::filesystem::remove_all(trace);
   // The emulation is not the floating-point model (the check above would then prove nothing):
   // quantising activations and weights moves the logits well beyond the tolerance.
-  EXPECT_GT(test::largest_prompt_difference(e, test::load_expected(test::engine_fixtures() + "/" + model)), 1e-3)
+  EXPECT_GT(test::largest_prompt_difference(e, test::float_expected(model)), 1e-3)
       << "W8A8 and fp32 references agree: the test would not see a missing quantisation";
 }
 

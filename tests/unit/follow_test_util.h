@@ -104,4 +104,16 @@ inline double largest_prompt_difference(const Expected& quantised, const Expecte
   return largest;
 }
 
+// The transformers-5 checkpoints (tests/fixtures/hf5) the quantisation fixtures convert besides
+// the engine fixtures (scripts/fixtures/make_w8a8_fixtures.py HF5_MODELS).
+inline bool is_hf5_model(const std::string& model) { return model == "llama" || model == "qwen2"; }
+
+// The floating-point model's expected logits for a quantisation fixture model: the engine
+// fixture's float64 reference, or for an hf5 checkpoint transformers' float64 logits.
+inline Expected float_expected(const std::string& model) {
+  if (is_hf5_model(model))
+    return load_expected(env_or("FTX_SOURCE_DIR", source_dir_from_here()) + "/tests/fixtures/hf5/" + model);
+  return load_expected(engine_fixtures() + "/" + model);
+}
+
 }  // namespace ftx::test
