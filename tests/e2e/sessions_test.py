@@ -53,21 +53,21 @@ def generate(model, lines, tmp, extra=(), mpi=0):
     return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")], r.stderr
 
 
-def session_script(seed, params):
-    """Three sessions of 3-4 rounds each, interleaved; rounds of random ids and lengths."""
+def session_script(seed, params, vocab=290):
+    """Three sessions of 3-4 rounds each, interleaved; rounds of random ids (below `vocab`) and lengths."""
     rng = random.Random(seed)
     order = ["a", "b", "a", "c", "b", "a", "c", "b", "c", "a", "b"]
     lines = []
     for s in order:
-        lines.append(dict(params, session=s, ids=[rng.randrange(1, 290) for _ in range(rng.randint(1, 6))],
+        lines.append(dict(params, session=s, ids=[rng.randrange(1, vocab) for _ in range(rng.randint(1, 6))],
                           max_new_tokens=rng.randint(2, 7)))
     lines[-1]["session_end"] = True
     return lines
 
 
-def check_rounds(model_dir, tmp, mpi=0, extra=(), label=""):
+def check_rounds(model_dir, tmp, mpi=0, extra=(), label="", vocab=290):
     for mode, params in [("greedy", {}), ("top-p", {"top_p": 0.9, "seed": 5}), ("beam 3", {"beam_width": 3})]:
-        lines = session_script(len(mode), params)
+        lines = session_script(len(mode), params, vocab)
         got, err = generate(model_dir, lines, tmp, ["--batch-size", "2", *extra], mpi)
         if not check(got is not None, f"{label} {mode}: {err}"):
             continue
