@@ -1,6 +1,6 @@
 #include "lib/cpu/simd_math.h"
 
-#include "lib/quant/fp8.h"
+#include "formats/fp8_e4m3.h"
 
 namespace ftx::cpu {
 

@@ -16,7 +16,7 @@
 #include "formats/error.h"
 #include "lib/cpu/cpu_features.h"
 #include "lib/cpu/half_rounding.h"
-#include "lib/quant/fp8.h"
+#include "formats/fp8_e4m3.h"
 
 namespace ftx::cpu {
 

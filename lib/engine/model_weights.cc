@@ -23,9 +23,9 @@
 #include "lib/engine/fp8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/engine/weight_checks.h"
+#include "lib/model/fp8_files.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx {
 
@@ -131,7 +131,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     std::string extra;
     while (dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) && !quant::is_fp8_side_file(n) &&
+      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) && !is_fp8_side_file(n) &&
           extra.empty())
         extra = n;
     }

@@ -1,7 +1,7 @@
 // FP8 on CUDA (label gpu; skips without a device, see gpu_test_util.h) against its CPU twin:
 //  * the activation quantisation kernel (kernels/quantization/fp8_kernels.h) against ml_dtypes'
 //    codes on the fixture sample of every float32 class (scripts/fixtures/make_e4m3_table.py; NaNs
-//    left out: the device's NaN code need not keep the sign) and against quant::float_to_e4m3 on
+//    left out: the device's NaN code need not keep the sign) and against float_to_e4m3 on
 //    scaled random values, bit for bit;
 //  * the FP8 GEMM (cuBLASLt E4M3 × E4M3, fp32 accumulation, scale pointers) against the CPU backend's
 //    within 1e-5 of the largest |C| (the same E4M3 operands; only the fp32 sums' order differs);
@@ -23,6 +23,7 @@
 
 #include "engine_test_util.h"
 #include "formats/error.h"
+#include "formats/fp8_e4m3.h"
 #include "gpu_test_util.h"
 #include "lib/ops/backend.h"
 #include "lib/quant/fp8.h"
@@ -97,7 +98,7 @@ TEST_F(CudaFp8, QuantizeKernelEqualsMlDtypesAndTheCpu) {
   const std::vector<float> a = random(100003, 2.0f);
   const float inv = 1.0f / 0.0123f;
   const std::vector<uint8_t> dev = device_codes(a, inv);
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(dev[i], quant::float_to_e4m3(a[i] * inv)) << i;
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(dev[i], float_to_e4m3(a[i] * inv)) << i;
 }
 
 TEST_F(CudaFp8, GemmEqualsCpuTwin) {
