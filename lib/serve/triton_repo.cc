@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "formats/error.h"
 #include "formats/ft_dir.h"
@@ -154,10 +152,7 @@ TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
     r.linked_to = source;
   }
   if (!o.gemm_config.empty()) copy_file_into(o.gemm_config, out.file(gemm::kGemmConfigFileName));
-  std::ofstream f(out.file("fastertransformer/config.pbtxt"));
-  f << text;
-  f.close();
-  if (!f) throw Error(out.file("fastertransformer/config.pbtxt"), "cannot write");
+  write_file(out.file("fastertransformer/config.pbtxt"), text.data(), text.size());
   out.commit();
   r.config_path = o.output + "/fastertransformer/config.pbtxt";
   r.model_path = o.output + "/fastertransformer/1/" + r.spec.default_model_filename;
