@@ -40,7 +40,8 @@ def numpy_read_bandwidth(threads):
 
 
 def fma_peak(build, threads):
-    """fp32 FLOP/s of a 512-bit FMA loop on `threads` threads (bench/src/prefill_gemm.cc), 0 without AVX-512."""
+    """fp32 FLOP/s of an FMA loop on `threads` threads at the level ftx's kernels run (bench/src/prefill_gemm.cc:
+    512-bit registers at avx512, 256-bit at avx2, FTX_CPU_ISA capping it), 0 below AVX2."""
     subprocess.run(["cmake", "--build", build, "--target", "bench_prefill_gemm"], check=True,
                    stdout=subprocess.DEVNULL)
     r = subprocess.run([os.path.join(build, "bench_prefill_gemm"), str(threads), "768", "64", "1", "peak"],

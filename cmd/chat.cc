@@ -31,6 +31,7 @@ struct ChatFlags {
 int run_chat(ChatFlags& f) {
   ftx::cmd::DecodingFlags& d = f.d;
   ftx::cmd::check_decoding_flags(d);
+  ftx::cmd::check_seed_flag(d, false);
   const auto cfg = ftx::read_model_config(d.model_dir);
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
   if (!tokenizer) throw ftx::Error(d.model_dir, "chat needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
@@ -54,11 +55,14 @@ int run_chat(ChatFlags& f) {
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
   so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
+  // On a terminal: line editing and history, and Ctrl-C stops the answer in progress (not the chat);
+  // a line that cannot run (too long, or the context is full) is refused and the chat goes on, so
+  // the user can shorten it or /reset. In a pipe every round is one line (an answer's own line
+  // breaks are written as \n), and a line that cannot run ends the chat with its error.
+  const bool terminal = f.input == "-" && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  so.refuse_alone = terminal;
   ftx::Scheduler scheduler(engine, *comm, so);
 
-  // On a terminal: line editing and history, and Ctrl-C stops the answer in progress (not the chat).
-  // In a pipe every round is one line: an answer's own line breaks are written as \n.
-  const bool terminal = f.input == "-" && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   std::unique_ptr<ftx::cmd::InterruptKey> interrupt;
   std::unique_ptr<ftx::cmd::LineEditor> editor;
   std::unique_ptr<ftx::ChatSource> source;
@@ -96,6 +100,13 @@ int run_chat(ChatFlags& f) {
     write(text.add(ev.token));
   };
   auto on_result = [&](ftx::GenerationOutput&& out) {
+    if (!out.error.empty()) {  // refused before it ran: the conversation is as it was
+      notice(out.error + "; shorten the line, or /reset to start a new conversation");
+      text.reset();
+      streamed = 0;
+      source->round_done();
+      return;
+    }
     const auto done = std::chrono::steady_clock::now();
     const auto& best = out.result.beams.front();
     if (out.result.beams.size() > 1)
@@ -113,6 +124,7 @@ int run_chat(ChatFlags& f) {
                    static_cast<long long>(out.context_length), static_cast<long long>(out.input_length),
                    best.finish_reason == ftx::FinishReason::kNone ? "; stopped" : "");
     }
+    if (const std::string e = ftx::result_error(out); !e.empty()) notice(e + "; /reset starts a new conversation");
     text.reset();
     streamed = 0;
     source->round_done();
@@ -126,7 +138,7 @@ ftx::cmd::Action setup_chat(CLI::App* sub) {
   f->d.max_new_tokens = 64;
   ftx::cmd::add_decoding_flags(sub, f->d, false);
   sub->add_option("--input", f->input, "Lines to send, one round each (default -: standard input)");
-  sub->add_flag("--quiet", f->quiet, "No per-round statistics on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No per-round statistics on standard error");
   return [f] { return run_chat(*f); };
 }
 

@@ -23,8 +23,10 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
   sub->add_option("--min-length", f.min_length, "Ban end_id until this many tokens are generated");
   sub->add_option("--beam-width", f.beam_width, "Beam search width, 1..64 (1: sampling)");
   sub->add_option("--beam-search-diversity-rate", f.diversity_rate, "Diverse beam search rate");
-  sub->add_option("--seed", f.seed, "Random seed (every prompt uses it unless its JSON line has \"seed\")");
-  sub->add_option("--start-id", f.start_id, "Id an empty prompt starts from (default: empty prompts are an error)");
+  sub->add_option("--seed", f.seed, "Random seed of sampling, top-k or top-p (generate: a JSON line's \"seed\" overrides it)")
+      ->each([&f](const std::string&) { f.seed_given = true; });
+  sub->add_option("--start-id", f.start_id,
+                  "Id an empty prompt starts from (generate; default: an empty prompt is an error; chat skips empty lines)");
   sub->add_option("--end-id", f.end_id, "End-of-sequence id (default: config.ini end_id)");
   sub->add_option("--stop-words", f.stop_words, "CSV of words that end generation (each tokenized separately)");
   sub->add_option("--bad-words", f.bad_words, "CSV of words that are never generated");
@@ -97,6 +99,14 @@ void check_decoding_flags(const DecodingFlags& f) {
   kv::KvCacheBudget::parse(f.kv_cache_memory);
 }
 
+void check_seed_flag(const DecodingFlags& f, bool requests_may_sample) {
+  if (!f.seed_given || f.top_k != 0 || f.top_p != 0.0 || f.beam_width != 1) return;
+  const std::string what = "--seed " + std::to_string(f.seed) + " has no effect with greedy decoding (--top-k 0 and --top-p 0)";
+  if (!requests_may_sample) throw UsageError(what + "; set --top-k or --top-p to sample");
+  std::fprintf(stderr, "ftx: warning: %s: only JSON lines that set their own \"top_k\" or \"top_p\" sample\n",
+               what.c_str());
+}
+
 EngineOptions engine_options(const DecodingFlags& f, const PromptTables* prompts) {
   EngineOptions eo;
   eo.memory_len = f.memory_len;
@@ -165,7 +175,7 @@ DType model_dtype(const std::string& device, const std::string& dtype) {
   return device == "cuda" ? DType::kFloat16 : DType::kFloat32;
 }
 
-Runtime decoding_runtime(const DecodingFlags& f) {
+RuntimeOptions runtime_options(const DecodingFlags& f) {
   RuntimeOptions o{f.device, f.threads, f.model_dir,
                    f.gemm_config.empty() ? "" : spool_input(f.gemm_config, "--gemm-config"),
                    model_dtype(f.device, f.dtype), f.int8_mode};
@@ -175,7 +185,9 @@ Runtime decoding_runtime(const DecodingFlags& f) {
   o.fp8 = f.fp8;
   o.fp8_kv_cache = f.fp8_kv_cache;
   apply_parallel_flags(f.parallel, o);
-  return make_runtime(o);
+  return o;
 }
+
+Runtime decoding_runtime(const DecodingFlags& f) { return make_runtime(runtime_options(f)); }
 
 }  // namespace ftx::cmd

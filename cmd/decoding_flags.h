@@ -33,6 +33,7 @@ struct DecodingFlags {
   int64_t min_length = 0, beam_width = 1;
   double diversity_rate = 0.0;
   uint64_t seed = 0;
+  bool seed_given = false;  // --seed on the command line (0 is a seed too)
   int64_t start_id = -1, end_id = -1;
   std::string stop_words, bad_words;
   bool log_probs = false, cum_log_probs = false;
@@ -57,12 +58,19 @@ void add_fp8_flags(CLI::App* sub, bool& fp8, bool& fp8_kv_cache);
 // Range checks that need no model (usage errors naming the flag).
 void check_decoding_flags(const DecodingFlags& f);
 
+// --seed with greedy flags (--top-k 0, --top-p 0, --beam-width 1) would be silently ignored: a
+// UsageError when no request can sample otherwise (chat, --input-ids), a warning when a JSON line
+// may set its own top_k or top_p (generate --prompts).
+void check_seed_flag(const DecodingFlags& f, bool requests_may_sample);
+
 // The flags' values as the defaults of every request, checked with FT's rules (usage errors naming
 // the flag); warns about an end_id outside the vocabulary (naming config.ini or --end-id) and about
 // FT's session limits (a learned position table bounds --session-len, which is lowered to it).
 RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok);
 
-// The backend and communicator (--gemm-config "-" is read from standard input).
+// The runtime the flags ask for, and the backend and communicator made from it (--gemm-config "-"
+// is read from standard input).
+RuntimeOptions runtime_options(const DecodingFlags& f);
 Runtime decoding_runtime(const DecodingFlags& f);
 
 // The engine's options from the flags (--memory-len, the KV cache's); `prompts` may be null.

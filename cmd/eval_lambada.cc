@@ -23,6 +23,7 @@
 #include "lib/dist/communicator.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/model_weights.h"
+#include "lib/engine/run_identity.h"
 #include "lib/engine/runtime.h"
 #include "lib/eval/lambada.h"
 #include "lib/ops/backend.h"
@@ -119,14 +120,7 @@ int run_eval(const EvalFlags& f) {
   try {
     weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend);
     if (leader && !f.output.empty()) {
-      nlohmann::ordered_json run;
-      run["model"] = ftx::model_identity(f.model_dir);
-      if (f.int8_mode != 0) run["int8_mode"] = f.int8_mode;  // quantised weights give other results
-      if (f.per_token) run["per_token"] = true;
-      if (f.per_channel) run["per_channel"] = true;
-      if (f.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
-      if (f.fp8) run["fp8"] = true;
-      if (f.fp8_kv_cache) run["fp8_kv_cache"] = true;
+      nlohmann::ordered_json run = ftx::run_identity(f.model_dir, ro, rt.layout());
       run["examples"] = examples.size();
       journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
@@ -223,7 +217,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
   sub->add_option("--summary-json", f->summary_json, "Totals as one JSON object (-: stdout)");
   sub->add_flag("--force", f->force, "Replace existing outputs (or the .partial of an interrupted run)");
   sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial");
-  sub->add_flag("--quiet", f->quiet, "No progress on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No progress on standard error");
   ftx::cmd::add_prompt_flags(sub, f->prompt);
   return [f, max_examples] {
     f->max_examples_given = max_examples->count() > 0;

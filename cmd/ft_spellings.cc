@@ -78,6 +78,43 @@ const Spelling kSpellings[] = {
      "ftx reads the model's sizes from MODEL/config.ini"},
     {kDecoders, "-i_g --infer_gpu_num --infer-gpu-num", Action::kHint, "--tensor-para-size", false,
      "(or just run under mpirun -np N)"},
+    // TensorRT-LLM's convert_checkpoint.py / quantize.py / trtllm-build and vLLM's names: each is
+    // mapped to the ftx flag that does the same, or answered with why there is none; never left to
+    // the nearest spelling, which named unrelated flags (--block-size -> --batch-size).
+    {kConverters, "--tp_size --tp-size", Action::kAccept, "-g", true, ""},
+    {kConverters, "--pp_size --pp-size", Action::kHint, "", false,
+     "ftx writes no pipeline split: any folder runs pipeline-parallel at load (ftx generate --pipeline-para-size)"},
+    {"convert-hf", "--model_dir --model-dir", Action::kAccept, "-i", true, ""},
+    {"convert-nemo", "--nemo_ckpt_path --nemo-ckpt-path --nemo_file --nemo-file", Action::kAccept, "-i", true, ""},
+    {"convert-megatron", "--load --megatron_ckpt --megatron-ckpt", Action::kAccept, "-i", true, ""},
+    {kConverters, "--dtype", Action::kAccept, "-t", true, ""},
+    {kConverters, "--use_weight_only --use-weight-only --weight_only_precision --weight-only-precision",
+     Action::kHint, "", false,
+     "weight-only INT8 is applied when the model is loaded (ftx generate --int8-mode 1): the converted folder "
+     "stays floating point; int4 is not supported"},
+    {kDecoders, "--use_weight_only --use-weight-only --weight_only_precision --weight-only-precision", Action::kHint,
+     "--int8-mode 1", false, "(weights quantised per column at load; int4 is not supported)"},
+    {"generate chat", "--paged_kv_cache --paged-kv-cache --use_paged_context_fmha --enable_prefix_caching "
+                      "--enable-prefix-caching --enable_kv_cache_reuse",
+     Action::kHint, "", false,
+     "ftx's KV cache is always paged, with prefix sharing on (--tokens-per-block sets the block size, "
+     "--kv-cache-memory its memory, --no-prefix-cache turns the sharing off)"},
+    {"generate chat", "--block-size --block_size", Action::kHint, "--tokens-per-block", false, ""},
+    {"generate chat", "--kv_cache_free_gpu_mem_fraction --kv-cache-free-gpu-mem-fraction --gpu-memory-utilization "
+                      "--gpu_memory_utilization",
+     Action::kHint, "--kv-cache-memory", false,
+     "(a fraction in (0, 1] of the memory free after the weights, or a size such as 2G)"},
+    {"generate chat", "--max_tokens_in_paged_kv_cache --max-tokens-in-paged-kv-cache", Action::kHint,
+     "--kv-cache-memory", false,
+     "(it takes bytes or a fraction, not tokens: a token takes 2 x layers x kv heads x head size x the cache "
+     "dtype's bytes)"},
+    {kDecoders, "--enable_fp8 --enable-fp8 --use_fp8 --use-fp8 --quantization", Action::kHint, "--fp8", false,
+     "(FP8 GEMMs from a folder made by ftx smoothquant --fp8)"},
+    {kDecoders, "--kv_cache_dtype --kv-cache-dtype", Action::kHint, "--fp8-kv-cache or --int8-kv-cache", false, ""},
+    {"smoothquant", "--use_fp8 --use-fp8 --enable_fp8 --enable-fp8 --fp8_kv_cache --fp8-kv-cache --kv_cache_dtype "
+                    "--kv-cache-dtype",
+     Action::kHint, "--fp8", false, "(it writes the FP8 weights and the FP8 KV-cache scales together)"},
+    {"smoothquant", "--qformat", Action::kHint, "--fp8 (qformat fp8) or --alpha (int8_sq)", false, ""},
 };
 
 bool listed(const char* list, const std::string& word) {
@@ -127,7 +164,8 @@ std::string nearest_flag(const CLI::App& sub, const std::string& name) {
 }
 
 // gpt_gemm batch_size beam_width max_input_len head_number size_per_head inter_size vocab_size
-// data_type [tensor_para_size] [is_append] (spec ft-runtime.md §1.1).
+// data_type [tensor_para_size] [is_append] (spec ft-runtime.md §1.1). With fewer than the eight it
+// needs, the flags the given ones stand for and the names of the missing ones.
 [[noreturn]] void gpt_gemm_positional(const std::vector<std::string>& args) {
   static const char* kFlags[] = {"--batch-size", "--beam-width", "--max-input-len", "--head-num", "--size-per-head",
                                  "--inter-size", "--vocab-size", "--data-type", "--tensor-para-size", nullptr};
@@ -137,8 +175,27 @@ std::string nearest_flag(const CLI::App& sub, const std::string& name) {
     if (i == 7) v = v == "0" ? "fp32" : v == "1" ? "fp16" : v == "2" ? "bf16" : v;
     flags += std::string(i ? " " : "") + kFlags[i] + " " + v;
   }
-  throw UsageError("gemm-tune takes flags, not gpt_gemm's positional arguments; the same request is: ftx gemm-tune " +
-                   flags);
+  if (args.size() >= 8)
+    throw UsageError("gemm-tune takes flags, not gpt_gemm's positional arguments; the same request is: ftx gemm-tune " +
+                     flags);
+  std::string missing;
+  for (size_t i = args.size(); i < 8; ++i) missing += std::string(" ") + kFlags[i];
+  throw UsageError("gemm-tune takes flags, not positional arguments; in gpt_gemm's order they would be " + flags +
+                   ", and" + missing + " are missing (with -m MODEL the model's sizes are read from its config.ini)");
+}
+
+// gemm-tune's bare numbers that are no flag's value (gpt_gemm's habit).
+std::vector<std::string> stray_numbers(const CLI::App& sub, const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const CLI::Option* o = args[i].rfind("-", 0) == 0 && !is_number(args[i]) ? sub.get_option_no_throw(args[i]) : nullptr;
+    if (o && o->get_type_size() != 0) {
+      ++i;  // its value
+      continue;
+    }
+    if (is_number(args[i])) out.push_back(args[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -148,6 +205,8 @@ std::vector<std::string> translate_ft_spellings(const CLI::App& sub, std::vector
   if (command == "gemm-tune" && args.size() >= 8 &&
       std::all_of(args.begin(), args.begin() + 8, [](const std::string& a) { return is_number(a); }))
     gpt_gemm_positional(args);
+  if (command == "gemm-tune")
+    if (const auto stray = stray_numbers(sub, args); !stray.empty()) gpt_gemm_positional(stray);
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

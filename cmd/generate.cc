@@ -20,6 +20,7 @@
 #include "lib/engine/engine.h"
 #include "lib/engine/generate_io.h"
 #include "lib/engine/model_weights.h"
+#include "lib/engine/run_identity.h"
 #include "lib/engine/runtime.h"
 #include "lib/engine/scheduler.h"
 #include "lib/ops/backend.h"
@@ -42,6 +43,7 @@ int run_generate(GenerateFlags& f) {
     throw ftx::UsageError("give exactly one of --input-ids FILE.csv and --prompts FILE");
   if (f.output == "-" && f.stream) throw ftx::UsageError("--stream and --output - would both write to standard output");
   ftx::cmd::check_decoding_flags(d);
+  ftx::cmd::check_seed_flag(d, !f.prompts.empty());
   if (f.batch_size < 1 || f.batch_size > ftx::kMaxBatchSize)
     throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " outside [1, " +
                           std::to_string(ftx::kMaxBatchSize) + "]");
@@ -57,7 +59,8 @@ int run_generate(GenerateFlags& f) {
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
   ftx::cmd::StopOnSignal stop_signal;
 
-  ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
+  const ftx::RuntimeOptions runtime = ftx::cmd::runtime_options(d);
+  ftx::Runtime rt = ftx::make_runtime(runtime);
   auto& backend = rt.backend;
   auto& comm = rt.comm;
   int64_t default_task = -1;
@@ -86,15 +89,10 @@ int run_generate(GenerateFlags& f) {
                                                    tokenizer.get(), defaults, limits);
       reader->set_prompt_tables(prompt_tables.get(), default_task);
       // What must not change between a run and its --resume besides each request (which its
-      // fingerprint covers): the model and the shape of a result line.
-      nlohmann::ordered_json run;
-      run["model"] = ftx::model_identity(d.model_dir);
-      if (d.int8_mode != 0) run["int8_mode"] = d.int8_mode;  // quantised weights give other results
-      if (d.per_token) run["per_token"] = true;
-      if (d.per_channel) run["per_channel"] = true;
-      if (d.int8_kv_cache) run["int8_kv_cache"] = true;       // so does a quantised cache
-      if (d.fp8) run["fp8"] = true;
-      if (d.fp8_kv_cache) run["fp8_kv_cache"] = true;
+      // fingerprint covers): the model and arithmetic (run_identity.h), the circular cache, and the
+      // shape of a result line.
+      nlohmann::ordered_json run = ftx::run_identity(d.model_dir, runtime, rt.layout());
+      run["memory_len"] = d.memory_len;
       run["text"] = tokenizer != nullptr;
       run["context_embeddings"] = f.context_embeddings;
       if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);
@@ -137,13 +135,24 @@ int run_generate(GenerateFlags& f) {
       std::cout << ftx::stream_json(ev, tokenizer.get()) << '\n' << std::flush;
     };
   std::unique_ptr<ftx::OrderedResults> ordered;
+  int64_t failed = 0;  // results that carry an error (non-finite logits); the first one's message
+  std::string first_failure;
   if (leader)
     ordered = std::make_unique<ftx::OrderedResults>(journal->resumed(), [&](ftx::GenerationOutput&& out) {
+      if (std::string e = ftx::result_error(out); !e.empty() && failed++ == 0) first_failure = std::move(e);
       journal->append(ftx::result_json(out, fmt), out.fingerprint);
     });
-  const auto status = scheduler.run(
-      reader.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
-      [&] { return stop_signal.requested(); });
+  ftx::Scheduler::Status status;
+  try {
+    status = scheduler.run(
+        reader.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
+        [&] { return stop_signal.requested(); });
+  } catch (const ftx::Error& e) {
+    // A bad prompt part way through a file: the results before it are kept and resumable.
+    if (!leader || journal->direct() || journal->records() == 0) throw;
+    throw ftx::Error(std::string(e.what()) + "; the " + std::to_string(journal->records()) + " results before it are in " +
+                     journal->partial_path() + ": correct that line and run again with --resume");
+  }
   if (status == ftx::Scheduler::Status::kStopped) return stop_signal.report(leader ? journal.get() : nullptr);
   if (!leader) return 0;
   journal->finish();
@@ -171,6 +180,15 @@ int run_generate(GenerateFlags& f) {
                  static_cast<long long>(engine.tokens_reused()), static_cast<long long>(st.preemptions),
                  static_cast<long long>(st.peak_rows), static_cast<long long>(engine.kv_cache().stats().block_copies),
                  engine.kv_bytes_touched() / 1048576.0, engine.workspace_bytes() / 1048576.0);
+  }
+  if (failed > 0) {
+    // Every result is written (the failed ones with "error"); the job as a whole did not succeed.
+    std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
+                 failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
+                               ftx::output_display_name(f.output) + ")")
+                                  .c_str()
+                            : "");
+    return 1;
   }
   return 0;
 }
@@ -200,7 +218,7 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   sub->add_flag("--return-context-embeddings", f->context_embeddings,
                 "Add context_embedding: sum of the last layer's outputs over the prompt tokens");
   sub->add_flag("--stream", f->stream, "Print one JSON line per new token on standard output as it is made");
-  sub->add_flag("--quiet", f->quiet, "No summary on standard error");
+  sub->add_flag("-q,--quiet", f->quiet, "No summary on standard error");
   return [f] { return run_generate(*f); };
 }
 

@@ -1,6 +1,7 @@
 // ftx inspect PATH [--stats] [--json] [--all]: one line per tensor of any supported input.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,8 @@ struct InspectFlags {
 // --verify: one line per file ("FILE: OK" / "FILE: FAILED (why)"; JSON lines with --json), a
 // summary on stderr, exit 1 when any file failed.
 int run_verify(const InspectFlags& f) {
+  std::error_code ec;
+  if (!std::filesystem::exists(f.path, ec)) throw ftx::Error(f.path, "no such file or folder");
   if (!ftx::is_ft_model_dir(f.path))
     throw ftx::Error(f.path, "--verify checks a converted model folder (OUT/N-gpu, with config.ini and manifest.json)");
   const auto t0 = std::chrono::steady_clock::now();

@@ -12,6 +12,7 @@
 #include "cmd/ft_spellings.h"
 #include "cmd/subcommand.h"
 #include "formats/error.h"
+#include "lib/cpu/cpu_features.h"
 
 namespace ftx::cmd {
 std::vector<SubcommandInfo>& registry() {
@@ -22,7 +23,16 @@ std::vector<SubcommandInfo>& registry() {
 
 int main(int argc, char** argv) {
   CLI::App app{"ftx: convert and serve GPT-family models the FasterTransformer way", "ftx"};
-  app.set_version_flag("--version", std::string("ftx ") + FTX_VERSION);
+  // The version, and the CPU kernels' instruction-set level (what FTX_CPU_ISA leaves of the CPU's).
+  app.set_version_flag("--version", [] {
+    std::string cpu;
+    try {
+      cpu = ftx::cpu::cpu_isa_summary();
+    } catch (const ftx::Error& e) {
+      cpu = e.what();
+    }
+    return std::string("ftx ") + FTX_VERSION + "\ncpu kernels: " + cpu;
+  });
   app.require_subcommand(1);
   auto& subs = ftx::cmd::registry();
   std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

@@ -34,7 +34,11 @@ bool StopOnSignal::requested() const { return g_signal != 0; }
 
 int StopOnSignal::report(const ResultJournal* journal) const {
   const int sig = g_signal ? static_cast<int>(g_signal) : SIGTERM;
-  if (journal && !journal->direct())
+  if (journal && !journal->direct() && journal->records() == 0)  // the journal removes an empty .partial
+    std::fprintf(stderr, "ftx: stopped by signal %d before the first result: nothing was written (no %s is kept); "
+                         "run again to start\n",
+                 sig, journal->partial_path().c_str());
+  else if (journal && !journal->direct())
     std::fprintf(stderr, "ftx: stopped by signal %d: %lld results are in %s; run again with --resume to continue\n", sig,
                  static_cast<long long>(journal->records()), journal->partial_path().c_str());
   else if (journal)

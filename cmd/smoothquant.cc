@@ -6,6 +6,7 @@
 #include "cmd/subcommand.h"
 #include "formats/dtype.h"
 #include "formats/error.h"
+#include "formats/pending_outputs.h"
 #include "lib/dist/communicator.h"
 #include "lib/quant/smoothquant.h"
 
@@ -65,6 +66,11 @@ ftx::cmd::Action setup(CLI::App* sub) {
     ftx::cmd::check_distinct_files("--calib-data", o.calib_data, "--save-act-ranges", o.save_act_ranges);
     ftx::cmd::check_distinct_files("--act-ranges", o.act_ranges, "--save-act-ranges", o.save_act_ranges);
     if (o.calib_data.empty() && o.act_ranges.empty()) o.calib_data = ftx::cmd::default_lambada_path();
+    // Calibration takes a while before anything is written: a signal then still names the output.
+    struct Pending {
+      int handle;
+      ~Pending() { ftx::unregister_pending_output(handle); }
+    } pending{ftx::register_pending_output("", o.out_dir + "/" + std::to_string(o.tp) + "-gpu")};
     ftx::quant::run_smoothquant(o);
     return 0;
   };

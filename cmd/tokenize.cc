@@ -79,7 +79,7 @@ ftx::cmd::Action setup_tokenize(CLI::App* sub) {
   sub->add_option("--input", o->input, "JSON-lines input file (default: standard input)");
   sub->add_option("--output", o->output, "JSON-lines output file (default or -: standard output)");
   sub->add_flag("--force", o->force, "Replace an existing output file");
-  sub->add_flag("--quiet", o->quiet, "Do not print the summary line on standard error");
+  sub->add_flag("-q,--quiet", o->quiet, "Do not print the summary line on standard error");
   return [o] { return run_tokenize(*o); };
 }
 

@@ -22,8 +22,10 @@ const std::string kDcp = "torch.distributed.checkpoint.";
 // Exactly what torch.distributed.checkpoint (torch 2.9, as megatron-core 0.16 saves) pickles into
 // `.metadata`: the Metadata dataclasses and the filesystem writer's _StorageInfo; torch.Size; the
 // dtypes; TensorProperties' layout, spelled torch.serialization._get_layout('torch.strided'), and
-// its memory format, getattr(_MEM_FORMAT_ENCODING, 'TORCH_CONTIGUOUS_FORMAT'). The two calls are
-// interpreted as opaque values, never run.
+// its memory format, getattr(_MEM_FORMAT_ENCODING, 'TORCH_CONTIGUOUS_FORMAT'); and the checkpoint
+// folder that torch's own FileSystemWriter records in StorageMeta.checkpoint_id as a
+// pathlib.PosixPath (megatron-core clears storage_meta; plain DCP users do not). The calls are
+// interpreted as opaque values holding their arguments, never run.
 const PickleAllowList& metadata_allow_list() {
   static const PickleAllowList l = [] {
     PickleAllowList a;
@@ -33,7 +35,8 @@ const PickleAllowList& metadata_allow_list() {
                           "metadata.ChunkStorageMetadata", "metadata.TensorProperties", "metadata.MetadataIndex",
                           "metadata.StorageMeta", "filesystem._StorageInfo"})
       a.records.push_back(kDcp + c);
-    a.opaque = {kDcp + "metadata._MEM_FORMAT_ENCODING", "torch.serialization._get_layout"};
+    a.opaque = {kDcp + "metadata._MEM_FORMAT_ENCODING", "torch.serialization._get_layout", "pathlib.PosixPath",
+                "pathlib._local.PosixPath"};  // Python >= 3.13 pickles it from pathlib._local
     return a;
   }();
   return l;

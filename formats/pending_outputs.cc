@@ -92,14 +92,17 @@ void remove_tree(const char* path, int depth) {
 extern "C" void on_fatal_signal(int sig) {
   for (auto& s : g_slots) {
     if (!s.used.load()) continue;
-    remove_tree(s.tmp, 0);
+    if (s.tmp[0]) remove_tree(s.tmp, 0);
     if (s.created_dir[0]) ::rmdir(s.created_dir);  // only when empty
     if (!s.final_path[0]) continue;  // a scratch folder: nothing to say
+    bool said = false;  // the same output registered twice (before and while it is written): one line
+    for (auto* o = g_slots; o != &s; ++o) said |= o->used.load() && std::strcmp(o->final_path, s.final_path) == 0;
+    if (said) continue;
     say("ftx: error: stopped by ");
     say(signal_name(sig));
     say(": ");
     say(s.final_path);
-    say(" was not written (its unfinished temporary is removed)\n");
+    say(s.tmp[0] ? " was not written (its unfinished temporary is removed)\n" : " was not written\n");
   }
   ::signal(sig, SIG_DFL);
   ::raise(sig);

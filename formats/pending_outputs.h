@@ -14,8 +14,10 @@
 namespace ftx {
 
 // Registers `tmp_path` (a file or a folder of files) for removal on a fatal signal; `final_path`
-// names the output in the message ("" for a scratch folder: removed silently). Returns a handle
-// for unregister_pending_output().
+// names the output in the message ("" for a scratch folder: removed silently). An empty tmp_path
+// registers an output whose writing has not begun (a long calibration first): a signal then says
+// it was not written. An output registered twice is named once. Returns a handle for
+// unregister_pending_output().
 // `created_dir` (optional): a folder made for the output, removed too when it is then empty.
 int register_pending_output(const std::string& tmp_path, const std::string& final_path,
                             const std::string& created_dir = "");

@@ -74,6 +74,10 @@ const std::unordered_map<std::string, Call>& allowed_calls() {
       {"numpy.ndarray", Call::kOpaque},
       {"numpy.dtype", Call::kNumpyDtype},
       {"numpy.core.multiarray.scalar", Call::kNumpyScalar},
+      // TransformerEngine 1.x keeps each layer's _extra_state (FP8 scaling metadata) as an
+      // io.BytesIO holding a torch.save'd dict: an opaque object here, its bytes never read.
+      {"_io.BytesIO", Call::kOpaque},
+      {"io.BytesIO", Call::kOpaque},
   };
   return m;
 }

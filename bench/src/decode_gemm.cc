@@ -33,6 +33,7 @@
 #include "bench/src/read_loop.h"
 #include "formats/dtype.h"
 #include "lib/cpu/cpu_backend.h"
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/huge_page_alloc.h"
 
 namespace {
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
 
   std::printf("bench_decode_gemm: %d threads, hidden %lld, %d layers, %d passes (+1 not counted); read loop over %.0f MB\n",
               threads, static_cast<long long>(H), layers, passes, read_bytes / 1e6);
+  std::printf("cpu kernels: %s\n", ftx::cpu::cpu_isa_summary().c_str());
   for (int64_t M : rows) {
     std::vector<float> A(static_cast<size_t>(M * 4 * H)), C(static_cast<size_t>(M * std::max(4 * H, vocab)));
     for (auto& x : A) x = dist(rng) * 50.0f;

@@ -1,9 +1,10 @@
 // bench_prefill_gemm: the CPU backend's prefill GEMMs against the cores' FMA peak, per weight type.
 //
 // The peak is measured here, not taken from a data sheet: every thread runs a loop of independent
-// fp32 FMAs on 512-bit registers (twelve chains, enough to cover the FMA latency on every AVX-512
-// core), so it counts whatever the core really does per cycle (two 512-bit FMA pipes on Intel's
-// server cores, two 256-bit pipes that split each 512-bit FMA on AMD's Zen 4) at the clock it really
+// fp32 FMAs on the registers of the level the kernels run at (cpu_features.h: 512 bits at the
+// AVX-512 level, 256 at AVX2; twelve chains, enough to cover the FMA latency on every such core),
+// so it counts whatever the core really does per cycle (two 512-bit FMA pipes on Intel's server
+// cores, two 256-bit pipes that split each 512-bit FMA on AMD's Zen 4) at the clock it really
 // runs. Then, for one GPT layer's four GEMMs ([M, H]·[H, 3H], [H, H], [H, 4H], [4H, H]) through
 // CpuBackend::gemm with weights uploaded as the engine uploads them (fp32; bf16/fp16 with
 // --dtype; int8 weight-only, in an fp32 and in a bf16 model; W8A8 per-tensor), GFLOP/s (2·M·N·K per GEMM) and the fraction of the
@@ -31,6 +32,7 @@
 
 #include "formats/dtype.h"
 #include "lib/cpu/cpu_backend.h"
+#include "lib/cpu/cpu_features.h"
 
 namespace {
 
@@ -55,20 +57,39 @@ __attribute__((target("avx512f"), noinline)) float fma_loop(int64_t iters) {
   for (int i = 1; i < 12; ++i) t = _mm512_add_ps(t, s[i]);
   return _mm512_reduce_add_ps(t);
 }
+
+__attribute__((target("avx2,fma"), noinline)) float fma_loop_avx2(int64_t iters) {
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  __m256 s[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) s[i] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(i));
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) s[i] = _mm256_fmadd_ps(s[i], a, b);
+  }
+  __m256 t = s[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) t = _mm256_add_ps(t, s[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, t);
+  return lanes[0];
+}
 #endif
 
 // fp32 FMA flops per second on `threads` threads (2 flops per lane per FMA), best of 200 short runs (a busy machine still leaves some whole).
 double fma_peak(int threads) {
 #if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx512f")) return 0.0;
+  const bool avx512 = ftx::cpu::has_avx512f();
+  if (!avx512 && !ftx::cpu::has_avx2()) return 0.0;
+  const int lanes = avx512 ? 16 : 8;
   const int64_t iters = 100'000;  // about 0.4 ms: short enough to fit between other work's time slices
   double best = 0.0;
   volatile float sink = 0.0f;
   for (int rep = 0; rep < 200; ++rep) {
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads)
-    sink = sink + fma_loop(iters);
-    best = std::max(best, static_cast<double>(iters) * 12 * 16 * 2 * threads / seconds_since(t0));
+    sink = sink + (avx512 ? fma_loop(iters) : fma_loop_avx2(iters));
+    best = std::max(best, static_cast<double>(iters) * 12 * lanes * 2 * threads / seconds_since(t0));
   }
   return best;
 #else
@@ -105,8 +126,9 @@ int main(int argc, char** argv) {
   auto want = [&](const char* t) { return ("," + types + ",").find("," + std::string(t) + ",") != std::string::npos; };
 
   const double peak1 = fma_peak(1), peak = fma_peak(threads);
-  std::printf("fp32 FMA peak (512-bit FMA loop): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
-              peak1 / 1e9, peak / 1e9, threads);
+  std::printf("cpu kernels: %s\n", ftx::cpu::cpu_isa_summary().c_str());
+  std::printf("fp32 FMA peak (%d-bit FMA loop): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+              ftx::cpu::has_avx512f() ? 512 : 256, peak1 / 1e9, peak / 1e9, threads);
   if (types == "peak") return 0;
   const Gemm gemms[] = {{"qkv", H, 3 * H}, {"attn_out", H, H}, {"fc_in", H, 4 * H}, {"fc_out", 4 * H, H}};
 

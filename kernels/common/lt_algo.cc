@@ -67,4 +67,20 @@ bool read_lt_algo(const cublasLtMatmulAlgo_t& algo, LtAlgoFields* f) {
          get_config(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &f->custom);
 }
 
+uint32_t reductions_rounding_once(cudaDataType_t c_type) {
+  return c_type == CUDA_R_32F ? static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_MASK)
+                              : static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+}
+
+bool rounds_once(const LtAlgoFields& f, cudaDataType_t c_type) {
+  // Without split-K there is one sum per output, whatever the field says.
+  return f.splitk <= 1 || f.reduction == CUBLASLT_REDUCTION_SCHEME_NONE ||
+         (f.reduction & ~reductions_rounding_once(c_type)) == 0;
+}
+
+cublasStatus_t prefer_rounding_once(cublasLtMatmulPreference_t pref, cudaDataType_t c_type) {
+  const uint32_t mask = reductions_rounding_once(c_type);
+  return cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+}
+
 }  // namespace ftx::cuda

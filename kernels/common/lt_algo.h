@@ -30,4 +30,15 @@ bool lt_algo_accepts_alignment(const cublasLtMatmulAlgo_t& algo, uint32_t align_
 // The stored fields of an algorithm (e.g. a heuristic result); false when one cannot be read.
 bool read_lt_algo(const cublasLtMatmulAlgo_t& algo, LtAlgoFields* f);
 
+// Split-K reduction schemes that keep a GEMM's contract "C is rounded once, after the fp32 sum"
+// (lib/ops/backend.h). INPLACE adds the partial sums in the output buffer, in C's type, and
+// OUTPUT_TYPE keeps them in C's type in the workspace: for a half C both round every partial sum.
+// COMPUTE_TYPE keeps them in fp32 and rounds the total once. An fp32 C takes any scheme.
+// For CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK (the heuristic) and the tuner's enumeration.
+uint32_t reductions_rounding_once(cudaDataType_t c_type);
+// Whether `f` (a gemm_config.in row or a heuristic result) keeps that contract for a C of c_type.
+bool rounds_once(const LtAlgoFields& f, cudaDataType_t c_type);
+// Restricts the heuristic behind `pref` to those schemes; the status of the attribute call.
+cublasStatus_t prefer_rounding_once(cublasLtMatmulPreference_t pref, cudaDataType_t c_type);
+
 }  // namespace ftx::cuda

@@ -14,6 +14,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/lt_algo.h"
 #include "kernels/gemm_tune/gemm_tuner.h"
+#include "kernels/cuda_backend/attention_checks.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/attention/attention_kernels.h"
 #include "kernels/attention/rotary_kernels.h"
@@ -137,27 +138,6 @@ int local_rank() {
   return -1;
 }
 
-void check_attention_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables, const char* op) {
-  if (sh.q_heads < 1 || sh.kv_heads < 1 || sh.head_dim < 1 || sh.max_seq < 1)
-    throw Error(std::string("CUDA ") + op + ": empty attention shape (q_heads " + std::to_string(sh.q_heads) +
-                ", kv_heads " + std::to_string(sh.kv_heads) + ", head_dim " + std::to_string(sh.head_dim) +
-                ", max_seq " + std::to_string(sh.max_seq) + ")");
-  // Slots are 32-bit in the kernels.
-  if (sh.block_size < 1 || tables.stride < 1 || !tables.ids || tables.stride * sh.block_size < sh.max_seq ||
-      sh.max_seq > INT32_MAX)
-    throw Error(std::string("CUDA ") + op + ": block tables of " + std::to_string(tables.stride) + " blocks of " +
-                std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
-}
-
-// The block ids of `items` rows, each checked to be a block of the cache (a bad id would write
-// device memory silently; on the host the check is free).
-void check_block_ids(const ops::BlockTables& tables, int64_t items, int64_t blocks_in_cache, const char* op) {
-  for (int64_t i = 0; i < items * tables.stride; ++i)
-    if (tables.ids[i] < 0 || (blocks_in_cache >= 0 && tables.ids[i] >= blocks_in_cache))
-      throw Error(std::string("CUDA ") + op + ": block id " + std::to_string(tables.ids[i]) + " in row " +
-                  std::to_string(i / tables.stride) + "'s table");
-}
-
 }  // namespace
 
 int device_count() {
@@ -209,6 +189,9 @@ CudaBackend::CudaBackend(int device, bool tf32, DType weight_dtype, bool graphs,
   FTX_CUDA_CHECK(cudaSetDevice(device_));
   FTX_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
   FTX_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  int max_pitch = 0;
+  FTX_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device_));
+  max_pitch_ = static_cast<size_t>(max_pitch);
   FTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FTX_CUBLAS_CHECK(cublasLtCreate(&lt_));
   workspace_ = arena_.allocate(kWorkspaceBytes);
@@ -795,12 +778,18 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
       return plans_.emplace(key, p).first->second;
     }
     size_t ws_needed = 0;
-    if (build_lt_algo(lt_, compute, CUDA_R_32F, in_type, in_type, c_type, f, p.op, p.a, p.b, p.c,
-                      kWorkspaceBytes, &p.algo, &ws_needed) &&
-        lt_algo_accepts_alignment(p.algo, al_a, al_b, al_c))
+    if (!rounds_once(f, c_type)) {
+      gemm::gemm_log_to_stderr("warning: " + shape + ": the tuned algorithm " + std::to_string(row->algo_id) +
+                               " adds its split-K partial sums in the half output type (reduction scheme " +
+                               std::to_string(f.reduction) + "), which rounds C more than once; using the heuristic");
+    } else if (build_lt_algo(lt_, compute, CUDA_R_32F, in_type, in_type, c_type, f, p.op, p.a, p.b, p.c,
+                             kWorkspaceBytes, &p.algo, &ws_needed) &&
+               lt_algo_accepts_alignment(p.algo, al_a, al_b, al_c)) {
       return plans_.emplace(key, p).first->second;
-    gemm::gemm_log_to_stderr("warning: " + shape + ": cuBLASLt does not accept the tuned algorithm " +
-                             std::to_string(row->algo_id) + " for these operands; using the heuristic");
+    } else {
+      gemm::gemm_log_to_stderr("warning: " + shape + ": cuBLASLt does not accept the tuned algorithm " +
+                               std::to_string(row->algo_id) + " for these operands; using the heuristic");
+    }
   }
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -815,6 +804,7 @@ const CudaBackend::GemmPlan& CudaBackend::plan(const GemmKey& key) {
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c));
+  if (st == CUBLAS_STATUS_SUCCESS) st = prefer_rounding_once(pref, c_type);  // a half C: split-K sums in fp32
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -957,17 +947,11 @@ void CudaBackend::context_attention(ops::Act out, ops::Act qkv, int64_t B, int64
                                     const ops::BlockTables& tables, const ops::KvCache& k_cache,
                                     const ops::KvCache& v_cache, const ops::AttentionShape& sh, const int32_t* past) {
   if (B <= 0 || S <= 0) return;
-  check_attention_shape(sh, tables, "context_attention");
   // The CPU trusts these (the engine checks them); here a bad value would corrupt device memory
-  // silently, so check on the host, where it is free. An append never wraps a circular cache.
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t p0 = past ? past[b] : 0;
-    if (lengths[b] < 0 || lengths[b] > S || p0 < 0 || p0 + lengths[b] > sh.max_seq)
-      throw Error("CUDA context_attention: row " + std::to_string(b) + " appends " + std::to_string(lengths[b]) +
-                  " tokens after " + std::to_string(p0) + " (padded width " + std::to_string(S) + ", row of " +
-                  std::to_string(sh.max_seq) + " slots)");
-  }
-  check_block_ids(tables, B, -1, "context_attention");
+  // silently, so check on the host, where it is free (attention_checks.h).
+  check_attention_shape(sh, tables, "context_attention");
+  check_append_slots(lengths, past, B, S, sh);
+  check_block_ids(tables, B, cache_blocks(k_cache, v_cache, sh), "context_attention");
   const size_t ib = static_cast<size_t>(B) * sizeof(int32_t);
   const size_t tb = static_cast<size_t>(B * tables.stride) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
@@ -985,11 +969,8 @@ void CudaBackend::decode_attention(ops::Act out, ops::Act qkv, int64_t n, const 
                                    const ops::AttentionShape& sh) {
   if (n <= 0) return;
   check_attention_shape(sh, tables, "decode_attention");
-  for (int64_t r = 0; r < n; ++r)
-    if (past[r] < 0 || (sh.memory_len == 0 && past[r] >= sh.max_seq))
-      throw Error("CUDA decode_attention: row " + std::to_string(r) + " writes slot " + std::to_string(past[r]) +
-                  " (rows of " + std::to_string(sh.max_seq) + " slots)");
-  check_block_ids(tables, n, -1, "decode_attention");
+  check_decode_slots(past, n, sh);
+  check_block_ids(tables, n, cache_blocks(k_cache, v_cache, sh), "decode_attention");
   const size_t ib = static_cast<size_t>(n) * sizeof(int32_t);
   const size_t tb = static_cast<size_t>(n * tables.stride) * sizeof(int32_t);
   const size_t sb = sh.alibi_slopes ? static_cast<size_t>(sh.q_heads) * sizeof(float) : 0;
@@ -1002,6 +983,13 @@ void CudaBackend::decode_attention(ops::Act out, ops::Act qkv, int64_t n, const 
   // Split decoding's partial results (stream-ordered scratch: the next op may reuse it).
   if (const size_t w = decode_attention_workspace(a)) a.workspace = scratch(w);
   invoke_attention(stream_, a);
+}
+
+int64_t CudaBackend::cache_blocks(const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) const {
+  // The allocations' own sizes (a cache that is a view into a larger allocation: unknown, -1).
+  const int64_t bk = blocks_in_cache(arena_.requested_bytes(k.data), k.dtype, sh);
+  const int64_t bv = blocks_in_cache(arena_.requested_bytes(v.data), v.dtype, sh);
+  return bk < 0 || bv < 0 ? -1 : std::min(bk, bv);
 }
 
 size_t CudaBackend::available_memory() const {
@@ -1018,8 +1006,23 @@ void CudaBackend::copy_kv_2d(const ops::KvCache& dst, int64_t dst_pitch, const o
     throw Error(std::string("CUDA copy_kv_2d: ") + dtype_name(dst.dtype) + " caches of different scales");
   if (width <= 0 || height <= 0) return;
   const size_t el = dtype_size(src.dtype);
-  FTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst_pitch * el, src.data, src_pitch * el, width * el, height,
-                                   cudaMemcpyDeviceToDevice, stream_));
+  const size_t w = static_cast<size_t>(width) * el, dp = static_cast<size_t>(dst_pitch) * el,
+               sp = static_cast<size_t>(src_pitch) * el;
+  auto* d = static_cast<char*>(dst.data);
+  const auto* s = static_cast<const char*>(src.data);
+  // cudaMemcpy2D refuses pitches above the device's limit (2^31 - 1 bytes), and KvBlockPool::grow
+  // copies a layer's whole buffer as one row of its own length: past 2 GiB that copy would fail.
+  // One row, or rows packed end to end on both sides, is one plain copy; rows of larger pitches
+  // than the device takes are copied one by one.
+  if (height == 1 || (dp == w && sp == w)) {
+    FTX_CUDA_CHECK(cudaMemcpyAsync(d, s, w * static_cast<size_t>(height), cudaMemcpyDeviceToDevice, stream_));
+  } else if (dp <= max_pitch_ && sp <= max_pitch_) {
+    FTX_CUDA_CHECK(cudaMemcpy2DAsync(d, dp, s, sp, w, static_cast<size_t>(height), cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    for (int64_t r = 0; r < height; ++r)
+      FTX_CUDA_CHECK(cudaMemcpyAsync(d + static_cast<size_t>(r) * dp, s + static_cast<size_t>(r) * sp, w,
+                                     cudaMemcpyDeviceToDevice, stream_));
+  }
 }
 
 void CudaBackend::gather_cache_rows(const ops::KvCache& kv, const int32_t* dst, const int32_t* src, int64_t n,

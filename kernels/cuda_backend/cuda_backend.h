@@ -23,7 +23,8 @@
 //    and attention outputs are held in the weights' dtype; every kernel widens what it reads to
 //    fp32, computes in fp32 (norm statistics in double, softmax and accumulators in fp32) and
 //    rounds once where it stores; cuBLASLt multiplies half operands with fp32 accumulation into a
-//    half C (the lm_head into fp32 logits). Biases and norm parameters stay fp32. With fp32
+//    half C (the lm_head into fp32 logits), split-K only with fp32 partial sums (lt_algo.h's
+//    rounds_once: the heuristic is asked for no other scheme, a tuned row with another is refused). Biases and norm parameters stay fp32. With fp32
 //    activations (FTX_CUDA_FP32_ACTIVATIONS=1) a GEMM rounds its activation operand to the weights'
 //    dtype first. The KV cache is held in the weights' dtype too (CudaBackendOptions::kv_dtype): K
 //    and V rounded when stored, widened when read. NOT yet run on a GPU.

@@ -156,6 +156,8 @@ class CudaBackend : public ops::Backend {
   void gemm_w8a8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/backend.h).
   void gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
+  // Whole blocks of `sh` that both caches' allocations hold, for check_block_ids (-1: unknown).
+  int64_t cache_blocks(const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) const;
   // The device's name and compute capability against FP8's needs (flag: what asked for it).
   void require_fp8(const std::string& flag) const;
 
@@ -214,6 +216,7 @@ class CudaBackend : public ops::Backend {
   bool graphs_;
   int smem_optin_ = 48 * 1024;  // bytes of shared memory a block may opt in to (queried once)
   int sm_count_ = 0;            // streaming multiprocessors (decode attention splits keys to fill them)
+  size_t max_pitch_ = 0;        // bytes: the largest pitch cudaMemcpy2D takes (queried once)
   StepMode step_mode_ = StepMode::kOff;
   StepGraph* step_ = nullptr;
   uint64_t step_allocations_ = 0;  // arena allocations when the capture began

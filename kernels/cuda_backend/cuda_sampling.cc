@@ -57,6 +57,7 @@ void CudaBackend::sample_rows(float* logits, int64_t stride, int64_t vocab, cons
     out[i].token = host[i].token;
     out[i].log_prob = host[i].log_prob;
     out[i].output_log_prob = host[i].output_log_prob;
+    out[i].nonfinite = host[i].nonfinite != 0;
   }
 }
 

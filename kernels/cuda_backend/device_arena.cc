@@ -59,9 +59,14 @@ void* DeviceArena::allocate(size_t bytes) {
   b.free.erase(best_off);
   if (best_len > need) b.free.emplace(best_off + need, best_len - need);
   void* p = b.base + best_off;
-  live_.emplace(p, Live{best_block, best_off, need});
+  live_.emplace(p, Live{best_block, best_off, need, bytes});
   in_use_ += need;
   return p;
+}
+
+size_t DeviceArena::requested_bytes(const void* p) const {
+  const auto it = live_.find(const_cast<void*>(p));
+  return it == live_.end() ? 0 : it->second.requested;
 }
 
 void DeviceArena::release(void* p) {

@@ -31,6 +31,9 @@ class DeviceArena {
 
   void* allocate(size_t bytes);  // never null; throws ftx::Error when the device is out of memory
   void release(void* p);         // p from allocate(), or null; Error for a foreign pointer
+  // Bytes asked for by the live allocation that starts at p; 0 for any other address (a pointer
+  // inside an allocation, a released one, or null).
+  size_t requested_bytes(const void* p) const;
   size_t bytes_in_use() const { return in_use_; }
   size_t bytes_reserved() const { return reserved_; }
   size_t blocks() const { return blocks_.size(); }
@@ -46,6 +49,7 @@ class DeviceArena {
   };
   struct Live {
     size_t block, offset, length;
+    size_t requested;  // before rounding up to kAlign
   };
   void add_block(size_t bytes);
 

@@ -239,7 +239,10 @@ struct GemmTuner::Impl {
 
   // Rebuilds an algo from the stored fields; false when cuBLASLt rejects it or it needs more
   // workspace than allowed. Fills cfg->workspace with what AlgoCheck reports.
+  // A half C never takes a split-K scheme that sums in the half type: ftx's GEMMs would refuse the
+  // row (lt_algo.h, rounds_once), so it is not timed either.
   bool build_lt(const LtDescs& d, const Geometry& g, LtConfig* cfg, cublasLtMatmulAlgo_t* algo) {
+    if (!rounds_once(*cfg, g.c_type)) return false;
     return build_lt_algo(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, g.a_type, g.b_type, g.c_type, *cfg, d.op, d.a, d.b, d.c,
                          opt.workspace_limit, algo, &cfg->workspace);
   }
@@ -250,6 +253,7 @@ struct GemmTuner::Impl {
     uint64_t ws = opt.workspace_limit;
     cublasStatus_t st =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS) st = prefer_rounding_once(pref, g.c_type);
     std::vector<cublasLtMatmulHeuristicResult_t> res(std::max(1, opt.max_heuristic));
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)

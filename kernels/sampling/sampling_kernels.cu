@@ -138,15 +138,17 @@ __device__ uint64_t radix_descent(const float* l, int64_t vocab, bool by_mass, f
 // Steps 1-4 of row_sampling.h on the row (in place). The elementwise pass does NaN and temperature
 // before the bans (the CPU bans first): a banned logit ends -inf either way, since the inverse
 // temperature is positive. Separate _rn intrinsics keep nvcc from fusing a multiply and a subtract
-// the CPU rounds twice.
-__device__ void process_row(float* l, int64_t vocab, const DeviceRowSampling& p, const int32_t* ids) {
+// the CPU rounds twice. Returns whether the row held a NaN or +Inf before (overflowed()'s answer).
+__device__ bool process_row(float* l, int64_t vocab, const DeviceRowSampling& p, const int32_t* ids) {
+  int nonfinite = 0;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     float x = l[i];
+    nonfinite |= !(x <= FLT_MAX);  // NaN or +Inf; -Inf is a ban
     if (x != x) x = -INFINITY;
     if (p.apply_temperature) x = __fmul_rn(x, p.inv_temperature);
     l[i] = x;
   }
-  __syncthreads();
+  nonfinite = __syncthreads_or(nonfinite);
   for (int j = threadIdx.x; j < p.banned_count; j += blockDim.x) l[ids[p.banned_offset + j]] = -INFINITY;
   __syncthreads();
   for (int j = threadIdx.x; j < p.penalized_count; j += blockDim.x) {  // distinct ids: no two threads share one
@@ -159,6 +161,7 @@ __device__ void process_row(float* l, int64_t vocab, const DeviceRowSampling& p,
   __syncthreads();
   if (threadIdx.x == 0 && p.min_length_id >= 0) l[p.min_length_id] = -FLT_MAX;
   __syncthreads();
+  return nonfinite != 0;
 }
 
 struct MaxF {
@@ -285,13 +288,14 @@ __global__ void sample_rows_kernel(float* logits, int64_t stride, int64_t vocab,
   __shared__ Shared s;
   const DeviceRowSampling p = rows[blockIdx.x];
   float* l = logits + p.row * stride;
-  process_row(l, vocab, p, ids);
+  const bool nonfinite = process_row(l, vocab, p, ids);
   DeviceSampledToken t;
   if (p.top_p_mode) {
     draw_top_p(l, vocab, p, s, t);
   } else {
     draw_top_k(l, vocab, p, s, t);
   }
+  t.nonfinite = nonfinite ? 1 : 0;
   if (threadIdx.x == 0) out[blockIdx.x] = t;
 }
 

@@ -35,7 +35,7 @@ struct DeviceSampledToken {
   double log_prob = 0.0;
   double output_log_prob = 0.0;
   int32_t token = 0;
-  int32_t pad = 0;
+  int32_t nonfinite = 0;  // the row held a NaN or +Inf before processing (SampledToken::nonfinite)
 };
 
 // Backend::sample_rows: one block per entry of rows[0, n); logits [.., stride] (the rows named by

@@ -123,6 +123,9 @@ McoreArgs mcore_args_from_megatron(const ValuePtr& args, const std::string& orig
   FTX_CHECK(a.bias || !megatron_arg_bool(args, "add_qkv_bias", false), origin,
             "a QKV bias without the other linear biases is not supported (args.add_qkv_bias = True)");
   a.tied = !megatron_arg_bool(args, "untie_embeddings_and_output_weights", false);
+  a.tied_because = "the checkpoint's args have untie_embeddings_and_output_weights False";
+  a.untie_hint = "set args.untie_embeddings_and_output_weights = True in the checkpoint (Megatron-LM's "
+                 "--untie-embeddings-and-output-weights)";
   const bool swiglu = megatron_arg_bool(args, "swiglu", false);
   const bool squared = megatron_arg_bool(args, "squared_relu", false);
   FTX_CHECK(!(swiglu && squared), origin, "both swiglu and squared_relu are set");
@@ -161,6 +164,10 @@ McoreArgs mcore_args_from_nemo(const YAML::Node& y, const std::string& origin) {
   a.eps = yaml_or<double>(y, "layernorm_epsilon", 1e-5);
   a.bias = yaml_or<bool>(y, "bias", true);
   a.tied = yaml_or<bool>(y, "share_embeddings_and_output_weights", true);
+  a.tied_because = y["share_embeddings_and_output_weights"]
+                       ? "model_config.yaml says share_embeddings_and_output_weights: true"
+                       : "model_config.yaml has no share_embeddings_and_output_weights (NeMo's default is true)";
+  a.untie_hint = "set share_embeddings_and_output_weights: false in model_config.yaml";
   const std::string act = yaml_or<std::string>(y, "activation", "gelu");
   try {
     a.activation = activation_from_name(act);

@@ -26,6 +26,8 @@ struct McoreArgs {
   double eps = 1e-5;
   bool bias = true;
   bool tied = true;                     // share_embeddings_and_output_weights
+  // Where `tied` comes from, and how to say otherwise, for tied_output_layer.h's error.
+  std::string tied_because, untie_hint;
   Activation activation = Activation::kGelu;
 };
 

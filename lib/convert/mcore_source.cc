@@ -16,6 +16,7 @@
 #include "lib/convert/dcp_shards.h"
 #include "lib/convert/mcore_model.h"
 #include "lib/convert/shard_groups.h"
+#include "lib/convert/tied_output_layer.h"
 
 namespace ftx {
 
@@ -46,13 +47,24 @@ struct LegacyShard {
 void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards, const std::string& origin,
                      ConversionPlan& plan) {
   ShardGroups groups(a.tp);
+  std::map<int64_t, const TensorView*> wte;  // per TP rank: the word embeddings
+  std::vector<std::pair<const LegacyShard*, const TensorView*>> copies;  // a tied model's output layers
   for (const auto& s : shards)
     for (const auto& nt : s.tensors) {
-      // With tied embeddings the last stage holds output_layer.weight, a copy of the first stage's
-      // word embeddings kept in sync by Megatron: not a weight of its own.
-      if (a.tied && nt.name == "output_layer.weight") continue;
+      if (nt.name == "embedding.word_embeddings.weight") wte[s.tp] = &nt.tensor;
+      if (a.tied && nt.name == "output_layer.weight") {
+        copies.push_back({&s, &nt.tensor});
+        continue;
+      }
       groups.add(layout_name(nt.name), s.pp * (a.num_layers / a.pp), s.tp, nt.tensor, s.origin);
     }
+  // With tied embeddings a last stage holds output_layer.weight, a copy of the word embeddings kept
+  // equal by Megatron: dropped when it is that copy, refused when it is not (tied_output_layer.h).
+  for (const auto& c : copies) {
+    auto it = wte.find(c.first->tp);
+    if (it == wte.end() || !same_tensor_values(*it->second, *c.second))
+      refuse_untied_output_layer(a, origin + "/" + c.first->origin);
+  }
   FTX_CHECK(groups.has("embedding.word_embeddings.weight"), origin, "has no embedding.word_embeddings.weight");
   int64_t vocab_rows = 0;
   for (auto& s : groups.shards("embedding.word_embeddings.weight")) vocab_rows += s.shape.empty() ? 0 : s.shape[0];
@@ -116,9 +128,22 @@ void add_dist_job(const McoreArgs& a, const RuleMatch& m, const ChunkViews& chun
 void add_dist_jobs(const McoreArgs& a, const DcpCheckpoint& ck, const std::string& prefix, ConversionPlan& plan) {
   const std::string& origin = ck.origin();
   std::vector<DistTensor> todo;
+  const std::string wte = prefix + "embedding.word_embeddings.weight";
+  FTX_CHECK(ck.has(wte), origin, "has no tensor '" + wte + "'");
+  const auto& wte_info = ck.info(wte);
+  FTX_CHECK(wte_info.shape.size() == 2, origin, "word embeddings are not 2-D: " + shape_to_string(wte_info.shape));
   for (const auto& kv : ck.tensors()) {
     const std::string n = strip_prefix(kv.first, prefix);
     if (n.empty() || starts_with(n, "optimizer.")) continue;  // optimizer state, other models' keys
+    if (a.tied && n == "output_layer.weight") {
+      // Megatron Core stores a tied pair once; an output layer here is kept only by refusing it
+      // when it is not the embeddings' copy (tied_output_layer.h).
+      const DcpTensorInfo& info = kv.second;
+      if (info.dtype != wte_info.dtype || info.shape != wte_info.shape ||
+          !same_tensor_values(ck.chunks(kv.first), ck.chunks(wte), info.shape, origin + ":" + kv.first))
+        refuse_untied_output_layer(a, origin);
+      continue;
+    }
     DistTensor t{kv.first, layout_name(n), false};
     if (starts_with(n, "decoder.layers.")) {
       t.stacked = true;
@@ -126,10 +151,6 @@ void add_dist_jobs(const McoreArgs& a, const DcpCheckpoint& ck, const std::strin
     }
     todo.push_back(std::move(t));
   }
-  const std::string wte = prefix + "embedding.word_embeddings.weight";
-  FTX_CHECK(ck.has(wte), origin, "has no tensor '" + wte + "'");
-  const auto& wte_info = ck.info(wte);
-  FTX_CHECK(wte_info.shape.size() == 2, origin, "word embeddings are not 2-D: " + shape_to_string(wte_info.shape));
   plan.cfg = mcore_model_config(a, wte_info.shape[0], origin);
 
   for (const DistTensor& t : todo) {

@@ -19,6 +19,11 @@ ConversionPlan plan_megatron(const ConvertOptions& opt) {
   const std::string dir = resolve_megatron_iteration_dir(opt.in_path);
   if (is_dcp_dir(dir)) return plan_mcore_megatron_dist(opt, dir);
   std::vector<MegatronShardFile> files = find_megatron_shards(dir);
+  if (files.empty())
+    for (const auto& n : list_dir(dir))  // a torch_dist folder missing its .metadata is no legacy one
+      if (n.size() > 7 && n.compare(n.size() - 7, 7, ".distcp") == 0)
+        throw Error(dir, "holds torch_dist chunk files (" + n + ") but no .metadata, which maps the tensors to them: "
+                         "the distributed checkpoint is incomplete");
   FTX_CHECK(!files.empty(), dir, "no mp_rank_XX/model_optim_rng.pt shards found");
   std::map<std::pair<int64_t, int64_t>, const MegatronShardFile*> by_rank;
   for (auto& f : files) by_rank[{f.tp, f.pp}] = &f;
@@ -26,6 +31,8 @@ ConversionPlan plan_megatron(const ConvertOptions& opt) {
   FTX_CHECK(first_it != by_rank.end(), dir, "has no shard for tensor parallel rank 0 (mp_rank_00)");
 
   ValuePtr root0 = load_torch_checkpoint(first_it->second->path);
+  // Before anything is judged by the model's args (a swiglu refusal would blame the wrong thing).
+  FTX_CHECK(!root0->get("model0"), first_it->second->path, "virtual pipeline checkpoints (model0, ...) are not supported");
   if (is_mcore_state_dict(root0->get("model"))) return plan_mcore_megatron_legacy(opt, dir, files, root0);
   ValuePtr args = root0->get("args");
   if (args && !args->is_dict()) args = nullptr;

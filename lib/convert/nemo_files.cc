@@ -75,6 +75,11 @@ std::string nemo_weights_member(const NemoFiles& files, int64_t t, int64_t p, in
   if (Tt == 1 && PP == 1 && files.has("model_weights.ckpt")) return "model_weights.ckpt";
   if (PP == 1 && files.has(a)) return a;
   if (files.has(b)) return b;
+  // A distributed model_weights/ whose .metadata is gone is not a legacy checkpoint missing a shard.
+  for (const auto& n : files.names())
+    if (n.size() > 7 && n.compare(n.size() - 7, 7, ".distcp") == 0)
+      throw Error(files.origin(n), "is a torch_dist chunk file, but model_weights/.metadata, which maps the tensors "
+                                   "to the .distcp files, is missing: the distributed checkpoint is incomplete");
   throw Error(files.path(), std::string("missing weights ") + (PP == 1 ? a : b) + " (model_config.yaml says " +
                                 std::to_string(Tt) + " tensor parallel x " + std::to_string(PP) + " pipeline shards)");
 }

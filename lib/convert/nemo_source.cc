@@ -145,6 +145,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
 
   // Weights: model_weights.ckpt (TP=PP=1), mp_rank_XX/..., or tp_rank_XX_pp_rank_XXX/...
   ShardGroups groups(Tt);
+  bool mcore_names = false;  // model.decoder.* / model.embedding.*: a Megatron Core model
   for (int64_t p = 0; p < PP; ++p) {
     for (int64_t t = 0; t < Tt; ++t) {
       const std::string member = nemo_weights_member(files, t, p, Tt, PP);
@@ -156,6 +157,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
       const std::string shard = member.substr(0, member.find('/'));
       for (auto& nt : tensors) {
         std::string n = nt.name;
+        mcore_names |= n.rfind("model.decoder.", 0) == 0 || n.rfind("model.embedding.", 0) == 0;
         const std::string pre = "model.language_model.";
         if (n.rfind(pre, 0) != 0) continue;  // e.g. prompt tables are converted separately
         n = n.substr(pre.size());
@@ -165,6 +167,9 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
       }
     }
   }
+  FTX_CHECK(groups.has("embedding.word_embeddings.weight") || !mcore_names, opt.in_path,
+            "model_config.yaml says mcore_gpt: false, but the weights have Megatron Core names "
+            "(model.decoder.layers...): set mcore_gpt: true");
   FTX_CHECK(groups.has("embedding.word_embeddings.weight"), opt.in_path, "has no word embeddings");
   int64_t vocab_rows = 0;
   for (auto& s : groups.shards("embedding.word_embeddings.weight")) vocab_rows += s.shape.empty() ? 0 : s.shape[0];

@@ -23,6 +23,7 @@
 #include <cstdio>
 
 #include "lib/convert/conversion.h"
+#include "lib/convert/written_values.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/util/progress.h"
 
@@ -129,8 +130,11 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
           FTX_CHECK(it->second->shape == o.shape, job.source,
                     fname + " would have shape " + shape_to_string(o.shape) + " but the configuration implies " +
                         shape_to_string(it->second->shape) + " (config/weights mismatch)");
+          // One pass for the checksum and the values (written_values.h): no NaN or Inf is written.
+          const WeightScan scan = scan_weight_bytes(o.data, o.nbytes, opt.dtype, true);
+          check_written_values(job, opt.dtype, fname, scan);
           write_file(out.file(fname), o.data, o.nbytes);
-          const uint32_t crc = crc32_bytes(o.data, o.nbytes);
+          const uint32_t crc = scan.crc32;
           std::lock_guard<std::mutex> lock(mu);
           manifest[fname] = Written{job.name, o.rank, o.shape, o.nbytes, crc, opt.dtype};
         });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "lib/cpu/isa_levels.h"
 #include "lib/cpu/simd_math.h"
 
 namespace ftx::cpu {
@@ -18,15 +19,11 @@ inline float gelu_tanh(float x) {
 inline float silu(float x) { return x / (1.0f + exp_approx(-x)); }
 inline float gelu_exact(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 
-}  // namespace
-
-float exp_vectorizable(float z) { return exp_approx(z); }
-
-// One loop per activation kind, so each inner loop is branch-free and vectorises; target_clones
-// picks AVX-512 (x86-64-v4) or AVX2 (v3) when the binary loads.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void activate_row(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t n,
-                  Activation act) {
+// One loop per activation kind, so each inner loop is branch-free and vectorises, at each level
+// (isa_levels.h).
+template <bool>
+__attribute__((always_inline)) inline void activate_row_levels_t(float* x, const float* bias, const float* gate,
+                                                                 const float* gate_bias, int64_t n, Activation act) {
   if (bias)
     for (int64_t i = 0; i < n; ++i) x[i] += bias[i];
   switch (act) {
@@ -53,6 +50,19 @@ void activate_row(float* x, const float* bias, const float* gate, const float* g
     for (int64_t i = 0; i < n; ++i) x[i] *= gate[i] + gate_bias[i];
   else
     for (int64_t i = 0; i < n; ++i) x[i] *= gate[i];
+}
+
+FTX_CPU_LEVELS(void, activate_row_levels,
+               (float* x, const float* bias, const float* gate, const float* gate_bias, int64_t n, Activation act),
+               (x, bias, gate, gate_bias, n, act))
+
+}  // namespace
+
+float exp_vectorizable(float z) { return exp_approx(z); }
+
+void activate_row(float* x, const float* bias, const float* gate, const float* gate_bias, int64_t n,
+                  Activation act) {
+  activate_row_levels(x, bias, gate, gate_bias, n, act);
 }
 
 }  // namespace ftx::cpu

@@ -15,6 +15,7 @@
 #include "formats/dtype.h"
 #include "formats/error.h"
 #include "lib/cpu/activation.h"
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
@@ -68,6 +69,7 @@ bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 CpuBackend::CpuBackend(int threads, DType weight_dtype)
     : threads_(resolve_threads(threads)), weight_dtype_(weight_dtype) {
+  (void)cpu_isa();  // a bad FTX_CPU_ISA is an error here, before any kernel runs
   if (weight_dtype != DType::kFloat32 && !is_half(weight_dtype))
     throw Error(std::string("cpu backend: weight dtype ") + dtype_name(weight_dtype) + " (expected fp32, fp16 or bf16)");
   omp_set_num_threads(threads_);  // oneDNN (OpenMP runtime) takes its thread count from here too
@@ -294,7 +296,10 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
   // (bench_decode_gemm bf16, 124M layers: 0.82x of the pair tiles' time at 5 rows, 0.93x at 8,
   // level at 12; medium 0.75x, 0.95x, level); one row runs 1.6x slower through a strip.
   const bool pair_tiles = bf16 && M > kBf16PairTileMinRows && !trans_b && bf16_pair_gemm_preferred(K);
-  if (pair_tiles || (bf16 && M > kWideningStreamRows)) {
+  // oneDNN for the rest of bf16's many-row [K, N] GEMMs at the AVX-512 level (AMX tiles, or an odd
+  // K); below it oneDNN 2.7 has no bf16 matmul at all, and the widening kernel below takes them.
+  const bool dnnl = bf16 && !pair_tiles && M > kWideningStreamRows && !trans_b && has_avx512_core();
+  if (pair_tiles || dnnl) {
     // Many rows are compute-bound: A in bf16 times the weights on AVX512-BF16's pair dot products
     // (bf16_pair_gemm.h), or oneDNN's bf16 matmul where the CPU has AMX tiles or lacks the
     // instruction. Few rows are bound by reading the weights, which the streaming kernel below
@@ -327,9 +332,9 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
     }
     return;
   }
-  // fp16 (any rows) and bf16 (few rows): A rounded to the weights' dtype, then the widening kernel
-  // in fp32, which is exact for the products (a half times a half fits in an fp32) and sums in
-  // fp32. Hand-written for fp16 because oneDNN 2.6 has no f16 matmul on CPUs without
+  // fp16 (any rows), bf16 (few rows, a transposed B, and any rows below AVX-512): A rounded to
+  // the weights' dtype, then the widening kernel in fp32, which is exact for the products (a half
+  // times a half fits in an fp32) and sums in fp32. Hand-written for fp16 because oneDNN 2.6 has no f16 matmul on CPUs without
   // AVX512-FP16 (this EPYC has F16C and AVX512-BF16, not AVX512-FP16: primitive creation fails).
   a_rounded_.resize(n);
   (bf16 ? round_through_bf16 : round_through_fp16)(A, n, a_rounded_.data());

@@ -1,11 +1,13 @@
 #pragma once
 // The CPU implementation of the op seam. GEMMs of up to kWideningStreamRows rows (decode) run in
 // ftx's streaming kernel (widening_gemm.h), which reads each weight once per GEMM; more rows
-// (prefill) go to OpenBLAS's sgemm (fp32, fp16, int8 weight-only) or oneDNN (bf16); SmoothQuant
-// W8A8 to the VNNI kernel (vnni_int8_gemm.h). OpenMP for everything else. Activations, norms and
-// the KV cache are fp32 (act_dtype() is the Backend default); weight matrices are held in the weight dtype the backend was made for:
-// fp32, or fp16/bf16 (half the bytes), whose GEMMs round the activation operand to that dtype and
-// sum in fp32.
+// (prefill) in its tile kernel over widened strips (fp32, fp16, int8 weight-only, FP8), on
+// AVX512-BF16 pair tiles or oneDNN (bf16 at the AVX-512 level); SmoothQuant W8A8 in the int8
+// kernels (vnni_int8_gemm.h). Every kernel has an AVX-512, an AVX2 and a baseline form, chosen by
+// cpu_isa() (cpu_features.h: FTX_CPU_ISA caps it). OpenMP for everything else. Activations, norms
+// and the KV cache are fp32 (act_dtype() is the Backend default); weight matrices are held in the
+// weight dtype the backend was made for: fp32, or fp16/bf16 (half the bytes), whose GEMMs round
+// the activation operand to that dtype and sum in fp32.
 #include <cstdint>
 #include <memory>
 #include <vector>

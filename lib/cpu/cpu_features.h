@@ -1,13 +1,43 @@
 #pragma once
-// What the CPU this process runs on can execute, asked once: the hand-written kernels are compiled
-// for AVX-512 with target attributes and pick their path at run time, so one binary serves every
-// x86-64 machine. All false off x86-64.
+// What the CPU this process runs on can execute, asked once, as an instruction-set level and the
+// extensions beside it. The hand-written kernels are compiled for each level with target
+// attributes and pick their path at run time, so one binary serves every x86-64 machine.
+//
+// FTX_CPU_ISA=baseline|avx2|avx512 caps the level (as CTranslate2's CT2_FORCE_CPU_ISA and oneDNN's
+// ONEDNN_MAX_CPU_ISA do; oneDNN is capped with it), so that an AVX-512 machine runs and tests the
+// AVX2 and baseline paths too, with the extensions of the levels above it off (AVX-VNNI too, which
+// CPUs of the AVX2 generation lack). A cap above what the CPU has leaves the CPU's own level. OpenBLAS
+// chooses its kernels when it loads, before any of this runs: cap it with OPENBLAS_CORETYPE
+// (Haswell for avx2, Prescott for baseline), as the tests do. Off x86-64 the level is baseline.
+#include <string>
+
 namespace ftx::cpu {
 
-bool has_avx512f();      // AVX-512 Foundation (512-bit float ops)
-bool has_avx512_core();  // F + BW + VL: the byte/word and 256-bit masked forms the kernels also use
-bool has_avx512_vnni();  // core + VNNI (vpdpbusd)
-bool has_avx512_bf16();  // core + BF16 (vdpbf16ps)
-bool has_amx_bf16();     // AMX tiles with bf16 (oneDNN uses them; ftx's kernels do not)
+// Ordered: each level includes the ones below it.
+//   kBaseline: any x86-64 (SSE2); the portable C++ kernels.
+//   kAvx2:     AVX2 + FMA + F16C (x86-64-v3's vector part: Haswell, Zen 1 and later).
+//   kAvx512:   AVX-512 F + BW + VL + DQ on top of kAvx2 (Skylake-X, Zen 4 and later).
+enum class CpuIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The CPU's own level, whatever the cap.
+CpuIsa detected_cpu_isa();
+// The level the kernels run at: detected_cpu_isa() capped by FTX_CPU_ISA. Throws ftx::Error
+// naming the variable and its value when FTX_CPU_ISA holds anything but a level's name (the CPU
+// backend asks at construction, so the error surfaces before any kernel runs).
+CpuIsa cpu_isa();
+const char* cpu_isa_name(CpuIsa isa);
+// One line for `ftx --version` and benchmark headers: the level that runs, the extensions the
+// kernels use at it, and the cap when one lowers it (e.g. "avx2 (avx-vnni; capped by
+// FTX_CPU_ISA=avx2, the CPU has avx512)").
+std::string cpu_isa_summary();
+
+// Extensions, each false below the level it belongs to (so the cap turns them off too).
+bool has_avx2();         // cpu_isa() >= kAvx2
+bool has_avx_vnni();     // kAvx2 and AVX-VNNI (vpdpbusd on 256 bits: Alder Lake, Sapphire Rapids, Zen 5), uncapped
+bool has_avx512f();      // cpu_isa() >= kAvx512
+bool has_avx512_core();  // kAvx512 (F + BW + VL): the byte/word and 256-bit masked forms the kernels use
+bool has_avx512_vnni();  // kAvx512 and VNNI (vpdpbusd on 512 bits)
+bool has_avx512_bf16();  // kAvx512 and BF16 (vdpbf16ps)
+bool has_amx_bf16();     // kAvx512 and AMX tiles with bf16 (oneDNN uses them; ftx's kernels do not)
 
 }  // namespace ftx::cpu

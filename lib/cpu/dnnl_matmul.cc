@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "formats/error.h"
+#include "lib/cpu/cpu_features.h"
 
 namespace ftx::cpu {
 
@@ -51,7 +52,19 @@ struct DnnlMatmul::Impl {
   }
 };
 
-DnnlMatmul::DnnlMatmul() : impl_(std::make_unique<Impl>()) {}
+namespace {
+// oneDNN capped with ftx's kernels (FTX_CPU_ISA): set before the first primitive, as it must be.
+void cap_onednn_isa() {
+  static const bool once = [] {
+    if (cpu_isa() == detected_cpu_isa()) return true;
+    dnnl::set_max_cpu_isa(cpu_isa() == CpuIsa::kAvx2 ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+    return true;
+  }();
+  (void)once;
+}
+}  // namespace
+
+DnnlMatmul::DnnlMatmul() : impl_((cap_onednn_isa(), std::make_unique<Impl>())) {}
 DnnlMatmul::~DnnlMatmul() = default;
 
 void DnnlMatmul::bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, const uint16_t* B, int64_t ldb, bool trans_b,

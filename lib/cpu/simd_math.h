@@ -1,7 +1,7 @@
 #pragma once
 // Inner loops the CPU backend runs per element, written so the compiler vectorises them: no libm
-// calls (expf is scalar in glibc), float reductions under `omp simd` (which lets them reassociate).
-// The .cc compiles each for AVX-512, AVX2 and baseline and picks one when the binary loads.
+// calls (expf is scalar in glibc), reductions in explicit lanes. The .cc compiles each for AVX-512,
+// AVX2 and baseline and picks one by cpu_isa() (isa_levels.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

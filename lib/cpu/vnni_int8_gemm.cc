@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/cpu_features.h"
+#include "lib/cpu/vnni_int8_levels.h"
+#include "lib/cpu/widening_gemm.h"
 
 namespace ftx::cpu {
 
@@ -179,6 +180,15 @@ void vnni_int8_product(const VnniActivations& a, const uint8_t* packed, int64_t 
   if (has_avx512_vnni()) {
     for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
       panel_product_vnni(a, w, ldw, j0, cols, out, nn);
+    });
+    return;
+  }
+  if (has_avx2()) {
+    // AVX-VNNI's 256-bit vpdpbusd, or its emulation; the last < 8 columns of a panel in portable code.
+    const auto level_product = has_avx_vnni() ? avx_vnni::int8_panel_product : avx2::int8_panel_product;
+    for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
+      const int64_t done = level_product(a, w, ldw, j0, cols, out, nn);
+      if (done < cols) panel_product_portable(a, 0, a.M, w, ldw, j0 + done, cols - done, out + done, nn);
     });
     return;
   }

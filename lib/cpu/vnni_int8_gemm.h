@@ -13,6 +13,8 @@
 // padded to a multiple of 4 with zero weights. Bytes are stored as w + 128 (unsigned), so the
 // activations are the signed operand and the offset is removed exactly afterwards:
 //   Σ_k (w + 128)·a = Σ_k w·a + 128·Σ_k a.
+// The same layout serves the AVX2 level (vnni_int8_levels.h): a 32-byte load is 8 columns × 4 rows,
+// multiplied by AVX-VNNI's 256-bit vpdpbusd where the CPU has it, else by an exact emulation.
 #include <cstddef>
 #include <cstdint>
 
@@ -38,8 +40,8 @@ struct VnniActivations {
 // pack_int8_vnni as a [K, N] matrix; exact in int32.
 void vnni_int8_product(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                        int32_t* acc);
-// The same in portable code: what a CPU without AVX512-VNNI runs (declared for the tests, which
-// compare the two on this machine).
+// The same in portable code: what a CPU below AVX2 runs (declared for the tests, which compare the
+// levels against it).
 void vnni_int8_product_portable(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                                 int32_t* acc);
 

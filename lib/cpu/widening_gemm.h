@@ -1,14 +1,14 @@
 #pragma once
-// GEMMs on the CPU whose weight operand is held narrower than fp32 (int8, fp16, bf16) while the
-// activations and sums stay fp32: the kernels widen the weights to fp32 as they read them, so a
-// decode step reads 1 or 2 bytes per weight instead of 4. Shared by weight-only INT8
-// (int8_gemm.h) and the fp16/bf16 weights of `--dtype fp16|bf16 --device cpu`.
+// GEMMs on the CPU whose weight operand is held narrower than fp32 (int8, fp16, bf16, FP8) while
+// the activations and sums stay fp32: the kernels widen the weights to fp32 as they read them, so
+// a decode step reads 1 or 2 bytes per weight instead of 4. Shared by weight-only INT8
+// (int8_gemm.h), FP8, the fp16/bf16 weights of `--dtype fp16|bf16 --device cpu`, and fp32 weights.
 //
-// Few rows (decode) run as a streaming kernel that reads each weight once for all rows (AVX-512
-// by hand where the CPU has it); many rows (prefill) as register tiles over strips of the weights
-// widened to fp32 inside the GEMM, strip by strip (AVX-512), or else widened panels handed to
-// OpenBLAS's sgemm. A weight type is a NarrowType and its Narrow<> widening rule (one element,
-// sixteen) in widening_gemm.cc; every kernel here is written once for all of them.
+// Few rows (decode) run as a streaming kernel that reads each weight once for all rows; many rows
+// (prefill) as register tiles over strips of the weights widened to fp32 inside the GEMM, strip by
+// strip. Both are written once (widening_kernels.h) for every weight type and both vector levels,
+// AVX-512 and AVX2 (cpu_features.h), with the same sums; below AVX2, portable loops. A weight type
+// is a NarrowType and its Narrow<> widening rule (narrow_type.h).
 #include <cstddef>
 #include <cstdint>
 
@@ -21,12 +21,13 @@ namespace ftx::cpu {
 // kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/backend.h).
 enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
-// Up to this many rows of A the streaming kernel runs; more take the tile kernel (AVX-512) or
-// widened panels and sgemm. Each row's sums are the same whatever the number of rows (the k order
-// never changes, in the streaming and the tile kernel alike), so a request's logits do not depend
-// on how many others share its decode step or its prefill (for fp32 weights held row-major, from
-// two rows up: one row of a row-major [K, N] goes to OpenBLAS's sgemv; the engine's layer
-// matrices are packed, and its lm_head is a transposed [N, K], which takes the streaming kernel).
+// Up to this many rows of A the streaming kernel runs; more take the tile kernel ([K, N] weights;
+// a transposed B stays on the streaming kernel). Each row's sums are the same whatever the number
+// of rows (the k order never changes, in the streaming and the tile kernel alike, at every level),
+// so a request's logits do not depend on how many others share its decode step or its prefill
+// (for fp32 weights held row-major, from two rows up: one row of a row-major [K, N] goes to
+// OpenBLAS's sgemv; the engine's layer matrices are packed, and its lm_head is a transposed
+// [N, K], which takes the streaming kernel).
 constexpr int64_t kWideningStreamRows = 16;
 // The widest column panel of packed weights (ops::Weight::panel_cols) and the kernels' column chunk.
 constexpr int64_t kWideningPanelCols = 256;

@@ -26,6 +26,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kLength: return "length";
     case FinishReason::kEndId: return "end_id";
     case FinishReason::kStopWords: return "stop_words";
+    case FinishReason::kNonFiniteLogits: return "non_finite_logits";
     case FinishReason::kNone: break;
   }
   return "none";
@@ -196,6 +197,13 @@ struct Decoder::Impl {
       SlotState& rs = slots[b];
       Row& row = rows[b];
       const decoding::SampledToken& t = sampled[i];
+      if (t.nonfinite) {  // nothing was drawn: the request ends before this step
+        row.finished = true;
+        row.reason = FinishReason::kNonFiniteLogits;
+        out.tokens[b] = rs.fill_token;
+        finished_now[b] = 1;
+        continue;
+      }
       append(row, rs, t.token, t.log_prob, t.output_log_prob);
       if (rs.mode.kind == SamplingMode::kTopP) {
         row.top_p = t.token == rs.request.sampling.top_p_reset_id ? rs.mode.top_p
@@ -224,7 +232,22 @@ struct Decoder::Impl {
     const SamplingConfig& s = rs.request.sampling;
     const int64_t K = beam_width;
     const int64_t r0 = static_cast<int64_t>(b) * K;
-    bool all_done = true;
+    bool all_done = true, finite = true;
+    for (int64_t k = 0; k < K; ++k)
+      if (!rows[r0 + k].finished) finite = finite && !decoding::overflowed(logits + (r0 + k) * vocab, vocab);
+    if (!finite) {
+      // A beam's logits overflowed: no selection means anything, so the request ends before this
+      // step, every unfinished beam with kNonFiniteLogits.
+      for (int64_t k = 0; k < K; ++k) {
+        Row& row = rows[r0 + k];
+        if (!row.finished) row.reason = FinishReason::kNonFiniteLogits;
+        row.finished = true;
+        out.tokens[r0 + k] = rs.fill_token;
+        out.parents[r0 + k] = static_cast<int32_t>(r0 + k);
+        finished_now[r0 + k] = 1;
+      }
+      return;
+    }
     std::vector<decoding::BeamState> states(K);
     for (int64_t k = 0; k < K; ++k) {
       Row& row = rows[r0 + k];

@@ -71,8 +71,11 @@ constexpr int64_t kMaxNewTokens = int64_t(1) << 24;
 // decoding (top_k 0 and top_p 0).
 void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
-enum class FinishReason { kNone, kLength, kEndId, kStopWords };
-const char* finish_reason_name(FinishReason r);  // "length", "end_id", "stop_words"
+// kNonFiniteLogits: the step's logits held a NaN or +Inf (the model's activations overflowed), so
+// no token was drawn there: the request ends with the tokens before that step, and its result is
+// an error (the step is the number of tokens it has).
+enum class FinishReason { kNone, kLength, kEndId, kStopWords, kNonFiniteLogits };
+const char* finish_reason_name(FinishReason r);  // "length", "end_id", "stop_words", "non_finite_logits"
 
 struct BeamResult {
   std::vector<int32_t> output_ids;      // new tokens only (end_id included when produced)

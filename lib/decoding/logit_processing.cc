@@ -64,6 +64,13 @@ void replace_nan(float* logits, int64_t vocab) {
   for (int64_t i = 0; i < vocab; ++i) logits[i] = logits[i] != logits[i] ? neg_inf : logits[i];
 }
 
+bool overflowed(const float* logits, int64_t vocab) {
+  int bad = 0;
+#pragma omp simd reduction(| : bad)  // one vectorised pass, no early exit
+  for (int64_t i = 0; i < vocab; ++i) bad |= !(logits[i] <= std::numeric_limits<float>::max());  // NaN, +Inf
+  return bad != 0;
+}
+
 void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
                               double repetition_penalty, double presence_penalty,
                               std::vector<uint8_t>& seen) {

@@ -40,6 +40,12 @@ void apply_penalty_to_ids(float* logits, const int32_t* ids, int64_t n, double r
 // NaN -> -inf (the selection relies on a strict order).
 void replace_nan(float* logits, int64_t vocab);
 
+// Whether the row holds a NaN or +Inf. The model's logits never do unless its activations
+// overflowed (finite but huge weights, fp16's range): the decoder then draws nothing and ends the
+// request with FinishReason::kNonFiniteLogits instead of picking token 0 among -infs. A -Inf logit
+// is a token that can never be drawn (a ban), which a caller may set; it is not an overflow.
+bool overflowed(const float* logits, int64_t vocab);
+
 // min_length (§2.3 step 5): end_id's logit becomes -FLT_MAX while generated < min_length.
 void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t generated,
                       int64_t min_length);

@@ -85,8 +85,10 @@ void sample_rows_on_host(float* logits, int64_t stride, int64_t vocab, const Row
     thread_local SamplingWorkspace ws;  // kept between steps: a step allocates nothing
     const RowSampling& r = batch.rows[i];
     float* l = logits + r.row * stride;
+    const bool bad = overflowed(l, vocab);
     process_row_logits(l, vocab, r, batch.ids.data());
     out[i] = sample(l, vocab, r.mode, r.top_p, r.u, ws, r.log_probs);
+    out[i].nonfinite = bad;
   }
 }
 

@@ -22,6 +22,9 @@ struct SampledToken {
   int32_t token = 0;
   double log_prob = 0.0;         // log softmax over the full vocab (what cum_log_prob sums)
   double output_log_prob = 0.0;  // FT's output_log_probs: top-k renormalised within the k, top-p = log_prob
+  // sample_rows: the row's logits held a NaN or +Inf before processing (logit_processing.h's
+  // overflowed); the token drawn from what was left means nothing.
+  bool nonfinite = false;
 };
 
 // Scratch reused across rows and steps so a step allocates nothing.

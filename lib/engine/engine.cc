@@ -87,12 +87,14 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     if (!p->prefix()) {
       prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
     } else {
-      // The prefix goes into the KV cache as it is held here (copy_kv_2d): fp32, or int8 with each
-      // layer's cache scale, quantised once now as the attention stores every other K and V.
+      // The prefix goes into the KV cache as it is held here (copy_kv_2d), converted once now as the
+      // attention stores every other K and V: fp32 as it is, fp16/bf16 rounded to nearest even (a
+      // half model's cache, the CUDA default), int8 or fp8 with each layer's cache scale.
       const DType kv = be_.kv_dtype();
-      FTX_CHECK(kv == DType::kFloat32 || ops::kv_is_quantized(kv), "",
-                std::string("prefix prompts need an fp32, int8 or fp8 KV cache; the ") + be_.name() +
-                    " backend holds it in " + dtype_name(kv) + " (run with --dtype fp32)");
+      const bool half = kv == DType::kFloat16 || kv == DType::kBFloat16;
+      FTX_CHECK(kv == DType::kFloat32 || half || ops::kv_is_quantized(kv), "",
+                std::string("prefix prompts need an fp32, fp16, bf16, int8 or fp8 KV cache; the ") + be_.name() +
+                    " backend holds it in " + dtype_name(kv));
       FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
       const size_t el = dtype_size(p->dtype());
       for (size_t t = 0; t < p->tasks().size(); ++t) {
@@ -102,11 +104,13 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
         std::vector<float> host(n);
         ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
                             DType::kFloat32, n);
-        // int8 and fp8: four elements to a float slot of the buffer; only this stage's layers have a
-        // scale (and are ever copied), the rest stay zero.
-        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : n;
+        // int8 and fp8: four elements to a float slot of the buffer, fp16 and bf16 two; only this
+        // stage's layers have an int8/fp8 scale (and are ever copied), the rest stay zero.
+        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : half ? (n + 1) / 2 : n;
         std::vector<float> held(slots, 0.0f);
-        if (ops::kv_is_quantized(kv)) {
+        if (half) {
+          ops::convert_weight(host.data(), DType::kFloat32, held.data(), kv, n);
+        } else if (ops::kv_is_quantized(kv)) {
           auto* q = reinterpret_cast<uint8_t*>(held.data());
           for (size_t l = 0; l < weights.layers.size(); ++l) {
             const size_t first = static_cast<size_t>(weights.first_layer()) + l;
@@ -148,6 +152,14 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
+// Exact below 1 MiB: a workspace and what is left beside a pool can differ by a few KiB.
+std::string mib(int64_t bytes) {
+  char buf[32];
+  if (bytes < (1 << 20)) std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
 }  // namespace
 
 void Engine::make_kv_cache(const EngineOptions& options) {
@@ -186,6 +198,7 @@ void Engine::make_kv_cache(const EngineOptions& options) {
                 gib(static_cast<int64_t>(avail)) + " is available");
   if (bytes > 0) pool_->grow(blocks);
   kv_->add_blocks(blocks);
+  budget_left_ = static_cast<int64_t>(avail) - blocks * bytes;
 }
 
 Engine::~Engine() {
@@ -286,13 +299,22 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   if (!grow_work) return;
 
   // Refuse before allocating. Growing the cache holds the old and the new copy of one layer at once.
-  const int64_t held = rows_ > 0 ? cache_bytes(rows_, max_seq_) + workspace_bytes(rows_, max_tokens_) : 0;
+  // A fixed budget's pool was allocated with the engine: only the workspaces are new, and they get
+  // what the budget left (a CPU's untouched pool pages still look free).
+  const int64_t held_work = rows_ > 0 ? workspace_bytes(rows_, max_tokens_) : 0;
+  const int64_t held = (rows_ > 0 || budgeted() ? cache_bytes(rows_, max_seq_) : 0) + held_work;
   const int64_t want_cache = cache_bytes(new_rows, new_seq), want_work = workspace_bytes(new_rows, new_tokens);
   const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
   const bool grow_pool = !budgeted() && want_cache > pool_->blocks() * pool_->block_bytes();
   const int64_t transient = grow_pool && L > 0 ? want_cache / (2 * L) : 0;
   const int64_t extra = want_cache + want_work - held + transient;
-  const size_t avail = be_.available_memory();
+  size_t avail = be_.available_memory();
+  if (budgeted()) avail = std::min<size_t>(avail, static_cast<size_t>(std::max<int64_t>(budget_left_ - held_work, 0)));
+  if (extra > 0 && static_cast<uint64_t>(extra) > avail && budgeted())
+    throw Error(be_.name() + " backend: out of memory before allocating: the workspaces for " + std::to_string(new_rows) +
+                " rows (batch x beam) need " + mib(want_work) + ", and --kv-cache-memory " + budget_.describe() +
+                " (a pool of " + gib(want_cache) + ") leaves " + mib(static_cast<int64_t>(avail)) +
+                " (lower --kv-cache-memory, e.g. 0.9, or --batch-size or --beam-width)");
   if (extra > 0 && static_cast<uint64_t>(extra) > avail)
     throw Error(be_.name() + " backend: out of memory before allocating: the KV cache for " + std::to_string(new_rows) +
                 " rows (batch x beam) x " + std::to_string(new_seq) + " tokens x " + std::to_string(L) +
@@ -582,8 +604,7 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
   const bool share = kv_->sharing() && !context_embeddings;
   std::vector<int64_t> held(static_cast<size_t>(B), 0);
   if (share) {
-    int64_t need = 0;
-    for (const auto& p : prompts) need += prefill_cost(p).blocks;
+    const int64_t need = prefill_blocks(prompts);
     FTX_CHECK(need <= kv_->available(), "", "KV cache: a prefill of " + std::to_string(B) + " rows needs " +
                                                 std::to_string(need) + " blocks, " + std::to_string(kv_->available()) +
                                                 " are free (raise --kv-cache-memory)");
@@ -830,6 +851,18 @@ Engine::PrefillCost Engine::prefill_cost(const std::vector<int32_t>& tokens) con
     }
   }
   return c;
+}
+
+int64_t Engine::prefill_blocks(const std::vector<std::vector<int32_t>>& prompts) const {
+  std::vector<int32_t> parked;
+  int64_t fresh = 0;
+  for (const auto& p : prompts) {
+    const std::vector<int32_t> keys = slot_keys(p);
+    const int64_t n = static_cast<int64_t>(keys.size());
+    fresh += blocks_per_row(memory_len_ > 0 ? std::min(n, memory_len_) : n) - kv_->match(keys, n - 1, &parked).blocks;
+  }
+  std::sort(parked.begin(), parked.end());
+  return fresh + (std::unique(parked.begin(), parked.end()) - parked.begin());
 }
 
 int64_t Engine::append_cost(int32_t row, int64_t n) const { return kv_->blocks_to_write({row}, {n}); }

@@ -140,6 +140,9 @@ class Engine {
     std::vector<uint64_t> new_keys;
   };
   PrefillCost prefill_cost(const std::vector<int32_t>& tokens) const;
+  // What one prefill of all of `prompts` takes from available(): each one's uncached slots, and
+  // the cached blocks no row holds once, however many of the prompts share them.
+  int64_t prefill_blocks(const std::vector<std::vector<int32_t>>& prompts) const;
   // Slots a row holding `tokens` takes (a prefix prompt's marker stands for its K/V).
   int64_t slots_for(const std::vector<int32_t>& tokens) const { return static_cast<int64_t>(slot_keys(tokens).size()); }
   // Blocks from available() that appending n tokens to a row, or one token to each of `rows`,
@@ -243,6 +246,7 @@ class Engine {
   int64_t max_prefix_ = 0;
 
   kv::KvCacheBudget budget_;
+  int64_t budget_left_ = 0;  // a fixed budget: the bytes free after its pool, when the engine was made
   std::unique_ptr<kv::KvCacheManager> kv_;  // block tables, reference counts, prefix cache
   std::unique_ptr<kv::KvBlockPool> pool_;   // the blocks' K and V, per layer of this stage
   int64_t stride_ = 0;                      // blocks per row in an attention call's tables

@@ -46,7 +46,11 @@ std::vector<int32_t> parse_csv_ids(const std::string& line, const std::string& w
   std::string field;
   while (std::getline(ss, field, ',')) {
     field = trim(field);
-    if (field.empty()) continue;
+    // FT's readers take an id from every field (std::stoi, int()): an empty one between ids is a
+    // lost id, not padding. A line's only field may be empty (no ids), and a trailing comma gives no field.
+    if (field.empty() && ss.eof() && ids.empty()) continue;
+    if (field.empty())
+      throw Error(where + ": field " + std::to_string(ids.size() + 1) + " is empty (two commas with no id between)");
     char* end = nullptr;
     errno = 0;
     const long long v = std::strtoll(field.c_str(), &end, 10);
@@ -461,6 +465,18 @@ std::vector<std::vector<int32_t>> parse_word_list(const std::string& csv, const 
   return words;
 }
 
+std::string result_error(const GenerationOutput& out) {
+  if (!out.error.empty()) return out.error;
+  for (const BeamResult& b : out.result.beams)
+    if (b.finish_reason == FinishReason::kNonFiniteLogits)
+      return "request " + std::to_string(out.index + 1) +
+             (out.session.empty() ? "" : " (session \"" + out.session + "\", round " + std::to_string(out.round) + ")") +
+             ": the logits of step " + std::to_string(b.output_ids.size()) +
+             " are not finite (NaN or +Inf): the model's activations overflowed (weights too large for the "
+             "arithmetic, or fp16's range); no token was drawn there";
+  return "";
+}
+
 std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
   nlohmann::ordered_json j;
   j["index"] = out.index;
@@ -496,6 +512,7 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
     j["beams"] = std::move(arr);
   }
   if (fmt.context_embedding) j["context_embedding"] = out.context_embedding;
+  if (const std::string e = result_error(out); !e.empty()) j["error"] = e;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

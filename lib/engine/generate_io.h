@@ -116,8 +116,12 @@ struct ResultFormat {
 };
 // One result line (no trailing newline). sequence_length = input_length + new tokens (the
 // compacted length; FT's own counter would also count a short row's padding). Beams (more than
-// one) add "beams", best first.
+// one) add "beams", best first. A failed request (result_error) adds "error".
 std::string result_json(const GenerationOutput& out, const ResultFormat& fmt);
+// Why a request failed, naming it, or "" when it did not: it was refused before it ran
+// (GenerationOutput::error), or its logits were not finite at a step (FinishReason::kNonFiniteLogits
+// on a beam; the step is named).
+std::string result_error(const GenerationOutput& out);
 // One streaming line: {"index", "step", "token"[, "text"][, "output_ids" (beams)]}.
 std::string stream_json(const StreamEvent& ev, const Tokenizer* tokenizer);
 

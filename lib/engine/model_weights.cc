@@ -131,8 +131,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     std::string extra;
     while (dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (starts_with(n, "model.") && ends_with(n, ".bin") && !expected.count(n) && !ft_is_int8_side_file(n) && !is_fp8_side_file(n) &&
-          extra.empty())
+      if (!expected.count(n) && unexpected_file(n) && extra.empty())
         extra = n;
     }
     ::closedir(d);
@@ -142,6 +141,10 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
                                     ", tensor parallel size " + std::to_string(tp) + ")");
   }
   check_manifest(dir);
+}
+
+bool ModelWeights::unexpected_file(const std::string& n) {
+  return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !is_fp8_side_file(n);
 }
 
 ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }

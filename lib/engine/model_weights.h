@@ -49,6 +49,9 @@ class ModelWeights {
   static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend);
   // Checks the folder's files (sizes and extras) without loading: the same errors as load().
   static void check_files(const std::string& dir, const ModelConfig& cfg, int tp);
+  // A file the loader refuses when config.ini's layout does not name it: a model.*.bin that is no
+  // INT8 or FP8 side file (scales, quantised weights).
+  static bool unexpected_file(const std::string& name);
 
   ModelWeights() = default;
   ModelWeights(ModelWeights&&) noexcept;

@@ -74,8 +74,7 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   const bool resident = sit != sessions_.end() && sit->second.slot >= 0;
   const bool evictable = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.parked; });
   if (!resident && free.empty() && !evictable) return Admission::kWait;
-  const std::string who = "request " + std::to_string(r.index + 1) +
-                          (r.session.empty() ? "" : " (session \"" + r.session + "\")");
+  const std::string who = request_name(r.index, r.session);
   try {
     check_decode_request(r.decode, engine_.vocab_size());
   } catch (const Error& e) {
@@ -117,25 +116,43 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
     new_keys = engine_.prefill_cost(context).new_keys;
     if (!new_keys.empty() && produced_.count(new_keys.front())) return Admission::kDefer;
   }
+  // Its slot, before the blocks: a slot taken from an idle session releases blocks (some perhaps
+  // shared with this plan's prompts), which the budget below must see.
+  int64_t slot = resident ? sit->second.slot : take_free_slot(free, p);
+  if (slot < 0) return Admission::kWait;
+  auto wait = [&] {
+    if (!resident) free.insert(free.begin(), slot);  // free again (an evicted session stays evicted)
+    return Admission::kWait;
+  };
+  int64_t reserved = 0, step = 0;  // with a budget: the blocks admitting it takes, and of them its first step's
   if (engine_.budgeted()) {
-    const int64_t row = resident ? sit->second.slot * beam : -1;
-    const AdmissionCost cost = admission_cost(r, context, cached > 0 ? row : -1,
-                                              static_cast<int64_t>(context.size()) - cached, beam, who);
-    // Alone (nothing running, nothing admitted yet), it fits whatever its first step takes.
-    const bool alone = !any_decoding() && p.slot.empty();
-    const int64_t need = cost.prompt + (alone ? 0 : cost.step);
-    while (need > room_) {
+    const int64_t row = resident ? slot * beam : -1;
+    auto cost_now = [&] {
+      return admission_cost(r, context, cached > 0 ? row : -1, static_cast<int64_t>(context.size()) - cached, beam, who);
+    };
+    AdmissionCost cost = cost_now();
+    // Its prompt and its first step (which runs in this same iteration) must fit. Idle sessions give
+    // their blocks back until they do, and the cost is taken again (a block the evicted row shared
+    // with this prompt is one to take now).
+    while (cost.prompt + cost.step > room(p)) {
       const int64_t left = evict_idle_session(p, r.session);
       if (left < 0) break;
       free.push_back(left);
+      cost = cost_now();
     }
-    if (need > room_) {
-      if (alone)
-        throw Error(who + ": needs " + std::to_string(need) + " blocks of the KV cache, " + std::to_string(room_) +
-                    " are free with nothing running");
-      return Admission::kWait;
+    // Alone (nothing running, nothing admitted yet, no idle session left to give way) its first
+    // step fits whatever the bound on it says: admission_cost checked its whole length against the pool.
+    const bool alone = !any_decoding() && p.slot.empty();
+    if (cost.prompt + cost.step > room(p) && !(alone && cost.prompt <= room(p))) {
+      if (alone) {
+        wait();
+        throw Error(who + ": needs " + std::to_string(cost.prompt) + " blocks of the KV cache, " +
+                    std::to_string(room(p)) + " are free with nothing running");
+      }
+      return wait();
     }
-    room_ -= cost.prompt + cost.step;
+    reserved = cost.prompt + cost.step;
+    step = cost.step;
   }
   produced_.insert(new_keys.begin(), new_keys.end());
 
@@ -149,20 +166,10 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   meta.need = need;
   meta.admitted = ++admissions_;
   Request dec = r;  // what the decoder sees: the whole context, so penalties and stop words span it
-  int64_t slot = -1;
-  if (r.session.empty()) {
-    slot = take_free_slot(free, p);
-    if (slot < 0) return Admission::kWait;
-  } else {
+  if (!r.session.empty()) {
     Session& s = sessions_[r.session];
-    if (s.slot >= 0) {
-      slot = s.slot;  // its cache is still here: feed only what it does not hold
-      slots_[static_cast<size_t>(slot)].parked = false;
-    } else {
-      slot = take_free_slot(free, p);
-      if (slot < 0) return Admission::kWait;
-      s.cached = 0;
-    }
+    if (resident) slots_[static_cast<size_t>(slot)].parked = false;  // its cache is here: feed only what it does not hold
+    else s.cached = 0;
     meta.context_length = static_cast<int64_t>(s.context.size());
     s.context = context;  // the round's tokens join the context; its output follows
     s.slot = slot;
@@ -180,6 +187,10 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   p.runs.push_back(std::move(run));
   p.requests.push_back(std::move(dec));
   p.meta.push_back(std::move(meta));
+  // After the run is in the plan: a slot taken from an idle session above made the room stale, and
+  // counting it again then includes this run.
+  room_ -= reserved;
+  planned_steps_ += step;
   return Admission::kAdmitted;
 }
 
@@ -203,8 +214,10 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
     // With a budget: the running requests' next step first (preempting the newest when it would not
     // fit), then preempted requests, then newcomers, in what is left.
     room_ = engine_.budgeted() ? make_room(p) : 0;
+    room_stale_ = false;
+    planned_steps_ = 0;
     bool waiting = false;
-    if (engine_.budgeted()) room_ = resume_preempted(p, room_, &waiting);
+    if (engine_.budgeted()) resume_preempted(p, &waiting);
     const bool decoding = any_decoding();
     // Look ahead a little, so that a session's next round waiting for its previous one does not
     // hold up the requests behind it.
@@ -214,6 +227,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
       if (!r) break;
       pending_.push_back(source->take());
     }
+    size_t consumed = 0;  // control requests done
     if ((opt_.continuous || !decoding) && !waiting) {
       std::vector<int64_t> free;
       for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s)
@@ -223,9 +237,13 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
         auto sit = r.session.empty() ? sessions_.end() : sessions_.find(r.session);
         const bool busy = sit != sessions_.end() && sit->second.busy;
         if (r.is_control()) {
+          // Under a budget a session ends before anything is admitted, or waits for the next plan:
+          // its blocks may be shared with the prompts admitted already, whose cost would change.
+          if (!busy && engine_.budgeted() && !p.slot.empty()) break;
           if (!busy) {
             end_session(r.session, p);
             pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+            ++consumed;
           } else {
             ++i;
           }
@@ -245,7 +263,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
               kv.second.cached = 0;
             }
           p.beam = k;
-          if (engine_.budgeted()) room_ = engine_.kv_cache().available();
+          room_stale_ = true;  // every cache row was released: counted again at the next look
           free.clear();
           for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) free.push_back(s);
         }
@@ -253,7 +271,21 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
           ++i;
           continue;
         }
-        const Admission a = try_admit(r, p, free, p.beam);
+        Admission a = Admission::kWait;
+        try {
+          a = try_admit(r, p, free, p.beam);
+        } catch (const Error& e) {
+          if (!opt_.refuse_alone) throw;
+          GenerationOutput out;  // try_admit refuses before it changes the session
+          out.index = r.index;
+          out.fingerprint = r.fingerprint;
+          out.session = r.session;
+          out.error = e.what();
+          p.refused.push_back(std::move(out));
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          ++consumed;
+          continue;
+        }
         if (a == Admission::kWait) break;
         if (a == Admission::kDefer) {
           ++i;
@@ -264,6 +296,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
     }
     if (p.slot.empty() && p.resume.empty() && !decoding && pending_.empty() && source->finished())
       p.flags |= Plan::kEnd;
+    check_progress(p, consumed);
   } catch (const Error& e) {
     p.flags |= Plan::kError;
     p.error = e.what();
@@ -518,6 +551,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
       status = Status::kStopped;
       break;
     }
+    for (auto& out : p.refused) on_result(std::move(out));  // rank 0 only: the others have none
     if (p.flags & Plan::kEnd) break;
     const int64_t old_beam = beam_;
     admit(p);

@@ -117,6 +117,11 @@ struct SchedulerOptions {
   // new tokens may not exceed it.
   int64_t memory_len = 0;
   int64_t max_positions = 0;  // learned position table rows (0: none): bounds a session's context
+  // A request that cannot start (a session beyond --session-len or the position table, a request
+  // the KV-cache budget cannot hold, a bad parameter) fails alone: its result carries the error
+  // (GenerationOutput::error) and the run goes on, its session as it was. Otherwise (batch jobs)
+  // it is the run's Error. ftx chat on a terminal: the user shortens the line or /resets.
+  bool refuse_alone = false;
 };
 
 struct GenerationOutput {
@@ -129,6 +134,7 @@ struct GenerationOutput {
   std::string session;
   int64_t round = 0;                     // 1-based round of the session (0: none)
   int64_t context_length = 0;            // tokens of the session before this round's new ones
+  std::string error;                     // SchedulerOptions::refuse_alone: why it did not run (no result)
 };
 
 // One new token of one request (rank 0), as soon as it exists. With beam search the best beam may
@@ -237,9 +243,17 @@ class Scheduler {
   // The least recently used idle session (other than `keep`) drops its blocks and leaves its slot;
   // returns the slot, or -1 when no session is idle.
   int64_t evict_idle_session(Plan& p, const std::string& keep = "");
-  // Preempted requests that fit in `room` run again (oldest first); returns the room left, and
-  // whether one still waits.
-  int64_t resume_preempted(Plan& p, int64_t room, bool* waiting);
+  // Preempted requests that fit in the room run again (oldest first), idle sessions giving their
+  // blocks back for them; whether one still waits (blocked_ says which).
+  void resume_preempted(Plan& p, bool* waiting);
+  // Blocks still free for this plan's admissions: room_, counted again from the pool after a cache
+  // op released blocks (the pool, less the running requests' next step, this plan's runs and their
+  // first steps), since a prompt of the plan may have shared what was released.
+  int64_t room(const Plan& p);
+  // The end of planning (scheduler_progress.cc): a plan that starts, resumes and consumes nothing
+  // while nothing runs would be planned again and again for ever; Error naming the request that
+  // waits instead. `consumed`: requests the plan took from the look-ahead without admitting them.
+  void check_progress(const Plan& p, size_t consumed) const;
   // The blocks admitting `r` takes: its prompt's (a fresh prefill of `context`, or appending the
   // last append_n tokens to append_row when append_row >= 0) and its first step's. Error when it
   // could not finish even alone in the pool.
@@ -265,7 +279,12 @@ class Scheduler {
   std::vector<std::array<int32_t, 3>> pending_ops_;
   uint64_t clock_ = 0;
   uint64_t admissions_ = 0;
-  int64_t room_ = 0;  // while planning: blocks still free for admissions
+  int64_t room_ = 0;  // while planning: blocks still free for admissions (read through room())
+  bool room_stale_ = false;  // a release since room_ was counted
+  int64_t planned_steps_ = 0;  // while planning: first-step blocks reserved for this plan's runs
+  struct Blocked {     // while planning: the preempted request that could not run again
+    int64_t slot = -1, want = 0, room = 0;  // its slot, the blocks it needs, those it found
+  } blocked_;
   std::unordered_set<uint64_t> produced_;  // while planning: prefix blocks this plan's newcomers compute
   bool cut_short_ = false;  // rank 0: finish_running() was called
 };

@@ -14,6 +14,22 @@ namespace ftx {
 void Scheduler::apply_release(int64_t row, Plan& p) {
   engine_.release_rows({static_cast<int32_t>(row)});
   p.ops.push_back({Plan::kRelease, static_cast<int32_t>(row), 0});
+  // The blocks it gave back are room, and a prompt of this plan that shared them now takes them
+  // from the pool: the room is counted again at its next look (room()).
+  room_stale_ = true;
+}
+
+int64_t Scheduler::room(const Plan& p) {
+  if (!room_stale_) return room_;
+  room_ = engine_.kv_cache().available() - step_cost() - planned_steps_;
+  std::vector<std::vector<int32_t>> prefills;  // one engine prefill: shared cached blocks are taken once
+  for (const auto& run : p.runs) {
+    if (run.append) room_ -= engine_.append_cost(run.row, static_cast<int64_t>(run.feed.size()));
+    else prefills.push_back(run.feed);
+  }
+  room_ -= engine_.prefill_blocks(prefills);
+  room_stale_ = false;
+  return room_;
 }
 
 void Scheduler::apply_fork(int64_t dst, int64_t src, Plan& p) {
@@ -78,8 +94,9 @@ int64_t Scheduler::make_room(Plan& p) {
   return room;
 }
 
-int64_t Scheduler::resume_preempted(Plan& p, int64_t room, bool* waiting) {
+void Scheduler::resume_preempted(Plan& p, bool* waiting) {
   *waiting = false;
+  blocked_ = Blocked();
   std::vector<int64_t> order;
   bool others = false;  // a request runs besides those resumed here
   for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) {
@@ -92,28 +109,44 @@ int64_t Scheduler::resume_preempted(Plan& p, int64_t room, bool* waiting) {
     // Each unfinished row is prefilled with its tokens so far (the prefix cache usually still holds
     // the prompt's blocks); finished rows are never read again.
     std::vector<Plan::Run> runs;
-    int64_t prompt = 0, step = 0;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t r = s * K + k;
       if (decoder_->row_finished(r)) continue;
       Plan::Run run;
       run.row = static_cast<int32_t>(r);
       run.feed = decoder_->history(r);
-      prompt += engine_.prefill_cost(run.feed).blocks;
-      step += K > 1 ? 1 : (engine_.slots_for(run.feed) % bs == 0 ? 1 : 0);
       runs.push_back(std::move(run));
     }
-    // Alone it fits whatever its next step takes.
-    if (prompt + (others ? step : 0) > room) {
+    int64_t prompt = 0, step = 0;
+    auto cost = [&] {
+      prompt = step = 0;
+      for (const auto& run : runs) {
+        prompt += engine_.prefill_cost(run.feed).blocks;
+        step += K > 1 ? 1 : (engine_.slots_for(run.feed) % bs == 0 ? 1 : 0);
+      }
+      return prompt + step;
+    };
+    // A preempted request comes before the caches of idle sessions: they give their blocks back
+    // until its history and next step fit (otherwise parked sessions could hold the pool while
+    // nothing runs, for ever). The cost is taken again after each eviction: a block the evicted row
+    // shared with this request's history now costs a block of `available`.
+    int64_t want = cost();
+    while (want > room(p)) {
+      if (evict_idle_session(p) < 0) break;
+      want = cost();
+    }
+    if (!others && prompt <= room(p)) want = prompt;  // alone, with no idle session left: its step fits
+    if (want > room(p)) {
       *waiting = true;  // first come, first served: nothing newer starts before it
+      blocked_ = {s, want, room(p)};
       break;
     }
-    room -= prompt + step;
+    room_ -= prompt + step;
+    planned_steps_ += step;
     others = true;
     p.resume.push_back(s);
     for (auto& run : runs) p.runs.push_back(std::move(run));
   }
-  return room;
 }
 
 Scheduler::AdmissionCost Scheduler::admission_cost(const Request& r, const std::vector<int32_t>& context,

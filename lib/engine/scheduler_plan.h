@@ -10,6 +10,9 @@
 
 namespace ftx {
 
+// "request 3" or "request 3 (session \"s1\")": how errors name a request (index 0-based).
+std::string request_name(int64_t index, const std::string& session);
+
 struct Scheduler::Plan {
   enum Flag : int64_t { kEnd = 1, kStop = 2, kError = 4 };
   // Cache ops, applied by rank 0 while it plans (so that its counts of free blocks are true) and
@@ -32,6 +35,7 @@ struct Scheduler::Plan {
   // Rank 0 only: the newcomers' requests (decode.input_ids = the whole context) and slot metadata.
   std::vector<Request> requests;
   std::vector<Slot> meta;
+  std::vector<GenerationOutput> refused;  // SchedulerOptions::refuse_alone: requests that failed alone
 };
 
 }  // namespace ftx

@@ -10,6 +10,7 @@
 #include "formats/error.h"
 #include "formats/input_file.h"
 #include "formats/output_file.h"
+#include "lib/decoding/logit_processing.h"
 
 namespace ftx {
 
@@ -261,13 +262,18 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
   engine.reserve(2 * B, max_seq, B * max_prompt);
   std::vector<float> logits(static_cast<size_t>(2 * B * V));
   LambadaSummary sum;
+  int64_t nonfinite = -1;  // rank 0: the first example whose logits were not finite
+  auto check_rows = [&](int64_t s, int64_t rows, const std::vector<int32_t>* which) {
+    for (int64_t j = 0; j < rows && root && nonfinite < 0; ++j)
+      if (decoding::overflowed(&logits[j * V], V)) nonfinite = s + (which ? (*which)[j] % B : j);
+  };
 
   for (int64_t s = first; s < N; s += B) {
-    // Every rank stops at the same batch: rank 0 decides.
-    int32_t stop = comm.rank() == 0 && should_stop && should_stop() ? 1 : 0;
+    // Every rank stops at the same batch: rank 0 decides (asked to, or logits that overflowed).
+    int32_t stop = comm.rank() == 0 && (nonfinite >= 0 || (should_stop && should_stop())) ? 1 : 0;
     comm.broadcast(&stop, sizeof stop, 0);
     if (stop) {
-      if (stopped) *stopped = true;
+      if (stopped) *stopped = nonfinite < 0;
       break;
     }
     const int64_t n = std::min(B, N - s);
@@ -282,6 +288,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
       prompts[i].assign(ids.begin(), ids.end() - 1);
     }
     engine.prefill(prompts, rows, logits.data());
+    check_rows(s, n, nullptr);
     for (int64_t i = 0; i < n && root; ++i) {
       auto& r = res[i];
       r.index = s + i;
@@ -321,6 +328,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
         }
         if (!copy_dst.empty()) engine.copy_rows(copy_dst, copy_src);
         engine.decode(tokens, step_rows, logits.data());
+        check_rows(s, static_cast<int64_t>(step_rows.size()), &step_rows);
         if (root) {
           for (size_t j = 0; j < step_rows.size(); ++j) {
             const int64_t row = step_rows[j];
@@ -335,6 +343,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
           }
         }
       } else if (root) {
+        check_rows(s, n, nullptr);
         for (int64_t i = 0; i < n; ++i) {
           const float* l = &logits[i * V];
           res[i].word_logprob += log_softmax_at(l, V, examples[s + i].word_ids[0]);
@@ -345,7 +354,7 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
       comm.broadcast(pred.data(), pred.size() * sizeof(int32_t), 0);
     }
 
-    if (root) {
+    if (root && nonfinite < 0) {
       for (int64_t i = 0; i < n; ++i) {
         auto& r = res[i];
         const auto& w = examples[s + i].word_ids;
@@ -358,6 +367,10 @@ LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
       if (progress) progress(s + n, N);
     }
   }
+  if (nonfinite >= 0)
+    throw Error("example " + std::to_string(nonfinite + 1) +
+                ": the model's logits are not finite (NaN or +Inf): its activations overflowed (weights too large "
+                "for the arithmetic, or fp16's range); no result of its batch or after it is counted");
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

@@ -70,7 +70,9 @@ struct LambadaSummary {
 // the same arguments; rank 0 decides the greedy tokens and broadcasts them). Results are complete on
 // rank 0. on_result is called on rank 0 in example order; progress(i, n) after each batch.
 // should_stop (rank 0) is polled before each batch; when it says stop, every rank returns early with
-// *stopped set. The summary covers the examples evaluated here.
+// *stopped set. The summary covers the examples evaluated here. Logits that are not finite (NaN or
+// Inf: the model's activations overflowed) end the run on rank 0 with an Error naming the first
+// such example, after the results of the batches before it (the other ranks stop with it).
 LambadaSummary evaluate_lambada(Engine& engine, dist::Communicator& comm,
                                 const std::vector<LambadaExample>& examples, int64_t batch_size,
                                 const std::function<void(const LambadaResult&)>& on_result,

@@ -78,7 +78,14 @@ JsonlTokenizeStats tokenize_jsonl(const Tokenizer& tokenizer, JsonlDirection dir
     try {
       parsed = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw Error(input_name, where(stats.lines) + ": not valid JSON: " + e.what());
+      // Plain text is the likely mistake: say what a line must be, and how to make such lines.
+      const bool plain = line.find_first_not_of(" \t\r") != std::string::npos && line[line.find_first_not_of(" \t\r")] != '{';
+      if (plain)
+        throw Error(input_name, where(stats.lines) + ": not a JSON line; ftx tokenize reads one JSON object a line, " +
+                                    (direction == JsonlDirection::kEncode ? std::string(R"({"text": "..."})")
+                                                                          : std::string(R"({"ids": [...]})")) +
+                                    " (plain text lines become such lines with: jq -R '{text: .}')");
+      throw Error(input_name, where(stats.lines) + ": not valid JSON (" + e.what() + ")");
     }
     std::string result = direction == JsonlDirection::kEncode
                              ? encode_line(tokenizer, parsed, input_name, stats.lines, &stats)

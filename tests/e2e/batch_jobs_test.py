@@ -132,7 +132,18 @@ def test_resume(tmp):
     r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", "--top-k", "3")
     check(r.returncode == 1 and "prompt 1 " in r.stderr and "the input changed" in r.stderr,
           f"changed option: {r.returncode} {r.stderr.strip()!r}")
-    r = ftx(*base, "--input-ids", csv, "--output", out, "--resume")
+    # What changes results without changing a request (the trial's G-11: a bf16 run resumed in fp32
+    # mixed the two): refused, naming it; what does not (threads, batch size, block size, budget) is not.
+    for flag, value, needle in [("--dtype", "bf16", 'dtype: "float32" then, "bfloat16" now'),
+                                ("--memory-len", "16", "memory_len: 0 then, 16 now")]:
+        r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", flag, value)
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and "was written by a different run" in r.stderr
+              and needle in r.stderr, f"resume with {flag} {value}: {r.returncode} {r.stderr.strip()!r}")
+    other = list(base)
+    other[other.index("--threads") + 1] = "2"
+    other[other.index("--batch-size") + 1] = "3"
+    r = ftx(*other, "--input-ids", csv, "--output", out, "--resume", "--dtype", "fp32", "--tokens-per-block", "16",
+            "--kv-cache-memory", "64M")
     check(r.returncode == 0, f"unchanged input still resumes: {r.stderr.strip()}")
     r = ftx(*base, "--input-ids", csv, "--output", out, "--resume")
     check(r.returncode == 1 and "is complete already" in r.stderr, f"--resume of a finished run: {r.stderr.strip()}")
@@ -147,6 +158,9 @@ def test_resume(tmp):
         rc, _ = kill_part_way([*ev, "--output", out, "--summary-json", summ], out + ".partial", signal.SIGKILL, 100)
         kept = lines_of(out + ".partial") if os.path.exists(out + ".partial") else 0
         check(rc == -9 and 0 < kept < 600, f"eval-lambada killed: exit {rc}, {kept} kept")
+        r = ftx(*ev, "--output", out, "--summary-json", summ, "--resume", "--dtype", "bf16")
+        check(r.returncode == 1 and 'dtype: "float32" then, "bfloat16" now' in r.stderr
+              and lines_of(out + ".partial") == kept, f"eval-lambada resumed in bf16: {r.returncode} {r.stderr.strip()!r}")
         r = ftx(*ev, "--output", out, "--summary-json", summ, "--resume")
         check(r.returncode == 0 and open(out, "rb").read() == open(ref, "rb").read(),
               f"eval-lambada resumed file differs: {r.stderr.strip()}")

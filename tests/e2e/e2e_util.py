@@ -60,6 +60,15 @@ def check_killed_and_resumed(base, out, ref, kill_after_bytes, total):
           f"resumed file differs from the uninterrupted run: {r.stderr.strip()}")
 
 
+def one_line_error(name, r, code, *needles):
+    """Exit `code`, and stderr is exactly one line, "ftx: error: ...", containing every needle."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
+          and all(n in lines[0] for n in needles))
+    check(ok, f"{name}: exit {r.returncode} (wanted {code}), stderr {lines!r}, wanted {needles!r}")
+    return ok
+
+
 def wait_for(pred, what, context=lambda: "", timeout=30):
     """Polls pred() every 50 ms until it is true (True) or `timeout` s pass (a failure naming `what`
     and context(), False): the terminal tests' way of waiting for a screen."""
@@ -70,3 +79,45 @@ def wait_for(pred, what, context=lambda: "", timeout=30):
         time.sleep(0.05)
     check(False, f"timed out waiting for {what}; {context()}")
     return False
+
+
+class TmuxChat:
+    """`ftx chat ARGS` on a terminal: a private tmux server (other users of the default socket cannot
+    end it) running the chat in a 200x50 window, its stderr in a file and its exit status in another
+    once it ends. Use as a context manager; needs tmux (the caller skips without it)."""
+
+    def __init__(self, tmp, ftx_args, name):
+        self.tm = ["tmux", "-L", f"{name}{os.getpid()}"]
+        self.done = os.path.join(tmp, f"{name}.status")
+        self.err = os.path.join(tmp, f"{name}.stderr")
+        script = os.path.join(tmp, f"{name}.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/bash\n{os.environ['FTX_BIN']} chat {' '.join(ftx_args)} 2>{self.err}\n"
+                    f"echo $? > {self.done}\nsleep 30\n")
+        os.chmod(script, 0o755)
+        subprocess.run(self.tm + ["new-session", "-d", "-s", "c", "-x", "200", "-y", "50", script], check=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(self.tm + ["kill-server"], capture_output=True)
+
+    def pane(self, lines=200):
+        return subprocess.run(self.tm + ["capture-pane", "-p", "-t", "c", "-S", f"-{lines}"], capture_output=True,
+                              text=True).stdout
+
+    def stderr_lines(self, prefix=""):
+        if not os.path.exists(self.err):
+            return []
+        return [ln for ln in open(self.err).read().splitlines() if ln.startswith(prefix)]
+
+    def keys(self, *k, literal=False):
+        subprocess.run(self.tm + ["send-keys", "-t", "c"] + (["-l"] if literal else []) + list(k), check=True)
+
+    def wait_for(self, pred, what, timeout=30):
+        return wait_for(pred, "tty: " + what,
+                        lambda: f"pane:\n{self.pane()[-800:]}\nstderr: {self.stderr_lines()[-6:]}", timeout)
+
+    def exit_status(self):
+        return open(self.done).read().strip() if os.path.exists(self.done) else None

@@ -346,6 +346,8 @@ def test_errors():
             json.dump({"sharded_backend": "zarr", "sharded_backend_version": 1}, f)
         expect_error("zarr backend", "convert-megatron", d, out, "sharded_backend 'zarr' is not supported")
 
+        test_tied_output_layer(tmp, out)
+
         # NeMo: yaml options.
         src = os.path.join(FIX, "classic", "nemo", "tp1pp1_dist.nemo")
         for key, value, want in [("num_moe_experts", "8", "mixture of experts (MoE) is not supported (num_moe_experts: 8)"),
@@ -358,6 +360,53 @@ def test_errors():
             expect_error(f"nemo {key}", "convert-nemo", stage, out, want)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_tied_output_layer(tmp, out):
+    """Arguments that say the output layer is the word embeddings, on a checkpoint that holds its own
+    output_layer.weight (the trial's A-32/B-22: it was dropped silently, and the dist form kept it
+    under a config.ini saying tied): refused, naming the argument to fix. Megatron's own copy of the
+    tied embeddings on a last pipeline stage (classic, PP 2) still converts (test_convert), and a
+    copy that no longer equals them is refused too."""
+    import torch
+    untie = "untie_embeddings_and_output_weights False"
+    for layout in ("tp1pp1", "tp2pp1"):
+        leg = os.path.join(tmp, "tied_legacy_" + layout)
+        shutil.copytree(os.path.join(FIX, "modern", "megatron", layout, "legacy"), leg)
+        for shard in sorted(os.listdir(os.path.join(leg, ITER))):
+            path = os.path.join(leg, ITER, shard, "model_optim_rng.pt")
+            ck = torch.load(path)
+            ck["args"].untie_embeddings_and_output_weights = False
+            torch.save(ck, path)
+        expect_error(f"tied args, own output layer, legacy {layout}", "convert-megatron", leg, out, untie)
+    d = os.path.join(tmp, "tied_dist")
+    shutil.copytree(os.path.join(FIX, "modern", "megatron", "tp2pp1", "dist"), d)
+    common = torch.load(os.path.join(d, ITER, "common.pt"))
+    common["args"].untie_embeddings_and_output_weights = False
+    torch.save(common, os.path.join(d, ITER, "common.pt"))
+    expect_error("tied args, own output layer, dist", "convert-megatron", d, out, untie)
+    # Megatron's last-stage copy, changed: no longer the embeddings.
+    pp = os.path.join(tmp, "tied_pp2")
+    shutil.copytree(os.path.join(FIX, "classic", "megatron", "tp1pp2", "legacy"), pp)
+    path = os.path.join(pp, ITER, "mp_rank_00_001", "model_optim_rng.pt")
+    ck = torch.load(path)
+    ck["model"]["output_layer.weight"][3, 5] += 0.25
+    torch.save(ck, path)
+    expect_error("tied PP 2, a last-stage copy that differs", "convert-megatron", pp, out, untie)
+    # NeMo: share_embeddings_and_output_weights true, or missing (NeMo's default is true).
+    for src in ("tp1pp1_legacy.nemo", "tp2pp1_dist.nemo"):
+        for edit, want in [("true", "model_config.yaml says share_embeddings_and_output_weights: true"),
+                           (None, "model_config.yaml has no share_embeddings_and_output_weights (NeMo's default is true)")]:
+            stage = os.path.join(tmp, f"tied_{src}_{edit}")
+            with tarfile.open(os.path.join(FIX, "modern", "nemo", src)) as tf:
+                tf.extractall(stage)
+            y = os.path.join(stage, "model_config.yaml")
+            lines = [ln for ln in open(y) if not ln.startswith("share_embeddings_and_output_weights:")]
+            if edit:
+                lines.append(f"share_embeddings_and_output_weights: {edit}\n")
+            with open(y, "w") as f:
+                f.writelines(lines)
+            expect_error(f"nemo {src}, share_embeddings {edit}", "convert-nemo", stage, out, want)
 
 
 def main():

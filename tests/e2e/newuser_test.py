@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util  # noqa: E402
-from e2e_util import check, finish  # noqa: E402
+from e2e_util import check, finish, one_line_error  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 FIX = os.environ["FTX_FIXTURES"]
@@ -57,15 +57,6 @@ def write(path, text, mode="w"):
     with open(path, mode) as f:
         f.write(text)
     return path
-
-
-def one_line_error(name, r, code, *needles):
-    """Exit `code`, and stderr is exactly one line, "ftx: error: ...", containing every needle."""
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
-    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
-          and all(n in lines[0] for n in needles))
-    check(ok, f"{name}: exit {r.returncode} (wanted {code}), stderr {lines!r}, wanted {needles!r}")
-    return ok
 
 
 def listing(folder):
@@ -609,28 +600,14 @@ def test_chat_tty(tmp):
     if not shutil.which("tmux"):
         print("SKIP: tmux is not installed")
         sys.exit(77)
-    # A private tmux server: other users of the default socket cannot end this one.
-    sock = f"ftxnu{os.getpid()}"
-    tm = ["tmux", "-L", sock]
-    done = os.path.join(tmp, "status")
-    err = os.path.join(tmp, "stderr")
-    script = write(os.path.join(tmp, "chat.sh"),
-                   f"#!/bin/bash\n{FTX} chat -m {BPE} --max-new-tokens 400 2>{err}\necho $? > {done}\nsleep 30\n")
-    os.chmod(script, 0o755)
-    subprocess.run(tm + ["new-session", "-d", "-s", "c", "-x", "200", "-y", "50", script], check=True)
-    try:
-        def pane():
-            return subprocess.run(tm + ["capture-pane", "-p", "-t", "c", "-S", "-200"], capture_output=True,
-                                  text=True).stdout
+    with e2e_util.TmuxChat(tmp, ["-m", BPE, "--max-new-tokens", "400"], "ftxnu") as t:
+        pane, keys = t.pane, t.keys
 
         def stats():
-            return [l for l in open(err).read().splitlines() if l.startswith("[round")] if os.path.exists(err) else []
+            return t.stderr_lines("[round")
 
         def wait_for(pred, what, timeout=30):
-            return e2e_util.wait_for(pred, "tty: " + what, lambda: f"pane:\n{pane()}\nstderr: {stats()}", timeout)
-
-        def keys(*k, literal=False):
-            subprocess.run(tm + ["send-keys", "-t", "c"] + (["-l"] if literal else []) + list(k), check=True)
+            return t.wait_for(pred, what, timeout)
 
         wait_for(lambda: pane().startswith(">"), "the prompt")
         keys("Hello", literal=True)
@@ -662,11 +639,9 @@ def test_chat_tty(tmp):
               f"Up, Up recalled the one-token line 'Hello' (not 'abc', not '/reset', not escape codes): {s}")
         wait_for(lambda: pane().rstrip().endswith(">"), "the third prompt")
         keys("C-d")
-        wait_for(lambda: os.path.exists(done), "chat to end")
-        check(open(done).read().strip() == "0", f"Ctrl-D ends the chat with exit 0: {open(done).read()!r}")
+        wait_for(lambda: t.exit_status() is not None, "chat to end")
+        check(t.exit_status() == "0", f"Ctrl-D ends the chat with exit 0: {t.exit_status()!r}")
         check("\x1b[A" not in pane() and "^[[A" not in pane(), "no escape codes reached the screen")
-    finally:
-        subprocess.run(tm + ["kill-server"], capture_output=True)
 
 
 # ---- interrupted conversions ----

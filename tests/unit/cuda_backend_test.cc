@@ -31,6 +31,7 @@
 
 #include "engine_test_util.h"
 #include "gpu_test_util.h"
+#include "graph_steps_test_util.h"
 #include "lib/engine/scheduler.h"
 #include "formats/error.h"
 #include "lib/ops/backend.h"
@@ -1236,29 +1237,7 @@ TEST_P(CudaGraphs, DecodeStepsEqualEagerLaunches) {
     const int64_t steps = 8;
     ee.reserve(B + 1 + round, longest + steps + 1, B * longest + round);  // round 1 reallocates
     eg.reserve(B + 1 + round, longest + steps + 1, B * longest + round);
-    std::vector<int32_t> rows(B);
-    std::iota(rows.begin(), rows.end(), 0);
-    std::vector<float> le(B * V), lg(B * V);
-    ee.prefill(e.prompts, rows, le.data());
-    eg.prefill(e.prompts, rows, lg.data());
-    EXPECT_EQ(lg, le);
-    for (int64_t s = 0; s < steps; ++s) {
-      // Rows 0..n-1 decode; from step 4 on, the last row has stopped (a batch of n - 1).
-      const int64_t n = s < 4 ? B : std::max<int64_t>(B - 1, 1);
-      if (s == 2) {  // outside a step: beam fan-out into the spare row
-        ee.copy_rows({static_cast<int32_t>(B)}, {0});
-        eg.copy_rows({static_cast<int32_t>(B)}, {0});
-      }
-      std::vector<int32_t> tokens(n), active(rows.begin(), rows.begin() + n);
-      for (int64_t b = 0; b < n; ++b)
-        tokens[b] = static_cast<int32_t>(std::max_element(le.begin() + b * V, le.begin() + (b + 1) * V) -
-                                         (le.begin() + b * V));
-      std::vector<float> oe(n * V), og(n * V);
-      ee.decode(tokens, active, oe.data());
-      eg.decode(tokens, active, og.data());
-      EXPECT_EQ(og, oe) << "step " << s << " (" << n << " rows)";
-      std::copy(oe.begin(), oe.end(), le.begin());
-    }
+    test::expect_graph_steps_equal_eager(ee, eg, e.prompts, V, steps, /*shrink_at=*/4);
     // Each batch size ran 4 times: measured, captured, replayed twice.
     EXPECT_GE(impl->graphs_recorded(), 1u);
   }

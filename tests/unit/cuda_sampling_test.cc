@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -61,6 +62,7 @@ class CudaSampling : public ::testing::Test {
     ASSERT_EQ(cpu.size(), gpu.size());
     for (size_t i = 0; i < cpu.size(); ++i) {
       EXPECT_EQ(cpu[i].token, gpu[i].token) << what << " entry " << i;
+      EXPECT_EQ(cpu[i].nonfinite, gpu[i].nonfinite) << what << " entry " << i << ": NaN/Inf in the row's logits";
       for (auto [c, g] : {std::pair{cpu[i].log_prob, gpu[i].log_prob},
                           std::pair{cpu[i].output_log_prob, gpu[i].output_log_prob}}) {
         if (std::isinf(c)) {
@@ -76,15 +78,49 @@ class CudaSampling : public ::testing::Test {
 };
 
 TEST_F(CudaSampling, EqualsTheCpuTwinOnRandomBatches) {
-  int64_t entries = 0;
+  int64_t entries = 0, nonfinite = 0;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     const test::SamplingCase c = test::make_sampling_case(seed);
     const decoding::RowSamplingBatch batch = test::resolve(c);
-    expect_equal(on_host(c.logits, c.stride, c.vocab, batch), on_device(c.logits, c.stride, c.vocab, batch),
+    const std::vector<SampledToken> host = on_host(c.logits, c.stride, c.vocab, batch);
+    expect_equal(host, on_device(c.logits, c.stride, c.vocab, batch),
                  "seed " + std::to_string(seed) + " vocab " + std::to_string(c.vocab));
     entries += static_cast<int64_t>(batch.rows.size());
+    for (const SampledToken& t : host) nonfinite += t.nonfinite;
   }
   EXPECT_GT(entries, 1500);
+  EXPECT_GT(nonfinite, 0) << "rows with NaN or Inf logits are among the cases";
+  EXPECT_LT(nonfinite, entries);
+}
+
+// Logits that overflowed (issue 38: an fp16 overflow on the GPU gave "!!!!" and rc 0): every row
+// holding a NaN or +Inf says so, whatever its mode, and a finite row beside it does not (nor one
+// with -Inf, a ban).
+TEST_F(CudaSampling, SaysWhichRowsHeldNonFiniteLogits) {
+  const int64_t vocab = 1000, stride = 1024;
+  std::vector<float> logits(static_cast<size_t>(4 * stride), 0.5f);
+  logits[static_cast<size_t>(1 * stride + 17)] = std::numeric_limits<float>::quiet_NaN();
+  logits[static_cast<size_t>(0 * stride + 5)] = -std::numeric_limits<float>::infinity();
+  logits[static_cast<size_t>(2 * stride + 999)] = std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(3 * stride + i)] = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& [k, p] : {std::pair<int64_t, double>{0, 0.0}, {8, 0.0}, {0, 0.9}}) {
+    decoding::RowSamplingBatch batch;
+    std::vector<uint8_t> seen(vocab, 0);
+    for (int64_t r = 0; r < 4; ++r) {
+      SamplingConfig cfg;
+      cfg.top_k = k;
+      cfg.top_p = p;
+      const auto mode = decoding::resolve_sampling_mode(cfg.top_k, cfg.top_p, vocab);
+      decoding::add_row_sampling(batch, r, vocab, cfg, mode, mode.top_p, 0.5, {1, 2}, 0, seen);
+    }
+    const std::vector<SampledToken> gpu = on_device(logits, stride, vocab, batch);
+    const std::string what = "top_k " + std::to_string(k) + " top_p " + std::to_string(p);
+    EXPECT_FALSE(gpu[0].nonfinite) << what;
+    EXPECT_TRUE(gpu[1].nonfinite) << what;
+    EXPECT_TRUE(gpu[2].nonfinite) << what;
+    EXPECT_TRUE(gpu[3].nonfinite) << what;
+    expect_equal(on_host(logits, stride, vocab, batch), gpu, what);
+  }
 }
 
 // A 256k vocabulary (the largest ftx serves) with every mode, one row each, many uniforms.

@@ -230,6 +230,42 @@ TEST(DecodingDecoder, CurrentBestStreamsGeneratedTokens) {
   EXPECT_THROW(d.current_best(1), Error);
 }
 
+// Logits that overflowed (NaN, +Inf) at some step (issue 38: they gave token 0 and null log probs,
+// silently): the request ends there with nothing drawn, FinishReason::kNonFiniteLogits, the tokens
+// before that step kept; a neighbour with finite logits goes on. Sampling rows and beams alike.
+// A -Inf logit is a ban (a token never drawn), not an overflow: the request goes on.
+TEST(DecodingDecoder, NonFiniteLogitsEndTheRequestAtThatStep) {
+  const int64_t vocab = 8;
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    for (const int64_t width : {1, 2}) {
+      SamplingConfig s;
+      s.beam_width = width;
+      s.return_log_probs = true;
+      std::vector<DecodeRequest> reqs = {make_request({5}, 6, s), make_request({6}, 6, s)};
+      // Request 0's rows overflow from step 2 on (one logit is enough); request 1's never do.
+      const auto run = run_decoder(reqs, vocab, [&](int64_t step, int64_t row, const std::vector<int32_t>&, float* l) {
+        std::fill(l, l + vocab, 0.0f);
+        l[3] = 4.0f;
+        l[4] = 3.0f;
+        if (row / width == 0 && step >= 2) l[row % 2 ? 7 : 0] = bad;
+      });
+      SCOPED_TRACE("logit " + std::to_string(bad) + ", beam width " + std::to_string(width));
+      const BeamResult& hit = run.results[0].beams[0];
+      if (bad < 0) {
+        EXPECT_EQ(hit.finish_reason, FinishReason::kLength);
+        EXPECT_EQ(hit.output_ids.size(), 6u);
+        continue;
+      }
+      EXPECT_EQ(hit.finish_reason, FinishReason::kNonFiniteLogits);
+      EXPECT_STREQ(finish_reason_name(hit.finish_reason), "non_finite_logits");
+      EXPECT_EQ(hit.output_ids.size(), 2u) << "the tokens of steps 0 and 1, none from step 2";
+      for (float lp : hit.output_log_probs) EXPECT_TRUE(std::isfinite(lp));
+      EXPECT_EQ(run.results[1].beams[0].finish_reason, FinishReason::kLength);
+      EXPECT_EQ(run.results[1].beams[0].output_ids.size(), 6u);
+    }
+  }
+}
+
 TEST(DecodingDecoder, InvalidRequestsAreErrors) {
   EXPECT_THROW(Decoder({}, 4), Error);
   EXPECT_THROW(Decoder({make_request({}, 3)}, 4), Error);

@@ -17,6 +17,7 @@
 
 #include "engine_test_util.h"
 #include "follow_test_util.h"
+#include "fp8_test_util.h"
 #include "formats/error.h"
 
 namespace ftx {
@@ -28,21 +29,7 @@ const std::vector<std::string>& fp8_models() {
   return names;
 }
 
-// $FTX_FIXTURES/fp8 (or a /tmp folder outside ctest), made on first use from the engine fixtures
-// with this build's ftx, by the test venv's python (ml_dtypes).
-std::string fp8_fixtures() {
-  const std::string src = test::env_or("FTX_SOURCE_DIR", test::source_dir_from_here());
-  const std::string engine = test::engine_fixtures();
-  const char* f = std::getenv("FTX_FIXTURES");
-  const std::string dir = f && *f ? std::string(f) + "/fp8" : engine + "-fp8";
-  if (!std::ifstream(dir + "/DONE")) {
-    const std::string cmd = test::env_or("FTX_TEST_PYTHON", "python3") + " " + src +
-                            "/scripts/fixtures/make_fp8_fixtures.py " + dir + " " +
-                            test::env_or("FTX_BIN", FTX_TEST_BIN) + " " + engine + " > /dev/null";
-    if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "fixture script failed: " << cmd;
-  }
-  return dir;
-}
+using test::fp8_fixtures;
 
 void set_mode(ops::Backend& be, const std::string& mode) {
   be.set_fp8(mode != "fp8_kv");

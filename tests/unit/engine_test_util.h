@@ -217,6 +217,22 @@ inline Observed run_greedy_paths_on(ops::Backend& be, const std::string& dir, co
   return o;
 }
 
+// The largest |got - ref| over every logit of every step, relative to that row's largest |ref| (at
+// least 1): the measure test::logits_close holds a tolerance to.
+inline double largest_logit_gap(const Observed& got, const Observed& ref) {
+  double worst = 0;
+  for (size_t p = 0; p < ref.steps.size(); ++p)
+    for (size_t s = 0; s < ref.steps[p].size(); ++s) {
+      double row = 1.0, gap = 0;
+      for (size_t i = 0; i < ref.steps[p][s].size(); ++i) {
+        row = std::max(row, std::fabs(static_cast<double>(ref.steps[p][s][i])));
+        gap = std::max(gap, std::fabs(static_cast<double>(got.steps[p][s][i]) - ref.steps[p][s][i]));
+      }
+      worst = std::max(worst, gap / row);
+    }
+  return worst;
+}
+
 // On the CPU. int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per
 // column). int8_kv_cache: hold K and V in int8 with the folder's per-layer scales (--int8-kv-cache).
 inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,

@@ -209,7 +209,8 @@ TEST(KvCacheBudget, ParsesBytesFractionsAndAuto) {
   EXPECT_EQ(f.kind, KvCacheBudget::Kind::kFraction);
   EXPECT_EQ(f.blocks(100, 1000), 2);  // 250 bytes of 1000
   EXPECT_EQ(g.blocks(1 << 20, 0), 2048);
-  for (const char* bad : {"", "-1", "0", "lots", "3X", "nan"}) {
+  // A plain number above 1 counts bytes: 1.5 is a mistake (1.5G meant?), not 1 byte.
+  for (const char* bad : {"", "-1", "0", "lots", "3X", "nan", "1.5", "2.25"}) {
     try {
       KvCacheBudget::parse(bad);
       FAIL() << bad;

@@ -192,6 +192,19 @@ TEST(Pickle, AllowedGlobals) {
   EXPECT_EQ(o->repr(), "{'a': 7}");
 }
 
+// TransformerEngine 1.x's _extra_state: an io.BytesIO (Python's own pickle of it, protocol 2)
+// becomes an opaque object; its bytes are never unpickled. Other classes of _io stay refused.
+TEST(Pickle, BytesIOIsAnOpaqueObject) {
+  const std::string bytesio =
+      "\x80\x02" "c_io\nBytesIO\nq\x00)\x81q\x01" "c_codecs\nencode\nq\x02X\x03\x00\x00\x00" "abcq\x03"
+      "X\x06\x00\x00\x00latin1q\x04\x86q\x05Rq\x06K\x00N\x87q\x07" "b."s;
+  ValuePtr v = U(bytesio);
+  EXPECT_EQ(v->kind, Value::Kind::kObject);
+  EXPECT_EQ(v->str, "_io.BytesIO");
+  for (const std::string& g : {"_io\nFileIO"s, "_io\nopen"s, "io\nopen"s})
+    EXPECT_NE(error_of("c" + g + "\n."), "") << g;
+}
+
 TEST(Pickle, RefusesGlobalsOutsideTheAllowList) {
   EXPECT_EQ(error_of("\x80\x02" "cos\nsystem\nU\x02hi\x85R."s),
             "test.pkl: refusing to load global 'os.system' (not in the allow-list)");

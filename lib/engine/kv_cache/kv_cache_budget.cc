@@ -51,6 +51,9 @@ KvCacheBudget KvCacheBudget::parse(const std::string& text, const std::string& f
     b.value = v;
     return b;
   }
+  // A plain number above 1 is a byte count: a fraction of a byte is a mistake (1.5 meant 1.5G?).
+  if (suffix.empty() && v != std::floor(v))
+    throw bad("neither a fraction in (0, 1] nor a whole number of bytes (a unit, as in " + text + "G, makes it a size)");
   b.kind = Kind::kBytes;
   b.value = std::floor(v * unit);
   return b;

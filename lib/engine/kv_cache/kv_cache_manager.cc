@@ -81,7 +81,8 @@ void KvCacheManager::fork(const std::vector<int32_t>& dst, const std::vector<int
   }
 }
 
-KvCacheManager::Match KvCacheManager::match(const std::vector<int32_t>& keys, int64_t max_slots) const {
+KvCacheManager::Match KvCacheManager::match(const std::vector<int32_t>& keys, int64_t max_slots,
+                                            std::vector<int32_t>* parked_ids) const {
   Match m;
   if (!sharing()) return m;
   const int64_t bs = opt_.block_size;
@@ -91,7 +92,10 @@ KvCacheManager::Match KvCacheManager::match(const std::vector<int32_t>& keys, in
     const int32_t b = prefix_.find(chain, keys.data() + i * bs, bs);
     if (b < 0) break;
     ++m.blocks;
-    if (prefix_.parked(b)) ++m.parked;
+    if (prefix_.parked(b)) {
+      ++m.parked;
+      if (parked_ids) parked_ids->push_back(b);
+    }
     chain = PrefixCache::chain(chain, keys.data() + i * bs, bs);
   }
   return m;

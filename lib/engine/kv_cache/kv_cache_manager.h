@@ -63,11 +63,12 @@ class KvCacheManager {
 
   // ---- prefix sharing
   // The leading full blocks the cache holds for a fresh row's slot keys, within the first
-  // max_slots slots: how many, and how many of them no row holds (taking those lowers available()).
+  // max_slots slots: how many, and how many of them no row holds (taking those lowers available();
+  // their ids go to `parked_ids` when given: rows that share one take it once).
   struct Match {
     int64_t blocks = 0, parked = 0;
   };
-  Match match(const std::vector<int32_t>& keys, int64_t max_slots) const;
+  Match match(const std::vector<int32_t>& keys, int64_t max_slots, std::vector<int32_t>* parked_ids = nullptr) const;
   // The empty row takes those blocks; returns the slots it now holds.
   int64_t attach(int64_t row, const std::vector<int32_t>& keys, int64_t max_slots);
 

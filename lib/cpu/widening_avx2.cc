@@ -1,0 +1,38 @@
+// The widening GEMM kernels (widening_kernels.h) compiled for AVX2 + FMA + F16C.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "lib/cpu/narrow_type.h"
+#include "lib/cpu/simd_vec.h"
+#include "lib/cpu/widening_levels.h"
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace ftx::cpu::avx2 {
+
+namespace {
+using simd::Avx2;
+#define FTX_WIDENING_KERNELS_LEVEL
+#include "lib/cpu/widening_kernels.h"
+#undef FTX_WIDENING_KERNELS_LEVEL
+}  // namespace
+
+void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
+                    int64_t nn, float* acc, float* strip) {
+  with_narrow(type, [&](auto e) {
+    using E = decltype(e);
+    if (M > kWideningStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, strip);
+    stream_block<Avx2, E>(M, K, A, B, ldb, trans, nn, acc);
+  });
+}
+
+int64_t widening_strip_floats(int64_t K) { return tile_strip_floats<Avx2>(K); }
+
+}  // namespace ftx::cpu::avx2
+
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,295 @@
+// The widening GEMM kernels (widening_gemm.h), written once over a vector level V (simd_vec.h) and
+// a weight type E (narrow_type.h). Included only by the files that compile them for a level
+// (widening_avx512.cc, widening_avx2.cc), inside that level's `#pragma GCC target` region and a
+// namespace of its own, after every standard header: so each level's instantiations are its own
+// functions, and no inline function of a standard header is compiled for a level the CPU may lack.
+//
+// The arithmetic contract, the same at every level: each output is one FMA chain over k = 0..K-1
+// in order, starting from zero (the streaming kernel continues the chain across K pieces through
+// acc), so a row's sums do not depend on how many rows share the GEMM, nor on the level (AVX2 and
+// AVX-512 give the same bits for a [K, N] B), nor on the panel width. A transposed B (an embedding
+// table as lm_head) is a dot product per output, summed in lanes and reduced: the same for any
+// number of rows, but its bits depend on the level's lane count.
+#ifndef FTX_WIDENING_KERNELS_LEVEL
+#error "widening_kernels.h is included by the per-level kernel files only"
+#endif
+
+// The register shapes that fit each level's register file: sums of R rows x C vectors stay in
+// registers for a whole K loop, with C weight vectors and R broadcasts beside them.
+template <class V>
+struct Shapes;
+template <>
+struct Shapes<simd::Avx512> {
+  static constexpr int kOneRow = 16, kOneRowNarrow = 12;  // 256 columns; 192 for panels of 192..255
+  static constexpr int kTwoRows = 8, kThreeRows = 4, kFourRows = 4;
+  static constexpr int kTransRows = 4;   // A rows per pass over a transposed B (4 sums each)
+  static constexpr int kStripVecs = 4;   // tile kernel: 64-column strips, 6 rows: 24 sums + 4 weights
+};
+template <>
+struct Shapes<simd::Avx2> {
+  static constexpr int kOneRow = 12, kOneRowNarrow = 12;  // 96 columns: 12 sums + weight + broadcast
+  static constexpr int kTwoRows = 6, kThreeRows = 4, kFourRows = 3;
+  static constexpr int kTransRows = 3;
+  static constexpr int kStripVecs = 2;   // 16-column strips, 6 rows: 12 sums + 2 weights + broadcast
+};
+constexpr int kTileRows = 6;
+
+template <class V, class E>
+__attribute__((always_inline)) inline typename V::F wide(const typename E::T* p) {
+  if constexpr (std::is_same_v<E, Narrow<NarrowType::kInt8>>) return V::widen_int8(p);
+  else if constexpr (std::is_same_v<E, Narrow<NarrowType::kFp16>>) return V::widen_fp16(p);
+  else if constexpr (std::is_same_v<E, Narrow<NarrowType::kBf16>>) return V::widen_bf16(p);
+  else if constexpr (std::is_same_v<E, Narrow<NarrowType::kFp8E4M3>>) return V::widen_fp8(p);
+  else return V::load(p);
+}
+
+// While the first block of columns runs, each k also prefetches the first `bytes` bytes of B row
+// k + rows_ahead, so that the blocks after it (which read the same rows further right) find them
+// in cache, or so that the next piece of K is in cache when the next call starts. Read one narrow
+// block at a time, the rows of B came from memory at about half the rate of one whole-row stream.
+struct StreamPrefetch {
+  int64_t bytes = 0;  // 0: none
+  int64_t rows_ahead = 0;
+};
+
+// acc[r][j] += Σ_k A[r][k] · B[k][j] for R rows (stride lda) and nn columns. Each block of
+// lanes·C columns keeps R x C sums in registers for the whole K loop; a k reads one contiguous
+// segment of a weight row (widened to fp32) and does R·C FMAs. Wide blocks mean few passes over
+// the rows of B and long contiguous reads, which the hardware prefetcher follows.
+template <class V, class E, int R, int C>
+void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn, float* acc,
+                 int64_t ldacc, StreamPrefetch pf = {}) {
+  using F = typename V::F;
+  constexpr int64_t kWidth = int64_t{V::kLanes} * C;
+  int64_t j = 0;
+  for (; j + kWidth <= nn; j += kWidth) {
+    F s[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) s[r][c] = V::load(acc + r * ldacc + j + V::kLanes * c);
+    const bool prefetch = pf.bytes > 0 && j == 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const typename E::T* row = B + k * ldb + j;
+      if (prefetch) {
+        const char* next = reinterpret_cast<const char*>(B + (k + pf.rows_ahead) * ldb);
+        for (int64_t off = 0; off < pf.bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+      }
+      F a[R];
+      for (int r = 0; r < R; ++r) a[r] = V::set1(A[r * lda + k]);
+      for (int c = 0; c < C; ++c) {
+        const F w = wide<V, E>(row + V::kLanes * c);
+        for (int r = 0; r < R; ++r) s[r][c] = V::fmadd(a[r], w, s[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) V::store(acc + r * ldacc + j + V::kLanes * c, s[r][c]);
+  }
+  if constexpr (C > 1) {  // what is left, in narrower blocks
+    if (j < nn) stream_rows<V, E, R, C / 2>(K, A, lda, B + j, ldb, nn - j, acc + j, ldacc);
+    return;
+  }
+  // The last < lanes columns. Written as fused multiply-adds, as the vector sums are: left to the
+  // compiler, `t += a * b` was contracted for some R and not for others, and a row's last columns
+  // then depended on how many rows shared the GEMM.
+  for (; j < nn; ++j)
+    for (int r = 0; r < R; ++r) {
+      float t = acc[r * ldacc + j];
+      for (int64_t k = 0; k < K; ++k) t = std::fma(A[r * lda + k], E::one(B + k * ldb + j), t);
+      acc[r * ldacc + j] = t;
+    }
+}
+
+// Transposed B ([N, K]: an embedding table as lm_head): output column j is the dot product of each
+// A row with B row j. One B row at a time, so the whole table is read as one sequential stream
+// (four rows side by side ran at half the rate: short interleaved streams the prefetcher follows
+// badly); four accumulators per A row over consecutive steps hide the FMA latency.
+template <class V, class E, int R>
+void stream_rows_trans(int64_t K, const float* A, const typename E::T* B, int64_t ldb, int64_t nn, float* acc,
+                       int64_t ldacc) {
+  using F = typename V::F;
+  constexpr int64_t L = V::kLanes;
+  const int64_t k4 = K / (4 * L) * (4 * L), k1 = K / L * L;
+  for (int64_t j = 0; j < nn; ++j) {
+    const typename E::T* row = B + j * ldb;
+    F s[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < 4; ++u) s[r][u] = V::zero();
+    for (int64_t k = 0; k < k4; k += 4 * L)
+      for (int u = 0; u < 4; ++u) {
+        const F w = wide<V, E>(row + k + L * u);
+        for (int r = 0; r < R; ++r) s[r][u] = V::fmadd(V::load(A + r * K + k + L * u), w, s[r][u]);
+      }
+    for (int64_t k = k4; k < k1; k += L) {
+      const F w = wide<V, E>(row + k);
+      for (int r = 0; r < R; ++r) s[r][0] = V::fmadd(V::load(A + r * K + k), w, s[r][0]);
+    }
+    for (int r = 0; r < R; ++r) {
+      float t = V::reduce_add(V::add(V::add(s[r][0], s[r][1]), V::add(s[r][2], s[r][3])));
+      for (int64_t k = k1; k < K; ++k) t = std::fma(A[r * K + k], E::one(row + k), t);
+      acc[r * ldacc + j] = t;
+    }
+  }
+}
+
+// Bytes of weights in one K piece of a streamed block: for one group of rows, and for several
+// groups, which pass over each piece in turn (64 KB: the piece stays in L1/L2 between them).
+// Measured with bench_decode_gemm on medium-sized layers, fp32, AVX-512: 2 rows took 0.94x of the
+// time with 256 KB pieces as with 64 KB; 8 rows took 0.88x of the time with 64 KB as with 256 KB.
+constexpr int64_t kStreamPieceBytes = 256 * 1024;
+constexpr int64_t kStreamPieceBytesShared = 64 * 1024;
+
+// R rows of one group (R <= 4) over one piece: the widest block that keeps the sums in registers.
+template <class V, class E>
+void stream_group(int R, int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn,
+                  float* acc, StreamPrefetch pf) {
+  using S = Shapes<V>;
+  switch (R) {
+    case 1:
+      if (nn < 256 && nn >= V::kLanes * S::kOneRowNarrow)
+        return stream_rows<V, E, 1, S::kOneRowNarrow>(K, A, lda, B, ldb, nn, acc, nn, pf);
+      return stream_rows<V, E, 1, S::kOneRow>(K, A, lda, B, ldb, nn, acc, nn, pf);
+    case 2: return stream_rows<V, E, 2, S::kTwoRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
+    case 3: return stream_rows<V, E, 3, S::kThreeRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
+    default: return stream_rows<V, E, 4, S::kFourRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
+  }
+}
+
+template <class V, class E, int R>
+void trans_group(int64_t K, const float* A, const typename E::T* B, int64_t ldb, int64_t jn, float* acc,
+                 int64_t ldacc, int rows) {
+  if constexpr (R > 1) {
+    if (rows < R) return trans_group<V, E, R - 1>(K, A, B, ldb, jn, acc, ldacc, rows);
+  }
+  stream_rows_trans<V, E, R>(K, A, B, ldb, jn, acc, ldacc);
+}
+
+// Any number of rows, few (decode) or many: up to four rows at a time (sums in registers). More
+// rows pass over the block in turn, so the block is cut along K into pieces that stay in cache (a
+// [K, 256] panel of fp32 is 1 to 4 MB): the first group of rows reads a piece from memory, the
+// others find it in cache. Without the cut, 8 rows read a medium model's fp32 weights twice. One
+// row whose block covers the panel is one whole-row stream, which the hardware prefetcher follows
+// alone (software prefetching made it slower). A transposed B is walked 16 rows at a time with
+// every row group, so the table comes from memory once.
+template <class V, class E>
+void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, bool trans, int64_t nn,
+                  float* acc) {
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  if (trans) {
+    constexpr int R = Shapes<V>::kTransRows;
+    const int64_t block = M <= R ? nn : 16;
+    for (int64_t j = 0; j < nn; j += block) {
+      const int64_t jn = std::min(block, nn - j);
+      for (int64_t m0 = 0; m0 < M; m0 += R)
+        trans_group<V, E, R>(K, A + m0 * K, B + j * ldb, ldb, jn, acc + m0 * nn + j, nn,
+                             static_cast<int>(std::min<int64_t>(R, M - m0)));
+    }
+    return;
+  }
+  const int64_t row_bytes = nn * int64_t(sizeof(typename E::T));
+  const int64_t ldb_bytes = ldb * int64_t(sizeof(typename E::T));
+  const int64_t ahead = (4096 + ldb_bytes - 1) / ldb_bytes;  // rows: about 4 KB ahead
+  const bool one_stream = M == 1 && nn <= int64_t{V::kLanes} * Shapes<V>::kOneRow;
+  const int64_t kb =
+      one_stream ? K : std::max<int64_t>(16, (M <= 4 ? kStreamPieceBytes : kStreamPieceBytesShared) / row_bytes);
+  for (int64_t k0 = 0; k0 < K; k0 += kb) {
+    const int64_t kn = std::min(kb, K - k0);
+    const typename E::T* b = B + k0 * ldb;
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      // One group of rows: it fetches its own rows a little ahead. Several: the first group of the
+      // first piece does that; the last group of every piece, which reads from L2, fetches the
+      // next piece meanwhile, so the first group of that piece finds it there.
+      StreamPrefetch pf;
+      if (one_stream) pf = {};
+      else if (M <= 4 || (m0 == 0 && k0 == 0)) pf = {row_bytes, ahead};
+      else if (m0 + 4 >= M && k0 + kn < K) pf = {row_bytes, kn};
+      stream_group<V, E>(static_cast<int>(std::min<int64_t>(4, M - m0)), kn, A + m0 * K + k0, K, b, ldb, nn,
+                         acc + m0 * nn, pf);
+    }
+  }
+}
+
+// Many rows (prefill): register tiles of up to kTileRows rows x kStripVecs vectors over widened
+// strips of B. The weights are widened strip by strip inside the GEMM, never as a whole matrix: a
+// strip is a few vectors' width of B's columns for every k, widened to fp32 once into a buffer
+// that stays in L2 while every block of A's rows passes over it, so each widened weight serves all
+// M rows. Each sum is one FMA chain over k from zero, as in stream_rows.
+template <class V, int R, int C>
+void tile_kernel(int64_t K, const float* A, int64_t lda, const float* strip, int64_t strip_cols, float* acc,
+                 int64_t ldacc, int last) {
+  using F = typename V::F;
+  F s[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) s[r][c] = V::zero();
+  for (int64_t k = 0; k < K; ++k) {
+    F w[C];
+    for (int c = 0; c < C; ++c) w[c] = V::load(strip + k * strip_cols + V::kLanes * c);
+    for (int r = 0; r < R; ++r) {
+      const F a = V::set1(A[r * lda + k]);
+      for (int c = 0; c < C; ++c) s[r][c] = V::fmadd(a, w[c], s[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c + 1 < C; ++c) V::store(acc + r * ldacc + V::kLanes * c, s[r][c]);
+    if (last == V::kLanes)
+      V::store(acc + r * ldacc + V::kLanes * (C - 1), s[r][C - 1]);
+    else
+      V::store_first(acc + r * ldacc + V::kLanes * (C - 1), s[r][C - 1], last);
+  }
+}
+
+template <class V, int R>
+void tile_rows(int C, int64_t K, const float* A, int64_t lda, const float* strip, int64_t strip_cols, float* acc,
+               int64_t ldacc, int last) {
+  constexpr int kMaxC = Shapes<V>::kStripVecs;
+  switch (C) {
+    case 1: return tile_kernel<V, R, 1>(K, A, lda, strip, strip_cols, acc, ldacc, last);
+    case 2: return tile_kernel<V, R, (kMaxC >= 2 ? 2 : 1)>(K, A, lda, strip, strip_cols, acc, ldacc, last);
+    case 3: return tile_kernel<V, R, (kMaxC >= 3 ? 3 : 1)>(K, A, lda, strip, strip_cols, acc, ldacc, last);
+    default: return tile_kernel<V, R, kMaxC>(K, A, lda, strip, strip_cols, acc, ldacc, last);
+  }
+}
+
+// strip[k][j] = B(k, j) in fp32 for j < w (<= strip_cols), zero beyond: B row-major with stride ldb.
+template <class V, class E>
+void widen_strip(int64_t K, const typename E::T* B, int64_t ldb, int64_t w, float* strip, int64_t strip_cols) {
+  const int64_t wl = w / V::kLanes * V::kLanes;
+  for (int64_t k = 0; k < K; ++k) {
+    const typename E::T* row = B + k * ldb;
+    float* out = strip + k * strip_cols;
+    for (int64_t j = 0; j < wl; j += V::kLanes) V::store(out + j, wide<V, E>(row + j));
+    for (int64_t j = wl; j < w; ++j) out[j] = E::one(row + j);
+    for (int64_t j = w; j < (w + V::kLanes - 1) / V::kLanes * V::kLanes; ++j) out[j] = 0.0f;
+  }
+}
+
+// acc[m][j] = Σ_k A[m][k] · B[k][j] for all M rows and nn columns (row stride of acc: nn). strip:
+// the caller's scratch of K · strip_cols floats.
+template <class V, class E>
+void tile_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, int64_t nn, float* acc,
+                float* strip) {
+  constexpr int64_t kStripCols = int64_t{V::kLanes} * Shapes<V>::kStripVecs;
+  const auto* B = static_cast<const typename E::T*>(Bv);
+  for (int64_t j = 0; j < nn; j += kStripCols) {
+    const int64_t w = std::min(kStripCols, nn - j);
+    widen_strip<V, E>(K, B + j, ldb, w, strip, kStripCols);
+    const int C = static_cast<int>((w + V::kLanes - 1) / V::kLanes);
+    const int last = static_cast<int>(w - int64_t{V::kLanes} * (C - 1));
+    for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
+      const float* a = A + m0 * K;
+      float* out = acc + m0 * nn + j;
+      switch (std::min<int64_t>(kTileRows, M - m0)) {
+        case 1: tile_rows<V, 1>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+        case 2: tile_rows<V, 2>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+        case 3: tile_rows<V, 3>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+        case 4: tile_rows<V, 4>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+        case 5: tile_rows<V, 5>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+        default: tile_rows<V, 6>(C, K, a, K, strip, kStripCols, out, nn, last); break;
+      }
+    }
+  }
+}
+
+// The strip scratch tile_block needs, in floats.
+template <class V>
+constexpr int64_t tile_strip_floats(int64_t K) {
+  return K * V::kLanes * Shapes<V>::kStripVecs;
+}

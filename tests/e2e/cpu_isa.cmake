@@ -1,0 +1,61 @@
+# The CPU kernels at every instruction-set level this machine has below its own (issue 40): the
+# kernel and engine tests again with FTX_CPU_ISA capping ftx's kernels and oneDNN, and
+# OPENBLAS_CORETYPE capping OpenBLAS (which picks its kernels when it loads). An AVX-512 machine
+# runs them at avx2 and baseline, an AVX2 machine at baseline; the default run is the machine's own
+# level. Labels cpu-isa-avx2 and cpu-isa-baseline. And, where qemu-user is installed, the same
+# binaries on an emulated CPU that has AVX2 but no AVX-512 at all (cpu_isa_emulated_avx2): its
+# CPUID, not a cap, decides, as on a user's AMD Zen 3.
+file(READ /proc/cpuinfo FTX_CPUINFO LIMIT 65536)
+set(FTX_ISA_LEVELS_BELOW "")
+if(FTX_CPUINFO MATCHES " avx512f " AND FTX_CPUINFO MATCHES " avx512bw " AND FTX_CPUINFO MATCHES " avx512vl "
+   AND FTX_CPUINFO MATCHES " avx512dq ")
+  list(APPEND FTX_ISA_LEVELS_BELOW avx2 baseline)
+elseif(FTX_CPUINFO MATCHES " avx2 " AND FTX_CPUINFO MATCHES " fma " AND FTX_CPUINFO MATCHES " f16c ")
+  list(APPEND FTX_ISA_LEVELS_BELOW baseline)
+endif()
+
+if(FTX_HAVE_MPI)
+  find_program(FTX_MPIRUN NAMES mpirun mpiexec)  # engine.cmake's, which this file may precede
+endif()
+
+# The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend.
+set(FTX_ISA_UNIT_TESTS cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
+    half_rounding_test w8a8_gemm_test kv_cache_int8_test engine_ops_test engine_reference_test engine_half_test
+    engine_paged_test engine_w8a8_test engine_fp8_test engine_session_test)
+
+foreach(level ${FTX_ISA_LEVELS_BELOW})
+  if(level STREQUAL avx2)
+    set(openblas_core Haswell)
+  else()
+    set(openblas_core Prescott)
+  endif()
+  set(env ${FTX_TEST_ENV} FTX_CPU_ISA=${level} OPENBLAS_CORETYPE=${openblas_core})
+  foreach(t ${FTX_ISA_UNIT_TESTS})
+    add_test(NAME cpu_isa_${level}.${t} COMMAND $<TARGET_FILE:${t}>)
+    set_tests_properties(cpu_isa_${level}.${t} PROPERTIES ENVIRONMENT "${env}" LABELS cpu-isa-${level}
+                         FIXTURES_REQUIRED engine_models TIMEOUT 900)
+  endforeach()
+  # `ftx generate` end to end (greedy, --dtype bf16/fp16 against the float64 emulation, beams,
+  # streams, text) and fp16/bf16 at TP 2 under mpirun.
+  add_test(NAME cpu_isa_${level}.engine_generate_cli
+           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/engine_generate_test.py cli)
+  set_tests_properties(cpu_isa_${level}.engine_generate_cli PROPERTIES ENVIRONMENT "${env}"
+                       LABELS cpu-isa-${level} FIXTURES_REQUIRED engine_models TIMEOUT 600)
+  if(FTX_MPIRUN)
+    add_test(NAME cpu_isa_${level}.engine_half_tp_mpi
+             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
+                     -x FTX_CPU_ISA -x OPENBLAS_CORETYPE
+                     $<TARGET_FILE:engine_half_test> --gtest_filter=HalfWeightsTensorParallel.*)
+    set_tests_properties(cpu_isa_${level}.engine_half_tp_mpi PROPERTIES ENVIRONMENT "${env}"
+                         LABELS cpu-isa-${level} FIXTURES_REQUIRED engine_models TIMEOUT 300)
+  endif()
+endforeach()
+
+find_program(FTX_QEMU_X86_64 qemu-x86_64)
+if(FTX_QEMU_X86_64 AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64")
+  add_test(NAME cpu_isa_emulated_avx2
+           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/cpu_isa_emulated_test.py ${FTX_QEMU_X86_64}
+                   $<TARGET_FILE:cpu_half_gemm_test> $<TARGET_FILE:kv_cache_int8_test> $<TARGET_FILE:w8a8_gemm_test>)
+  set_tests_properties(cpu_isa_emulated_avx2 PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS cpu-isa-avx2
+                       FIXTURES_REQUIRED engine_models TIMEOUT 1200 SKIP_RETURN_CODE 77)
+endif()
