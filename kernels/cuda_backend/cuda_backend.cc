@@ -25,6 +25,7 @@
 #include "kernels/quantization/fp8_kernels.h"
 #include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
+#include "lib/quant/fp8.h"
 
 namespace ftx::cuda {
 

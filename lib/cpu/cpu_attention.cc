@@ -18,7 +18,7 @@
 #include "lib/cpu/attention_blocks.h"
 #include "lib/cpu/cpu_backend.h"
 #include "lib/cpu/simd_math.h"
-#include "lib/quant/fp8.h"
+#include "formats/fp8_e4m3.h"
 
 namespace ftx::cpu {
 

@@ -23,7 +23,7 @@
 #include "lib/cpu/half_rounding.h"
 #include "lib/cpu/huge_page_alloc.h"
 #include "lib/cpu/w8a8_gemm.h"
-#include "lib/quant/fp8.h"
+#include "formats/fp8_e4m3.h"
 
 namespace ftx::cpu {
 

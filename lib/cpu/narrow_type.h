@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "formats/dtype.h"
+#include "formats/fp8_e4m3.h"
 #include "lib/cpu/widening_gemm.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 

@@ -1,7 +1,7 @@
 #include "lib/cpu/simd_math.h"
 
+#include "formats/fp8_e4m3.h"
 #include "lib/cpu/isa_levels.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx::cpu {
 

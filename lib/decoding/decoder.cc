@@ -14,10 +14,10 @@
 #include "formats/error.h"
 #include "lib/decoding/beam_search.h"
 #include "lib/decoding/logit_processing.h"
+#include "lib/decoding/logits_device.h"
 #include "lib/decoding/request_rng.h"
 #include "lib/decoding/row_sampling.h"
 #include "lib/decoding/sampling.h"
-#include "lib/ops/backend.h"
 
 namespace ftx {
 
@@ -136,7 +136,7 @@ struct Decoder::Impl {
   std::vector<int64_t> batch_slots;  // slot of each batch entry
   std::vector<decoding::SampledToken> sampled;
   std::vector<uint8_t> resolve_seen;  // add_row_sampling's scratch
-  std::vector<float> host_logits;     // step(backend, ...) with beams: the rows, downloaded
+  std::vector<float> host_logits;     // step(device, ...) with beams: the rows, downloaded
 
   void append(Row& row, const SlotState& rs, int32_t token, double log_prob, double output_log_prob) {
     row.history.push_back(token);
@@ -479,21 +479,21 @@ const StepOutput& Decoder::step(float* logits) {
   return im.publish();
 }
 
-const StepOutput& Decoder::step(ops::Backend& backend, float* logits, int64_t stride) {
+const StepOutput& Decoder::step(decoding::LogitsDevice& device, float* logits, int64_t stride) {
   Impl& im = *impl_;
   if (stride < im.vocab)
     throw Error("decoder: logits stride " + std::to_string(stride) + " is less than the vocabulary " +
                 std::to_string(im.vocab));
   if (im.beam_width == 1) {
     im.prepare_sampling(im.live_slots());
-    backend.sample_rows(logits, stride, im.vocab, im.batch, im.sampled.data());
+    device.sample_rows(logits, stride, im.vocab, im.batch, im.sampled.data());
     im.finish_sampling();
     return im.publish();
   }
   // Beam search runs on the host: the rows come down, their padding columns dropped.
   const int64_t rows = this->rows();
   im.host_logits.resize(static_cast<size_t>(rows * stride));
-  backend.download(im.host_logits.data(), logits, im.host_logits.size());
+  device.download(im.host_logits.data(), logits, im.host_logits.size());
   for (int64_t r = 1; r < rows; ++r)
     std::copy_n(im.host_logits.begin() + r * stride, im.vocab, im.host_logits.begin() + r * im.vocab);
   return step(im.host_logits.data());

@@ -1,8 +1,8 @@
 #pragma once
 // Decoder: everything between a step's logits and the next tokens (FT's DynamicDecodeLayer +
 // BeamSearchLayer + stop criteria), for a set of request slots. Device-neutral: it takes fp32 logits
-// on the host, or in a backend's memory, where Backend::sample_rows draws the sampling rows' tokens
-// (the same arithmetic; lib/decoding/row_sampling.h). The scheduler (lib/engine) runs the model on every row, calls step(), and reorders
+// on the host, or in a device's memory (a LogitsDevice: the backend), where sample_rows draws the
+// sampling rows' tokens (the same arithmetic; lib/decoding/row_sampling.h). The scheduler (lib/engine) runs the model on every row, calls step(), and reorders
 // its KV cache by `parents` when beams are used.
 //
 // Slots: the decoder has `slots` request slots of `beam_width` rows each; slot s, beam k is row
@@ -16,8 +16,8 @@
 
 namespace ftx {
 
-namespace ops {
-class Backend;
+namespace decoding {
+class LogitsDevice;
 }
 
 struct SamplingConfig {
@@ -120,11 +120,11 @@ class Decoder {
   // logits: [rows, vocab_size] fp32, row-major; rows of occupied slots are read and modified in
   // place (penalties, bans, temperature), the others ignored.
   const StepOutput& step(float* logits);
-  // The same step on logits in `backend`'s memory, [rows, stride] (stride >= vocab_size: the
-  // padded vocabulary, whose extra columns are never read). Sampling rows are drawn by
-  // backend.sample_rows, so only their tokens and log probs come to the host; beam search runs on
+  // The same step on logits in `device`'s memory (the backend's), [rows, stride] (stride >=
+  // vocab_size: the padded vocabulary, whose extra columns are never read). Sampling rows are drawn
+  // by device.sample_rows, so only their tokens and log probs come to the host; beam search runs on
   // the host and downloads the rows. The result equals step() on the same logits.
-  const StepOutput& step(ops::Backend& backend, float* logits, int64_t stride);
+  const StepOutput& step(decoding::LogitsDevice& device, float* logits, int64_t stride);
   bool all_finished() const;  // every occupied slot finished
   // Which beam (0..beam_width-1) of slot b is the best now: the first of results()'s beams.
   int64_t best_beam(int64_t b) const;

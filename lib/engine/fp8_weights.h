@@ -2,7 +2,7 @@
 // FP8 weights and KV-cache scales (--fp8, --fp8-kv-cache; issue 29): the layer GEMMs of a
 // `ftx smoothquant --fp8` folder read from its E4M3 files with their per-tensor scales instead of
 // the floating-point matrices beside them, and each layer's FP8 KV-cache scale (file names in
-// lib/quant/fp8.h, how they are made in lib/quant/fp8_export.h). Each TP rank reads its own rank's
+// lib/model/fp8_files.h, how they are made in lib/quant/fp8_export.h). Each TP rank reads its own rank's
 // weight files; the scales are per tensor, the same file for every rank.
 #include <cstdint>
 #include <string>

@@ -23,9 +23,9 @@
 #include "lib/engine/fp8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/engine/weight_checks.h"
+#include "lib/model/fp8_files.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx {
 
@@ -144,7 +144,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
 }
 
 bool ModelWeights::unexpected_file(const std::string& n) {
-  return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !quant::is_fp8_side_file(n);
+  return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !is_fp8_side_file(n);
 }
 
 ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }

@@ -1,4 +1,5 @@
-// Device-independent pieces of the op seam: weight conversion, ALiBi slopes, the backend factory.
+// Device-independent pieces of the op seam: weight conversion, ALiBi slopes, the backend factory
+// (which finds every backend, the CPU's too, in the registry: lib/ops/backend_registry.h).
 #include "lib/ops/backend.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <vector>
 
 #include "formats/error.h"
-#include "lib/cpu/cpu_backend.h"
 #include "lib/ops/backend_registry.h"
 
 namespace ftx::ops {
@@ -257,8 +257,8 @@ std::vector<float> alibi_slopes(int64_t num_heads) {
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DType weight_dtype) {
   if (!is_weight_dtype(weight_dtype))
     throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) + ": expected fp32, fp16 or bf16");
-  if (device == "cpu") return std::make_unique<cpu::CpuBackend>(threads, weight_dtype);
-  // Other devices register themselves (lib/ops/backend_registry.h): the CUDA backend from kernels/.
+  // Backends register themselves (lib/ops/backend_registry.h): the CPU's from lib/cpu/, the CUDA
+  // one from kernels/.
   if (const BackendFactory* factory = find_backend_factory(device)) {
     BackendOptions options;
     options.threads = threads;
@@ -266,8 +266,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DT
     return (*factory)(options);  // the CUDA backend: Error when there is no device
   }
   if (device == "cuda") throw Error("--device cuda: the CUDA backend is not built in this version");
-  std::string known = "cpu";
-  for (const std::string& d : registered_backends()) known += " or " + d;
+  std::string known;
+  for (const std::string& d : registered_backends()) known += (known.empty() ? "" : " or ") + d;
+  if (known.empty())  // a program linked without ftx_runtime's registrations
+    throw Error("--device " + device + ": no backend is registered in this program (link ftx_runtime)");
   throw Error("--device " + device + ": unknown device (expected " + known + ")");
 }
 

@@ -35,10 +35,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/fp8_e4m3.h"
+#include "lib/decoding/logits_device.h"
 #include "lib/decoding/row_sampling.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/act.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx::ops {
 
@@ -115,10 +116,11 @@ inline int8_t quantize_kv(float x, float kv_orig_quant) {
 }
 
 // One K or V element into and out of an FP8 E4M3 cache: x · kv_orig_quant (1/kv_cache_scaling_factor,
-// an fp32 product as on the GPU) rounded to nearest even and saturated to ±448 (quant::float_to_e4m3:
-// what TensorRT-LLM's FP8 cache stores with cvt.rn.satfinite.e4m3x2.f32); read back as q · scale.
-inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return quant::float_to_e4m3(x * kv_orig_quant); }
-inline float dequantize_kv_fp8(uint8_t q, float scale) { return quant::e4m3_to_float(q) * scale; }
+// an fp32 product as on the GPU) rounded to nearest even and saturated to ±448 (float_to_e4m3 of
+// formats/fp8_e4m3.h: what TensorRT-LLM's FP8 cache stores with cvt.rn.satfinite.e4m3x2.f32); read
+// back as q · scale.
+inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return float_to_e4m3(x * kv_orig_quant); }
+inline float dequantize_kv_fp8(uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
 
 // A model's rotary frequencies: its base and its rope scaling (lib/model/rope_scaling.h). A plain
 // base converts implicitly (no scaling), as fp32 buffers convert to Weight.
@@ -157,9 +159,10 @@ struct BlockTables {
   const int32_t* row(int64_t r) const { return ids + r * stride; }
 };
 
-class Backend {
+// A LogitsDevice for the decoder (lib/decoding/logits_device.h): sample_rows and download below.
+class Backend : public decoding::LogitsDevice {
  public:
-  virtual ~Backend() = default;
+  ~Backend() override = default;
   virtual std::string name() const = 0;
 
   // GEMM algorithms tuned by `ftx gemm-tune`: `explicit_path` (generate's --gemm-config) or else
@@ -265,7 +268,7 @@ class Backend {
   virtual float* alloc(size_t n) = 0;
   virtual void release(float* p) = 0;
   virtual void upload(float* dst, const float* host_src, size_t n) = 0;
-  virtual void download(float* host_dst, const float* src, size_t n) = 0;
+  void download(float* host_dst, const float* src, size_t n) override = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   virtual void fill(float* dst, float value, size_t n) = 0;
 
@@ -367,8 +370,8 @@ class Backend {
   // Only these cross to the host, so a device backend need not download the logits. Not inside a
   // repeatable step (it waits for its results). The default downloads the rows and runs
   // decoding::sample_rows_on_host, the reference every implementation is tested against.
-  virtual void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
-                           decoding::SampledToken* out);
+  void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
+                   decoding::SampledToken* out) override;
 
  private:
   bool int8_weight_only_ = false;
@@ -393,7 +396,7 @@ class Backend {
 // The arithmetic of an FP8 GEMM C[M,N] = A[M,K] · W (TensorRT-LLM's FP8 Linear: E4M3 × E4M3 with fp32
 // accumulation; every backend computes this, fp32 output):
 //  1. q_a[m][k] = E4M3(A[m][k] · (1 / s_x)): the fp32 reciprocal of activation_scaling_factor s_x,
-//     an fp32 product, rounded to nearest even and saturated to ±448 (quant::float_to_e4m3);
+//     an fp32 product, rounded to nearest even and saturated to ±448 (float_to_e4m3);
 //  2. acc[m][n] = Σ_k q_a[m][k] · q_w[k][n] in fp32 (every product of two E4M3 values is exact in fp32);
 //  3. C[m][n] = acc[m][n] · (s_x · s_w) + beta · C[m][n], the scales' product taken in fp32
 //     (cuBLASLt: scale_a = s_x, scale_b = s_w, fp32 D).

@@ -1,7 +1,8 @@
 #pragma once
-// Backends other than the CPU's live outside lib/ (the CUDA one in kernels/, which depends on lib/,
-// never the reverse) and register a factory here under their device name; make_backend() looks
-// them up. kernels/register/ does the registering when the CUDA backend is built in.
+// Every backend registers a factory here under its device name and make_backend() looks them up, so
+// ops/ names none of them: the CPU backend (lib/cpu/cpu_registration.cc, above ops/) and the CUDA one
+// (kernels/register/, outside lib/, which depends on lib/, never the reverse; registered when the
+// CUDA backend is built in).
 #include <functional>
 #include <memory>
 #include <string>

@@ -1,14 +1,14 @@
 #pragma once
 // TensorRT-LLM's FP8 quantisation of an FT folder (`ftx smoothquant --fp8`; issue 29), from the full
 // weights as they are stored (rounded to the output dtype) and the full-tensor calibration ranges,
-// then split per TP rank as the INT8 files are (names in fp8.h). For each layer GEMM (QKV,
-// attention.dense, FC1, FC2, and a gated FFN's gate projection, which reads FC1's input):
+// then split per TP rank as the INT8 files are (names in lib/model/fp8_files.h). For each layer GEMM
+// (QKV, attention.dense, FC1, FC2, and a gated FFN's gate projection, which reads FC1's input):
 //  * weights_scaling_factor s_w = max |W| / 448 over the whole tensor (QKV: Q, K and V together, as
 //    TensorRT-LLM takes the largest of their three scales), fp32;
 //  * activation_scaling_factor s_x = max |x| / 448 over the calibration data (the gate: FC1's);
-//  * weight.fp8.R: E4M3(W / s_w), the quotient in fp32, rounded to nearest even (fp8.h), split like
-//    the weight (QKV per Q/K/V segment: grouped-query K/V heads split, multi-query's one K/V head
-//    whole on every rank; lib/model/qkv_columns.h);
+//  * weight.fp8.R: E4M3(W / s_w), the quotient in fp32, rounded to nearest even (formats/fp8_e4m3.h),
+//    split like the weight (QKV per Q/K/V segment: grouped-query K/V heads split, multi-query's one
+//    K/V head whole on every rank; lib/model/qkv_columns.h);
 // and per layer kv_cache_scaling_factor = max(max |K|, max |V|) / 448 over the calibration tokens,
 // K after rotary (the values the cache holds). Every amax is floored at 1e-8 (fp8_scale_of).
 #include <map>

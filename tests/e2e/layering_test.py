@@ -3,8 +3,13 @@
 includes no kernels/ header and does not branch on FTX_HAVE_CUDA / FTX_HAVE_NCCL (those are defined
 for kernels/ and what links it, not for lib/; lib/ reaches CUDA through its registries).
 
+Inside lib/, its rooms stand in tiers (LIB_TIERS, lowest first): a file includes headers of its own
+room and of rooms in lower tiers only, never of a room beside it or above it. A new room must be
+placed in the table before it can include anything. And the CPU backend is reached through the
+backend registry like the CUDA one: no file outside lib/cpu/ includes a lib/cpu/ header.
+
 Usage: layering_test.py SOURCE_DIR    checks the tree, prints every violation, exits 1 if any
-       layering_test.py --self-test   checks the checker on a scratch tree with planted violations
+       layering_test.py --self-test   checks the checker on scratch trees with planted violations
 """
 import os
 import re
@@ -21,9 +26,47 @@ FORBIDDEN = {
     'lib': ('kernels/',),
 }
 
+# lib/'s rooms, lowest tier first. The number formats (dtype, FP8 E4M3) live below all of them, in
+# formats/. decoding/ is below ops/ (the backend samples rows with decoding's arithmetic, and the
+# decoder reaches the backend only as a decoding::LogitsDevice); quant/ is on top (it calibrates with
+# the engine and writes through the converters).
+LIB_TIERS = [
+    ('util',),
+    ('model', 'tokenizer'),
+    ('decoding',),
+    ('ops',),
+    ('cpu', 'dist', 'gemm'),
+    ('engine',),
+    ('convert', 'eval', 'inspect', 'serve'),
+    ('quant',),
+]
+TIER = {room: i for i, rooms in enumerate(LIB_TIERS) for room in rooms}
+
 
 def strip_comment(line):
     return line.split('//', 1)[0]
+
+
+def lib_room(rel):
+    """'engine' for lib/engine/kv_cache/x.h; None outside lib/ or for a file directly in lib/."""
+    parts = rel.replace(os.sep, '/').split('/')
+    return parts[1] if len(parts) > 2 and parts[0] == 'lib' else None
+
+
+def lib_violation(rel, target):
+    """Why lib/ file `rel` may not include `target` (a lib/ header), or None."""
+    here, there = lib_room(rel), lib_room(target)
+    if here is None or there is None or here == there:
+        return None
+    if there == 'cpu':
+        return 'includes the CPU backend (reach it through ops::make_backend and its registry)'
+    for room in (here, there):
+        if room not in TIER:
+            return f'lib/{room}/ is not in LIB_TIERS (tests/e2e/layering_test.py): place it first'
+    if TIER[there] >= TIER[here]:
+        where = 'beside' if TIER[there] == TIER[here] else 'above'
+        return f'lib/{here}/ includes lib/{there}/, a room {where} it'
+    return None
 
 
 def violations(root):
@@ -41,32 +84,85 @@ def violations(root):
                         m = INCLUDE.match(line)
                         if m and m.group(1).startswith(banned):
                             found.append(f'{rel}:{lineno}: {layer}/ includes {m.group(1)}')
+                        elif m and layer == 'lib' and m.group(1).startswith('lib/'):
+                            why = lib_violation(rel, m.group(1))
+                            if why:
+                                found.append(f'{rel}:{lineno}: includes {m.group(1)}: {why}')
                         elif layer == 'lib' and CUDA_MACRO.search(strip_comment(line)):
                             found.append(f'{rel}:{lineno}: lib/ tests {CUDA_MACRO.search(line).group(0)} '
                                          '(not defined for lib/; use a registry)')
     return found
 
 
+def put(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+# The four back-edges issue 39 removed, each planted alone into an otherwise clean tree.
+BACK_EDGES = {
+    'ops/backend.cc constructs the CPU backend': ('lib/ops/backend.cc', '#include "lib/cpu/cpu_backend.h"\n'),
+    'ops/backend.h includes quant/fp8.h': ('lib/ops/backend.h', '#include "lib/quant/fp8.h"\n'),
+    'engine/ includes quant/fp8.h': ('lib/engine/model_weights.cc', '#include "lib/quant/fp8.h"\n'),
+    'decoding/decoder.cc includes ops/backend.h': ('lib/decoding/decoder.cc', '#include "lib/ops/backend.h"\n'),
+}
+
+
+def clean_tree(root):
+    put(root, 'formats/fp8_e4m3.h', '#include <cstdint>\n')
+    put(root, 'lib/ops/backend.h', '#include "formats/fp8_e4m3.h"\n#include "lib/decoding/logits_device.h"\n')
+    put(root, 'lib/ops/backend.cc', '#include "lib/ops/backend.h"\n#include "lib/ops/backend_registry.h"\n')
+    put(root, 'lib/cpu/cpu_backend.h', '#include "lib/ops/backend.h"\n#include "lib/cpu/simd_math.h"\n')
+    put(root, 'lib/cpu/cpu_registration.cc', '#include "lib/cpu/cpu_backend.h"\n#include "lib/ops/backend_registry.h"\n')
+    put(root, 'lib/engine/model_weights.cc', '#include "lib/model/fp8_files.h"\n#include "lib/ops/backend.h"\n')
+    put(root, 'lib/engine/kv_cache/pool.h', '#include "lib/engine/engine.h"\n#include "lib/ops/backend.h"\n')
+    put(root, 'lib/decoding/decoder.cc', '#include "lib/decoding/logits_device.h"\n#include "formats/error.h"\n')
+    put(root, 'lib/quant/fp8.h', '#include "formats/fp8_e4m3.h"\n#include "lib/model/fp8_files.h"\n')
+    put(root, 'lib/quant/smoothquant.cc', '#include "lib/engine/engine.h"\n#include "lib/convert/writer.h"\n')
+
+
 def self_test():
+    failures = []
     with tempfile.TemporaryDirectory() as root:
-        def put(rel, text):
-            path = os.path.join(root, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, 'w') as f:
-                f.write(text)
-        put('lib/ok.cc', '#include "lib/ops/backend.h"\n#include "formats/error.h"\n// FTX_HAVE_CUDA in a comment\n')
-        put('lib/a/bad.cc', '#include "kernels/cuda_backend/cuda_backend.h"\n')
-        put('lib/b.h', '#ifdef FTX_HAVE_NCCL\n#endif\n')
-        put('formats/ok.cc', '#include "formats/error.h"\n#include <vector>\n')
-        put('formats/bad.cc', '#include <vector>\n  #  include "lib/ops/backend.h"\n')
-        put('formats/bad2.h', '#include <kernels/common/cuda_check.h>\n')
-        put('kernels/fine.cc', '#include "lib/ops/backend.h"\n#ifdef FTX_HAVE_CUDA\n#endif\n')
+        put(root, 'lib/ok.cc', '#include "lib/ops/backend.h"\n#include "formats/error.h"\n// FTX_HAVE_CUDA in a comment\n')
+        put(root, 'lib/a/bad.cc', '#include "kernels/cuda_backend/cuda_backend.h"\n')
+        put(root, 'lib/b.h', '#ifdef FTX_HAVE_NCCL\n#endif\n')
+        put(root, 'formats/ok.cc', '#include "formats/error.h"\n#include <vector>\n')
+        put(root, 'formats/bad.cc', '#include <vector>\n  #  include "lib/ops/backend.h"\n')
+        put(root, 'formats/bad2.h', '#include <kernels/common/cuda_check.h>\n')
+        put(root, 'kernels/fine.cc', '#include "lib/ops/backend.h"\n#ifdef FTX_HAVE_CUDA\n#endif\n')
         got = sorted(v.split(':')[0] for v in violations(root))
         want = sorted(['formats/bad.cc', 'formats/bad2.h', 'lib/a/bad.cc', 'lib/b.h'])
         if got != want:
-            print(f'self-test failed: flagged {got}, expected {want}')
-            return 1
-    print('self-test passed: 4 planted violations found, clean files passed')
+            failures.append(f'layers: flagged {got}, expected {want}')
+    with tempfile.TemporaryDirectory() as root:
+        clean_tree(root)
+        if violations(root):
+            failures.append(f'the clean tree was flagged: {violations(root)}')
+    for what, (rel, line) in BACK_EDGES.items():
+        with tempfile.TemporaryDirectory() as root:
+            clean_tree(root)
+            with open(os.path.join(root, rel), 'a') as f:
+                f.write(line)
+            got = violations(root)
+            if len(got) != 1 or not got[0].startswith(rel + ':'):
+                failures.append(f'{what}: flagged {got}, expected one violation in {rel}')
+            else:
+                print(f'  {what}: {got[0]}')
+    with tempfile.TemporaryDirectory() as root:  # rooms beside each other, and a room not placed
+        put(root, 'lib/cpu/x.cc', '#include "lib/dist/communicator.h"\n')
+        put(root, 'lib/newroom/y.cc', '#include "lib/model/model_config.h"\n')
+        got = sorted(v.split(':')[0] for v in violations(root))
+        if got != ['lib/cpu/x.cc', 'lib/newroom/y.cc']:
+            failures.append(f'beside/unplaced rooms: flagged {got}')
+    for f in failures:
+        print(f'self-test failed: {f}')
+    if failures:
+        return 1
+    print(f'self-test passed: 4 planted layer violations, each of the {len(BACK_EDGES)} lib/ back-edges '
+          'alone, a room beside another and an unplaced room found; clean trees passed')
     return 0
 
 
@@ -82,7 +178,7 @@ def main():
     if found:
         print(f'{len(found)} layering violation(s)')
         return 1
-    print('layering: formats/ and lib/ clean')
+    print('layering: formats/ and lib/ clean, lib/ rooms in their tiers')
     return 0
 
 

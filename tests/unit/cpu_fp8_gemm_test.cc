@@ -1,6 +1,6 @@
 // The CPU backend's FP8 GEMM (--fp8) against a double-precision evaluation of the FP8 arithmetic of
 // lib/ops/backend.h written from its formula: A quantised to E4M3 with the static scale (x · fp32(1/s_x),
-// rounded by quant::float_to_e4m3, itself checked against ml_dtypes in fp8_e4m3_test), the E4M3
+// rounded by float_to_e4m3, itself checked against ml_dtypes in fp8_e4m3_test), the E4M3
 // weights as uploaded, products summed exactly (double), times fp32(s_x · s_w), plus beta·C. Only the
 // engine's fp32 sums differ: 1e-5 × the largest |C| of the case. Covered: one row, the streaming
 // kernel (2..16 rows), more rows (the AVX-512 tile kernel, or widened panels and sgemm without
@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "formats/fp8_e4m3.h"
 #include "lib/cpu/cpu_backend.h"
 #include "lib/quant/fp8.h"
 
@@ -55,8 +56,8 @@ TEST(CpuFp8Gemm, MatchesTheFp8ArithmeticSummedExactly) {
       for (int64_t n = 0; n < c.N; ++n) {
         double s = 0, u = 0;
         for (int64_t k = 0; k < c.K; ++k) {
-          const double qw = quant::e4m3_to_float(q[k * c.N + n]);
-          s += quant::e4m3_to_float(quant::float_to_e4m3(a[m * c.K + k] * inv)) * qw;
+          const double qw = e4m3_to_float(q[k * c.N + n]);
+          s += e4m3_to_float(float_to_e4m3(a[m * c.K + k] * inv)) * qw;
           u += static_cast<double>(a[m * c.K + k] * inv) * qw;
         }
         want[m * c.N + n] = s * alpha + c.beta * before[m * c.N + n];

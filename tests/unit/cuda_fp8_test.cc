@@ -1,7 +1,7 @@
 // FP8 on CUDA (label gpu; skips without a device, see gpu_test_util.h) against its CPU twin:
 //  * the activation quantisation kernel (kernels/quantization/fp8_kernels.h) against ml_dtypes'
 //    codes on the fixture sample of every float32 class (scripts/fixtures/make_e4m3_table.py; NaNs
-//    left out: the device's NaN code need not keep the sign) and against quant::float_to_e4m3 on
+//    left out: the device's NaN code need not keep the sign) and against float_to_e4m3 on
 //    scaled random values, bit for bit;
 //  * the FP8 GEMM (cuBLASLt E4M3 × E4M3, scale pointers) against the CPU backend's on the same E4M3
 //    operands: on operands whose partial sums no accumulator of 11 bits rounds, equal up to the
@@ -28,6 +28,7 @@
 #include "fp8_accumulator_model.h"
 #include "fp8_test_util.h"
 #include "formats/error.h"
+#include "formats/fp8_e4m3.h"
 #include "gpu_test_util.h"
 #include "lib/ops/backend.h"
 #include "lib/quant/fp8.h"
@@ -175,7 +176,7 @@ TEST_F(CudaFp8, QuantizeKernelEqualsMlDtypesAndTheCpu) {
   const std::vector<float> a = random(100003, 2.0f);
   const float inv = 1.0f / 0.0123f;
   const std::vector<uint8_t> dev = device_codes(a, inv);
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(dev[i], quant::float_to_e4m3(a[i] * inv)) << i;
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(dev[i], float_to_e4m3(a[i] * inv)) << i;
 }
 
 // Operands whose sums no accumulator of 11 or more bits rounds (fp8_accumulator_model.h): A/s_x in

@@ -5,6 +5,7 @@
 // claiming several ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -87,6 +88,17 @@ TEST(DeviceCommunicator, CudaIsNotRegisteredWithoutCuda) {
   EXPECT_NE(msg.find("the CUDA backend is not built in this version"), std::string::npos) << msg;
 }
 #endif
+
+// The CPU backend arrives through the registry like the CUDA one (ops/ names no backend): its
+// registration (lib/cpu/cpu_registration.cc) is linked into every executable by ftx_runtime.
+TEST(BackendRegistry, TheCpuBackendIsRegistered) {
+  ASSERT_NE(ops::find_backend_factory("cpu"), nullptr);
+  const auto names = ops::registered_backends();
+  EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
+  auto be = ops::make_backend("cpu", 1);
+  ASSERT_NE(be, nullptr);
+  EXPECT_EQ(be->name(), "cpu");
+}
 
 TEST(BackendRegistry, MakeBackendUsesARegisteredFactory) {
   int threads_seen = -1;

@@ -1,4 +1,4 @@
-// The FP8 E4M3 codec (lib/quant/fp8.h) against ml_dtypes 0.5.1 (pinned in scripts/requirements/
+// The FP8 E4M3 codec (formats/fp8_e4m3.h) against ml_dtypes 0.5.1 (pinned in scripts/requirements/
 // test.txt), the package index's float8 types for numpy, through the fixtures of
 // scripts/fixtures/make_e4m3_table.py (run under the test venv, FTX_TEST_PYTHON, cached by its stamp):
 //  * every float32 bit pattern (all 2^32) against the rounding boundaries ml_dtypes' conversion has
@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "formats/fp8_e4m3.h"
+#include "lib/model/fp8_files.h"
 #include "lib/quant/fp8.h"
 
 namespace ftx {
@@ -54,7 +56,7 @@ std::vector<T> read_all(const std::string& path) {
 uint8_t encode_bits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
-  return quant::float_to_e4m3(f);
+  return float_to_e4m3(f);
 }
 
 TEST(Fp8E4M3, EveryFloat32AgainstMlDtypesBoundaries) {
@@ -122,7 +124,7 @@ TEST(Fp8E4M3, DecodeEqualsMlDtypes) {
   const std::vector<float> want = read_all<float>(table_dir() + "/decode.bin");
   ASSERT_EQ(want.size(), 256u);
   for (int q = 0; q < 256; ++q) {
-    const float got = quant::e4m3_to_float(static_cast<uint8_t>(q));
+    const float got = e4m3_to_float(static_cast<uint8_t>(q));
     if (std::isnan(want[q])) {
       EXPECT_TRUE(std::isnan(got)) << q;
     } else {
@@ -134,7 +136,7 @@ TEST(Fp8E4M3, DecodeEqualsMlDtypes) {
   }
   // Round trip: every finite code encodes back to itself.
   for (int q = 0; q < 256; ++q)
-    if (!std::isnan(want[q])) EXPECT_EQ(quant::float_to_e4m3(want[q]), q) << q;
+    if (!std::isnan(want[q])) EXPECT_EQ(float_to_e4m3(want[q]), q) << q;
 }
 
 TEST(Fp8E4M3, Scales) {
@@ -144,20 +146,20 @@ TEST(Fp8E4M3, Scales) {
   const float w[] = {1.0f, -2.0f, 0.5f, 448.0f * 2.0f};
   uint8_t q[4];
   quant::quantize_e4m3(w, 4, 2.0f, q);
-  EXPECT_EQ(q[0], quant::float_to_e4m3(0.5f));
-  EXPECT_EQ(q[1], quant::float_to_e4m3(-1.0f));
+  EXPECT_EQ(q[0], float_to_e4m3(0.5f));
+  EXPECT_EQ(q[1], float_to_e4m3(-1.0f));
   EXPECT_EQ(q[3], 0x7e);  // 448: the tensor's amax lands on the largest code
 }
 
 TEST(Fp8E4M3, SideFileNames) {
   const std::string g = "model.layers.3.attention.query_key_value";
-  EXPECT_TRUE(quant::is_fp8_side_file(quant::fp8_weight_name(g) + ".1.bin"));
-  EXPECT_TRUE(quant::is_fp8_side_file(quant::fp8_weight_scale_name(g) + ".bin"));
-  EXPECT_TRUE(quant::is_fp8_side_file(quant::fp8_act_scale_name(g) + ".bin"));
-  EXPECT_TRUE(quant::is_fp8_side_file(quant::fp8_kv_scale_name(3) + ".bin"));
-  EXPECT_FALSE(quant::is_fp8_side_file(g + ".weight.0.bin"));
-  EXPECT_FALSE(quant::is_fp8_side_file(g + ".weight.fp8.bin"));
-  EXPECT_FALSE(quant::is_fp8_side_file("model.wte.bin"));
+  EXPECT_TRUE(is_fp8_side_file(fp8_weight_name(g) + ".1.bin"));
+  EXPECT_TRUE(is_fp8_side_file(fp8_weight_scale_name(g) + ".bin"));
+  EXPECT_TRUE(is_fp8_side_file(fp8_act_scale_name(g) + ".bin"));
+  EXPECT_TRUE(is_fp8_side_file(fp8_kv_scale_name(3) + ".bin"));
+  EXPECT_FALSE(is_fp8_side_file(g + ".weight.0.bin"));
+  EXPECT_FALSE(is_fp8_side_file(g + ".weight.fp8.bin"));
+  EXPECT_FALSE(is_fp8_side_file("model.wte.bin"));
 }
 
 TEST(Fp8E4M3, DeviceCheck) {

@@ -78,8 +78,8 @@ class HalfActivationEmulation : public cpu::CpuBackend {
     round(out, rows * H);
   }
   void rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32_t* positions, int64_t heads, int64_t head_dim,
-              int64_t rot_dim, RotaryStyle style, double base) override {
-    cpu::CpuBackend::rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, base);
+              int64_t rot_dim, RotaryStyle style, const ops::RotaryFrequencies& freqs) override {
+    cpu::CpuBackend::rotary(qkv, rows, stride, positions, heads, head_dim, rot_dim, style, freqs);
     round(qkv, rows * stride);
   }
   void context_attention(ops::Act out, ops::Act qkv, int64_t B, int64_t S, const int32_t* lengths,

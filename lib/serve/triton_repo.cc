@@ -1,0 +1,163 @@
+#include "lib/serve/triton_repo.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "formats/error.h"
+#include "formats/ft_dir.h"
+#include "lib/gemm/gemm_config_file.h"
+#include "lib/model/model_dir.h"
+
+namespace ftx::serve {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Which of FT's model classes runs `cfg`, or an Error naming what none of them has.
+FtModelType model_type_of(const ModelConfig& cfg, const std::string& dir) {
+  const auto refuse = [&](const std::string& what) {
+    throw Error(dir, std::string(architecture_name(cfg.arch)) + " model with " + what +
+                         ": FasterTransformer's Triton backend cannot run it (serve it with ftx generate)");
+  };
+  switch (cfg.arch) {
+    case Architecture::kGptJ: return FtModelType::kGptJ;
+    case Architecture::kGptNeoX: return FtModelType::kGptNeoX;
+    case Architecture::kXglm: refuse("XGLM's sinusoidal positions and scaled embeddings (ftx's own layout)");
+    case Architecture::kGptBigCode: refuse("multi-query attention");
+    case Architecture::kGpt: case Architecture::kBloom: case Architecture::kOpt: break;
+  }
+  // FT's ParallelGpt: learned positions or ALiBi, LayerNorm, biases, multi-head attention and an
+  // ungated FFN of GeLU, ReLU or SiLU (ft-runtime.md §3.1).
+  if (cfg.position == PositionEmbedding::kRotary) refuse("rotary position embeddings");
+  if (cfg.position != PositionEmbedding::kLearned && cfg.position != PositionEmbedding::kAlibi)
+    refuse("no learned position table and no ALiBi");
+  if (cfg.normalization == Normalization::kRmsNorm) refuse("RMSNorm");
+  if (cfg.attention == AttentionKind::kMultiQuery) refuse("multi-query attention");
+  if (cfg.kv_head_num != 0 && cfg.kv_head_num != cfg.head_num)
+    refuse("grouped-query attention (" + std::to_string(cfg.kv_head_num) + " key/value heads for " +
+           std::to_string(cfg.head_num) + " query heads)");
+  if (!cfg.has_bias) refuse("no linear biases (FT reads a bias file for every GEMM)");
+  if (cfg.activation == Activation::kSwiGlu || cfg.activation == Activation::kGeGlu ||
+      cfg.activation == Activation::kSquaredRelu)
+    refuse(std::string("activation ") + activation_name(cfg.activation));
+  return FtModelType::kGpt;
+}
+
+std::string ft_data_type(DType t) {
+  if (t == DType::kFloat32) return "fp32";
+  if (t == DType::kFloat16) return "fp16";
+  if (t == DType::kBFloat16) return "bf16";
+  return dtype_name(t);
+}
+
+void check_int8_mode(const TritonModelSpec& s, const std::string& dir) {
+  if (s.int8_mode == 0) return;
+  const std::string mode = "int8_mode " + std::to_string(s.int8_mode);
+  if (s.model_type != FtModelType::kGpt)
+    throw Error(dir, mode + ": the backend reads int8_mode for its GPT model only, not " +
+                         ft_model_type_name(s.model_type));
+  if (s.int8_mode == 1 && s.data_type == "fp32")
+    throw Error(dir, mode + " with data_type fp32: FasterTransformer's weight-only INT8 runs fp16 or bf16 (pass --data-type)");
+  if (s.int8_mode == 2) {
+    // SmoothQuant W8A8 reads FT's own INT8 files beside the weights (ft-format.md §3.1).
+    for (const char* f : {"model.layers.0.attention.query_key_value.weight.int8.0.bin",
+                          "model.layers.0.attention.query_key_value.scale.bin"})
+      if (!exists(dir + "/" + f))
+        throw Error(dir, mode + " needs FasterTransformer's SmoothQuant files; " + f +
+                             " is missing (write them with ftx smoothquant --format ft)");
+  }
+}
+
+// gemm_config.in must parse, and a file that records its data type must have the repository's.
+void check_gemm_config(const std::string& path, const std::string& data_type) {
+  const gemm::GemmConfigFile f = gemm::read_gemm_config(path);
+  if (f.header.has_ftx_metadata && f.header.dtype != data_type)
+    throw Error(path, "tuned for " + f.header.dtype + ", the repository serves " + data_type +
+                          " (tune it with ftx gemm-tune --data-type " + data_type + ")");
+}
+
+void copy_file_into(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::copy_file(from, to, ec);
+  if (ec) throw Error(from, "cannot copy into the model repository: " + ec.message());
+}
+
+}  // namespace
+
+TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg) {
+  const std::string& dir = o.model_dir;
+  TritonModelSpec s;
+  s.model_type = model_type_of(cfg, dir);
+  s.tensor_para_size = o.tensor_para_size ? o.tensor_para_size : cfg.tensor_para_size;
+  if (s.tensor_para_size != cfg.tensor_para_size)
+    throw Error(dir, "converted for tensor_para_size " + std::to_string(cfg.tensor_para_size) +
+                         " (config.ini), the grid asks for TP " + std::to_string(s.tensor_para_size) +
+                         ": FasterTransformer splits nothing at load; convert with -g " +
+                         std::to_string(s.tensor_para_size) + " and pass that folder");
+  s.pipeline_para_size = o.pipeline_para_size;
+  if (cfg.num_layer % s.pipeline_para_size != 0)
+    throw Error(dir, "num_layer " + std::to_string(cfg.num_layer) + " is not divisible by pipeline_para_size " +
+                         std::to_string(s.pipeline_para_size) + " (FasterTransformer gives each stage num_layer / PP layers)");
+  s.data_type = o.data_type.empty() ? ft_data_type(cfg.weight_data_type) : o.data_type;
+  if (s.data_type != "fp32" && s.data_type != "fp16" && s.data_type != "bf16")
+    throw Error(dir, "data_type '" + s.data_type + "': FasterTransformer's backend runs fp32, fp16 or bf16");
+  if (s.model_type == FtModelType::kGptNeoX && s.data_type == "bf16")
+    throw Error(dir, "data_type bf16: the backend's GPT-NeoX model runs fp16 or fp32 (any other data_type as fp32)");
+  s.int8_mode = o.int8_mode;
+  check_int8_mode(s, dir);
+  s.max_batch_size = o.max_batch_size;
+  s.decoupled = o.streaming;
+  s.custom_all_reduce = o.custom_all_reduce;
+  s.default_model_filename = std::to_string(s.tensor_para_size) + "-gpu";
+  s.model_checkpoint_path = (fs::path(server_repo_path(o)) / "fastertransformer" / "1" / s.default_model_filename).string();
+  return s;
+}
+
+std::string server_repo_path(const TritonRepoOptions& o) {
+  return o.server_path.empty() ? fs::absolute(o.output).lexically_normal().string() : o.server_path;
+}
+
+TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
+  const ModelConfig cfg = read_model_config(o.model_dir);
+  TritonRepoResult r;
+  r.spec = plan_triton_repo(o, cfg);
+  if (!o.gemm_config.empty()) check_gemm_config(o.gemm_config, r.spec.data_type);
+  const std::string text = triton_config_pbtxt(r.spec);
+
+  OutputDir out(o.output, o.force);
+  const std::string version = out.file("fastertransformer/1");
+  std::error_code ec;
+  fs::create_directories(version, ec);
+  if (ec) throw Error(version, "cannot create the version folder: " + ec.message());
+  const std::string model = version + "/" + r.spec.default_model_filename;
+  const std::string source = fs::canonical(o.model_dir).string();
+  if (o.copy) {
+    fs::create_directory(model, ec);
+    if (ec) throw Error(model, "cannot create the model folder: " + ec.message());
+    for (const fs::directory_entry& e : fs::directory_iterator(source)) {
+      if (!e.is_regular_file())
+        throw Error(e.path().string(), "is not a regular file; --copy copies plain model folders only");
+      copy_file_into(e.path().string(), model + "/" + e.path().filename().string());
+    }
+  } else {
+    fs::create_directory_symlink(source, model, ec);
+    if (ec) throw Error(model, "cannot link the model folder: " + ec.message());
+    r.linked_to = source;
+  }
+  if (!o.gemm_config.empty()) copy_file_into(o.gemm_config, out.file(gemm::kGemmConfigFileName));
+  write_file(out.file("fastertransformer/config.pbtxt"), text.data(), text.size());
+  out.commit();
+  r.config_path = o.output + "/fastertransformer/config.pbtxt";
+  r.model_path = o.output + "/fastertransformer/1/" + r.spec.default_model_filename;
+  r.server_repo = server_repo_path(o);
+  return r;
+}
+
+}  // namespace ftx::serve

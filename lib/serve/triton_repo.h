@@ -1,0 +1,54 @@
+#pragma once
+// `ftx triton-repo`: a Triton Inference Server model repository for FasterTransformer's backend,
+// made from a converted folder (OUT/N-gpu):
+//   DIR/fastertransformer/config.pbtxt      the backend's tensors and parameters (triton_config.h)
+//   DIR/fastertransformer/1/<T>-gpu         the folder: a symbolic link to it, or a copy (--copy)
+//   DIR/gemm_config.in                      with --gemm-config: FT reads it from the server's
+//                                           working directory, so the server is started in DIR
+// The folder is checked against what the backend will do with it: its TP size must be the grid's
+// (FT splits nothing at load), PP must divide the layers, and a model FasterTransformer's GPT,
+// GPT-J or GPT-NeoX classes cannot run (rotary or gated GPT layers, RMSNorm, multi-query or grouped
+// attention, no biases, XGLM's sinusoidal table) is refused by name rather than served wrong.
+#include <cstdint>
+#include <string>
+
+#include "lib/model/model_config.h"
+#include "lib/serve/triton_config.h"
+
+namespace ftx::serve {
+
+struct TritonRepoOptions {
+  std::string model_dir;          // the converted folder, OUT/N-gpu
+  std::string output;             // the model repository DIR
+  int64_t tensor_para_size = 0;   // 0: the folder's
+  int64_t pipeline_para_size = 1;
+  std::string data_type;          // "": the folder's weight_data_type
+  int64_t int8_mode = 0;
+  int64_t max_batch_size = 1024;
+  bool streaming = false;         // decoupled transaction policy
+  bool custom_all_reduce = false;
+  bool copy = false;              // copy the folder's files instead of linking the folder
+  std::string gemm_config;        // a gemm_config.in to place in DIR ("" : none)
+  std::string server_path;        // DIR as the server will see it ("": DIR's absolute path)
+  bool force = false;             // replace an existing DIR
+};
+
+// The config for `cfg` (read from o.model_dir) under the flags: Error naming the folder and the
+// value when the folder does not fit the grid or the backend.
+TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg);
+// DIR as the server sees it: o.server_path, else DIR's absolute path.
+std::string server_repo_path(const TritonRepoOptions& o);
+
+struct TritonRepoResult {
+  TritonModelSpec spec;
+  std::string config_path;  // DIR/fastertransformer/config.pbtxt
+  std::string model_path;   // DIR/fastertransformer/1/<T>-gpu
+  std::string linked_to;    // the folder the link points at ("" with --copy)
+  std::string server_repo;  // DIR as the server sees it (--server-path, else DIR's absolute path)
+};
+
+// Reads and checks the folder, then writes DIR whole: it appears only complete (an existing DIR is
+// replaced only with force; nothing is left behind on an error).
+TritonRepoResult write_triton_repo(const TritonRepoOptions& o);
+
+}  // namespace ftx::serve
