@@ -52,10 +52,11 @@ TEST(CpuIsaLevels, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
   struct Shape {
     int64_t M, K, nn, ldb;
   };
-  // One row over a whole panel (256, 192) and narrower blocks; groups of rows; K in pieces
+  // One row over a whole panel (256, 192; wider than AVX2's registers hold, so its sums go through
+  // L1) and narrower blocks, K not a multiple of the four rows read per pass; groups of rows; K in pieces
   // (1100 rows of 256 fp32 columns: past the 256 KB piece); the tile kernel's many rows, with
   // widths that are not a multiple of either level's lanes.
-  const Shape shapes[] = {{1, 70, 256, 256}, {1, 300, 192, 256}, {1, 1100, 256, 256}, {1, 50, 7, 9},
+  const Shape shapes[] = {{1, 70, 256, 256}, {1, 300, 192, 256}, {1, 1100, 256, 256}, {1, 50, 7, 9}, {1, 37, 203, 210},
                           {2, 90, 200, 256}, {3, 64, 100, 130}, {4, 1100, 256, 256}, {7, 33, 77, 80},
                           {16, 700, 256, 256}, {17, 64, 256, 300}, {40, 31, 70, 70}, {64, 96, 200, 256}};
   for (T type : {T::kFp32, T::kFp16, T::kBf16, T::kInt8, T::kFp8E4M3})
