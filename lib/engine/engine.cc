@@ -79,57 +79,7 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
                 std::string("a ") + dtype_name(be_.kv_dtype()) + " KV cache needs layer " +
                     std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
                     "'s scale: load the weights with the backend's quantised KV cache on");
-  if (const PromptTables* p = options.prompts) {
-    FTX_CHECK(p->hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p->hidden()) +
-                                         " for a model of hidden size " + std::to_string(H_));
-    prompt_start_ = p->start_id();
-    prompt_end_ = p->end_engine_id();
-    if (!p->prefix()) {
-      prompt_w_ = be_.upload_weight(p->rows().data(), p->dtype(), static_cast<size_t>(p->rows_total() * H_));
-    } else {
-      // The prefix goes into the KV cache as it is held here (copy_kv_2d), converted once now as the
-      // attention stores every other K and V: fp32 as it is, fp16/bf16 rounded to nearest even (a
-      // half model's cache, the CUDA default), int8 or fp8 with each layer's cache scale.
-      const DType kv = be_.kv_dtype();
-      const bool half = kv == DType::kFloat16 || kv == DType::kBFloat16;
-      FTX_CHECK(kv == DType::kFloat32 || half || ops::kv_is_quantized(kv), "",
-                std::string("prefix prompts need an fp32, fp16, bf16, int8 or fp8 KV cache; the ") + be_.name() +
-                    " backend holds it in " + dtype_name(kv));
-      FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
-      const size_t el = dtype_size(p->dtype());
-      for (size_t t = 0; t < p->tasks().size(); ++t) {
-        const int64_t len = p->tasks()[t].length;
-        const size_t per_layer = static_cast<size_t>(2 * shape_.kv_heads * len * shape_.head_dim);
-        const size_t n = static_cast<size_t>(cfg_.num_layer) * per_layer;
-        std::vector<float> host(n);
-        ops::convert_weight(p->rows().data() + p->prefix_offset(static_cast<int64_t>(t)) * el, p->dtype(), host.data(),
-                            DType::kFloat32, n);
-        // int8 and fp8: four elements to a float slot of the buffer, fp16 and bf16 two; only this
-        // stage's layers have an int8/fp8 scale (and are ever copied), the rest stay zero.
-        const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : half ? (n + 1) / 2 : n;
-        std::vector<float> held(slots, 0.0f);
-        if (half) {
-          ops::convert_weight(host.data(), DType::kFloat32, held.data(), kv, n);
-        } else if (ops::kv_is_quantized(kv)) {
-          auto* q = reinterpret_cast<uint8_t*>(held.data());
-          for (size_t l = 0; l < weights.layers.size(); ++l) {
-            const size_t first = static_cast<size_t>(weights.first_layer()) + l;
-            const float kv_orig_quant = 1.0f / kv_scale(static_cast<int64_t>(l));  // fp32, as the attention stores
-            for (size_t i = first * per_layer; i < (first + 1) * per_layer; ++i)
-              q[i] = kv == DType::kInt8 ? static_cast<uint8_t>(ops::quantize_kv(host[i], kv_orig_quant))
-                                        : ops::quantize_kv_fp8(host[i], kv_orig_quant);
-          }
-        } else {
-          held.swap(host);
-        }
-        float* dev = be_.alloc(slots);
-        be_.upload(dev, held.data(), slots);
-        prefix_kv_.push_back(dev);
-        prefix_len_.push_back(len);
-        max_prefix_ = std::max(max_prefix_, len);
-      }
-    }
-  }
+  if (options.prompts) load_prompts(*options.prompts);
   make_kv_cache(options);
 }
 
@@ -205,6 +155,58 @@ Engine::~Engine() {
   free_buffers();
   if (prompt_w_) be_.release_weight(prompt_w_);
   for (float* p : prefix_kv_) be_.release(p);
+}
+
+void Engine::load_prompts(const PromptTables& p) {
+  FTX_CHECK(p.hidden() == H_, "", "prompt tables of hidden size " + std::to_string(p.hidden()) +
+                                      " for a model of hidden size " + std::to_string(H_));
+  prompt_start_ = p.start_id();
+  prompt_end_ = p.end_engine_id();
+  if (!p.prefix()) {
+    prompt_w_ = be_.upload_weight(p.rows().data(), p.dtype(), static_cast<size_t>(p.rows_total() * H_));
+  } else {
+    // The prefix goes into the KV cache as it is held here (copy_kv_2d), converted once now as the
+    // attention stores every other K and V: fp32 as it is, fp16/bf16 rounded to nearest even (a
+    // half model's cache, the CUDA default), int8 or fp8 with each layer's cache scale.
+    const DType kv = be_.kv_dtype();
+    const bool half = kv == DType::kFloat16 || kv == DType::kBFloat16;
+    FTX_CHECK(kv == DType::kFloat32 || half || ops::kv_is_quantized(kv), "",
+              std::string("prefix prompts need an fp32, fp16, bf16, int8 or fp8 KV cache; the ") + be_.name() +
+                  " backend holds it in " + dtype_name(kv));
+    FTX_CHECK(memory_len_ == 0, "", "prefix prompts do not combine with a circular KV cache (--memory-len)");
+    const size_t el = dtype_size(p.dtype());
+    for (size_t t = 0; t < p.tasks().size(); ++t) {
+      const int64_t len = p.tasks()[t].length;
+      const size_t per_layer = static_cast<size_t>(2 * shape_.kv_heads * len * shape_.head_dim);
+      const size_t n = static_cast<size_t>(cfg_.num_layer) * per_layer;
+      std::vector<float> host(n);
+      ops::convert_weight(p.rows().data() + p.prefix_offset(static_cast<int64_t>(t)) * el, p.dtype(), host.data(),
+                          DType::kFloat32, n);
+      // int8 and fp8: four elements to a float slot of the buffer, fp16 and bf16 two; only this
+      // stage's layers have an int8/fp8 scale (and are ever copied), the rest stay zero.
+      const size_t slots = ops::kv_is_quantized(kv) ? (n + 3) / 4 : half ? (n + 1) / 2 : n;
+      std::vector<float> held(slots, 0.0f);
+      if (half) {
+        ops::convert_weight(host.data(), DType::kFloat32, held.data(), kv, n);
+      } else if (ops::kv_is_quantized(kv)) {
+        auto* q = reinterpret_cast<uint8_t*>(held.data());
+        for (size_t l = 0; l < w_.layers.size(); ++l) {
+          const size_t first = static_cast<size_t>(w_.first_layer()) + l;
+          const float kv_orig_quant = 1.0f / kv_scale(static_cast<int64_t>(l));  // fp32, as the attention stores
+          for (size_t i = first * per_layer; i < (first + 1) * per_layer; ++i)
+            q[i] = kv == DType::kInt8 ? static_cast<uint8_t>(ops::quantize_kv(host[i], kv_orig_quant))
+                                      : ops::quantize_kv_fp8(host[i], kv_orig_quant);
+        }
+      } else {
+        held.swap(host);
+      }
+      float* dev = be_.alloc(slots);
+      be_.upload(dev, held.data(), slots);
+      prefix_kv_.push_back(dev);
+      prefix_len_.push_back(len);
+      max_prefix_ = std::max(max_prefix_, len);
+    }
+  }
 }
 
 int64_t Engine::prefix_task(const std::vector<int32_t>& tokens) const {
@@ -391,8 +393,7 @@ void Engine::add_residual_norm(ops::Act x, ops::Act y, const float* bias, const 
   else be_.add_residual_layer_norm(x, y, bias, gamma, beta, out, n, H_, eps);
 }
 
-template <typename Attend>
-void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend) {
+void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const std::function<void(int64_t)>& attend) {
   const bool pre = cfg_.norm == NormPlacement::kPre;
   const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
   const int64_t local_h = shape_.q_heads * shape_.head_dim;

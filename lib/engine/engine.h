@@ -24,6 +24,7 @@
 // memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -156,8 +157,7 @@ class Engine {
  private:
   // The decoder stack over `n` tokens already embedded in x_; `attend` runs the attention of
   // layer l into attn_ from qkv_.
-  template <typename Attend>
-  void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
+  void run_layers(int64_t n, const std::vector<int32_t>& positions, const std::function<void(int64_t)>& attend);
   void ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n);
   // The model's norm (cfg_.normalization: LayerNorm, or RMSNorm without beta) over n rows of H.
   void norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t n);
@@ -172,6 +172,7 @@ class Engine {
   void free_buffers();
   void make_kv_cache(const EngineOptions& options);  // the manager, the pool, a fixed budget's blocks
   void free_workspace();
+  void load_prompts(const PromptTables& p);  // uploads them (EngineOptions::prompts)
   // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the row's slots
   // from `held` (what the prefix cache gave it) and drops the marker. Returns the tokens to run
   // (those beyond `held`).
