@@ -206,14 +206,4 @@ std::vector<GenerationOutput> Scheduler::run_all(const std::vector<DecodeRequest
   return out;
 }
 
-void OrderedResults::add(GenerationOutput&& out) {
-  const int64_t index = out.index;
-  pending_.emplace(index, std::move(out));
-  while (!pending_.empty() && pending_.begin()->first == next_) {
-    sink_(std::move(pending_.begin()->second));
-    pending_.erase(pending_.begin());
-    ++next_;
-  }
-}
-
 }  // namespace ftx
