@@ -2,14 +2,16 @@
 HF model and the peers' files from it, and times CTranslate2 and llama.cpp, one engine and
 precision per process (each engine's thread pools and memory start fresh, as ftx's do).
 
-  peer_engines.py make-hf OUT LAYERS HIDDEN        GPT-2 of that shape, random (fixed seed), save_pretrained
+  peer_engines.py make-hf OUT SHAPE.json           a random model of that shape (fixed seed), save_pretrained: GPT-2
+                                                   ({"arch": "gpt2", "layers", "hidden"}) or Llama ({"arch": "llama",
+                                                   "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"}, tied head)
   peer_engines.py ct2-convert HF OUT               ct2-transformers-converter's converter (float32 weights; the compute
                                                    type is chosen at load, as CT2 users do)
   peer_engines.py gguf HF OUT TYPE                 a GGUF (f32, f16, bf16, q8_0) with the gguf package
   peer_engines.py ct2|llama MODEL TYPE TASK.json   timings, printed as one JSON line
   peer_engines.py versions                         each engine's version, as JSON
 
-TASK.json: {"threads": 2, "repeat": 3, "check": [ids], "check_new": 8,
+TASK.json: {"threads": 2, "repeat": 3, "vocab": 50257, "check": [ids], "check_new": 8,
             "decode": {"1": [[ids], ...], "8": ...}, "new": 32, "prefill": {"64": [ids], "512": [ids]}}
 Result: {"check_ids": [...], "decode_ms": {"1": [ms per step, one per repeat]}, "prefill_ms": {"64": [...]}, "isa": "..."}
 The decode time per step is (time for `new` tokens - time for 1 token) / (new - 1): the prompt and
@@ -27,17 +29,36 @@ GPT2_DATA = os.path.join(ROOT, "data", "gpt2")
 VOCAB = 50257
 
 
-def make_hf(out, layers, hidden):
+def gpt2_tokenizer(vocab_size):
+    """GPT-2's own tokenizer, with numbered added tokens up to `vocab_size` when the model's vocabulary
+    is larger (the Llama shape): CTranslate2 takes its vocabulary from the tokenizer, and llama.cpp's
+    BPE loader needs GPT-2's byte tokens."""
+    import transformers
+    tok = transformers.GPT2TokenizerFast(vocab_file=os.path.join(GPT2_DATA, "vocab.json"),
+                                         merges_file=os.path.join(GPT2_DATA, "merges.txt"))
+    if vocab_size > len(tok):
+        tok.add_tokens([f"<t{i}>" for i in range(len(tok), vocab_size)])
+    return tok
+
+
+def make_hf(out, shape):
     import torch
     import transformers
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=layers, n_embd=hidden, n_head=hidden // 64, n_positions=1024,
-                                  vocab_size=VOCAB, bos_token_id=50256, eos_token_id=50256)
+    if shape["arch"] == "gpt2":
+        H = shape["hidden"]
+        cfg = transformers.GPT2Config(n_layer=shape["layers"], n_embd=H, n_head=H // 64, n_positions=1024,
+                                      vocab_size=VOCAB, bos_token_id=50256, eos_token_id=50256)
+    else:
+        # Llama 3.2's shape and rope base; no rope scaling (which changes no cost: a table computed once).
+        cfg = transformers.LlamaConfig(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
+                                       num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
+                                       intermediate_size=shape["ffn"], vocab_size=shape["vocab"],
+                                       max_position_embeddings=2048, rope_theta=500000.0, rms_norm_eps=1e-5,
+                                       tie_word_embeddings=True, bos_token_id=50256, eos_token_id=50256)
     model = transformers.AutoModelForCausalLM.from_config(cfg)
-    model.save_pretrained(out, safe_serialization=True)
-    tok = transformers.GPT2TokenizerFast(vocab_file=os.path.join(GPT2_DATA, "vocab.json"),
-                                         merges_file=os.path.join(GPT2_DATA, "merges.txt"))
-    tok.save_pretrained(out)
+    model.save_pretrained(out, safe_serialization=True, max_shard_size="64GB")  # one model.safetensors
+    gpt2_tokenizer(cfg.vocab_size).save_pretrained(out)
 
 
 def ct2_convert(hf, out):
@@ -56,9 +77,11 @@ def ct2_convert(hf, out):
 
 
 def write_gguf(hf, out, kind):
-    """llama.cpp's gpt2 architecture from the HF safetensors: the same tensors under GGUF names, the
-    Conv1D matrices ([in, out] in HF) transposed to [out, in]; 2-D weight matrices (and the tied
-    token embedding, which llama.cpp also uses as the output matrix) in `kind`, the rest f32."""
+    """A GGUF of llama.cpp's gpt2 or llama architecture from the HF safetensors: the same tensors under
+    GGUF names (GPT-2's Conv1D matrices, [in, out] in HF, transposed to [out, in]; Llama's Q and K rows
+    reordered from transformers' rotate-half pairing to llama.cpp's interleaved one, as its
+    convert_hf_to_gguf.py does); 2-D weight matrices (and the tied token embedding, which llama.cpp also
+    uses as the output matrix) in `kind`, the rest f32."""
     import gguf
     from safetensors.numpy import load_file
     cfg = json.load(open(os.path.join(hf, "config.json")))
@@ -67,18 +90,36 @@ def write_gguf(hf, out, kind):
              "bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0}[kind]
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
              "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[kind]
-    H, L = cfg["n_embd"], cfg["n_layer"]
-    wr = gguf.GGUFWriter(out, "gpt2")
-    wr.add_name("bench-gpt2")
-    wr.add_context_length(cfg["n_positions"])
-    wr.add_embedding_length(H)
-    wr.add_feed_forward_length(4 * H)
-    wr.add_block_count(L)
-    wr.add_head_count(cfg["n_head"])
-    wr.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+    llama = cfg["model_type"] == "llama"
+    wr = gguf.GGUFWriter(out, "llama" if llama else "gpt2")
+    wr.add_name("bench-" + cfg["model_type"])
+    if llama:
+        H, L, heads, kv = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], \
+            cfg["num_key_value_heads"]
+        wr.add_context_length(cfg["max_position_embeddings"])
+        wr.add_embedding_length(H)
+        wr.add_feed_forward_length(cfg["intermediate_size"])
+        wr.add_block_count(L)
+        wr.add_head_count(heads)
+        wr.add_head_count_kv(kv)
+        wr.add_rope_dimension_count(H // heads)
+        wr.add_rope_freq_base(cfg["rope_theta"])
+        wr.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        wr.add_vocab_size(cfg["vocab_size"])
+    else:
+        H, L = cfg["n_embd"], cfg["n_layer"]
+        wr.add_context_length(cfg["n_positions"])
+        wr.add_embedding_length(H)
+        wr.add_feed_forward_length(4 * H)
+        wr.add_block_count(L)
+        wr.add_head_count(cfg["n_head"])
+        wr.add_layer_norm_eps(cfg["layer_norm_epsilon"])
     wr.add_file_type(ftype)
-    vocab = json.load(open(os.path.join(GPT2_DATA, "vocab.json")))
+    tok = json.load(open(os.path.join(hf, "tokenizer.json")))
+    vocab = dict(tok["model"]["vocab"])
+    vocab.update({t["content"]: t["id"] for t in tok.get("added_tokens", [])})
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    assert len(tokens) == cfg["vocab_size"], (len(tokens), cfg["vocab_size"])
     merges = [l.rstrip("\n") for l in open(os.path.join(GPT2_DATA, "merges.txt"), encoding="utf-8")
               if l.strip() and not l.startswith("#version")]
     wr.add_tokenizer_model("gpt2")
@@ -98,19 +139,35 @@ def write_gguf(hf, out, kind):
         else:
             wr.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
 
-    p = "transformer." if "transformer.wte.weight" in w else ""
-    put("token_embd.weight", w[p + "wte.weight"], matrix=True)
-    put("position_embd.weight", w[p + "wpe.weight"])
-    put("output_norm.weight", w[p + "ln_f.weight"])
-    put("output_norm.bias", w[p + "ln_f.bias"])
-    names = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
-             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
-    for l in range(L):
-        for hf_name, gg in names.items():
-            src = f"{p}h.{l}.{hf_name}"
-            conv1d = not hf_name.startswith("ln")
-            put(f"blk.{l}.{gg}.weight", w[src + ".weight"].T if conv1d else w[src + ".weight"], matrix=conv1d)
-            put(f"blk.{l}.{gg}.bias", w[src + ".bias"])
+    if llama:
+        def interleave(m, n_head):  # rows of each head: (first half, second half) pairs -> adjacent pairs
+            return m.reshape(n_head, 2, m.shape[0] // n_head // 2, *m.shape[1:]).swapaxes(1, 2).reshape(m.shape)
+        put("token_embd.weight", w["model.embed_tokens.weight"], matrix=True)
+        put("output_norm.weight", w["model.norm.weight"])
+        for l in range(L):
+            p = f"model.layers.{l}."
+            put(f"blk.{l}.attn_norm.weight", w[p + "input_layernorm.weight"])
+            put(f"blk.{l}.attn_q.weight", interleave(w[p + "self_attn.q_proj.weight"], heads), matrix=True)
+            put(f"blk.{l}.attn_k.weight", interleave(w[p + "self_attn.k_proj.weight"], kv), matrix=True)
+            put(f"blk.{l}.attn_v.weight", w[p + "self_attn.v_proj.weight"], matrix=True)
+            put(f"blk.{l}.attn_output.weight", w[p + "self_attn.o_proj.weight"], matrix=True)
+            put(f"blk.{l}.ffn_norm.weight", w[p + "post_attention_layernorm.weight"])
+            for hf_name, gg in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+                put(f"blk.{l}.{gg}.weight", w[p + "mlp." + hf_name + ".weight"], matrix=True)
+    else:
+        p = "transformer." if "transformer.wte.weight" in w else ""
+        put("token_embd.weight", w[p + "wte.weight"], matrix=True)
+        put("position_embd.weight", w[p + "wpe.weight"])
+        put("output_norm.weight", w[p + "ln_f.weight"])
+        put("output_norm.bias", w[p + "ln_f.bias"])
+        names = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+                 "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+        for l in range(L):
+            for hf_name, gg in names.items():
+                src = f"{p}h.{l}.{hf_name}"
+                conv1d = not hf_name.startswith("ln")
+                put(f"blk.{l}.{gg}.weight", w[src + ".weight"].T if conv1d else w[src + ".weight"], matrix=conv1d)
+                put(f"blk.{l}.{gg}.bias", w[src + ".bias"])
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -208,7 +265,8 @@ def run_llama(model, task):
 
     def argmax(ctx, i):
         p = ll.llama_get_logits_ith(ctx, i)
-        return int(np.argmax(np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_float)), shape=(VOCAB,))))
+        return int(np.argmax(np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_float)),
+                                                   shape=(task.get("vocab", VOCAB),))))
 
     def clear(ctx):
         ll.llama_memory_clear(ll.llama_get_memory(ctx), True)
@@ -267,7 +325,7 @@ def run_llama(model, task):
 def main():
     cmd = sys.argv[1]
     if cmd == "make-hf":
-        make_hf(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        make_hf(sys.argv[2], json.loads(sys.argv[3]))
     elif cmd == "ct2-convert":
         ct2_convert(sys.argv[2], sys.argv[3])
     elif cmd == "gguf":
