@@ -24,11 +24,13 @@
 // memory, [rows, V]) to world rank 0 when that is another rank. The rows of a call go through the
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "lib/dist/communicator.h"
 #include "lib/dist/parallel.h"
+#include "lib/engine/engine_options.h"
 #include "lib/engine/kv_cache/kv_block_pool.h"
 #include "lib/engine/kv_cache/kv_cache_budget.h"
 #include "lib/engine/kv_cache/kv_cache_manager.h"
@@ -38,28 +40,6 @@
 namespace ftx {
 
 class PromptTables;
-
-struct EngineOptions {
-  // > 0: every row's KV cache is circular and keeps only the last memory_len tokens (FT's
-  // memory_len); positions keep counting, so a row can go on past memory_len tokens.
-  int64_t memory_len = 0;
-  // p-tuning tables (lib/engine/prompt_tables.h): an input id in [start_id, end_engine_id()) is
-  // embedded as that row of the stacked tables, at its real position. Prefix prompts: a row's
-  // first token start_id + t puts task t's K/V prefix in the row's cache instead (the prompt's
-  // positions still start at 0; the cache holds max_seq tokens besides the longest prefix).
-  // Uploaded by the engine; the object need not outlive the constructor.
-  const PromptTables* prompts = nullptr;
-  // Pipeline parallelism: rows per micro-batch (0: ceil(rows / P), one micro-batch per stage). FT
-  // uses batch / P only when P divides the batch (else the whole batch, no overlap) and halves it
-  // while micro-batch x tokens > 1024; ftx splits any batch. Any value gives the same logits.
-  int64_t micro_batch = 0;
-  // The paged KV cache: tokens per block (any size ≥ 1 on the CPU; the CUDA kernels want a power
-  // of two), how much memory it may take (kv_cache_budget.h), and whether full blocks are kept
-  // for later prefills of the same tokens (off for calibration, which must see every token run).
-  int64_t block_size = 64;
-  kv::KvCacheBudget kv_cache;
-  bool prefix_cache = true;
-};
 
 class Engine {
  public:
@@ -154,10 +134,36 @@ class Engine {
   int64_t tokens_reused() const { return tokens_reused_; }
 
  private:
+  Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
+         EngineOptions options, const dist::ParallelGroups* groups = nullptr);
+  void check_position(int64_t pos) const;
+  float kv_scale(int64_t l) const;  // KvCache::scale of this stage's cache layer l
+
+  // ---- prefill and append (engine_append.cc)
+  // Appends after the rows' ends (no prefix markers): blocks, the forward, the commit.
+  void append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                   float* logits, std::vector<float>* context_embeddings);
+  // One micro-batch of a prefill/append (rows `first`.. of the call): the embedding or the previous
+  // stage's hidden states, this stage's layers, then the send to the next stage or (last stage) the
+  // logits into logits_ rows [first, first + B) and the context embeddings (host, [B, H], added to).
+  void append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                    int64_t first, float* context_embeddings);
+  // A circular cache's append that wraps: one decode step per token.
+  void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
+                       float* logits);
+
+  // ---- decode (engine_decode.cc)
+  // slots: where each token's K/V go (its position plus the row's prefix-prompt length).
+  void decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions, const int32_t* slots,
+                    int64_t n, int64_t first);
+
+  // ---- the model's math (engine_forward.cc)
+  // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
+  void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
+  bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
   // The decoder stack over `n` tokens already embedded in x_; `attend` runs the attention of
   // layer l into attn_ from qkv_.
-  template <typename Attend>
-  void run_layers(int64_t n, const std::vector<int32_t>& positions, Attend&& attend);
+  void run_layers(int64_t n, const std::vector<int32_t>& positions, const std::function<void(int64_t)>& attend);
   void ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n);
   // The model's norm (cfg_.normalization: LayerNorm, or RMSNorm without beta) over n rows of H.
   void norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t n);
@@ -169,46 +175,8 @@ class Engine {
   void compute_logits(ops::Act hidden, int64_t n, int64_t first);
   // A row-parallel partial sum (or the stage's hidden states) completed over the TP group.
   void all_reduce(ops::Act x, int64_t n);
-  void free_buffers();
-  void make_kv_cache(const EngineOptions& options);  // the manager, the pool, a fixed budget's blocks
-  void free_workspace();
-  // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the row's slots
-  // from `held` (what the prefix cache gave it) and drops the marker. Returns the tokens to run
-  // (those beyond `held`).
-  std::vector<int32_t> place_prefix(const std::vector<int32_t>& tokens, int32_t row, int64_t held = 0);
-  // The slot keys of a fresh row's tokens: a prefix prompt's slots carry its task, tokens their ids.
-  std::vector<int32_t> slot_keys(const std::vector<int32_t>& tokens) const;
-  int64_t prefix_task(const std::vector<int32_t>& tokens) const;  // -1: no prefix-prompt marker
-  // Appends after the rows' ends (no prefix markers): blocks, the forward, the commit.
-  void append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                   float* logits, std::vector<float>* context_embeddings);
-  // Makes the next n[i] slots of rows[i] writable (new blocks, copies of shared ones): Error naming
-  // the budget when the pool cannot hold them.
-  void prepare_writes(const std::vector<int32_t>& rows, const std::vector<int64_t>& n);
-  // The rows' block tables for an attention call ([rows, stride_], host).
-  std::vector<int32_t> block_tables(const int32_t* rows, int64_t n) const;
-  int64_t blocks_per_row(int64_t slots) const;
-  // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
-  void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
-  bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
-  // A circular cache's append that wraps: one decode step per token.
-  void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                       float* logits);
-  void check_position(int64_t pos) const;
-  float kv_scale(int64_t l) const;  // KvCache::scale of this stage's cache layer l
-  int64_t cache_bytes(int64_t rows, int64_t max_seq) const;  // of the pool reserve() would hold
-  int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 
-  Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
-         EngineOptions options, const dist::ParallelGroups* groups = nullptr);
-  // One micro-batch of a prefill/append (rows `first`.. of the call): the embedding or the previous
-  // stage's hidden states, this stage's layers, then the send to the next stage or (last stage) the
-  // logits into logits_ rows [first, first + B) and the context embeddings (host, [B, H], added to).
-  void append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                    int64_t first, float* context_embeddings);
-  // slots: where each token's K/V go (its position plus the row's prefix-prompt length).
-  void decode_batch(const int32_t* tokens, const int32_t* cache_rows, const int32_t* positions, const int32_t* slots,
-                    int64_t n, int64_t first);
+  // ---- pipeline stages and the logits' way to world rank 0 (engine_pipeline.cc)
   // The rows per micro-batch for a call of `n` rows (all of them without pipeline parallelism).
   int64_t micro_batch_rows(int64_t n) const;
   // Stage 0 embeds `ids`, a later stage receives the previous stage's hidden states, into x_.
@@ -223,6 +191,31 @@ class Engine {
   // The last stage's context embeddings to world rank 0 (pipeline parallelism only).
   void deliver_context_embeddings(std::vector<float>* ctx);
   int last_stage_leader() const;  // world rank of the last stage's TP rank 0
+
+  // ---- the rows' blocks (engine_cache.cc)
+  // Makes the next n[i] slots of rows[i] writable (new blocks, copies of shared ones): Error naming
+  // the budget when the pool cannot hold them.
+  void prepare_writes(const std::vector<int32_t>& rows, const std::vector<int64_t>& n);
+  // The rows' block tables for an attention call ([rows, stride_], host).
+  std::vector<int32_t> block_tables(const int32_t* rows, int64_t n) const;
+
+  // ---- p-tuning tables and prefix prompts (engine_prompts.cc)
+  void load_prompts(const PromptTables& p);  // uploads them (EngineOptions::prompts)
+  // Prefix prompts: when tokens[0] is a task marker, writes the task's K/V into the row's slots
+  // from `held` (what the prefix cache gave it) and drops the marker. Returns the tokens to run
+  // (those beyond `held`).
+  std::vector<int32_t> place_prefix(const std::vector<int32_t>& tokens, int32_t row, int64_t held = 0);
+  // The slot keys of a fresh row's tokens: a prefix prompt's slots carry its task, tokens their ids.
+  std::vector<int32_t> slot_keys(const std::vector<int32_t>& tokens) const;
+  int64_t prefix_task(const std::vector<int32_t>& tokens) const;  // -1: no prefix-prompt marker
+
+  // ---- memory (engine_memory.cc)
+  void make_kv_cache(const EngineOptions& options);  // the manager, the pool, a fixed budget's blocks
+  void free_buffers();
+  void free_workspace();
+  int64_t blocks_per_row(int64_t slots) const;
+  int64_t cache_bytes(int64_t rows, int64_t max_seq) const;  // of the pool reserve() would hold
+  int64_t workspace_bytes(int64_t rows, int64_t max_tokens) const;
 
   std::unique_ptr<dist::ParallelGroups> own_groups_;  // the TP-only constructor's groups
   const ModelWeights& w_;

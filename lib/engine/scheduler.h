@@ -44,7 +44,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -54,53 +53,11 @@
 #include "lib/decoding/decoder.h"
 #include "lib/dist/communicator.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/generation_output.h"
+#include "lib/engine/requests.h"
 #include "lib/engine/step_logits.h"
 
 namespace ftx {
-
-// What a result line carries besides the tokens (per request; flags give the defaults).
-struct ResultOptions {
-  bool log_probs = false;      // output_log_probs
-  bool cum_log_probs = false;  // cum_log_prob
-  int32_t end_id = -1;         // trailing end_ids are left out of the decoded "text"
-};
-
-struct Request {
-  int64_t index = 0;         // position in the input, 0-based: results are reported with it
-  DecodeRequest decode;      // a session round: decode.input_ids are the round's new tokens
-  ResultOptions output;
-  uint64_t fingerprint = 0;  // identifies the request for --resume; carried to the result
-  std::string session;       // "" : not part of a session
-  bool session_end = false;  // the session's last round: its cache and context are freed after it
-  // A control request (index < 0, no tokens, session_end): ends `session` without a round.
-  bool is_control() const { return index < 0; }
-};
-
-// Pulled on rank 0 only. peek() may throw Error (a malformed input line): the scheduler turns it
-// into the same error on every rank.
-class RequestSource {
- public:
-  virtual ~RequestSource() = default;
-  // The next request, not yet consumed; nullptr when there is none now.
-  virtual const Request* peek() = 0;
-  virtual Request take() = 0;  // consumes the request peek() returned
-  // No request will ever come again. A file is finished once peek() returns nullptr; an
-  // interactive source (ftx chat) returns nullptr from peek() while a round is running and blocks
-  // in peek() for the next line only when none is.
-  virtual bool finished() { return peek() == nullptr; }
-};
-
-// Requests held in memory (tests, benches, eval).
-class VectorSource : public RequestSource {
- public:
-  explicit VectorSource(std::vector<Request> requests) : requests_(std::move(requests)) {}
-  const Request* peek() override { return next_ < requests_.size() ? &requests_[next_] : nullptr; }
-  Request take() override { return std::move(requests_[next_++]); }
-
- private:
-  std::vector<Request> requests_;
-  size_t next_ = 0;
-};
 
 // More request slots than any batch a GPU or CPU decodes at once; bounds the host tables.
 constexpr int64_t kMaxBatchSize = 65536;
@@ -123,30 +80,6 @@ struct SchedulerOptions {
   // it is the run's Error. ftx chat on a terminal: the user shortens the line or /resets.
   bool refuse_alone = false;
 };
-
-struct GenerationOutput {
-  int64_t index = 0;
-  uint64_t fingerprint = 0;
-  ResultOptions output;
-  int64_t input_length = 0;              // the round's new tokens (a session's context not counted)
-  RequestResult result;                  // from the Decoder
-  std::vector<float> context_embedding;  // [H]: sum over the tokens run of the last layer output
-  std::string session;
-  int64_t round = 0;                     // 1-based round of the session (0: none)
-  int64_t context_length = 0;            // tokens of the session before this round's new ones
-  std::string error;                     // SchedulerOptions::refuse_alone: why it did not run (no result)
-};
-
-// One new token of one request (rank 0), as soon as it exists. With beam search the best beam may
-// change its past, so `best` carries the current best beam's tokens so far.
-struct StreamEvent {
-  int64_t index = 0;   // request index
-  int64_t step = 0;    // 0-based index of this new token
-  int32_t token = 0;   // the new token (beam_width 1: of the request; beams: last of `best`)
-  std::vector<int32_t> best;  // beams only
-};
-using StreamCallback = std::function<void(const StreamEvent&)>;
-using ResultCallback = std::function<void(GenerationOutput&&)>;
 
 struct GenerateStats {
   double first_token_s = -1;   // time to the first token of the run (prefill + first step)
@@ -213,6 +146,12 @@ class Scheduler {
     uint64_t last_used = 0;
   };
 
+  bool any_decoding() const;
+  bool running(int64_t s) const { return slots_[static_cast<size_t>(s)].used && !slots_[static_cast<size_t>(s)].preempted; }
+  // Every row gives its blocks back (the end of a run).
+  void release_all();
+
+  // ---- admission (scheduler_admission.cc), rank 0
   Plan plan(RequestSource* source, const std::function<bool()>& should_stop);
   // Rank 0: whether `r` can start now (kAdmitted: the plan entry is filled and slots/sessions
   // consumed), must wait for rows or blocks (kWait), or waits one step for a newcomer of this plan
@@ -220,15 +159,18 @@ class Scheduler {
   enum class Admission { kAdmitted, kWait, kDefer };
   Admission try_admit(const Request& r, Plan& p, std::vector<int64_t>& free, int64_t beam);
   int64_t take_free_slot(std::vector<int64_t>& free, Plan& p);
+
+  // ---- sessions (scheduler_sessions.cc), rank 0
   void end_session(const std::string& id, Plan& p);
+  void finish_round(int64_t s, int64_t best_beam, const GenerationOutput& out);
+
+  // ---- the plan on every rank (scheduler_plan.cc)
   void share(Plan& p);
   void replay_ops(const Plan& p);  // ranks other than 0: the cache ops rank 0 applied while planning
+
+  // ---- the plan's requests start (scheduler_prefill.cc), every rank
   void admit(const Plan& p);
-  void finish_round(int64_t s, int64_t best_beam, const GenerationOutput& out);
   int64_t cache_length_for(int64_t need) const;
-  bool any_decoding() const;
-  // Every row gives its blocks back (the end of a run).
-  void release_all();
 
   // ---- the KV-cache budget (scheduler_memory.cc), rank 0 while planning
   // Applies a cache op to the engine now and records it for the other ranks.
@@ -236,7 +178,6 @@ class Scheduler {
   void apply_fork(int64_t dst, int64_t src, Plan& p);
   // Blocks the next step of the running requests may take.
   int64_t step_cost() const;
-  bool running(int64_t s) const { return slots_[static_cast<size_t>(s)].used && !slots_[static_cast<size_t>(s)].preempted; }
   // Blocks free for admissions once every running request's next step is provided for; preempts
   // (and evicts idle sessions) until that is not negative.
   int64_t make_room(Plan& p);
@@ -287,22 +228,6 @@ class Scheduler {
   } blocked_;
   std::unordered_set<uint64_t> produced_;  // while planning: prefix blocks this plan's newcomers compute
   bool cut_short_ = false;  // rank 0: finish_running() was called
-};
-
-// Restores input order: results arrive in completion order and leave in index order, starting
-// from `first` (the number of results a resumed run already has).
-class OrderedResults {
- public:
-  using Sink = std::function<void(GenerationOutput&&)>;
-  OrderedResults(int64_t first, Sink sink) : next_(first), sink_(std::move(sink)) {}
-  void add(GenerationOutput&& out);
-  int64_t next() const { return next_; }
-  size_t pending() const { return pending_.size(); }
-
- private:
-  int64_t next_;
-  Sink sink_;
-  std::map<int64_t, GenerationOutput> pending_;
 };
 
 }  // namespace ftx

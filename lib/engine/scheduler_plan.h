@@ -1,6 +1,6 @@
 #pragma once
 // What rank 0 decides for one iteration of the scheduler, which every rank receives
-// (Scheduler::share); private to scheduler.cc and scheduler_memory.cc.
+// (Scheduler::share, scheduler_plan.cc); private to the scheduler's .cc files.
 #include <array>
 #include <cstdint>
 #include <string>

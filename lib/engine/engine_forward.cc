@@ -1,0 +1,171 @@
+// The model's math on this rank (ft-runtime.md §3): the embedding (with p-tuning's virtual
+// tokens), the decoder stack, the final norm and the lm_head. One code path for every
+// architecture; ModelConfig selects the blocks.
+//
+// Tensor parallelism (ft-format.md §1, §3): QKV and FFN-in are column-parallel (this rank's heads /
+// inter columns), attention.dense and FFN-out are row-parallel, so each rank holds a partial sum
+// that one all-reduce completes. Row-parallel biases are replicated and added once, after the
+// all-reduce, except GPT-NeoX with parallel residual, whose `mlp.attention.bias.sum` file holds
+// (attention bias + MLP bias) / TP for adding on every rank before it, as FT's runtime does.
+#include "lib/engine/engine.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+
+namespace ftx {
+
+namespace {
+
+ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int64_t* offset) {
+  *offset = 0;  // FT position tables already start at the first real position
+  if (w.wpe) return ops::PositionTable::kLearned;
+  if (cfg.position == PositionEmbedding::kSinusoidal) {
+    *offset = cfg.position_offset;
+    return ops::PositionTable::kSinusoidal;
+  }
+  return ops::PositionTable::kNone;
+}
+
+}  // namespace
+
+bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const {
+  if (!prompt_w_) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] >= virtual_from) return true;
+  return false;
+}
+
+void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from) {
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  const float scale = static_cast<float>(cfg_.embedding_scale);
+  if (!has_virtual(ids, n, virtual_from)) {
+    be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
+    return;
+  }
+  // Virtual tokens (p-tuning): the real ones from wte, then the virtual ones from the prompt
+  // tables into scratch (a_ is free until the first layer), copied over their rows run by run.
+  std::vector<int32_t> real(ids, ids + n), rows, pos;
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < virtual_from) continue;
+    FTX_CHECK(ids[i] < prompt_end_, "", "virtual token id " + std::to_string(ids[i]) + " beyond the prompt tables");
+    rows.push_back(static_cast<int32_t>(ids[i] - prompt_start_));
+    pos.push_back(positions[i]);
+    at.push_back(i);
+    real[i] = 0;
+  }
+  be_.embedding(x_, w_.wte, w_.wpe, table, offset, real.data(), positions, n, H_, scale);
+  const int64_t m = static_cast<int64_t>(at.size());
+  be_.embedding(a_, prompt_w_, w_.wpe, table, offset, rows.data(), pos.data(), m, H_, scale);
+  for (int64_t j = 0; j < m;) {
+    int64_t k = j + 1;
+    while (k < m && at[k] == at[k - 1] + 1) ++k;
+    be_.copy_act(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
+    j = k;
+  }
+}
+
+void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
+  be_.gemm(n, local_inter_, H_, in, lw.fc_w, false, inter_, 0.0f);
+  if (lw.gate_w) be_.gemm(n, local_inter_, H_, in, lw.gate_w, false, gate_, 0.0f);
+  be_.bias_activation(inter_, lw.fc_b, lw.gate_w ? gate_ : ops::Act(), lw.gate_b, n, local_inter_,
+                      cfg_.activation);
+  be_.gemm(n, H_, local_inter_, inter_, lw.proj_w, false, out, 0.0f);
+}
+
+void Engine::norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t n) {
+  const float eps = static_cast<float>(cfg_.layernorm_eps);
+  if (cfg_.normalization == Normalization::kRmsNorm) be_.rms_norm(out, x, gamma, n, H_, eps);
+  else be_.layer_norm(out, x, gamma, beta, n, H_, eps);
+}
+
+void Engine::add_residual_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,
+                               ops::Act out, int64_t n) {
+  const float eps = static_cast<float>(cfg_.layernorm_eps);
+  if (cfg_.normalization == Normalization::kRmsNorm) be_.add_residual_rms_norm(x, y, bias, gamma, out, n, H_, eps);
+  else be_.add_residual_layer_norm(x, y, bias, gamma, beta, out, n, H_, eps);
+}
+
+void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const std::function<void(int64_t)>& attend) {
+  const bool pre = cfg_.norm == NormPlacement::kPre;
+  const int64_t L = static_cast<int64_t>(w_.layers.size());  // this stage's
+  const int64_t local_h = shape_.q_heads * shape_.head_dim;
+  const int64_t rot_heads = shape_.q_heads + shape_.kv_heads;
+  const bool rotary = cfg_.position == PositionEmbedding::kRotary && cfg_.rotary_dim > 0;
+  // Completes a row-parallel partial sum; returns the bias still to be added after it.
+  auto reduce = [&](ops::Act partial, const float* bias) -> const float* {
+    if (bias_before_reduce_ && bias) be_.add_bias(partial, bias, n, H_);
+    all_reduce(partial, n * H_);
+    return bias_before_reduce_ ? nullptr : bias;
+  };
+
+  if (pre && L > 0)
+    norm(ln_, x_, w_.layers[0].ln1_gamma, w_.layers[0].ln1_beta, n);
+  for (int64_t l = 0; l < L; ++l) {
+    const LayerWeights& lw = w_.layers[static_cast<size_t>(l)];
+    const LayerWeights* next = l + 1 < L ? &w_.layers[static_cast<size_t>(l + 1)] : nullptr;
+    const ops::Act in = pre ? ln_ : x_;  // ln_ holds LN1(x) here for pre-LN models
+
+    be_.gemm(n, qkv_cols_, H_, in, lw.qkv_w, false, qkv_, 0.0f);
+    be_.add_bias(qkv_, lw.qkv_b, n, qkv_cols_);
+    if (rotary)
+      be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
+                 cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
+    attend(l);
+    be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
+
+    if (cfg_.parallel_residual) {
+      // y = x + attn(LN1 x) + ffn(LN x): GPT-J shares LN1, NeoX uses LN2. One all-reduce for both.
+      ops::Act ffn_in = ln_;
+      if (!cfg_.shared_input_norm) {
+        norm(f_, x_, lw.ln2_gamma, lw.ln2_beta, n);
+        ffn_in = f_;
+      }
+      ffn(lw, ffn_in, f_, n);
+      add_residual_norm(a_, f_, nullptr, nullptr, nullptr, nullptr, n);  // a += f
+      const float* bias = nullptr;
+      if (bias_before_reduce_) {
+        be_.add_bias(a_, lw.dense_b, n, H_);
+        be_.add_bias(a_, lw.proj_b, n, H_);
+        all_reduce(a_, n * H_);
+      } else {
+        all_reduce(a_, n * H_);
+        if (lw.dense_b && lw.proj_b) be_.add_bias(x_, lw.dense_b, n, H_);
+        bias = lw.proj_b ? lw.proj_b : lw.dense_b;
+      }
+      add_residual_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
+    } else if (pre) {
+      const float* b = reduce(a_, lw.dense_b);
+      add_residual_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n);
+      ffn(lw, ln_, f_, n);
+      b = reduce(f_, lw.proj_b);
+      add_residual_norm(x_, f_, b, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
+    } else {
+      // Post-LN (OPT-post): x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
+      const float* b = reduce(a_, lw.dense_b);
+      add_residual_norm(x_, a_, b, lw.ln1_gamma, lw.ln1_beta, x_, n);
+      ffn(lw, x_, f_, n);
+      b = reduce(f_, lw.proj_b);
+      add_residual_norm(x_, f_, b, lw.ln2_gamma, lw.ln2_beta, x_, n);
+    }
+  }
+}
+
+void Engine::all_reduce(ops::Act x, int64_t n) { tp_.all_reduce_sum(x.data, static_cast<size_t>(n), x.dtype); }
+
+void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
+  if (!computes_logits_) return;
+  if (w_.final_ln_gamma)
+    norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n);
+  const int64_t Vp = w_.padded_vocab();  // rows of logits_ are Vp wide, their first V are read
+  float* out = logits_ + first * Vp;
+  be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
+  be_.add_bias(out, w_.lm_head_b, n, Vp);
+}
+
+}  // namespace ftx

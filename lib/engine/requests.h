@@ -1,0 +1,57 @@
+#pragma once
+// What the scheduler (scheduler.h) runs: requests, each a DecodeRequest with its place in the
+// input, its result options and its session, and the sources they are pulled from.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/decoding/decoder.h"
+
+namespace ftx {
+
+// What a result line carries besides the tokens (per request; flags give the defaults).
+struct ResultOptions {
+  bool log_probs = false;      // output_log_probs
+  bool cum_log_probs = false;  // cum_log_prob
+  int32_t end_id = -1;         // trailing end_ids are left out of the decoded "text"
+};
+
+struct Request {
+  int64_t index = 0;         // position in the input, 0-based: results are reported with it
+  DecodeRequest decode;      // a session round: decode.input_ids are the round's new tokens
+  ResultOptions output;
+  uint64_t fingerprint = 0;  // identifies the request for --resume; carried to the result
+  std::string session;       // "" : not part of a session
+  bool session_end = false;  // the session's last round: its cache and context are freed after it
+  // A control request (index < 0, no tokens, session_end): ends `session` without a round.
+  bool is_control() const { return index < 0; }
+};
+
+// Pulled on rank 0 only. peek() may throw Error (a malformed input line): the scheduler turns it
+// into the same error on every rank.
+class RequestSource {
+ public:
+  virtual ~RequestSource() = default;
+  // The next request, not yet consumed; nullptr when there is none now.
+  virtual const Request* peek() = 0;
+  virtual Request take() = 0;  // consumes the request peek() returned
+  // No request will ever come again. A file is finished once peek() returns nullptr; an
+  // interactive source (ftx chat) returns nullptr from peek() while a round is running and blocks
+  // in peek() for the next line only when none is.
+  virtual bool finished() { return peek() == nullptr; }
+};
+
+// Requests held in memory (tests, benches, eval).
+class VectorSource : public RequestSource {
+ public:
+  explicit VectorSource(std::vector<Request> requests) : requests_(std::move(requests)) {}
+  const Request* peek() override { return next_ < requests_.size() ? &requests_[next_] : nullptr; }
+  Request take() override { return std::move(requests_[next_++]); }
+
+ private:
+  std::vector<Request> requests_;
+  size_t next_ = 0;
+};
+
+}  // namespace ftx

@@ -1,0 +1,85 @@
+// The plan on every rank: rank 0 broadcasts what it decided (share), and the other ranks replay
+// the cache ops rank 0 applied while planning (replay_ops), so every rank's engine holds the same
+// rows and blocks. See scheduler_plan.h.
+#include "lib/engine/scheduler.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/engine/scheduler_plan.h"
+
+namespace ftx {
+
+void Scheduler::share(Plan& p) {
+  if (comm_.size() == 1) return;
+  int64_t ids = 0;
+  for (const auto& r : p.runs) ids += static_cast<int64_t>(r.feed.size());
+  int64_t head[9] = {p.flags,
+                     p.beam,
+                     static_cast<int64_t>(p.slot.size()),
+                     static_cast<int64_t>(p.runs.size()),
+                     ids,
+                     static_cast<int64_t>(p.error.size()),
+                     static_cast<int64_t>(p.ops.size()),
+                     static_cast<int64_t>(p.preempt.size()),
+                     static_cast<int64_t>(p.resume.size())};
+  comm_.broadcast(head, sizeof head, 0);
+  p.flags = head[0];
+  p.beam = head[1];
+  const int64_t n = head[2], nruns = head[3], nops = head[6], npre = head[7], nres = head[8];
+  if (n + nruns + nops + npre + nres > 0) {
+    // [kind, a, b] per op, the preempted and resumed slots, [slot, need] per newcomer,
+    // [row, append, length] per run, then every run's ids.
+    std::vector<int64_t> body;
+    if (comm_.rank() == 0) {
+      for (const auto& op : p.ops) body.insert(body.end(), {op[0], op[1], op[2]});
+      body.insert(body.end(), p.preempt.begin(), p.preempt.end());
+      body.insert(body.end(), p.resume.begin(), p.resume.end());
+      for (size_t i = 0; i < p.slot.size(); ++i) body.insert(body.end(), {p.slot[i], p.need[i]});
+      for (const auto& r : p.runs) body.insert(body.end(), {r.row, r.append, static_cast<int64_t>(r.feed.size())});
+      for (const auto& r : p.runs) body.insert(body.end(), r.feed.begin(), r.feed.end());
+    }
+    body.resize(static_cast<size_t>(3 * nops + npre + nres + 2 * n + 3 * nruns + head[4]));
+    comm_.broadcast(body.data(), body.size() * sizeof(int64_t), 0);
+    if (comm_.rank() != 0) {
+      const int64_t* e = body.data();
+      p.ops.clear();
+      for (int64_t i = 0; i < nops; ++i, e += 3)
+        p.ops.push_back({static_cast<int32_t>(e[0]), static_cast<int32_t>(e[1]), static_cast<int32_t>(e[2])});
+      p.preempt.assign(e, e + npre);
+      e += npre;
+      p.resume.assign(e, e + nres);
+      e += nres;
+      p.slot.clear();
+      p.need.clear();
+      for (int64_t i = 0; i < n; ++i, e += 2) {
+        p.slot.push_back(e[0]);
+        p.need.push_back(e[1]);
+      }
+      p.runs.assign(static_cast<size_t>(nruns), Plan::Run());
+      const int64_t* ids_at = e + 3 * nruns;
+      for (auto& r : p.runs) {
+        r.row = static_cast<int32_t>(e[0]);
+        r.append = static_cast<uint8_t>(e[1]);
+        r.feed.assign(ids_at, ids_at + e[2]);
+        ids_at += e[2];
+        e += 3;
+      }
+    }
+  }
+  if (head[5] > 0) {
+    p.error.resize(static_cast<size_t>(head[5]));
+    comm_.broadcast(&p.error[0], p.error.size(), 0);
+  }
+}
+
+void Scheduler::replay_ops(const Plan& p) {
+  if (comm_.rank() == 0) return;  // rank 0 applied them while planning
+  for (const auto& op : p.ops) {
+    if (op[0] == Plan::kFork) engine_.copy_rows({op[1]}, {op[2]});
+    else engine_.release_rows({op[1]});
+  }
+}
+
+}  // namespace ftx
