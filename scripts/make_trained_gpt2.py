@@ -190,12 +190,14 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
     ap.add_argument("--force", action="store_true", help="replace a different model already in OUT_DIR")
+    ap.add_argument("--cache", default="", help="a folder of trained models by STAMP, shared between checkouts "
+                    "(the tests pass ~/.cache/ftx/trained-gpt2: a clean clone's CI run trains only a changed recipe)")
     a = ap.parse_args()
     out = os.path.abspath(a.out)
 
     # The stamp names everything the weights depend on (bump RECIPE when the training code
     # changes), so a cached folder is never stale and an edit to the comments retrains nothing.
-    recipe = {k: v for k, v in vars(a).items() if k not in ("out", "threads", "force")}
+    recipe = {k: v for k, v in vars(a).items() if k not in ("out", "threads", "force", "cache")}
     recipe.update(recipe_version=RECIPE, torch=torch.__version__)
     stamp = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
     stamp_file = os.path.join(out, "STAMP")
@@ -205,6 +207,17 @@ def main():
         return
     if os.path.exists(out) and not a.force:
         sys.exit(f"make_trained_gpt2.py: {out} exists and holds another model (or none); --force replaces it")
+    cached = os.path.join(a.cache, stamp) if a.cache else ""
+    if cached and os.path.exists(os.path.join(cached, "STAMP")):
+        tmp = f"{out}.partial-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(cached, tmp)
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+        log(f"make_trained_gpt2.py: {out} copied from the cache ({cached})")
+        print(out)
+        return
 
     torch.manual_seed(a.seed)
     if a.threads:
@@ -283,6 +296,15 @@ def main():
             f.write(json.dumps({"text": text}) + "\n")
     with open(os.path.join(tmp, "STAMP"), "w") as f:
         f.write(stamp + "\n")
+    if cached:  # a copy first, renamed into place: a cache entry with a STAMP is always whole
+        os.makedirs(a.cache, exist_ok=True)
+        part = f"{cached}.partial-{os.getpid()}"
+        shutil.rmtree(part, ignore_errors=True)
+        shutil.copytree(tmp, part)
+        try:
+            os.rename(part, cached)
+        except OSError:  # another run put it there first
+            shutil.rmtree(part, ignore_errors=True)
     if os.path.exists(out):
         shutil.rmtree(out)
     os.rename(tmp, out)

@@ -1,6 +1,7 @@
 # INT8 accuracy on a trained model (issue 14): a small GPT-2 trained on the KJV Bible
 # (scripts/make_trained_gpt2.py, ~4 minutes alone on 2 cores the first time, 13 beside the rest
-# of the suite in CI, then cached in build/fixtures/trained by its STAMP), converted and SmoothQuant-exported (alpha 0 and 0.5), then
+# of the suite, then cached by its STAMP in ~/.cache/ftx/trained-gpt2, which a clean clone's run
+# copies from), converted and SmoothQuant-exported (alpha 0 and 0.5), then
 # tests/accuracy/int8_accuracy_test.cc compares every INT8 mode with fp32 on the held-out book.
 # `ctest -L accuracy` runs it; the figures are in the test's output (ctest -V or --output-on-failure).
 add_test(NAME trained_gpt2_fixtures
