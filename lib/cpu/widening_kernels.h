@@ -99,9 +99,10 @@ void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B,
 }
 
 // One row (batch-1 decode) of fp32 weights over a block wider than the level's registers hold sums
-// for (AVX2: 96 columns of a 256-column panel): the sums live in acc (L1) instead, and four rows of B are read per
-// pass over the block, each one contiguous stretch, so a packed panel is one sequential stream. Each
-// output is still one FMA chain over k in order from acc's zero, so the bits are stream_rows'.
+// for (AVX2: 96 columns of a 256-column panel): the sums live in acc (L1) instead, and four rows of
+// B are read per pass over the block, each one contiguous stretch, so a packed panel is one
+// sequential stream. Each output is still one FMA chain over k in order from acc's zero, so the
+// bits are stream_rows'.
 // (In 96-column register blocks, three passes over a panel read a third of each row each time, and
 // the prefetcher follows that at a fraction of the memory's rate.)
 template <class V, class E>
@@ -226,7 +227,8 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
   const int64_t ahead = (4096 + ldb_bytes - 1) / ldb_bytes;  // rows: about 4 KB ahead
   // fp32 only: for narrow weights the widening, not the reads, bounds AVX2 on one row (2 uops on the
   // FMA ports per vector), and the extra acc load and store per four rows cost more than the passes
-  // (bench_decode_gemm, AVX2 cap: fp32 15.9 -> 13.5 ms, bf16 11.6 -> 13.5 ms over 12 GPT-2 layers).
+  // (bench_decode_gemm at the AVX2 cap over 12 GPT-2 layers, bench/results/decode-gemm-2026-11-28-avx2.txt:
+  // fp32 15.9 -> 13.5 ms, bf16 11.6 -> 13.5 ms).
   if (std::is_same_v<typename E::T, float> && M == 1 && nn > int64_t{V::kLanes} * Shapes<V>::kOneRow)
     return stream_one_row_wide<V, E>(K, A, B, ldb, nn, acc);
   const bool one_stream = M == 1 && nn <= int64_t{V::kLanes} * Shapes<V>::kOneRow;
