@@ -266,7 +266,7 @@ def run_llama(model, task):
     def argmax(ctx, i):
         p = ll.llama_get_logits_ith(ctx, i)
         return int(np.argmax(np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_float)),
-                                                   shape=(task.get("vocab", VOCAB),))))
+                                                   shape=(task["vocab"],))))
 
     def clear(ctx):
         ll.llama_memory_clear(ll.llama_get_memory(ctx), True)

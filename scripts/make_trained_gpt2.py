@@ -176,6 +176,13 @@ def export(model, used, a, out):
         json.dump(config, f, indent=2)
 
 
+def replace_folder(tmp, out):
+    """The finished folder tmp becomes out (an older out goes first)."""
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -212,9 +219,7 @@ def main():
         tmp = f"{out}.partial-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cached, tmp)
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        os.rename(tmp, out)
+        replace_folder(tmp, out)
         log(f"make_trained_gpt2.py: {out} copied from the cache ({cached})")
         print(out)
         return
@@ -305,9 +310,7 @@ def main():
             os.rename(part, cached)
         except OSError:  # another run put it there first
             shutil.rmtree(part, ignore_errors=True)
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.rename(tmp, out)
+    replace_folder(tmp, out)
     print(out)
 
 
