@@ -202,9 +202,67 @@ Block load_shard(const TensorView& view, float add, DType out) {
   return b;
 }
 
+// A QKV reorder of a last axis of L features as runs of features: dst[dst + i] = src[src + i] for
+// i < len. Empty when the job has no reorder (or its shard is in FT's order already).
+struct Run {
+  int64_t src, dst, len;
+};
+
+std::vector<Run> qkv_runs(const TensorJob& job, int64_t L) {
+  std::vector<Run> runs;
+  if (job.qkv == QkvOrder::kGroupQkv) {
+    const int64_t g = job.qkv_groups, hd = job.head_dim;
+    const int64_t q = g > 0 ? job.qkv_heads / g : 0;  // query heads per group
+    FTX_CHECK(g > 0 && q > 0 && hd > 0 && job.qkv_heads % g == 0 && L == g * (q + 2) * hd, where(job),
+              "linear_qkv has " + std::to_string(L) + " output features, expected " + std::to_string(g) +
+                  " query groups x (" + std::to_string(q) + " heads + K + V) x " + std::to_string(hd) + " per shard");
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const int64_t grp = gi * (q + 2) * hd;
+      runs.push_back({grp, gi * q * hd, q * hd});                        // its Q heads
+      runs.push_back({grp + q * hd, (g * q + gi) * hd, hd});             // K
+      runs.push_back({grp + (q + 1) * hd, (g * q + g + gi) * hd, hd});   // V
+    }
+  } else if (job.qkv == QkvOrder::kHeadQkv || job.qkv == QkvOrder::kHeadDimQkv) {
+    const int64_t n = job.qkv_heads, hd = job.head_dim;
+    FTX_CHECK(n > 0 && hd > 0 && L == 3 * n * hd, where(job),
+              "query_key_value has " + std::to_string(L) + " output features, expected 3 x " + std::to_string(n) +
+                  " heads x " + std::to_string(hd) + " = " + std::to_string(3 * n * hd) + " per shard");
+    for (int64_t h = 0; h < n; ++h)
+      for (int64_t j = 0; j < 3; ++j) {
+        const int64_t to = (j * n + h) * hd;
+        if (job.qkv == QkvOrder::kHeadQkv) {  // [n, 3, d]: each (head, j) is a run of d
+          runs.push_back({(h * 3 + j) * hd, to, hd});
+        } else {  // [n, d, 3]: runs of one
+          for (int64_t e = 0; e < hd; ++e) runs.push_back({(h * hd + e) * 3 + j, to + e, 1});
+        }
+      }
+  }
+  return runs;
+}
+
+// A transpose with the QKV reorder done on the way (the reorder permutes the source's rows, in
+// runs of a head): one pass over the tensor instead of two. False when the job is not that case.
+bool transpose_reordered(const TensorJob& job, const TensorView& view, DType out, Block* d) {
+  if (!job.transpose || job.take_half >= 0 || job.qkv == QkvOrder::kHeadDimQkv || view.dtype != out ||
+      job.add != 0.f || !view.is_contiguous() || view.shape.size() != 2)
+    return false;
+  const int64_t R = view.shape[0], C = view.shape[1];
+  const std::vector<Run> runs = qkv_runs(job, R);
+  if (runs.empty()) return false;
+  const size_t es = dtype_size(out);
+  Scratch t(static_cast<size_t>(R * C) * es);
+  for (const Run& r : runs)
+    transpose_block(view.data() + r.src * C * static_cast<int64_t>(es), r.len, C, C, es, t.data() + r.dst * es, R);
+  d->shape = {C, R};
+  d->adopt(std::move(t));
+  return true;
+}
+
 Block prepare_shard(const TensorJob& job, const TensorView& view, DType out) {
   const size_t es = dtype_size(out);
-  Block d = load_shard(view, job.add, out);
+  Block d;
+  if (transpose_reordered(job, view, out, &d)) return d;
+  d = load_shard(view, job.add, out);
   if (job.transpose) {
     FTX_CHECK(d.shape.size() == 2, where(job), "expected a 2-D tensor to transpose, got shape " + shape_to_string(d.shape));
     const int64_t R = d.shape[0], C = d.shape[1];
@@ -223,42 +281,14 @@ Block prepare_shard(const TensorJob& job, const TensorView& view, DType out) {
     d.adopt(std::move(t));
     d.shape.back() = h;
   }
-  if (job.qkv == QkvOrder::kGroupQkv) {
-    const int64_t g = job.qkv_groups, hd = job.head_dim, L = d.last(), rows = d.rows();
-    const int64_t q = g > 0 ? job.qkv_heads / g : 0;  // query heads per group
-    FTX_CHECK(g > 0 && q > 0 && hd > 0 && job.qkv_heads % g == 0 && L == g * (q + 2) * hd, where(job),
-              "linear_qkv has " + std::to_string(L) + " output features, expected " + std::to_string(g) +
-                  " query groups x (" + std::to_string(q) + " heads + K + V) x " + std::to_string(hd) + " per shard");
+  const std::vector<Run> runs = qkv_runs(job, d.last());
+  if (!runs.empty()) {
+    const int64_t L = d.last(), rows = d.rows();
     Scratch t(static_cast<size_t>(rows * L) * es);
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* src = d.p + r * L * es;
       uint8_t* dst = t.data() + r * L * es;
-      for (int64_t gi = 0; gi < g; ++gi) {
-        const uint8_t* grp = src + gi * (q + 2) * hd * es;
-        std::memcpy(dst + gi * q * hd * es, grp, q * hd * es);                                // its Q heads
-        std::memcpy(dst + (g * q + gi) * hd * es, grp + q * hd * es, hd * es);                // K
-        std::memcpy(dst + (g * q + g + gi) * hd * es, grp + (q + 1) * hd * es, hd * es);      // V
-      }
-    }
-    d.adopt(std::move(t));
-  } else if (job.qkv != QkvOrder::kNone && job.qkv != QkvOrder::kQkvMajor) {
-    const int64_t n = job.qkv_heads, hd = job.head_dim, L = d.last(), rows = d.rows();
-    FTX_CHECK(n > 0 && hd > 0 && L == 3 * n * hd, where(job),
-              "query_key_value has " + std::to_string(L) + " output features, expected 3 x " + std::to_string(n) +
-                  " heads x " + std::to_string(hd) + " = " + std::to_string(3 * n * hd) + " per shard");
-    Scratch t(static_cast<size_t>(rows * L) * es);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = d.p + r * L * es;
-      uint8_t* dst = t.data() + r * L * es;
-      for (int64_t h = 0; h < n; ++h)
-        for (int64_t j = 0; j < 3; ++j) {
-          uint8_t* o = dst + (j * n + h) * hd * es;
-          if (job.qkv == QkvOrder::kHeadQkv) {  // [n, 3, d]: each (head, j) is a run of d
-            std::memcpy(o, src + (h * 3 + j) * hd * es, hd * es);
-          } else {  // [n, d, 3]
-            for (int64_t e = 0; e < hd; ++e) std::memcpy(o + e * es, src + ((h * hd + e) * 3 + j) * es, es);
-          }
-        }
+      for (const Run& run : runs) std::memcpy(dst + run.dst * es, src + run.src * es, run.len * es);
     }
     d.adopt(std::move(t));
   }

@@ -206,6 +206,56 @@ TEST(TensorJob, GroupedQkvReorderMergeAndSplit) {
   }
 }
 
+// A QKV weight [out, in] transposed to FT's [in, out] with its output features reordered, for each
+// shard order, against the definition. With the source already in the output dtype the reorder is
+// done inside the transpose; with layernorm1p's `add` (a cast pass first) after it: both must agree
+// with the definition, on head sizes that do and do not fill the transpose's 8 x 8 / 4 x 4 blocks.
+TEST(TensorJob, TransposedQkvWeightMatchesDefinition) {
+  for (QkvOrder order : {QkvOrder::kHeadQkv, QkvOrder::kHeadDimQkv, QkvOrder::kGroupQkv})
+    for (int64_t hd : {8, 5})
+      for (float add : {0.f, 1.f}) {
+        const int64_t n = 4, g = 2, q = n / g, C = 13;  // heads, groups (kGroupQkv), input features
+        const int64_t R = order == QkvOrder::kGroupQkv ? g * (q + 2) * hd : 3 * n * hd;
+        std::vector<float> src(static_cast<size_t>(R * C));
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c) src[r * C + c] = static_cast<float>(r * 100 + c);
+        // Source row of output feature o (FT order: all Q, then K, then V).
+        auto row_of = [&](int64_t o) -> int64_t {
+          if (order == QkvOrder::kGroupQkv) {
+            const int64_t nq = n * hd, nk = g * hd;
+            if (o < nq) return (o / (q * hd)) * (q + 2) * hd + o % (q * hd);
+            const bool v = o >= nq + nk;
+            const int64_t k = o - nq - (v ? nk : 0);
+            return (k / hd) * (q + 2) * hd + (q + (v ? 1 : 0)) * hd + k % hd;
+          }
+          const int64_t j = o / (n * hd), h = (o / hd) % n, e = o % hd;
+          return order == QkvOrder::kHeadQkv ? (h * 3 + j) * hd + e : (h * hd + e) * 3 + j;
+        };
+        TensorJob job;
+        job.name = "qkv";
+        TensorView v = float_view(src);
+        v.shape = {R, C};
+        job.shards = {v};
+        job.transpose = true;
+        job.add = add;
+        job.qkv = order;
+        job.qkv_heads = n;
+        job.qkv_groups = order == QkvOrder::kGroupQkv ? g : 0;
+        job.head_dim = hd;
+        job.split = OutSplit::kReplicated;
+        std::vector<float> out;
+        run_tensor_job(job, 1, DType::kFloat32, [&](const JobOutput& o) {
+          ASSERT_EQ(o.shape, (std::vector<int64_t>{C, R}));
+          out.assign(reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes));
+        });
+        ASSERT_EQ(out.size(), src.size());
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t o = 0; o < R; ++o)
+            ASSERT_EQ(out[c * R + o], src[row_of(o) * C + c] + add)
+                << "order " << static_cast<int>(order) << " hd " << hd << " add " << add << " at " << c << "," << o;
+      }
+}
+
 TEST(FtWeightFiles, GroupedQueryAttentionAndRmsNorm) {
   ModelConfig c = small();
   c.kv_head_num = 2;
