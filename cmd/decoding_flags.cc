@@ -51,14 +51,14 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "fp16 on cuda, fp32 on cpu; half the weight bytes; fp32 accumulation; on cuda the activations and "
                   "KV cache are held in it too, on cpu both stay fp32)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
-  add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel);
+  add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel, f.int8_lm_head);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);
   add_fp8_flags(sub, f.fp8, f.fp8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
   add_parallel_flags(sub, f.parallel);
 }
 
-void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel) {
+void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel, bool& int8_lm_head) {
   sub->add_option("--int8-mode", int8_mode,
                   "1: weight-only INT8, FT's int8_mode 1 (layer GEMM weights quantised per output column at load, "
                   "activations stay floating point); 2: SmoothQuant W8A8 from an `ftx smoothquant` folder "
@@ -67,6 +67,9 @@ void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& pe
                 "--int8-mode 2: quantise each GEMM input row with its own scale max|row|/127 (TensorRT-LLM --per_token)");
   sub->add_flag("--per-channel", per_channel,
                 "--int8-mode 2: per-output-column weight scales, the .col files (TensorRT-LLM --per_channel)");
+  sub->add_flag("--int8-lm-head", int8_lm_head,
+                "--int8-mode 1: quantise the lm_head table too, per vocabulary row (TensorRT-LLM --quantize_lm_head; "
+                "FT keeps it floating point; cpu only)");
 }
 
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
@@ -181,6 +184,7 @@ RuntimeOptions runtime_options(const DecodingFlags& f) {
                    model_dtype(f.device, f.dtype), f.int8_mode};
   o.per_token = f.per_token;
   o.per_channel = f.per_channel;
+  o.int8_lm_head = f.int8_lm_head;
   o.int8_kv_cache = f.int8_kv_cache;
   o.fp8 = f.fp8;
   o.fp8_kv_cache = f.fp8_kv_cache;

@@ -25,6 +25,7 @@ struct DecodingFlags {
   int threads = 0;
   int int8_mode = 0;
   bool per_token = false, per_channel = false;  // --int8-mode 2's TensorRT-LLM modes
+  bool int8_lm_head = false;                     // --int8-mode 1: the lm_head in int8 too
   bool int8_kv_cache = false;
   bool fp8 = false, fp8_kv_cache = false;
   int64_t max_new_tokens = 0;
@@ -49,7 +50,7 @@ struct DecodingFlags {
 // Declares the flags on `sub`. max_new_tokens_required: generate requires it, chat has a default.
 void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_required);
 // --int8-mode, --per-token and --per-channel, shared with eval-lambada.
-void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel);
+void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& per_channel, bool& int8_lm_head);
 // --int8-kv-cache, shared with eval-lambada.
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache);
 // --fp8 and --fp8-kv-cache, shared with eval-lambada.

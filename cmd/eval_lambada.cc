@@ -38,7 +38,7 @@ struct EvalFlags {
   int64_t batch_size = 16, max_examples = 0;
   int threads = 0;
   int int8_mode = 0;
-  bool per_token = false, per_channel = false;
+  bool per_token = false, per_channel = false, int8_lm_head = false;
   bool int8_kv_cache = false;
   bool fp8 = false, fp8_kv_cache = false;
   bool quiet = false, force = false, resume = false, max_examples_given = false;
@@ -66,6 +66,7 @@ int run_eval(const EvalFlags& f) {
                          ftx::cmd::model_dtype(f.device, f.dtype), f.int8_mode};
   ro.per_token = f.per_token;
   ro.per_channel = f.per_channel;
+  ro.int8_lm_head = f.int8_lm_head;
   ro.int8_kv_cache = f.int8_kv_cache;
   ro.fp8 = f.fp8;
   ro.fp8_kv_cache = f.fp8_kv_cache;
@@ -207,7 +208,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "fp16 on cuda, fp32 on cpu; half the weight bytes; fp32 accumulation; on cuda the activations are "
                   "held in it too)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
-  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel);
+  ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel, f->int8_lm_head);
   ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
   ftx::cmd::add_fp8_flags(sub, f->fp8, f->fp8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");

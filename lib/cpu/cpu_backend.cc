@@ -204,8 +204,9 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops
   const float* A = a_act.fp32();
   float* C = c_act.fp32();
   if (is_half(weight.dtype)) return half_gemm(M, N, K, A, weight, trans_b, C, beta);
-  if (weight.dtype == DType::kInt8 && trans_b)  // checked here: nothing may throw inside the parallel loop
-    throw Error("gemm: an int8 weight cannot be transposed (embedding tables stay floating point)");
+  if (weight.dtype == DType::kInt8 && trans_b != weight.int8_rows)  // checked here: nothing may throw inside the parallel loop
+    throw Error(trans_b ? "gemm: an int8 weight quantised per column cannot be transposed (only an --int8-lm-head table is)"
+                        : "gemm: an int8 table quantised per row (--int8-lm-head) is used transposed only");
   if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
   if (weight.dtype == DType::kFloat8E4M3) return fp8_gemm(M, N, K, A, weight, C, beta);
   if (weight.dtype == DType::kInt8 && weight.w8a8) {
@@ -216,7 +217,7 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops
         weight.panel_cols);
     return;
   }
-  if (weight.dtype == DType::kInt8) return int8_gemm(M, N, K, A, weight, C, beta);
+  if (weight.dtype == DType::kInt8) return int8_gemm(M, N, K, A, weight, trans_b, C, beta);
   (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
   const bool packed = weight.panel_cols > 0;
   const int64_t panel_cols = weight.panel_cols;
@@ -233,12 +234,12 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops
       packed ? weight.panel_cols : 16);
 }
 
-void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
-                           float beta) {
+void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, bool trans_b,
+                           float* C, float beta) {
   const auto* q = static_cast<const int8_t*>(weight.data);
   const size_t n = static_cast<size_t>(M * K);
   const int64_t align = weight.panel_cols > 0 ? weight.panel_cols : 16;
-  if (weight.input_dtype == DType::kBFloat16 && M > kBf16PairTileMinRows && bf16_pair_gemm_preferred(K)) {
+  if (!trans_b && weight.input_dtype == DType::kBFloat16 && M > kBf16PairTileMinRows && bf16_pair_gemm_preferred(K)) {
     // A bf16 model's int8 layers, many rows: the int8 values are exact in bf16, so the pair tiles
     // multiply at twice the fp32 FMA's rate with the same exact products (bench_prefill_gemm
     // int8-bf16 against int8).
@@ -261,7 +262,10 @@ void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
   for_column_blocks(
       M, N, K,
       [&](int64_t n0, int64_t nn) {
-        int8_weight_gemm_block(M, N, K, a, q, weight.scale, C, beta, n0, nn, weight.panel_cols);
+        if (trans_b)  // an --int8-lm-head table [N, K]: a dot product per output, scaled by its row's scale
+          widening_gemm_block(NarrowType::kInt8, M, N, K, a, q, true, 0, weight.scale, C, beta, n0, nn);
+        else
+          int8_weight_gemm_block(M, N, K, a, q, weight.scale, C, beta, n0, nn, weight.panel_cols);
       },
       align);
 }

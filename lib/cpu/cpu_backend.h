@@ -38,6 +38,7 @@ class CpuBackend : public ops::Backend {
   // chosen per matrix so that the threads share it by whole panels (balanced_panel_cols).
   ops::Weight upload_weight_matrix(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
   ops::Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) override;
+  bool int8_lm_head_supported() const override { return true; }
   // W8A8 matrices are packed for AVX512-VNNI (vnni_int8_gemm.h), in the same column panels.
   ops::Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
                                  float act_scale, float out_scale) override;
@@ -92,8 +93,9 @@ class CpuBackend : public ops::Backend {
                  float beta);
   // The FP8 arithmetic of lib/ops/backend.h for an FP8 B.
   void fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
-  // Weight-only INT8 (not W8A8): A rounded to B.input_dtype first.
-  void int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
+  // Weight-only INT8 (not W8A8): A rounded to B.input_dtype first. trans_b: an --int8-lm-head table.
+  void int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
+                 float beta);
   // Runs block(n0, nn) over column blocks of an N-column output, one per thread when worth it.
   template <class Block>
   void for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align = 16);

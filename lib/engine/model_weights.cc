@@ -335,6 +335,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   auto head_table = [&](const std::string& name) {
     return name == "model.lm_head.weight" || name == "model.lm_head.bias" || (tied && name == "model.wte");
   };
+  // --int8-lm-head: the table the lm_head GEMM reads (wte when tied, which the embedding lookup
+  // still reads in floating point) is held in int8 as well, quantised per vocabulary row.
+  auto int8_head = [&](const std::string& name) {
+    return backend.int8_lm_head() && w.has_head_ && (name == "model.lm_head.weight" || (tied && name == "model.wte"));
+  };
   const auto manifest = read_ft_manifest(dir);  // its checksums are checked as each file is loaded
   std::vector<float> host;
   std::vector<uint8_t> padded;
@@ -369,6 +374,16 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       std::memcpy(padded.data(), src, n * elem);
       src = padded.data();
       n = static_cast<size_t>(w.padded_vocab_) * row;
+    }
+    if (int8_head(f.name)) {
+      const int64_t rows = w.padded_vocab_, cols = static_cast<int64_t>(n) / rows;
+      w.lm_head_w = backend.upload_weight_int8_rows(src, file_dtype, rows, cols);
+      w.owned_weights_.push_back(w.lm_head_w);
+      w.bytes_ += n + static_cast<size_t>(rows) * sizeof(float);
+      if (f.name == "model.lm_head.weight") {  // nothing else reads the floating-point table
+        file->release(0, file->size());
+        continue;
+      }
     }
     if (slot.matrix) {
       if (quantized(f)) {

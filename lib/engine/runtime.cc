@@ -17,6 +17,8 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if ((o.per_token || o.per_channel) && o.int8_mode != 2)
     throw UsageError(std::string(o.per_token ? "--per-token" : "--per-channel") +
                      " applies to --int8-mode 2 (SmoothQuant W8A8) only");
+  if (o.int8_lm_head && o.int8_mode != 1)
+    throw UsageError("--int8-lm-head applies to --int8-mode 1 (weight-only INT8) only");
   if (o.fp8 && o.int8_mode != 0)
     throw UsageError("--fp8 and --int8-mode " + std::to_string(o.int8_mode) +
                      " both quantise the layer GEMMs: give one");
@@ -33,6 +35,9 @@ Runtime make_runtime(const RuntimeOptions& o) {
                                     num_layer);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   rt.backend->set_int8_weight_only(o.int8_mode == 1);
+  if (o.int8_lm_head && !rt.backend->int8_lm_head_supported())
+    throw UsageError("--int8-lm-head: the " + rt.backend->name() + " backend has no int8 lm_head GEMM yet (the cpu backend has)");
+  rt.backend->set_int8_lm_head(o.int8_lm_head);
   ops::Backend::SmoothQuant sq;
   sq.on = o.int8_mode == 2;
   sq.per_token = o.per_token;

@@ -27,6 +27,7 @@ struct RuntimeOptions {
   DType weight_dtype = DType::kFloat32;  // --dtype: what weight matrices are held and multiplied in
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1), 2 SmoothQuant W8A8
   bool per_token = false, per_channel = false;  // --per-token / --per-channel (int8_mode 2 only)
+  bool int8_lm_head = false;  // --int8-lm-head (int8_mode 1 only): the lm_head table in int8 too
   bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
   bool fp8 = false;            // --fp8: the layer GEMMs in FP8 E4M3 from the folder's FP8 files
   bool fp8_kv_cache = false;   // --fp8-kv-cache: K and V held in FP8 E4M3 with the folder's scales
@@ -36,7 +37,8 @@ struct RuntimeOptions {
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
-// so is an int8_mode other than 0, 1 or 2, --per-token or --per-channel without int8_mode 2, --fp8
+// so is an int8_mode other than 0, 1 or 2, --per-token or --per-channel without int8_mode 2,
+// --int8-lm-head without int8_mode 1 or on a backend without its GEMM, --fp8
 // with an int8_mode, and --fp8-kv-cache with --int8-kv-cache. A device without FP8 arithmetic
 // refuses --fp8 and --fp8-kv-cache (Error naming the device).
 // T·P other than the

@@ -136,7 +136,17 @@ void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q
     }
 }
 
-Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+namespace {
+
+// FT's rule over the rows of a [rows, cols] matrix: each row read as a [cols, 1] matrix.
+void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale) {
+  for (int64_t r = 0; r < rows; ++r) quantize_int8_columns(w + r * cols, cols, 1, q + r * cols, scale + r);
+}
+
+// src [rows, cols] quantised by `quantize` (its scales: `scales` of them) into backend memory.
+template <class Quantize>
+Weight upload_int8(Backend& be, const void* src, DType src_dtype, int64_t rows, int64_t cols, int64_t scales,
+                   Quantize quantize) {
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   std::vector<float> wide;
   const float* w = static_cast<const float*>(src);
@@ -148,15 +158,27 @@ Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t row
   // The int8 bytes travel through the float-typed alloc/upload, padded to whole floats.
   const size_t words = (n + sizeof(float) - 1) / sizeof(float);
   std::vector<float> packed(std::max<size_t>(words, 1), 0.0f);
-  std::vector<float> scale(static_cast<size_t>(cols));
-  quantize_int8_columns(w, rows, cols, reinterpret_cast<int8_t*>(packed.data()), scale.data());
-  float* q_dst = alloc(packed.size());
-  float* s_dst = alloc(std::max<size_t>(scale.size(), 1));
-  upload(q_dst, packed.data(), words);
-  upload(s_dst, scale.data(), scale.size());
+  std::vector<float> scale(static_cast<size_t>(scales));
+  quantize(w, rows, cols, reinterpret_cast<int8_t*>(packed.data()), scale.data());
+  float* q_dst = be.alloc(packed.size());
+  float* s_dst = be.alloc(std::max<size_t>(scale.size(), 1));
+  be.upload(q_dst, packed.data(), words);
+  be.upload(s_dst, scale.data(), scale.size());
   Weight q(q_dst, s_dst);
-  q.input_dtype = weight_dtype();
+  q.input_dtype = be.weight_dtype();
   return q;
+}
+
+}  // namespace
+
+Weight Backend::upload_weight_int8_rows(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  Weight w = upload_int8(*this, src, src_dtype, rows, cols, rows, quantize_int8_rows);
+  w.int8_rows = true;
+  return w;
+}
+
+Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols) {
+  return upload_int8(*this, src, src_dtype, rows, cols, cols, quantize_int8_columns);
 }
 
 Weight Backend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,

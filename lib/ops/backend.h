@@ -59,6 +59,9 @@ struct Weight {
   // GEMMs take the model's half activations, so an int8 layer of a bf16 model multiplies bf16 A by
   // the int8 values, each product exact, and scales each fp32 sum by scale[n]; fp32: A as it is.
   DType input_dtype = DType::kFloat32;
+  // kInt8 weight-only from upload_weight_int8_rows (--int8-lm-head): the matrix is [N, K], one scale
+  // per row, and a GEMM uses it transposed only (each the other way round is refused).
+  bool int8_rows = false;
   // 0: row-major as stated. > 0 (a [K, N] GEMM operand from upload_weight_matrix on a backend that
   // repacks): column panels of this width, each a row-major [K, width] block (the last one
   // narrower), one after another, so a GEMM streams each panel's rows contiguously.
@@ -196,6 +199,18 @@ class Backend : public decoding::LogitsDevice {
   // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns)
   // into backend memory: rows·cols int8 values and cols fp32 scales.
   virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
+
+  // --int8-lm-head (with weight-only INT8): the lm_head table [vocab, H] held in int8 too, each row
+  // (one output of the transposed GEMM) quantised by the same rule, as TensorRT-LLM's
+  // --quantize_lm_head and llama.cpp's q8_0 output tensor do. FT keeps it floating point, and so
+  // does ftx without the flag: at GPT-2's size the fp32 table is two thirds of what a weight-only
+  // INT8 step reads. A backend without an int8 transposed GEMM says so (int8_lm_head_supported).
+  void set_int8_lm_head(bool on) { int8_lm_head_ = on; }
+  bool int8_lm_head() const { return int8_lm_head_; }
+  virtual bool int8_lm_head_supported() const { return false; }
+  // A host [rows, cols] table quantised per row into backend memory: rows·cols int8 values and rows
+  // fp32 scales; a GEMM uses it transposed (trans_b), scaling output n by scale[n].
+  Weight upload_weight_int8_rows(const void* src, DType src_dtype, int64_t rows, int64_t cols);
 
   // SmoothQuant W8A8 (FT's int8_mode 2, TensorRT-LLM's --use_smooth_quant): when on, the layers'
   // four GEMM matrices are the smoothquant folder's int8 files, and each GEMM quantises its input
@@ -374,7 +389,7 @@ class Backend : public decoding::LogitsDevice {
                    decoding::SampledToken* out) override;
 
  private:
-  bool int8_weight_only_ = false;
+  bool int8_weight_only_ = false, int8_lm_head_ = false;
   SmoothQuant smoothquant_;
   bool int8_kv_cache_ = false;
   bool fp8_ = false, fp8_kv_cache_ = false;

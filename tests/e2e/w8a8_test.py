@@ -156,6 +156,8 @@ def main():
                      "FT-format files claimed for grouped-query attention")
         expect_error(tmp, base + [g, "--input-ids", ids, "--max-new-tokens", "2", "--per-token"],
                      ["--per-token", "--int8-mode 2"], "--per-token without --int8-mode 2")
+        expect_error(tmp, base + [g, "--input-ids", ids, "--max-new-tokens", "2", "--int8-mode", "2", "--int8-lm-head"],
+                     ["--int8-lm-head", "--int8-mode 1"], "--int8-lm-head with --int8-mode 2")
         print("w8a8 CLI: eval-lambada and chat run; bad input gives one-line errors")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

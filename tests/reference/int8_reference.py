@@ -45,6 +45,16 @@ def weight_only_int8(W, tp):
     return Q
 
 
+def weight_only_int8_head(W, tp):
+    """weight_only_int8 with --int8-lm-head: the lm_head table (wte when tied; the embedding lookup
+    keeps the floating-point wte) quantised too, each vocabulary row by the same rule. The head
+    is computed whole on one rank, so TP does not change it."""
+    Q = weight_only_int8(W, tp)
+    table = W["lm_head"] if W.get("lm_head") is not None else W["wte"]
+    Q["lm_head"] = quantize_columns(table.t()).t()
+    return Q
+
+
 # ---------------------------------------------------------------------------------------------------
 # SmoothQuant W8A8 (int8_mode 2, TensorRT-LLM's --use_smooth_quant [--per_token] [--per_channel]),
 # from ft-runtime.md §4.2 and ft-format.md §3.5, not from ftx's code. The model is a `ftx

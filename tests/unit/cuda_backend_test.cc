@@ -992,15 +992,7 @@ TEST_P(CudaEngine, Int8KvCacheMatchesEmulation) {
   gpu->set_int8_kv_cache(true);
   dist::SingleRank comm;
   const auto o = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
-  for (size_t b = 0; b < e.prompts.size(); ++b) {
-    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
-    for (size_t s = 0; s < o.steps[b].size(); ++s) {
-      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
-          << "prompt " << b << " step " << s;
-      const auto& l = o.steps[b][s];
-      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
-    }
-  }
+  test::expect_greedy_paths_match(o, e, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(test::engine_model_names()),

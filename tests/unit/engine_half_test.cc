@@ -45,15 +45,7 @@ test::Observed run_in(DType dtype, const std::string& dir, const test::Expected&
 
 // Logits along the emulation's greedy paths within `tolerance`, and the same greedy tokens.
 void expect_matches(const test::Observed& o, const test::Expected& e, double tolerance = kTolerance) {
-  for (size_t b = 0; b < e.prompts.size(); ++b) {
-    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
-    for (size_t s = 0; s < o.steps[b].size(); ++s) {
-      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, tolerance))
-          << "prompt " << b << " step " << s;
-      const auto& l = o.steps[b][s];
-      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
-    }
-  }
+  test::expect_greedy_paths_match(o, e, tolerance);
 }
 
 // The largest prompt-logit gap between two references, relative to the row's largest |logit|.

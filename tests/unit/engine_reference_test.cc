@@ -5,7 +5,11 @@
 // OPT post-LN (ReLU).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "engine_test_util.h"
+#include "formats/dtype.h"
 #include "formats/error.h"
 #include "lib/model/ft_weight_layout.h"
 
@@ -40,27 +44,23 @@ TEST_P(EngineReference, LogitsAndGreedyMatchReference) {
 // the float64 emulation of the same quantised arithmetic (tests/reference/int8_reference.py), and
 // the same greedy tokens; the weights held shrink to int8 plus one scale per column.
 TEST_P(EngineReference, Int8WeightOnlyMatchesEmulation) {
-  const auto e = test::load_expected(dir(), "int8_weight_only/tp1");
-  if (e.prompts.empty()) GTEST_SKIP() << "no int8 reference for " << GetParam();
-  dist::SingleRank comm;
-  const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, /*int8_weight_only=*/true);
-  for (size_t b = 0; b < e.prompts.size(); ++b) {
-    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
-    for (size_t s = 0; s < o.steps[b].size(); ++s) {
-      EXPECT_TRUE(test::logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, 1e-4))
-          << "prompt " << b << " step " << s;
-      const auto& l = o.steps[b][s];
-      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
-    }
+  // With --int8-lm-head the lm_head table is quantised per row as well: the same tolerance against
+  // an emulation that quantises it, which the plain int8 reference must not also pass.
+  for (const bool head : {false, true}) {
+    SCOPED_TRACE(head ? "--int8-lm-head" : "int8_mode 1");
+    const auto e = test::load_expected(dir(), head ? "int8_weight_only/tp1_head" : "int8_weight_only/tp1");
+    if (e.prompts.empty()) GTEST_SKIP() << "no int8 reference for " << GetParam();
+    dist::SingleRank comm;
+    const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, /*int8_weight_only=*/true,
+                                          /*int8_kv_cache=*/false, /*int8_lm_head=*/head);
+    test::expect_greedy_paths_match(o, e, 1e-4);
+    // The emulation is not the model it quantises: the check above would pass for unquantised
+    // weights (or an unquantised head) only if quantisation changed nothing, which the random
+    // weights rule out.
+    const auto fp = test::load_expected(dir(), head ? "int8_weight_only/tp1" : "");
+    EXPECT_GT(test::largest_prompt_logit_gap(e, fp), 1e-3)
+        << "the two references agree: the test would not see a missing quantisation";
   }
-  // The emulation is not the floating-point model: the check above would pass for fp32 weights
-  // only if quantisation changed nothing, which the random weights rule out.
-  const auto fp = test::load_expected(dir());
-  double largest = 0;
-  for (size_t b = 0; b < e.prompts.size(); ++b)
-    for (int64_t i = 0; i < e.vocab; ++i)
-      largest = std::max(largest, std::fabs(e.prompt_logits[b][i] - fp.prompt_logits[b][i]));
-  EXPECT_GT(largest, 1e-3) << "int8 and fp32 references agree: the test would not see a missing quantisation";
 }
 
 // INT8 KV cache (--int8-kv-cache): K and V stored as int8 with each layer's scale (the fixture's
@@ -92,11 +92,7 @@ TEST_P(EngineReference, Int8KvCacheMatchesEmulation) {
                 weight_only ? "int8_mode 1" : "fp32 weights", worst);
     // The quantised cache must matter, or the check above could not see it missing.
     const auto fp = test::load_expected(dir(), weight_only ? "int8_weight_only/tp1" : "");
-    double largest = 0;
-    for (size_t b = 0; b < e.prompts.size(); ++b)
-      for (int64_t i = 0; i < e.vocab; ++i)
-        largest = std::max(largest, std::fabs(e.prompt_logits[b][i] - fp.prompt_logits[b][i]));
-    EXPECT_GT(largest, 1e-3) << "the int8 KV-cache emulation equals the floating-point one";
+    EXPECT_GT(test::largest_prompt_logit_gap(e, fp), 1e-3) << "the int8 KV-cache emulation equals the floating-point one";
   }
 }
 
@@ -119,7 +115,53 @@ TEST(EngineInt8, WeightsHeldAsInt8) {
   EXPECT_EQ(wf.bytes() - wq.bytes(), saved);
 }
 
-// An int8 weight is only ever [K, N] (layer matrices): a transposed use is refused, not misread.
+// --int8-lm-head: the table [N, K] quantised per row, used transposed (C = A · dequant(table)^T),
+// held to a float64 evaluation over the dequantised rows, A rounded to the model's float type first
+// as in the layers; with one row and many, every ISA level the CPU has (FTX_CPU_ISA in CI), and a K
+// that is not a multiple of any level's lanes.
+TEST(EngineInt8, LmHeadTableQuantisedPerRowIsUsedTransposed) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t N = 37, K = 203;
+  std::vector<float> table(N * K);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) table[n * K + k] = nd(rng) * static_cast<float>(1 + n % 5);  // rows of unlike ranges
+  for (const DType model : {DType::kFloat32, DType::kBFloat16}) {
+    cpu::CpuBackend be(2, model);
+    const ops::Weight q = be.upload_weight_int8_rows(table.data(), DType::kFloat32, N, K);
+    ASSERT_TRUE(q.int8_rows);
+    for (const int64_t M : {int64_t{1}, int64_t{5}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(model) << " M=" << M);
+      std::vector<float> a(M * K), c(M * N, 0.0f);
+      for (auto& v : a) v = nd(rng);
+      be.gemm(M, N, K, a.data(), q, /*trans_b=*/true, c.data(), 0.0f);
+      for (int64_t n = 0; n < N; ++n) {
+        // FT's rule on the row: scale max|row| / 128, round half away from zero, clamp to 127.
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(table[n * K + k]));
+        const float scale = amax / 128.0f;
+        for (int64_t m = 0; m < M; ++m) {
+          double want = 0, size = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double qv = std::min(127.0, static_cast<double>(std::round(table[n * K + k] / scale)));
+            float x = a[m * K + k];
+            if (model == DType::kBFloat16) x = bf16_to_float(float_to_bf16(x));
+            want += static_cast<double>(x) * qv;
+            size += std::fabs(static_cast<double>(x) * qv);
+          }
+          want *= scale;
+          EXPECT_NEAR(c[m * N + n], want, 1e-6 * size * scale + 1e-30) << "row " << m << " output " << n;
+        }
+      }
+    }
+    // Each the other way round is refused, not misread.
+    float a1[K] = {}, c1[N] = {};
+    EXPECT_THROW(be.gemm(1, N, K, a1, q, /*trans_b=*/false, c1, 0.0f), Error);
+    be.release_weight(q);
+  }
+}
+
+// A layer's int8 weight is only ever [K, N]: a transposed use is refused, not misread.
 TEST(EngineInt8, TransposedInt8WeightIsAnError) {
   cpu::CpuBackend be(1);
   const std::vector<float> w = {1.0f, -2.0f, 0.5f, 4.0f};

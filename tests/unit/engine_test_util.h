@@ -217,6 +217,30 @@ inline Observed run_greedy_paths_on(ops::Backend& be, const std::string& dir, co
   return o;
 }
 
+// Logits along the reference's greedy paths within `tolerance` of each row's largest, and the same
+// greedy tokens.
+inline void expect_greedy_paths_match(const Observed& o, const Expected& e, double tolerance) {
+  for (size_t b = 0; b < e.prompts.size(); ++b) {
+    ASSERT_EQ(o.steps[b].size(), e.greedy_logits[b].size());
+    for (size_t s = 0; s < o.steps[b].size(); ++s) {
+      EXPECT_TRUE(logits_close(o.steps[b][s].data(), e.greedy_logits[b][s].data(), e.vocab, tolerance))
+          << "prompt " << b << " step " << s;
+      const auto& l = o.steps[b][s];
+      EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]) << "prompt " << b << " step " << s;
+    }
+  }
+}
+
+// The largest difference between two references' prompt logits: a test that holds ftx to one of
+// them asserts this is well above its tolerance, so that it would see the other arithmetic.
+inline double largest_prompt_logit_gap(const Expected& a, const Expected& b) {
+  double largest = 0;
+  for (size_t p = 0; p < a.prompts.size(); ++p)
+    for (int64_t i = 0; i < a.vocab; ++i)
+      largest = std::max(largest, std::fabs(a.prompt_logits[p][i] - b.prompt_logits[p][i]));
+  return largest;
+}
+
 // The largest |got - ref| over every logit of every step, relative to that row's largest |ref| (at
 // least 1): the measure test::logits_close holds a tolerance to.
 inline double largest_logit_gap(const Observed& got, const Observed& ref) {
@@ -235,11 +259,14 @@ inline double largest_logit_gap(const Observed& got, const Observed& ref) {
 
 // On the CPU. int8_weight_only: load with FT's int8_mode 1 (layer GEMM weights quantised per
 // column). int8_kv_cache: hold K and V in int8 with the folder's per-layer scales (--int8-kv-cache).
+// int8_lm_head: --int8-lm-head (the lm_head table quantised per row too).
 inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist::Communicator& comm,
-                                 bool int8_weight_only = false, bool int8_kv_cache = false) {
+                                 bool int8_weight_only = false, bool int8_kv_cache = false,
+                                 bool int8_lm_head = false) {
   cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
   be.set_int8_weight_only(int8_weight_only);
   be.set_int8_kv_cache(int8_kv_cache);
+  be.set_int8_lm_head(int8_lm_head);
   return run_greedy_paths_on(be, dir, e, comm);
 }
 
