@@ -22,15 +22,15 @@ using simd::Avx2;
 }  // namespace
 
 void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
-                    int64_t nn, float* acc, float* strip) {
+                    int64_t nn, float* acc, float* chunk) {
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
-    if (M > kWideningStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, strip);
+    if (M > kWideningStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);
     stream_block<Avx2, E>(M, K, A, B, ldb, trans, nn, acc);
   });
 }
 
-int64_t widening_strip_floats(int64_t K) { return tile_strip_floats<Avx2>(K); }
+int64_t widening_chunk_floats(int64_t K) { return tile_chunk_floats<Avx2>(K); }
 
 }  // namespace ftx::cpu::avx2
 

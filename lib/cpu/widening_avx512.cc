@@ -87,16 +87,16 @@ using simd::Avx512;
 #undef FTX_WIDENING_KERNELS_LEVEL
 }  // namespace
 
-int64_t widening_strip_floats(int64_t K) { return tile_strip_floats<Avx512>(K); }
+int64_t widening_chunk_floats(int64_t K) { return tile_chunk_floats<Avx512>(K); }
 
 #pragma GCC pop_options
 
 void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
-                    int64_t nn, float* acc, float* strip) {
+                    int64_t nn, float* acc, float* chunk) {
   if (type == NarrowType::kBf16 && trans && has_avx512_bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
-    if (M > kWideningStreamRows && !trans) return tile_block<Avx512, E>(M, K, A, B, ldb, nn, acc, strip);
+    if (M > kWideningStreamRows && !trans) return tile_block<Avx512, E>(M, K, A, B, ldb, nn, acc, chunk);
     stream_block<Avx512, E>(M, K, A, B, ldb, trans, nn, acc);
   });
 }

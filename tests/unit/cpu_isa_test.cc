@@ -55,10 +55,12 @@ TEST(CpuIsaLevels, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
   // One row over a whole panel (256, 192; wider than AVX2's registers hold, so its sums go through
   // L1) and narrower blocks, K not a multiple of the four rows read per pass; groups of rows; K in pieces
   // (1100 rows of 256 fp32 columns: past the 256 KB piece); the tile kernel's many rows, with
-  // widths that are not a multiple of either level's lanes.
+  // widths that are not a multiple of either level's lanes, and K in several of its chunks at
+  // each level (AVX2's 256 rows, AVX-512's 1024).
   const Shape shapes[] = {{1, 70, 256, 256}, {1, 300, 192, 256}, {1, 1100, 256, 256}, {1, 50, 7, 9}, {1, 37, 203, 210},
                           {2, 90, 200, 256}, {3, 64, 100, 130}, {4, 1100, 256, 256}, {7, 33, 77, 80},
-                          {16, 700, 256, 256}, {17, 64, 256, 300}, {40, 31, 70, 70}, {64, 96, 200, 256}};
+                          {16, 700, 256, 256}, {17, 64, 256, 300}, {40, 31, 70, 70}, {64, 96, 200, 256},
+                          {20, 2100, 250, 256}};
   for (T type : {T::kFp32, T::kFp16, T::kBf16, T::kInt8, T::kFp8E4M3})
     for (const Shape& s : shapes) {
       SCOPED_TRACE(::testing::Message() << "type " << static_cast<int>(type) << " M=" << s.M << " K=" << s.K
@@ -67,7 +69,7 @@ TEST(CpuIsaLevels, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
       for (auto& v : a) v = nd(rng);
       for (auto& v : w) v = 0.1f * nd(rng);
       const std::vector<uint8_t> b = narrow_matrix(type, w);
-      std::vector<float> strip(std::max(cpu::avx512::widening_strip_floats(s.K), cpu::avx2::widening_strip_floats(s.K)));
+      std::vector<float> strip(std::max(cpu::avx512::widening_chunk_floats(s.K), cpu::avx2::widening_chunk_floats(s.K)));
       std::vector<float> c512(s.M * s.nn, 0.0f), c2(s.M * s.nn, 0.0f);
       cpu::avx512::widening_block(type, s.M, s.K, a.data(), b.data(), s.ldb, false, s.nn, c512.data(), strip.data());
       cpu::avx2::widening_block(type, s.M, s.K, a.data(), b.data(), s.ldb, false, s.nn, c2.data(), strip.data());
