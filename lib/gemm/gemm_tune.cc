@@ -4,6 +4,7 @@
 
 #include "formats/error.h"
 #include "formats/output_file.h"
+#include "lib/ops/cuda_module.h"
 
 namespace ftx::gemm {
 
@@ -53,6 +54,7 @@ void register_gemm_tune_runner(GemmTuneRunner runner) { tune_runner() = std::mov
 
 GemmConfigFile run_gemm_tune(const GemmTuneArgs& args) {
   const auto shapes = checked_shapes(args);
+  if (!tune_runner()) ops::load_cuda_module();  // the ftx binary's CUDA pieces register when loaded
   if (!tune_runner()) throw Error("ftx was built without CUDA; gemm-tune needs an NVIDIA GPU");
   return tune_runner()(args, shapes);
 }

@@ -12,6 +12,7 @@
 
 #include "formats/error.h"
 #include "lib/ops/backend_registry.h"
+#include "lib/ops/cuda_module.h"
 
 namespace ftx::ops {
 
@@ -281,7 +282,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads, DT
     throw UsageError(std::string("--dtype ") + dtype_name(weight_dtype) + ": expected fp32, fp16 or bf16");
   // Backends register themselves (lib/ops/backend_registry.h): the CPU's from lib/cpu/, the CUDA
   // one from kernels/.
-  if (const BackendFactory* factory = find_backend_factory(device)) {
+  const BackendFactory* factory = find_backend_factory(device);
+  if (!factory && device == "cuda" && load_cuda_module()) factory = find_backend_factory(device);
+  if (factory) {
     BackendOptions options;
     options.threads = threads;
     options.weight_dtype = weight_dtype;
