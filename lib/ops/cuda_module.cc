@@ -30,14 +30,21 @@ struct LoadResult {
 LoadResult load_once() {
   const std::string dir = executable_dir();
   if (dir.empty()) return {};
-  for (const std::string& path : {dir + "/libftx_cuda.so", dir + "/../lib/ftx/libftx_cuda.so"}) {
+  const std::string beside = dir + "/libftx_cuda.so", installed = dir + "/../lib/ftx/libftx_cuda.so";
+  for (const std::string& path : {beside, installed}) {
     if (access(path.c_str(), F_OK) != 0) continue;
     // RTLD_NOW: a missing symbol or library is reported here, in one line, not at the first call.
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) return {true, ""};
     const char* why = dlerror();
     return {false, path + ": cannot load the CUDA backend: " + (why ? why : "dlopen failed")};
   }
+#ifdef FTX_CUDA_MODULE
+  // Built with CUDA, so the module was built beside the binary: this copy of ftx was moved without it.
+  return {false, "the CUDA backend of this ftx, libftx_cuda.so, is neither beside it (" + beside + ") nor in " +
+                     installed + ": copy it along with the binary"};
+#else
   return {};
+#endif
 }
 
 }  // namespace

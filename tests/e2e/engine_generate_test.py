@@ -170,6 +170,14 @@ def test_errors(tmp):
         libs = subprocess.run(["ldd", FTX], capture_output=True, text=True).stdout
         check("libcublas" not in libs and "libcudart" not in libs,
               f"ftx links the CUDA libraries directly: {[l.split()[0] for l in libs.splitlines() if 'cu' in l]}")
+        # A copy of the binary without its module says what is missing, not that CUDA is not built in.
+        alone = os.path.join(tmp, "alone")
+        os.makedirs(alone)
+        shutil.copy(FTX, alone)
+        r = subprocess.run([os.path.join(alone, "ftx"), "generate", "-m", m, "--input-ids", csv("ok.csv", "1,2\n"),
+                            *base, "--device", "cuda"], capture_output=True, text=True)
+        check(r.returncode == 1 and "libftx_cuda.so, is neither beside it" in r.stderr and "copy it along" in r.stderr,
+              f"ftx without its module: exit {r.returncode}, {r.stderr.strip()!r}")
     # gemm_config.in picks GPU GEMM algorithms: naming one for the CPU backend is a usage error (exit 2).
     r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--gemm-config", csv("gemm_config.in", "")])
     check(r.returncode == 2 and "--gemm-config applies to --device cuda only" in r.stderr,
