@@ -273,8 +273,9 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
 // in stream_rows. (Widening one 16-column strip over all of K instead read the panel in 64-byte
 // pieces a row stride apart, which the hardware prefetcher does not follow: at 32 to 64 rows the
 // GEMMs waited on memory. bench_prefill_gemm, one GPT layer of hidden 2048, 64 rows, against that:
-// 0.87x of the time in fp32 at the AVX2 cap, 0.89x at AVX-512; 512 rows within 3% either way. The
-// chunk's rows: AVX2's best of 256 and 1024, AVX-512's, both measured there.)
+// 0.76x of the time in fp32 at the AVX2 cap, 0.92x at AVX-512; 512 rows within 7% either way:
+// bench/results/prefill-gemm-2026-11-28-tile-chunks.txt. The chunk's rows: AVX2's best of 256 and
+// 1024, AVX-512's, both measured there.)
 
 template <class V, int R, int C>
 void tile_kernel(int64_t K, const float* A, int64_t lda, const float* strip, int64_t strip_cols, float* acc,

@@ -139,6 +139,10 @@ def test_resume(tmp):
         r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", flag, value)
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and "was written by a different run" in r.stderr
               and needle in r.stderr, f"resume with {flag} {value}: {r.returncode} {r.stderr.strip()!r}")
+    # --int8-lm-head beside --int8-mode 1 (the partial run had neither): both named.
+    r = ftx(*base, "--input-ids", csv, "--output", out, "--resume", "--int8-mode", "1", "--int8-lm-head")
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and "was written by a different run" in r.stderr
+          and "int8_lm_head: null then, true now" in r.stderr, f"resume with --int8-lm-head: {r.returncode} {r.stderr.strip()!r}")
     other = list(base)
     other[other.index("--threads") + 1] = "2"
     other[other.index("--batch-size") + 1] = "3"

@@ -178,6 +178,13 @@ def test_errors(tmp):
                             *base, "--device", "cuda"], capture_output=True, text=True)
         check(r.returncode == 1 and "libftx_cuda.so, is neither beside it" in r.stderr and "copy it along" in r.stderr,
               f"ftx without its module: exit {r.returncode}, {r.stderr.strip()!r}")
+        # A module that cannot be loaded (here: not a shared library at all) is named, with the loader's reason.
+        with open(os.path.join(alone, "libftx_cuda.so"), "w") as f:
+            f.write("not an ELF file\n")
+        r = subprocess.run([os.path.join(alone, "ftx"), "generate", "-m", m, "--input-ids", csv("ok.csv", "1,2\n"),
+                            *base, "--device", "cuda"], capture_output=True, text=True)
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and "libftx_cuda.so: cannot load the CUDA backend: " in r.stderr,
+              f"ftx with a broken module: exit {r.returncode}, {r.stderr.strip()!r}")
     # gemm_config.in picks GPU GEMM algorithms: naming one for the CPU backend is a usage error (exit 2).
     r = run(["-m", m, "--input-ids", csv("ok.csv", "1,2\n"), *base, "--gemm-config", csv("gemm_config.in", "")])
     check(r.returncode == 2 and "--gemm-config applies to --device cuda only" in r.stderr,

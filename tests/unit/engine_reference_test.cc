@@ -11,7 +11,9 @@
 #include "engine_test_util.h"
 #include "formats/dtype.h"
 #include "formats/error.h"
+#include "lib/engine/runtime.h"
 #include "lib/model/ft_weight_layout.h"
+#include "lib/ops/backend_registry.h"
 
 namespace ftx {
 namespace {
@@ -159,6 +161,40 @@ TEST(EngineInt8, LmHeadTableQuantisedPerRowIsUsedTransposed) {
     EXPECT_THROW(be.gemm(1, N, K, a1, q, /*trans_b=*/false, c1, 0.0f), Error);
     be.release_weight(q);
   }
+}
+
+// --int8-lm-head: refused without --int8-mode 1, and by a backend without an int8 transposed GEMM
+// (a CPU backend that says it has none stands in for the CUDA one, which stops earlier here: no GPU).
+TEST(EngineInt8, Int8LmHeadIsRefusedWhereItCannotRun) {
+  struct NoInt8Head : cpu::CpuBackend {
+    NoInt8Head() : cpu::CpuBackend(1) {}
+    std::string name() const override { return "no-int8-head"; }
+    bool int8_lm_head_supported() const override { return false; }
+  };
+  ops::register_backend("no-int8-head", [](const ops::BackendOptions&) { return std::make_unique<NoInt8Head>(); });
+  RuntimeOptions o;
+  o.int8_lm_head = true;
+  for (const int mode : {0, 2}) {
+    o.int8_mode = mode;
+    EXPECT_THROW(
+        try { make_runtime(o); } catch (const UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find("--int8-lm-head applies to --int8-mode 1"), std::string::npos) << e.what();
+          throw;
+        },
+        UsageError);
+  }
+  o.int8_mode = 1;
+  o.device = "no-int8-head";
+  EXPECT_THROW(
+      try { make_runtime(o); } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("--int8-lm-head: the no-int8-head backend has no int8 lm_head GEMM"),
+                  std::string::npos)
+            << e.what();
+        throw;
+      },
+      UsageError);
+  o.device = "cpu";
+  EXPECT_NO_THROW(make_runtime(o));
 }
 
 // A layer's int8 weight is only ever [K, N]: a transposed use is refused, not misread.
