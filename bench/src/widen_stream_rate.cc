@@ -2,7 +2,9 @@
 // memory: the measurement behind bench/results/cpu-peers-2026-11-28-avx2-gaps.md's explanation of
 // weight-only INT8 and bf16 decode at the AVX2 level. One thread; 12 independent sums, as the
 // widening GEMM's one-row kernel keeps. "bf16 split" widens 16 bf16 at a time into even and odd
-// lanes (a byte shuffle and a mask, no shift on the FMA ports): tried in the kernel, not kept.
+// lanes (a byte shuffle and a mask, no shift on the FMA ports): tried in the kernel, not kept; so
+// was "bf16 unpack" (sums held crosswise: 9.2 against 8.5 ms for GPT-2 124M's bf16 layers at batch
+// 1 in bench_decode_gemm). "bf16 bcast+shuffle" is what simd::Avx2::widen_bf16 does.
 // Run: build/bench_widen_stream_rate (no arguments).
 #include <immintrin.h>
 #include <cstdint>
@@ -68,6 +70,69 @@ __attribute__((target("avx2,fma,f16c"))) static double sweep_bf16s(const uint8_t
   if (z == 12345.0f) puts("");
   return (double)bytes * passes / dt / 1e9;
 }
+// "bf16 unpack": 16 bf16 in one load, widened by interleaving with zeros (two shuffles, nothing
+// on the FMA ports); the lanes come out in the order [0-3, 8-11] and [4-7, 12-15], which a
+// weight layout permuted at load time would undo.
+#define W_BF16U(c) { const __m256i x = _mm256_loadu_si256((const __m256i*)((const uint16_t*)p + 16 * (c))); \
+  s##c = _mm256_fmadd_ps(a, _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)), s##c); \
+  s1##c = _mm256_fmadd_ps(a, _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x)), s1##c); }
+__attribute__((target("avx2,fma,f16c"))) static double sweep_bf16u(const uint8_t* buf, size_t bytes, int passes, size_t prefetch) {
+  const __m256 a = _mm256_set1_ps(1.0001f);
+  const __m256i zero = _mm256_setzero_si256();
+  REP6(DECL) REP6(DECL1)
+  const double t = now();
+  for (int r = 0; r < passes; ++r)
+    for (size_t off = 0; off + 192 <= bytes; off += 192) {
+      const uint8_t* p = buf + off;
+      if (prefetch) for (size_t b = 0; b < 192; b += 64) _mm_prefetch((const char*)p + prefetch + b, _MM_HINT_T0);
+      REP6(W_BF16U)
+    }
+  const double dt = now() - t;
+  float z = 0; REP6(SUM) REP6(SUM1)
+  if (z == 12345.0f) puts("");
+  return (double)bytes * passes / dt / 1e9;
+}
+// "bf16 perm+unpack": the same after a cross-lane permute of the 64-bit quarters, so the lanes come
+// out in order (0-7, 8-15) from the row-major layout as stored.
+#define W_BF16P(c) { const __m256i x = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i*)((const uint16_t*)p + 16 * (c))), 0xd8); \
+  s##c = _mm256_fmadd_ps(a, _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)), s##c); \
+  s1##c = _mm256_fmadd_ps(a, _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x)), s1##c); }
+__attribute__((target("avx2,fma,f16c"))) static double sweep_bf16p(const uint8_t* buf, size_t bytes, int passes, size_t prefetch) {
+  const __m256 a = _mm256_set1_ps(1.0001f);
+  const __m256i zero = _mm256_setzero_si256();
+  REP6(DECL) REP6(DECL1)
+  const double t = now();
+  for (int r = 0; r < passes; ++r)
+    for (size_t off = 0; off + 192 <= bytes; off += 192) {
+      const uint8_t* p = buf + off;
+      if (prefetch) for (size_t b = 0; b < 192; b += 64) _mm_prefetch((const char*)p + prefetch + b, _MM_HINT_T0);
+      REP6(W_BF16P)
+    }
+  const double dt = now() - t;
+  float z = 0; REP6(SUM) REP6(SUM1)
+  if (z == 12345.0f) puts("");
+  return (double)bytes * passes / dt / 1e9;
+}
+// "bf16 bcast+shuffle": 8 bf16 loaded into both 128-bit halves (a load, no shuffle) and one byte
+// shuffle moving each under the upper half of its fp32 lane: in order, nothing on the FMA ports.
+// simd::Avx2::widen_bf16 since 2026-11-28 (before: zero-extend and shift, the "bf16" row).
+#define W_BF16B(c) s##c = _mm256_fmadd_ps(a, _mm256_castsi256_ps(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)((const uint16_t*)p + 8 * (c)))), topb)), s##c);
+__attribute__((target("avx2,fma,f16c"))) static double sweep_bf16b(const uint8_t* buf, size_t bytes, int passes, size_t prefetch) {
+  const __m256 a = _mm256_set1_ps(1.0001f);
+  const __m256i topb = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+  REP12(DECL)
+  const double t = now();
+  for (int r = 0; r < passes; ++r)
+    for (size_t off = 0; off + 192 <= bytes; off += 192) {
+      const uint8_t* p = buf + off;
+      if (prefetch) for (size_t b = 0; b < 192; b += 64) _mm_prefetch((const char*)p + prefetch + b, _MM_HINT_T0);
+      REP12(W_BF16B)
+    }
+  const double dt = now() - t;
+  float z = 0; REP12(SUM)
+  if (z == 12345.0f) puts("");
+  return (double)bytes * passes / dt / 1e9;
+}
 SWEEP(sweep_int8, 1, W_INT8)
 SWEEP(sweep_bf16, 2, W_BF16)
 SWEEP(sweep_fp16, 2, W_FP16)
@@ -85,9 +150,9 @@ int main() {
   // Bytes 0x3c..0x3f: normal numbers in every type (no subnormal slow paths), small int8 values.
   for (size_t i = 0; i < big; ++i) buf[i] = (uint8_t)(0x3c + (i * 7) % 4);
   const struct { const char* name; Sweep f; } types[] = {
-      {"int8", sweep_int8}, {"bf16", sweep_bf16}, {"bf16 split", sweep_bf16s}, {"fp16", sweep_fp16}, {"fp32", sweep_fp32}};
+      {"int8", sweep_int8}, {"bf16", sweep_bf16}, {"bf16 split", sweep_bf16s}, {"bf16 unpack", sweep_bf16u}, {"bf16 perm+unpack", sweep_bf16p}, {"bf16 bcast+shuffle", sweep_bf16b}, {"fp16", sweep_fp16}, {"fp32", sweep_fp32}};
   printf("one thread, GB/s of weights (best of 3)   from L1   from memory   from memory, prefetch 4 KB ahead\n");
-  for (int t = 0; t < 5; ++t) {
+  for (int t = 0; t < 8; ++t) {
     double l1 = 0, mem = 0, pf = 0;
     for (int rep = 0; rep < 3; ++rep) {
       double v = types[t].f(buf, small, 20000, 0); if (v > l1) l1 = v;
