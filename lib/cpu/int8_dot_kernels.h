@@ -10,32 +10,21 @@
 #endif
 
 // A block reads 32·C bytes of each group's ldw (1 KB in a 256-column panel), the blocks after it the
-// same groups further right: a stride the hardware prefetcher follows at a fraction of the memory's
-// rate. So the first block of a panel also fetches `bytes` of each group `ahead` groups on (about 4 KB),
-// and the blocks after it find the panel in L2. (One row at the AVX2 level without VNNI: blocks of 32
-// columns, where the AVX-512 kernel's one block covers the panel.)
-struct GroupPrefetch {
-  int64_t bytes = 0;  // 0: none
-  int64_t ahead = 0;
-};
-
-inline GroupPrefetch whole_rows_ahead(int64_t ldw, int64_t cols) {
-  return {4 * cols, (4096 + ldw - 1) / ldw};
-}
+// same groups further right (one row at the AVX2 level without VNNI: blocks of 32 columns, where the
+// AVX-512 kernel's one block covers the panel). So the first block of a panel also fetches its whole
+// groups about 4 KB ahead (row_prefetch.h), and the blocks after it find the panel in L2.
+inline RowPrefetch whole_rows_ahead(int64_t ldw, int64_t cols) { return {4 * cols, rows_in_4kb(ldw)}; }
 
 // R rows x C blocks of 8 columns, all sums in registers for the whole K loop: one group of 4 rows
 // of the weights is C 32-byte loads, R broadcasts of four activation bytes, R·C dot products.
 template <class D, int R, int C>
 void dot_block(const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_t* w, int64_t ldw, int32_t* acc,
-               int64_t ldacc, GroupPrefetch pf = {}) {
+               int64_t ldacc, RowPrefetch pf = {}) {
   __m256i s[R * C];
   for (int i = 0; i < R * C; ++i) s[i] = _mm256_setzero_si256();
   const int64_t groups = K4 / 4;
   for (int64_t g = 0; g < groups; ++g) {
-    if (pf.bytes > 0) {
-      const char* next = reinterpret_cast<const char*>(w + (g + pf.ahead) * ldw);
-      for (int64_t off = 0; off < pf.bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    if (pf.bytes > 0) prefetch_bytes(w + (g + pf.ahead) * ldw, pf.bytes);
     typename D::W wv[C];
     for (int c = 0; c < C; ++c)
       wv[c] = D::prepare(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + g * ldw + 32 * c)));
@@ -58,18 +47,18 @@ void dot_block(const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_
 // pf: for the first block only (it fetches for the others).
 template <class D, int R, int C>
 int64_t dot_columns(const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_t* w, int64_t ldw, int64_t cols,
-                    int32_t* acc, int64_t ldacc, GroupPrefetch pf = {}) {
+                    int32_t* acc, int64_t ldacc, RowPrefetch pf = {}) {
   int64_t j = 0;
   for (; j + 8 * C <= cols; j += 8 * C)
-    dot_block<D, R, C>(q, K4, row_sum, w + 4 * j, ldw, acc + j, ldacc, j == 0 ? pf : GroupPrefetch{});
+    dot_block<D, R, C>(q, K4, row_sum, w + 4 * j, ldw, acc + j, ldacc, j == 0 ? pf : RowPrefetch{});
   if constexpr (C > 1)
-    j += dot_columns<D, R, C / 2>(q, K4, row_sum, w + 4 * j, ldw, cols - j, acc + j, ldacc, j == 0 ? pf : GroupPrefetch{});
+    j += dot_columns<D, R, C / 2>(q, K4, row_sum, w + 4 * j, ldw, cols - j, acc + j, ldacc, j == 0 ? pf : RowPrefetch{});
   return j;
 }
 
 template <class D, int C>
 int64_t dot_group(int rows, const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_t* w, int64_t ldw,
-                  int64_t cols, int32_t* acc, int64_t ldacc, GroupPrefetch pf = {}) {
+                  int64_t cols, int32_t* acc, int64_t ldacc, RowPrefetch pf = {}) {
   switch (rows) {
     case 1: return dot_columns<D, 1, 2 * C>(q, K4, row_sum, w, ldw, cols, acc, ldacc, pf);
     case 2: return dot_columns<D, 2, C>(q, K4, row_sum, w, ldw, cols, acc, ldacc, pf);
@@ -96,7 +85,7 @@ int64_t panel_product(const VnniActivations& a, const uint8_t* w, int64_t ldw, i
     for (int64_t m0 = 0; m0 < a.M; m0 += 4)
       dot_group<D, 2>(static_cast<int>(std::min<int64_t>(4, a.M - m0)), a.q + m0 * K4, K4, a.row_sum + m0,
                       wj + 4 * j, ldw, width, acc + m0 * ldacc + j, ldacc,
-                      j == 0 && m0 == 0 ? whole_rows_ahead(ldw, cols) : GroupPrefetch{});
+                      j == 0 && m0 == 0 ? whole_rows_ahead(ldw, cols) : RowPrefetch{});
   }
   return whole;
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/cpu/row_prefetch.h"
 #include "lib/cpu/vnni_int8_gemm.h"
 #include "lib/cpu/vnni_int8_levels.h"
 

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "lib/cpu/narrow_type.h"
+#include "lib/cpu/row_prefetch.h"
 #include "lib/cpu/simd_vec.h"
 #include "lib/cpu/widening_levels.h"
 

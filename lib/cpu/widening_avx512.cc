@@ -9,6 +9,7 @@
 #include "lib/cpu/cpu_features.h"
 #include "lib/cpu/half_rounding.h"
 #include "lib/cpu/narrow_type.h"
+#include "lib/cpu/row_prefetch.h"
 #include "lib/cpu/simd_vec.h"
 #include "lib/cpu/widening_levels.h"
 

@@ -45,14 +45,11 @@ __attribute__((always_inline)) inline typename V::F wide(const typename E::T* p)
   else return V::load(p);
 }
 
-// While the first block of columns runs, each k also prefetches the first `bytes` bytes of B row
-// k + rows_ahead, so that the blocks after it (which read the same rows further right) find them
-// in cache, or so that the next piece of K is in cache when the next call starts. Read one narrow
-// block at a time, the rows of B came from memory at about half the rate of one whole-row stream.
-struct StreamPrefetch {
-  int64_t bytes = 0;  // 0: none
-  int64_t rows_ahead = 0;
-};
+// While the first block of columns runs, each k also prefetches (row_prefetch.h) the first `bytes`
+// bytes of B row k + ahead, so that the blocks after it (which read the same rows further right)
+// find them in cache, or so that the next piece of K is in cache when the next call starts. Read one
+// narrow block at a time, the rows of B came from memory at about half the rate of one whole-row
+// stream.
 
 // acc[r][j] += Σ_k A[r][k] · B[k][j] for R rows (stride lda) and nn columns. Each block of
 // lanes·C columns keeps R x C sums in registers for the whole K loop; a k reads one contiguous
@@ -60,7 +57,7 @@ struct StreamPrefetch {
 // the rows of B and long contiguous reads, which the hardware prefetcher follows.
 template <class V, class E, int R, int C>
 void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn, float* acc,
-                 int64_t ldacc, StreamPrefetch pf = {}) {
+                 int64_t ldacc, RowPrefetch pf = {}) {
   using F = typename V::F;
   constexpr int64_t kWidth = int64_t{V::kLanes} * C;
   int64_t j = 0;
@@ -71,10 +68,7 @@ void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B,
     const bool prefetch = pf.bytes > 0 && j == 0;
     for (int64_t k = 0; k < K; ++k) {
       const typename E::T* row = B + k * ldb + j;
-      if (prefetch) {
-        const char* next = reinterpret_cast<const char*>(B + (k + pf.rows_ahead) * ldb);
-        for (int64_t off = 0; off < pf.bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-      }
+      if (prefetch) prefetch_bytes(B + (k + pf.ahead) * ldb, pf.bytes);
       F a[R];
       for (int r = 0; r < R; ++r) a[r] = V::set1(A[r * lda + k]);
       for (int c = 0; c < C; ++c) {
@@ -154,13 +148,10 @@ void stream_rows_trans(int64_t K, const float* A, const typename E::T* B, int64_
   // cap (7.0-7.5 against 8.4-8.9 ms). Two-byte tables ran slower with it (bf16: 12.5-13.2 against
   // 11.8-12.3 ms), fp32 as fast: the hardware prefetcher keeps up with them alone.
   const int64_t row_bytes = K * int64_t(sizeof(typename E::T));
-  const int64_t ahead = sizeof(typename E::T) == 1 ? (4096 + row_bytes - 1) / row_bytes : 0;
+  const int64_t ahead = sizeof(typename E::T) == 1 ? rows_in_4kb(row_bytes) : 0;
   for (int64_t j = 0; j < nn; ++j) {
     const typename E::T* row = B + j * ldb;
-    if (ahead > 0 && j + ahead < nn) {
-      const char* next = reinterpret_cast<const char*>(B + (j + ahead) * ldb);
-      for (int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    if (ahead > 0 && j + ahead < nn) prefetch_bytes(B + (j + ahead) * ldb, row_bytes);
     F s[R][4];
     for (int r = 0; r < R; ++r)
       for (int u = 0; u < 4; ++u) s[r][u] = V::zero();
@@ -191,7 +182,7 @@ constexpr int64_t kStreamPieceBytesShared = 64 * 1024;
 // R rows of one group (R <= 4) over one piece: the widest block that keeps the sums in registers.
 template <class V, class E>
 void stream_group(int R, int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn,
-                  float* acc, StreamPrefetch pf) {
+                  float* acc, RowPrefetch pf) {
   using S = Shapes<V>;
   switch (R) {
     case 1:
@@ -237,7 +228,7 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
   }
   const int64_t row_bytes = nn * int64_t(sizeof(typename E::T));
   const int64_t ldb_bytes = ldb * int64_t(sizeof(typename E::T));
-  const int64_t ahead = (4096 + ldb_bytes - 1) / ldb_bytes;  // rows: about 4 KB ahead
+  const int64_t ahead = rows_in_4kb(ldb_bytes);
   // fp32 only: for narrow weights the widening, not the reads, bounds AVX2 on one row (2 uops on the
   // FMA ports per vector), and the extra acc load and store per four rows cost more than the passes
   // (bench_decode_gemm at the AVX2 cap over 12 GPT-2 layers, bench/results/decode-gemm-2026-11-28-avx2.txt:
@@ -254,7 +245,7 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
       // One group of rows: it fetches its own rows a little ahead. Several: the first group of the
       // first piece does that; the last group of every piece, which reads from L2, fetches the
       // next piece meanwhile, so the first group of that piece finds it there.
-      StreamPrefetch pf;
+      RowPrefetch pf;
       if (one_stream) pf = {};
       else if (M <= 4 || (m0 == 0 && k0 == 0)) pf = {row_bytes, ahead};
       else if (m0 + 4 >= M && k0 + kn < K) pf = {row_bytes, kn};
