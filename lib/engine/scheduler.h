@@ -26,7 +26,8 @@
 // (before any new admission) each of its rows is prefilled with its tokens so far and it goes on,
 // with the tokens it would have had. A request that could not finish even alone is an error.
 // Newcomers whose first uncached block another newcomer of the same admission computes wait one
-// step, so that a prefix shared by a wave of requests is computed once.
+// step, so that a prefix shared by a wave of requests is computed once; a session's later rounds
+// wait behind such a round (a session's requests always start in input order).
 //
 // Requests are pulled one by one from a RequestSource into a short look-ahead queue (a session's
 // next round must not hold up others) and results are handed out as each request finishes

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -189,8 +190,16 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
       std::vector<int64_t> free;
       for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s)
         if (!slots_[s].used && !slots_[s].parked) free.push_back(s);
+      // Sessions with a request passed over in this plan (its previous round still running, or a
+      // round deferred a step for a prefix block another newcomer computes): their later requests
+      // wait behind it, so that a session's rounds and its end run in input order.
+      std::unordered_set<std::string> held;
       for (size_t i = 0; i < pending_.size();) {
         const Request& r = pending_[i];
+        if (!r.session.empty() && held.count(r.session)) {
+          ++i;
+          continue;
+        }
         auto sit = r.session.empty() ? sessions_.end() : sessions_.find(r.session);
         const bool busy = sit != sessions_.end() && sit->second.busy;
         if (r.is_control()) {
@@ -202,6 +211,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
             pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
             ++consumed;
           } else {
+            held.insert(r.session);
             ++i;
           }
           continue;
@@ -225,6 +235,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
           for (int64_t s = 0; s < static_cast<int64_t>(slots_.size()); ++s) free.push_back(s);
         }
         if (busy) {  // the session's previous round is still running
+          held.insert(r.session);
           ++i;
           continue;
         }
@@ -245,6 +256,7 @@ Scheduler::Plan Scheduler::plan(RequestSource* source, const std::function<bool(
         }
         if (a == Admission::kWait) break;
         if (a == Admission::kDefer) {
+          if (!r.session.empty()) held.insert(r.session);
           ++i;
           continue;
         }

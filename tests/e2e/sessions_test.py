@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Interactive sessions (issue 16), end to end on the engine fixtures.
 
-Usage: sessions_test.py {rounds|rounds_tp|errors|resume|chat_pipe|chat_tty}
+Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pipe|chat_tty}
   rounds:     sessions of several rounds, interleaved, at batch size 2 (so idle sessions lose their
               caches and run their context again): every round's tokens equal one fresh request
               over the concatenated context [context_1, generated_1, ..., context_k], for GPT-2,
               NeoX and BLOOM, greedy, seeded top-p and beam 3; with --memory-len the sessions go
               on past the memory.
   rounds_tp:  the same under `mpirun -np 2` on the 2-gpu folders.
+  S1_prefix_order: sessions whose first rounds share prefix-cache blocks still run their rounds in
+              input order (the trial report's S-1), at several block sizes, batching modes, budgets.
   errors:     a round beyond --session-len, a round with more new tokens than --memory-len,
               session_end without a session, an unknown chat command: one-line errors naming the
               session or the line.
@@ -65,9 +67,14 @@ def session_script(seed, params, vocab=290):
     return lines
 
 
-def check_rounds(model_dir, tmp, mpi=0, extra=(), label="", vocab=290):
-    for mode, params in [("greedy", {}), ("top-p", {"top_p": 0.9, "seed": 5}), ("beam 3", {"beam_width": 3})]:
-        lines = session_script(len(mode), params, vocab)
+def check_rounds(model_dir, tmp, mpi=0, extra=(), label="", vocab=290, scripts=None):
+    """Each round's session fields follow the input order and its tokens equal a fresh request over
+    the session's whole context. scripts: [(mode, lines)], by default three interleaved sessions
+    greedy, with seeded top-p and with beam 3."""
+    if scripts is None:
+        scripts = [(mode, session_script(len(mode), params, vocab))
+                   for mode, params in [("greedy", {}), ("top-p", {"top_p": 0.9, "seed": 5}), ("beam 3", {"beam_width": 3})]]
+    for mode, lines in scripts:
         got, err = generate(model_dir, lines, tmp, ["--batch-size", "2", *extra], mpi)
         if not check(got is not None, f"{label} {mode}: {err}"):
             continue
@@ -109,6 +116,39 @@ def test_rounds(tmp):
         check(ring[-1]["context_length"] == 48, f"--memory-len: the session goes on ({ring[-1]})")
         check(any(a["output_ids"] != b["output_ids"] for a, b in zip(ring[3:], full[3:])),
               "--memory-len: later rounds see only the memory")
+
+
+def shared_prefix_sessions(shared, vocab, seed):
+    """Two sessions of two rounds, then a third of three, whose first rounds start with the same
+    `shared` tokens (a common system prompt); the report's trigger put each session's rounds
+    together in the file, the second session's last."""
+    rng = random.Random(seed)
+    system = [rng.randrange(1, vocab) for _ in range(shared)]
+    lines = []
+    for s, rounds in (("a", 2), ("b", 2), ("c", 3)):
+        lines.append({"session": s, "ids": system + [rng.randrange(1, vocab) for _ in range(3)], "max_new_tokens": 5})
+        for _ in range(rounds - 1):
+            lines.append({"session": s, "ids": [rng.randrange(1, vocab) for _ in range(2)], "max_new_tokens": 5})
+    return lines
+
+
+def test_S1_prefix_order(tmp):
+    """S-1: sessions whose first rounds share KV blocks run their rounds in input order (a round
+    deferred a step for a block another newcomer computes holds its session's later rounds back),
+    at block sizes 4, 16 and 64 sharing 1 to 3 blocks, continuous and static, with and without a
+    KV-cache budget; tests/unit/scheduler_session_order_test.cc covers the same at the scheduler."""
+    neox = os.path.join(ENGINE, "gptneox", "1-gpu")
+    for bs, shared in [(4, 5), (16, 40), (64, 70)]:
+        lines = shared_prefix_sessions(shared, 290, bs)
+        # A budget of the longest session's blocks and two more (a block holds K and V of 2 layers of
+        # 64 floats per token: 1 KiB), so that idle sessions give theirs back.
+        longest = max(sum(len(l["ids"]) + l["max_new_tokens"] for l in lines if l["session"] == s) for s in "abc")
+        budget = f"{(-(-longest // bs) + 2) * bs}K"
+        for extra in ([], ["--batching", "static"], ["--kv-cache-memory", budget]):
+            check_rounds(neox, tmp, extra=["--tokens-per-block", str(bs), *extra],
+                         label=f"S-1 block size {bs} {' '.join(extra)}", scripts=[("greedy", lines)])
+    # The report's case: default settings, a 77-token system prompt, GPT-2's vocabulary.
+    check_rounds(BPE, tmp, label="S-1 defaults", scripts=[("greedy", shared_prefix_sessions(77, 50000, 1))])
 
 
 def test_rounds_tp(tmp):
@@ -225,7 +265,7 @@ def test_chat_tty(tmp):
 def main():
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "errors": test_errors, "resume": test_resume,
+        {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "S1_prefix_order": test_S1_prefix_order, "errors": test_errors, "resume": test_resume,
          "chat_pipe": test_chat_pipe, "chat_tty": test_chat_tty}[what](tmp)
     finish(f"sessions_test {what}")
 
