@@ -27,7 +27,9 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--gemm-config", o->gemm_config, "gemm_config.in (ftx gemm-tune) to place in DIR, where the server starts");
   sub->add_option("--server-path", o->server_path,
                   "DIR as the server will see it, e.g. /models in a container (default: DIR's absolute path)");
-  sub->add_flag("--force", o->force, "replace an existing DIR");
+  sub->add_flag("--force", o->force,
+                "replace an existing DIR folder (never a file or link, nor a folder that is, holds or lies in -m, "
+                "or holds --gemm-config)");
   sub->add_flag("-q,--quiet", *quiet, "no summary on stderr");
   return [o, quiet, tp] {
     using ftx::cmd::check_range;

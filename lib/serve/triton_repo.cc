@@ -6,8 +6,10 @@
 
 #include "formats/error.h"
 #include "formats/ft_dir.h"
+#include "formats/path_relation.h"
 #include "lib/gemm/gemm_config_file.h"
 #include "lib/model/model_dir.h"
+#include "lib/serve/ft_model_class.h"
 
 namespace ftx::serve {
 
@@ -18,36 +20,6 @@ namespace fs = std::filesystem;
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
-}
-
-// Which of FT's model classes runs `cfg`, or an Error naming what none of them has.
-FtModelType model_type_of(const ModelConfig& cfg, const std::string& dir) {
-  const auto refuse = [&](const std::string& what) {
-    throw Error(dir, std::string(architecture_name(cfg.arch)) + " model with " + what +
-                         ": FasterTransformer's Triton backend cannot run it (serve it with ftx generate)");
-  };
-  switch (cfg.arch) {
-    case Architecture::kGptJ: return FtModelType::kGptJ;
-    case Architecture::kGptNeoX: return FtModelType::kGptNeoX;
-    case Architecture::kXglm: refuse("XGLM's sinusoidal positions and scaled embeddings (ftx's own layout)");
-    case Architecture::kGptBigCode: refuse("multi-query attention");
-    case Architecture::kGpt: case Architecture::kBloom: case Architecture::kOpt: break;
-  }
-  // FT's ParallelGpt: learned positions or ALiBi, LayerNorm, biases, multi-head attention and an
-  // ungated FFN of GeLU, ReLU or SiLU (ft-runtime.md §3.1).
-  if (cfg.position == PositionEmbedding::kRotary) refuse("rotary position embeddings");
-  if (cfg.position != PositionEmbedding::kLearned && cfg.position != PositionEmbedding::kAlibi)
-    refuse("no learned position table and no ALiBi");
-  if (cfg.normalization == Normalization::kRmsNorm) refuse("RMSNorm");
-  if (cfg.attention == AttentionKind::kMultiQuery) refuse("multi-query attention");
-  if (cfg.kv_head_num != 0 && cfg.kv_head_num != cfg.head_num)
-    refuse("grouped-query attention (" + std::to_string(cfg.kv_head_num) + " key/value heads for " +
-           std::to_string(cfg.head_num) + " query heads)");
-  if (!cfg.has_bias) refuse("no linear biases (FT reads a bias file for every GEMM)");
-  if (cfg.activation == Activation::kSwiGlu || cfg.activation == Activation::kGeGlu ||
-      cfg.activation == Activation::kSquaredRelu)
-    refuse(std::string("activation ") + activation_name(cfg.activation));
-  return FtModelType::kGpt;
 }
 
 std::string ft_data_type(DType t) {
@@ -83,6 +55,47 @@ void check_gemm_config(const std::string& path, const std::string& data_type) {
                           " (tune it with ftx gemm-tune --data-type " + data_type + ")");
 }
 
+// `given`, and what it resolves to when the text alone does not show it (symbolic links).
+std::string shown(const std::string& given, const std::string& resolved) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(given, ec);
+  std::string plain = abs.lexically_normal().string();
+  while (plain.size() > 1 && plain.back() == '/') plain.pop_back();
+  return plain == resolved ? given : given + " (" + resolved + ")";
+}
+
+// DIR may not be, hold or lie inside the model folder, nor hold --gemm-config's file: --force
+// would delete them, and a repository inside the model folder would link to itself (--copy: copy
+// the folder into itself). An existing DIR must be a folder: --force replaces a folder, never a
+// file (nor a link, whose target would stay as it is while the link became a folder).
+void check_output_path(const TritonRepoOptions& o) {
+  std::string out = o.output;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  const std::string dir = resolved_path(out), model = resolved_path(o.model_dir);
+  const std::string model_named = "the model folder " + shown(o.model_dir, model) + " (-m)";
+  const std::string out_named = shown(out, dir);
+  if (path_within(model, dir))
+    throw UsageError(out_named, std::string(dir == model ? "is " : "holds ") + model_named +
+                                    (o.force ? ", which --force would delete" : "") +
+                                    ": write the repository elsewhere");
+  if (path_within(dir, model))
+    throw UsageError(out_named, "lies inside " + model_named + ": write the repository outside it");
+  if (!o.gemm_config.empty()) {
+    const std::string gemm = resolved_path(o.gemm_config);
+    if (path_within(gemm, dir))
+      throw UsageError(out_named, "holds the --gemm-config file " + shown(o.gemm_config, gemm) +
+                                      (o.force ? ", which --force would delete" : "") +
+                                      ": write the repository elsewhere");
+  }
+  struct stat st;
+  if (::lstat(out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw UsageError(out, std::string(S_ISLNK(st.st_mode) ? "is a symbolic link"
+                                      : S_ISREG(st.st_mode) ? "is a file"
+                                                            : "exists and is not a folder") +
+                              "; -o names the repository folder to write, and --force replaces only a folder "
+                              "(pass another path" + (S_ISLNK(st.st_mode) ? ", or the folder it leads to)" : ")"));
+}
+
 void copy_file_into(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::copy_file(from, to, ec);
@@ -91,10 +104,10 @@ void copy_file_into(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg) {
+TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg, const IniFile& ini) {
   const std::string& dir = o.model_dir;
   TritonModelSpec s;
-  s.model_type = model_type_of(cfg, dir);
+  s.model_type = ft_model_class(cfg, ini);
   s.tensor_para_size = o.tensor_para_size ? o.tensor_para_size : cfg.tensor_para_size;
   if (s.tensor_para_size != cfg.tensor_para_size)
     throw Error(dir, "converted for tensor_para_size " + std::to_string(cfg.tensor_para_size) +
@@ -125,9 +138,11 @@ std::string server_repo_path(const TritonRepoOptions& o) {
 }
 
 TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
-  const ModelConfig cfg = read_model_config(o.model_dir);
+  check_output_path(o);
+  const IniFile ini = read_model_config_ini(o.model_dir);
+  const ModelConfig cfg = ModelConfig::from_ini(ini);
   TritonRepoResult r;
-  r.spec = plan_triton_repo(o, cfg);
+  r.spec = plan_triton_repo(o, cfg, ini);
   if (!o.gemm_config.empty()) check_gemm_config(o.gemm_config, r.spec.data_type);
   const std::string text = triton_config_pbtxt(r.spec);
 

@@ -6,12 +6,14 @@
 //   DIR/gemm_config.in                      with --gemm-config: FT reads it from the server's
 //                                           working directory, so the server is started in DIR
 // The folder is checked against what the backend will do with it: its TP size must be the grid's
-// (FT splits nothing at load), PP must divide the layers, and a model FasterTransformer's GPT,
-// GPT-J or GPT-NeoX classes cannot run (rotary or gated GPT layers, RMSNorm, multi-query or grouped
-// attention, no biases, XGLM's sinusoidal table) is refused by name rather than served wrong.
+// (FT splits nothing at load), PP must divide the layers, and a config.ini value its FasterTransformer
+// class neither reads nor has fixed in code is refused by key and value rather than served wrong
+// (ft_model_class.h). DIR is checked against the inputs first: it may not be, hold or lie inside the
+// model folder, nor hold --gemm-config's file, and an existing DIR must be a folder.
 #include <cstdint>
 #include <string>
 
+#include "formats/ft_dir.h"
 #include "lib/model/model_config.h"
 #include "lib/serve/triton_config.h"
 
@@ -30,12 +32,12 @@ struct TritonRepoOptions {
   bool copy = false;              // copy the folder's files instead of linking the folder
   std::string gemm_config;        // a gemm_config.in to place in DIR ("" : none)
   std::string server_path;        // DIR as the server will see it ("": DIR's absolute path)
-  bool force = false;             // replace an existing DIR
+  bool force = false;             // replace an existing DIR (a folder that holds no input)
 };
 
-// The config for `cfg` (read from o.model_dir) under the flags: Error naming the folder and the
-// value when the folder does not fit the grid or the backend.
-TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg);
+// The config for `cfg` (read from `ini`, o.model_dir's config.ini) under the flags: Error naming
+// the folder and the value when the folder does not fit the grid or the backend.
+TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg, const IniFile& ini);
 // DIR as the server sees it: o.server_path, else DIR's absolute path.
 std::string server_repo_path(const TritonRepoOptions& o);
 
@@ -47,8 +49,9 @@ struct TritonRepoResult {
   std::string server_repo;  // DIR as the server sees it (--server-path, else DIR's absolute path)
 };
 
-// Reads and checks the folder, then writes DIR whole: it appears only complete (an existing DIR is
-// replaced only with force; nothing is left behind on an error).
+// Checks DIR against the inputs (UsageError naming both paths), reads and checks the folder, then
+// writes DIR whole: it appears only complete (an existing DIR is replaced only with force; nothing
+// is left behind on an error).
 TritonRepoResult write_triton_repo(const TritonRepoOptions& o);
 
 }  // namespace ftx::serve

@@ -7,11 +7,20 @@ backend tables below, transcribed from triton-inference-server/fastertransformer
 all_models/{gpt,gptj,gptneox}/fastertransformer/config.pbtxt and docs/gpt_guide.md (ft-format.md,
 "Triton model repository"). Grid: TP 1 and 2 x PP 1 and 2, streaming and not, on the engine
 fixtures (FTX_FIXTURES/engine); then GPT-J / GPT-NeoX tables, --copy, --gemm-config, and the bad
-inputs, each refused in one line with nothing written.
+inputs, each refused in one line with nothing written. The test_T* functions (user trial cases):
+an output folder that is, holds or lies inside an input, or is a file, is refused with both paths
+named and the inputs left byte for byte as they were (T-1, T-2, T30, T31); config.ini values that
+FasterTransformer's model class neither reads nor has fixed in code are refused by key and value
+(T-3: the transformers-5 GPT-NeoX checkpoints of tests/fixtures/hf5 with rotary base 5000 and
+linear rope scaling, converted by convert-hf, and config.ini values edited into copies of the
+engine fixtures).
 
 Usage: triton_repo_test.py    (run under the triton venv; FTX_BIN, FTX_FIXTURES)
 """
+import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +34,7 @@ from e2e_util import check, failures, finish  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
+HF5 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf5")
 
 # FT's GPT backend: (name, Triton type, dims, reshaped to a scalar, optional). GPT_ONLY: absent
 # from the GPT-J and GPT-NeoX models' configs.
@@ -147,6 +157,238 @@ def refused(what, args, repo, needle, code=1):
         print(f"  refused ({what}): {lines[0]}")
 
 
+def snapshot(folder):
+    """Every entry under `folder`: a file's sha256, a link's target (links are not followed)."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            p = os.path.join(root, name)
+            rel = os.path.relpath(p, folder)
+            if os.path.islink(p):
+                out[rel] = "-> " + os.readlink(p)
+            elif os.path.isfile(p):
+                out[rel] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+            else:
+                out[rel] = "dir"
+    return out
+
+
+def refused_intact(what, args, needles, kept, code):
+    """`ftx triton-repo ARGS` refused in one line holding every needle, with exit code `code`; each
+    path in `kept` (folders and files) afterwards exactly as before, and no temporary left beside it.
+    Returns the line."""
+    before = {k: snapshot(k) if os.path.isdir(k) else open(k, "rb").read() for k in kept}
+    r = ftx(*args)
+    lines = r.stderr.strip().splitlines()
+    ok = check(r.returncode == code and len(lines) == 1 and lines[0].startswith("ftx: error:")
+               and all(n in lines[0] for n in needles),
+               f"{what}: rc {r.returncode}, stderr {r.stderr!r} (expected rc {code}, one line with {needles!r})")
+    for k in kept:
+        after = snapshot(k) if os.path.isdir(k) else open(k, "rb").read()
+        check(after == before[k], f"{what}: {k} changed")
+        parent = os.path.dirname(os.path.abspath(k))
+        check(not [n for n in os.listdir(parent) if ".tmp-" in n or ".old-" in n],
+              f"{what}: a temporary was left in {parent}: {os.listdir(parent)}")
+    if ok:
+        print(f"  refused ({what}): {lines[0]}")
+    return lines[0] if lines else ""
+
+
+def copy_engine(name, dst):
+    """A copy of the engine fixture conversion ENGINE/name (its 1-gpu and 2-gpu folders) at dst."""
+    shutil.copytree(os.path.join(ENGINE, name), dst, symlinks=True)
+    return dst
+
+
+def test_T1_force_never_deletes_the_model(tmp):
+    """-o a folder that holds the model folder (or --gemm-config's file), --force or not, directly or
+    through a symbolic link: refused naming both paths, nothing deleted."""
+    x = copy_engine("gpt2", os.path.join(tmp, "T1", "out"))
+    model = os.path.join(x, "1-gpu")
+    for force in ([], ["--force"]):
+        refused_intact(f"T-1 -o the model's parent {' '.join(force)}", ["-m", model, "-o", x, *force],
+                       [x + ": holds the model folder " + model + " (-m)"]
+                       + (["which --force would delete"] if force else []),
+                       [x], 2)
+    refused_intact("T-1 -o the model's grandparent --force", ["-m", model, "-o", os.path.dirname(x), "--force"],
+                   [os.path.dirname(x) + ": holds the model folder " + model], [x], 2)
+    link = os.path.join(tmp, "T1", "link")
+    os.symlink(x, link)
+    refused_intact("T-1 -o a link to the model's parent --force", ["-m", model, "-o", link, "--force"],
+                   [link + " (" + os.path.realpath(x) + "): holds the model folder " + model], [x, link], 2)
+    refused_intact("T-1 -m through a link, -o the model's parent --force",
+                   ["-m", os.path.join(link, "1-gpu"), "-o", x, "--force"],
+                   [x + ": holds the model folder " + os.path.join(link, "1-gpu")], [x], 2)
+    other = copy_engine("gpt2", os.path.join(tmp, "T1", "other"))
+    gemm = os.path.join(other, "gemm_config.in")
+    with open(gemm, "w") as f:
+        f.write("batch_size, seq_len, head_num, size_per_head dataType ### batchCount, n, m, k, algoId, customOption, "
+                "tile, numSplitsK, swizzle, reductionScheme, workspaceSize, stages, exec_time\n")
+    refused_intact("T-1 -o the folder of --gemm-config's file --force",
+                   ["-m", model, "-o", other, "--gemm-config", gemm, "--force"],
+                   [other + ": holds the --gemm-config file " + gemm, "which --force would delete"], [x, other], 2)
+
+
+def test_T2_force_never_replaces_the_model(tmp):
+    """-o the model folder itself, however spelled: refused naming it, the weights untouched."""
+    x = copy_engine("gpt2", os.path.join(tmp, "T2", "out"))
+    model = os.path.join(x, "1-gpu")
+    for out in (model, model + "/", os.path.join(x, "2-gpu", "..", "1-gpu")):
+        for force in ([], ["--force"]):
+            refused_intact(f"T-2 -o {os.path.relpath(out, tmp)} {' '.join(force)}", ["-m", model, "-o", out, *force],
+                           [out.rstrip("/") + ": is the model folder " + model + " (-m)"], [x], 2)
+
+
+def test_T30_output_inside_the_model(tmp):
+    """-o a folder inside the model folder, with --copy or a link, --force or not: refused as lying
+    inside the model folder (not as ftx's temporary folder), nothing written into the model."""
+    x = copy_engine("gpt2", os.path.join(tmp, "T30", "out"))
+    model = os.path.join(x, "1-gpu")
+    for mode in (["--copy"], [], ["--copy", "--force"], ["--force"]):
+        out = os.path.join(model, "repo")
+        refused_intact(f"T30 -o inside the model {' '.join(mode)}", ["-m", model, "-o", out, *mode],
+                       [out + ": lies inside the model folder " + model + " (-m)"], [x], 2)
+        check(".tmp-" not in ftx("-m", model, "-o", out, *mode).stderr, "T30: the message names a temporary folder")
+    link = os.path.join(tmp, "T30", "link")
+    os.symlink(model, link)
+    refused_intact("T30 -o inside the model through a link --copy", ["-m", model, "-o", os.path.join(link, "repo"),
+                                                                     "--copy"],
+                   ["lies inside the model folder " + model], [x], 2)
+
+
+def test_T31_force_never_replaces_a_file(tmp):
+    """-o a regular file (or a symbolic link), --force or not: refused, the file (the link and its
+    target) left as it was."""
+    d = os.path.join(tmp, "T31")
+    os.makedirs(d)
+    prompts = os.path.join(d, "prompts.txt")
+    with open(prompts, "w") as f:
+        f.write("Hello\n")
+    model = os.path.join(ENGINE, "gpt2", "1-gpu")
+    for force in ([], ["--force"]):
+        refused_intact(f"T31 -o a file {' '.join(force)}", ["-m", model, "-o", prompts, *force],
+                       [prompts + ": is a file", "--force replaces only a folder"], [prompts], 2)
+    target = os.path.join(d, "repo-target")
+    os.makedirs(target)
+    with open(os.path.join(target, "keep"), "w") as f:
+        f.write("mine")
+    link = os.path.join(d, "repo-link")
+    os.symlink(target, link)
+    refused_intact("T31 -o a symbolic link --force", ["-m", model, "-o", link, "--force"],
+                   [link + ": is a symbolic link"], [target], 2)
+    check(os.path.islink(link) and os.readlink(link) == target, "T31: the link was replaced")
+
+
+def edited_copy(src, dst, edits):
+    """A copy of the model folder src at dst, with config.ini's model section edited: edits maps a
+    key to its new text (None: delete it); keys it lacks are added."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "config.ini")
+    out, section, left = [], None, dict(edits)
+
+    def flush():
+        if section in ("gpt", "gptj", "gptneox"):
+            out.extend(f"{k} = {v}" for k, v in left.items() if v is not None)
+            left.clear()
+
+    for line in open(path).read().splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            flush()
+            section = s[1:-1]
+        elif "=" in s and section in ("gpt", "gptj", "gptneox") and s.split("=")[0].strip() in edits:
+            k = s.split("=")[0].strip()
+            if edits[k] is not None:
+                out.append(f"{k} = {edits[k]}")
+            left.pop(k, None)
+            continue
+        out.append(line)
+    flush()
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return dst
+
+
+def test_T3_refuses_what_the_ft_class_cannot_run(tmp):
+    """GPT-NeoX checkpoints (transformers 5's, tests/fixtures/hf5) with rotary base 5000 and with
+    linear rope scaling, converted by convert-hf: refused by key and value, since GptNeoXTritonModel
+    reads neither (base 10000, unscaled, in FT's code). Then one config.ini value at a time edited
+    into copies of the engine fixtures: each fixed value of GPT-J, GPT-NeoX and GPT that the folder
+    contradicts is refused by key and value; the values the classes read, and GPT's no-position
+    model, are served."""
+    d = os.path.join(tmp, "T3")
+    os.makedirs(d)
+    for name, key in (("neox_rp50_base5000", "rotary_base"), ("neox_linear", "rotary_scaling_type")):
+        rope = json.load(open(os.path.join(HF5, name, "safetensors", "config.json")))["rope_parameters"]
+        out = os.path.join(d, name)
+        r = subprocess.run([FTX, "convert-hf", "-i", os.path.join(HF5, name, "safetensors"), "-o", out, "-q"],
+                           capture_output=True, text=True)
+        if not check(r.returncode == 0, f"T-3 convert-hf {name}: {r.stderr.strip()}"):
+            continue
+        folder = os.path.join(out, "1-gpu")
+        repo = os.path.join(d, name + "-repo")
+        line = refused_intact(f"T-3 {name}", ["-m", folder, "-o", repo],
+                              [os.path.join(folder, "config.ini") + ": [gptneox] " + key + " = ", "GptNeoXTritonModel"],
+                              [out], 1)
+        m = re.search(r"\] " + key + r" = (\S+):", line)
+        value = m and (float(m.group(1)) if key == "rotary_base" else m.group(1))
+        check(value == (rope["rope_theta"] if key == "rotary_base" else rope["rope_type"]),
+              f"T-3 {name}: the message names {key} = {value}, the checkpoint has {rope}")
+        check(not os.path.exists(repo), f"T-3 {name}: {repo} was written")
+
+    # (fixture, edits, refused key = value or None for served, class name)
+    neox, gptj, gpt2 = (os.path.join(ENGINE, n, "1-gpu") for n in ("gptneox", "gptj", "gpt2"))
+    relu = {"activation": "Relu", "activation_function": "relu", "activation_type": None}
+    silu = {"activation": "Silu", "activation_function": "silu", "activation_type": "Silu"}
+    eps = {"layernorm_eps": "0.001", "layer_norm_epsilon": "0.001"}
+    cases = [
+        (neox, {"rotary_base": "20000"}, "rotary_base = 20000", "GptNeoXTritonModel"),
+        (neox, {"rotary_scaling_type": "linear", "rotary_scaling_factor": "2"}, "rotary_scaling_type = linear",
+         "GptNeoXTritonModel"),
+        (neox, {"rotary_style": "interleaved"}, "rotary_style = interleaved", "GptNeoXTritonModel"),
+        (neox, relu, "activation = Relu", "GptNeoXTritonModel"),
+        (neox, eps, "layernorm_eps = 0.001", "GptNeoXTritonModel"),
+        (neox, {"do_layer_norm_before": "False"}, "do_layer_norm_before = False", "GptNeoXTritonModel"),
+        (neox, {"shared_input_norm": "1"}, "shared_input_norm = 1", "GptNeoXTritonModel"),
+        (neox, {"normalization": "rmsnorm"}, "normalization = rmsnorm", "GptNeoXTritonModel"),
+        (neox, {"embedding_scale": "2"}, "embedding_scale = 2", "GptNeoXTritonModel"),
+        (neox, {"use_gptj_residual": "0", "parallel_residual": "0"}, None, "GPT-NeoX"),  # read by the class
+        (gptj, {"rotary_base": "5000"}, "rotary_base = 5000", "GptJTritonModel"),
+        (gptj, {"rotary_scaling_type": "linear", "rotary_scaling_factor": "4"}, "rotary_scaling_type = linear",
+         "GptJTritonModel"),
+        (gptj, {"rotary_style": "half_split"}, "rotary_style = half_split", "GptJTritonModel"),
+        (gptj, {"parallel_residual": "0"}, "parallel_residual = 0", "GptJTritonModel"),
+        (gptj, {"shared_input_norm": "0"}, "shared_input_norm = 0", "GptJTritonModel"),
+        (gptj, eps, "layernorm_eps = 0.001", "GptJTritonModel"),
+        (gptj, {"sliding_window": "4"}, "sliding_window = 4", "GptJTritonModel"),
+        (gptj, {"layernorm_eps": "1e-5", "layer_norm_epsilon": "1e-5"}, None, "GPT-J"),  # FT runs 1e-6
+        (gpt2, {"parallel_residual": "1"}, "parallel_residual = 1", "ParallelGptTritonModel"),
+        (gpt2, silu, "activation = Silu", "ParallelGptTritonModel"),
+        (gpt2, {"normalization": "rmsnorm"}, "normalization = rmsnorm", "ParallelGptTritonModel"),
+        (gpt2, {"kv_head_num": "2"}, "kv_head_num = 2", "ParallelGptTritonModel"),
+        (gpt2, {"sliding_window": "8"}, "sliding_window = 8", "ParallelGptTritonModel"),
+        (gpt2, {"embedding_scale": "8"}, "embedding_scale = 8", "ParallelGptTritonModel"),
+        (gpt2, {"position_embedding_type": "sinusoidal"}, "position_embedding_type = sinusoidal",
+         "ParallelGptTritonModel"),
+        (gpt2, {"layernorm_eps": "0.001", "layer_norm_epsilon": "0.001"}, None, "GPT"),  # read by the class
+        (gpt2, {"position_embedding_type": "none", "has_positional_encoding": "False"}, None, "GPT"),
+    ]
+    for i, (src, edits, refused_as, cls) in enumerate(cases):
+        folder = edited_copy(src, os.path.join(d, f"edit{i}", "1-gpu"), edits)
+        repo = os.path.join(d, f"edit{i}-repo")
+        what = f"T-3 {os.path.basename(os.path.dirname(src))} {edits}"
+        if refused_as is None:
+            r = ftx("-m", folder, "-o", repo, "-q")
+            if check(r.returncode == 0, f"{what}: rc {r.returncode}, {r.stderr.strip()}"):
+                got = params(parse(repo))["model_type"]
+                check(got == cls, f"{what}: model_type {got}, expected {cls}")
+            continue
+        sec = "gptneox" if cls.startswith("GptNeoX") else "gptj" if cls.startswith("GptJ") else "gpt"
+        refused_intact(what, ["-m", folder, "-o", repo],
+                       [os.path.join(folder, "config.ini") + ": [" + sec + "] " + refused_as, cls], [folder], 1)
+        check(not os.path.exists(repo), f"{what}: {repo} was written")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ftx-triton-")
     gpt2 = {tp: os.path.join(ENGINE, "gpt2", f"{tp}-gpu") for tp in (1, 2)}
@@ -237,6 +479,11 @@ def main():
     r = ftx("-m", gpt2[1], "-o", out, "--force", "-q")
     check(r.returncode == 0 and sorted(os.listdir(out)) == ["fastertransformer"],
           f"--force: rc {r.returncode}, {r.stderr.strip()}, {os.listdir(out)}")
+    test_T1_force_never_deletes_the_model(tmp)
+    test_T2_force_never_replaces_the_model(tmp)
+    test_T30_output_inside_the_model(tmp)
+    test_T31_force_never_replaces_a_file(tmp)
+    test_T3_refuses_what_the_ft_class_cannot_run(tmp)
     if not failures:
         shutil.rmtree(tmp, ignore_errors=True)
     finish("triton_repo")

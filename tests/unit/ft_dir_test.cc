@@ -1,4 +1,5 @@
-// config.ini parsing with inih's semantics, write_file's error checks, OutputDir's commit protocol.
+// config.ini parsing with inih's semantics, write_file's error checks, OutputDir's commit protocol,
+// and how an output path relates to an input (formats/path_relation.h).
 #include "formats/ft_dir.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "formats/error.h"
+#include "formats/path_relation.h"
 #include "unit/format_fixtures.h"
 
 using namespace ftx;
@@ -190,6 +192,28 @@ TEST_F(ScratchDir, OutputDirRemovesUncommittedFolderOnException) {
   EXPECT_FALSE(tmp.empty());
   EXPECT_FALSE(fs::exists(tmp));
   EXPECT_FALSE(fs::exists(final_path));
+}
+
+// Containment is by whole components, and a path's own spelling (trailing slash, "..") does not matter.
+TEST(PathRelation, T1_WithinComparesWholeComponents) {
+  EXPECT_TRUE(path_within("/a/b", "/a/b"));
+  EXPECT_TRUE(path_within("/a/b/c", "/a/b"));
+  EXPECT_TRUE(path_within("/a/b", "/"));
+  EXPECT_FALSE(path_within("/a/bc", "/a/b"));
+  EXPECT_FALSE(path_within("/a", "/a/b"));
+}
+
+// Symbolic links are resolved, also in the parent of a path that does not exist yet: a model
+// folder reached through a link lies inside the folder the link leads to (T-1, T-2, T30).
+TEST_F(ScratchDir, T1_ResolvedPathFollowsLinksToTheNearestExistingParent) {
+  const std::string real = fs::canonical(root_).string();
+  fs::create_directories(root_ + "/x/1-gpu");
+  fs::create_directory_symlink(root_ + "/x", root_ + "/link");
+  EXPECT_EQ(resolved_path(root_ + "/link/1-gpu/"), real + "/x/1-gpu");
+  EXPECT_EQ(resolved_path(root_ + "/link/new/deeper"), real + "/x/new/deeper");
+  EXPECT_EQ(resolved_path(root_ + "/x/2-gpu/../1-gpu"), real + "/x/1-gpu");
+  EXPECT_TRUE(path_within(resolved_path(root_ + "/x/1-gpu"), resolved_path(root_ + "/link")));
+  EXPECT_TRUE(path_within(resolved_path(root_ + "/link/1-gpu/repo"), resolved_path(root_ + "/x/1-gpu")));
 }
 
 // A TransientDir's tree is gone when its scope ends, also when the scope ends by an exception.
