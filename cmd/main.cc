@@ -24,14 +24,9 @@ std::vector<SubcommandInfo>& registry() {
 int main(int argc, char** argv) {
   CLI::App app{"ftx: convert and serve GPT-family models the FasterTransformer way", "ftx"};
   // The version, and the CPU kernels' instruction-set level (what FTX_CPU_ISA leaves of the CPU's).
+  // A bad FTX_CPU_ISA throws ftx::Error out of parse(): an error, as for any command that runs kernels.
   app.set_version_flag("--version", [] {
-    std::string cpu;
-    try {
-      cpu = ftx::cpu::cpu_isa_summary();
-    } catch (const ftx::Error& e) {
-      cpu = e.what();
-    }
-    return std::string("ftx ") + FTX_VERSION + "\ncpu kernels: " + cpu;
+    return std::string("ftx ") + FTX_VERSION + "\ncpu kernels: " + ftx::cpu::cpu_isa_summary();
   });
   app.require_subcommand(1);
   auto& subs = ftx::cmd::registry();
@@ -82,6 +77,9 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "ftx: error: %s (--help lists the flags)\n", e.what());
     return 2;
+  } catch (const ftx::Error& e) {
+    std::fprintf(stderr, "ftx: error: %s\n", e.what());
+    return 1;
   }
   try {
     for (auto& kv : actions)
