@@ -86,7 +86,8 @@ std::vector<KeyRule> llama_like(const std::string& type) {
   };
   k = join(k, rope_keys(nullptr, nullptr));
   if (type == "llama") {
-    k.push_back({"attention_bias", R, "q/k/v/o biases: true refused unless mlp_bias is true too (has_bias)"});
+    k.push_back({"attention_bias", R, "q/k/v/o biases: false (the default) none; true with mlp_bias true: has_bias; "
+                                      "true alone refused"});
     k.push_back({"mlp_bias", R, "gate/up/down biases: true refused unless attention_bias is true too"});
     k.push_back({"pretraining_tp", N, "splits the same products into slices"});
   }
