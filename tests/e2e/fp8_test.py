@@ -16,8 +16,8 @@ Usage: fp8_test.py {export|cli|sessions|errors}
             And the K/V ranges ftx records (max |K| after rotary, max |V|) for every one of these
             models, against float64 forwards of the fixtures' logical models: 1e-4 relative.
   cli:      generate --fp8, --fp8-kv-cache and both: greedy output_ids equal the float64 emulation's
-            (fp8 fixtures' expected.json) for the seven architectures and the Llama and Qwen2
-            checkpoints (grouped-query attention) at TP 1, and with both at TP 2 under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
+            (fp8 fixtures' expected.json) for the seven architectures, the Llama and Qwen2
+            checkpoints (grouped-query attention) and Mistral without its window (multi-query) at TP 1, and with both at TP 2 under mpirun and PP 2; beam search runs; eval-lambada and chat run on an FP8 export of a
             model with a tokenizer.
   sessions: session rounds (greedy, seeded top-p, beam 3) give the tokens of one fresh request over
             the whole context with --fp8 --fp8-kv-cache, TP 1 and TP 2.
@@ -270,7 +270,7 @@ def check_kv_ranges(name, rpath, samples, model=None):
 def test_cli():
     mpi = shutil.which("mpirun") is not None
     with tempfile.TemporaryDirectory() as tmp:
-        for m in MODELS + ["llama", "qwen2"]:  # and the hf5 checkpoints of make_fp8_fixtures.py
+        for m in MODELS + ["llama", "qwen2", "mistral_mqa"]:  # and the hf5 checkpoints of make_fp8_fixtures.py
             exp = json.load(open(os.path.join(FP8, m, "expected.json")))
             ids = os.path.join(tmp, f"{m}_ids.csv")
             with open(ids, "w") as f:
