@@ -73,7 +73,7 @@ ftx::cmd::Action setup_tokenize(CLI::App* sub) {
   auto o = std::make_shared<TokenizeOptions>();
   sub->add_option("--tokenizer", o->tokenizer_dir,
                   "Model folder or file: vocab.json + merges.txt (GPT-2 BPE), sentencepiece.bpe.model (XGLM), "
-                  "tokenizer.model (SentencePiece) or tokenizer.json (HF byte-level BPE); see ftx-tokenize(1)")
+                  "tokenizer.json (HF BPE) or tokenizer.model (SentencePiece); see ftx-tokenize(1)")
       ->required();
   sub->add_flag("--decode", o->decode, "Read {\"ids\": [...]} lines and write {\"text\": ...} lines");
   sub->add_option("--input", o->input, "JSON-lines input file (default: standard input)");

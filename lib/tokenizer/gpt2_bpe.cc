@@ -1,5 +1,6 @@
 #include "lib/tokenizer/gpt2_bpe.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
@@ -14,6 +15,8 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_json_path, const std
   end_of_text_ = bpe_->find("<|endoftext|>");
   load_merges();
 }
+
+std::string Gpt2BpeTokenizer::folder() const { return std::filesystem::path(vocab_path_).parent_path().string(); }
 
 void Gpt2BpeTokenizer::load_merges() {
   const std::string text = read_tokenizer_file(merges_path_);

@@ -27,6 +27,7 @@ class Gpt2BpeTokenizer : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return end_of_text_; }
   std::string kind() const override { return "gpt2-bpe"; }
   std::string source() const override { return vocab_path_ + " + " + merges_path_; }
+  std::string folder() const override;
 
   // The BPE of one pre-tokenized piece (exposed for tests).
   std::vector<int32_t> encode_piece(std::string_view piece) const;

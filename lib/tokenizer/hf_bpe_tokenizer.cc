@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "lib/tokenizer/byte_level_bpe.h"
+#include "lib/tokenizer/char_bpe.h"
+#include "lib/tokenizer/tokenizer_config.h"
 #include "lib/tokenizer/tokenizer_files.h"
 
 namespace ftx {
@@ -13,60 +16,66 @@ namespace {
 bool is_null_or_false(const nlohmann::json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
 bool is_null_or_empty(const nlohmann::json& v) { return v.is_null() || (v.is_string() && v.get<std::string>().empty()); }
 
-// A special token named in tokenizer_config.json / special_tokens_map.json: "<s>" or
-// {"content": "<s>", ...}; "" when absent.
-std::string token_name(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
-  return "";
+// What the "decoder" says about the model: byte-level, or SentencePiece-style with a Strip step.
+struct DecoderKind {
+  bool byte_level = true;
+  int strip_start = 0, strip_stop = 0;
+};
+
+// ByteLevel, or exactly LlamaConverter's Sequence [Replace "▁" by " ", ByteFallback, Fuse, Strip
+// " " (optional)]; anything else is an Error naming it.
+DecoderKind read_decoder(const nlohmann::json& decoder, const std::string& path) {
+  auto type_of = [](const nlohmann::json& d) {
+    return d.is_object() && d.contains("type") && d["type"].is_string() ? d["type"].get<std::string>() : d.dump();
+  };
+  const std::string type = decoder.is_null() ? std::string("(none)") : type_of(decoder);
+  auto unsupported = [&](const std::string& what) {
+    return Error(path, "decoder " + what + " is not supported; ftx reads ByteLevel (byte-level BPE) and Sequence "
+                       "[Replace \"\u2581\" by \" \", ByteFallback, Fuse, Strip] (SentencePiece-style BPE: Llama 2, Mistral)");
+  };
+  if (type == "ByteLevel") return DecoderKind{};
+  if (type != "Sequence" || !decoder.contains("decoders") || !decoder["decoders"].is_array())
+    throw unsupported(quote_for_message(type));
+  const nlohmann::json& steps = decoder["decoders"];
+  std::string list;
+  for (const auto& step : steps) list += (list.empty() ? "" : ", ") + type_of(step);
+  const nlohmann::json space_to_blank = {{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}};
+  const bool fits = (steps.size() == 3 || steps.size() == 4) && steps[0] == space_to_blank &&
+                    type_of(steps[1]) == "ByteFallback" && type_of(steps[2]) == "Fuse";
+  if (!fits) throw unsupported("Sequence [" + list + "]");
+  DecoderKind kind;
+  kind.byte_level = false;
+  if (steps.size() == 4) {
+    const nlohmann::json& strip = steps[3];
+    if (type_of(strip) != "Strip" || strip.value("content", nlohmann::json()) != " " ||
+        !strip.value("start", nlohmann::json()).is_number_unsigned() || !strip.value("stop", nlohmann::json()).is_number_unsigned())
+      throw unsupported("Sequence [" + list + "] with " + strip.dump());
+    kind.strip_start = static_cast<int>(std::min<uint64_t>(strip["start"].get<uint64_t>(), 1 << 20));
+    kind.strip_stop = static_cast<int>(std::min<uint64_t>(strip["stop"].get<uint64_t>(), 1 << 20));
+  }
+  return kind;
 }
 
 }  // namespace
-
-void HfBpeTokenizer::AddedTokenMatcher::add(const AddedToken& t) {
-  auto at = std::find_if(tokens_.begin(), tokens_.end(),
-                         [&](const AddedToken& o) { return o.content.size() < t.content.size(); });
-  tokens_.insert(at, t);  // stable: among equal lengths, file order (contents differ anyway)
-  starts_[static_cast<uint8_t>(t.content[0])] = true;
-}
-
-template <class TextFn, class TokenFn>
-void HfBpeTokenizer::AddedTokenMatcher::split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const {
-  size_t gap = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    const AddedToken* hit = nullptr;
-    if (starts_[static_cast<uint8_t>(text[pos])])
-      for (const AddedToken& t : tokens_)  // longest first: the first that matches is the longest
-        if (text.compare(pos, t.content.size(), t.content) == 0) {
-          hit = &t;
-          break;
-        }
-    if (hit == nullptr) {
-      ++pos;
-      continue;
-    }
-    if (pos > gap) text_fn(text.substr(gap, pos - gap));
-    token_fn(hit->id);
-    pos += hit->content.size();
-    gap = pos;
-  }
-  if (gap < text.size()) text_fn(text.substr(gap));
-}
 
 HfBpeTokenizer::HfBpeTokenizer(const std::string& tokenizer_json_path) : path_(tokenizer_json_path) {
   nlohmann::json doc = read_tokenizer_json(path_);
   if (!doc.is_object()) throw Error(path_, "expected a JSON object (a tokenizers file)");
   if (!doc.contains("model") || !doc["model"].is_object()) throw Error(path_, "has no \"model\" object");
+  const DecoderKind decoder = read_decoder(doc.value("decoder", nlohmann::json()), path_);
+  byte_level_ = decoder.byte_level;
   load_model(doc["model"]);
+  if (!byte_level_) static_cast<CharBpe&>(*bpe_).set_strip(decoder.strip_start, decoder.strip_stop);
   normalizer_ = std::make_unique<HfNormalizer>(doc.value("normalizer", nlohmann::json()), path_);
-  pre_tokenizer_ = std::make_unique<HfPreTokenizer>(doc.value("pre_tokenizer", nlohmann::json()), path_);
-
-  const nlohmann::json decoder = doc.value("decoder", nlohmann::json());
-  std::string decoder_type = decoder.is_object() ? decoder.value("type", std::string("(no type)")) : decoder.dump();
-  if (decoder_type != "ByteLevel")
-    throw Error(path_, "decoder " + quote_for_message(decoder_type) + " is not supported; byte-level BPE needs ByteLevel");
+  const nlohmann::json pre_tokenizer = doc.value("pre_tokenizer", nlohmann::json());
+  pre_tokenizer_ = std::make_unique<HfPreTokenizer>(pre_tokenizer, path_);
+  if (byte_level_ && pre_tokenizer.is_null())
+    throw Error(path_, "has no pre_tokenizer; ftx's byte-level BPE needs a ByteLevel pre_tokenizer");
+  if (byte_level_ && !pre_tokenizer_->byte_level())
+    throw Error(path_, "pre_tokenizer has no ByteLevel step, so it is not a byte-level BPE tokenizer");
+  if (!byte_level_ && pre_tokenizer_->byte_level())
+    throw Error(path_, "pre_tokenizer has a ByteLevel step, but the decoder is SentencePiece-style (ByteFallback); "
+                       "not supported");
 
   if (doc.contains("added_tokens")) load_added_tokens(doc["added_tokens"]);
   find_special_ids();
@@ -78,16 +87,22 @@ void HfBpeTokenizer::load_model(const nlohmann::json& model) {
   // Older files have no "type"; a model with merges is BPE there.
   std::string type = model.value("type", std::string(model.contains("merges") ? "BPE" : "(no type)"));
   if (type != "BPE")
-    throw Error(path_, "model type " + quote_for_message(type) + " is not supported; ftx reads byte-level \"BPE\" models");
+    throw Error(path_, "model type " + quote_for_message(type) + " is not supported; ftx reads \"BPE\" models");
   auto field = [&](const char* name) { return model.value(name, nlohmann::json()); };
   if (!field("dropout").is_null() && !(field("dropout").is_number() && field("dropout").get<double>() == 0.0))
     throw Error(path_, "model has BPE dropout " + field("dropout").dump() + ", which makes encoding random; not supported");
   for (const char* name : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!is_null_or_empty(field(name)))
-      throw Error(path_, std::string("model has ") + name + " " + field(name).dump() + ", which byte-level BPE does not use; not supported");
+      throw Error(path_, std::string("model has ") + name + " " + field(name).dump() + ", which ftx does not support");
   if (!model.contains("vocab")) throw Error(path_, "model has no \"vocab\"");
 
-  bpe_ = std::make_unique<ByteLevelBpe>(model["vocab"], path_ + " model.vocab", /*require_all_bytes=*/false);
+  if (byte_level_) {
+    bpe_ = std::make_unique<ByteLevelBpe>(model["vocab"], path_ + " model.vocab", /*require_all_bytes=*/false);
+  } else {
+    // tokenizers' defaults for both: false.
+    bpe_ = std::make_unique<CharBpe>(model["vocab"], path_ + " model.vocab", !is_null_or_false(field("byte_fallback")),
+                                     !is_null_or_false(field("fuse_unk")));
+  }
   bpe_->set_ignore_merges(!is_null_or_false(field("ignore_merges")));
   const nlohmann::json unk = field("unk_token");
   if (!unk.is_null()) {
@@ -95,8 +110,9 @@ void HfBpeTokenizer::load_model(const nlohmann::json& model) {
       throw Error(path_, "model unk_token " + unk.dump() + " is not in model.vocab");
     bpe_->set_unk_id(bpe_->find(unk.get<std::string>()));
   }
-  // byte_fallback turns characters with no token into <0xXX> tokens; with a complete byte
-  // alphabet no character lacks a token, and ByteLevelBpe's unk handling covers the rest.
+  // byte_fallback turns characters with no token into <0xXX> tokens: CharBpe's; with a byte-level
+  // model's complete byte alphabet no character lacks a token, and ByteLevelBpe's unk handling
+  // covers the rest.
 
   const nlohmann::json merges = field("merges");
   if (!merges.is_array()) throw Error(path_, "model has no \"merges\" list");
@@ -130,8 +146,10 @@ void HfBpeTokenizer::load_added_tokens(const nlohmann::json& added) {
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
         !t["content"].is_string() || t["content"].get<std::string>().empty())
       throw Error(path_, where + " is " + t.dump() + ", expected {\"id\": N, \"content\": \"...\", ...}");
-    AddedToken token{t["content"].get<std::string>(), static_cast<int32_t>(t["id"].get<int64_t>()),
-                     t.value("special", false)};
+    AddedToken token;
+    token.content = t["content"].get<std::string>();
+    token.id = static_cast<int32_t>(t["id"].get<int64_t>());
+    token.special = t.value("special", false);
     for (const char* f : {"lstrip", "rstrip", "single_word"})
       if (t.value(f, false))
         throw Error(path_, where + " " + quote_for_message(token.content) + " has " + f +
@@ -163,44 +181,36 @@ void HfBpeTokenizer::find_special_ids() {
       if (t.content == content) return t.id;
     return bpe_->find(content);
   };
-  const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
-  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(dir / name, ec)) continue;
-    nlohmann::json config = read_tokenizer_json((dir / name).string());
-    if (!config.is_object()) continue;
-    if (!bos_) {
-      std::string bos = token_name(config, "bos_token");
-      if (!bos.empty()) bos_ = id_of(bos);
-    }
-    if (!eos_) {
-      std::string eos = token_name(config, "eos_token");
-      if (!eos.empty()) eos_ = id_of(eos);
-    }
-  }
+  const TokenizerConfig config = read_tokenizer_config(folder());
+  if (!config.bos_token.empty()) bos_ = id_of(config.bos_token);
+  if (!config.eos_token.empty()) eos_ = id_of(config.eos_token);
   if (!bos_) bos_ = id_of("<s>") ? id_of("<s>") : id_of("<|endoftext|>");
   if (!eos_) eos_ = id_of("</s>") ? id_of("</s>") : id_of("<|endoftext|>");
 }
 
-void HfBpeTokenizer::encode_normalized_piece(std::string_view text, std::vector<int32_t>* out) const {
+std::string HfBpeTokenizer::folder() const { return std::filesystem::path(path_).parent_path().string(); }
+
+void HfBpeTokenizer::encode_normalized_piece(std::string_view text, bool at_start, std::vector<int32_t>* out) const {
   std::vector<std::string> pieces;
-  pre_tokenizer_->split(text, &pieces);
+  pre_tokenizer_->split(text, &pieces, at_start);
   for (const std::string& piece : pieces) bpe_->append_piece(piece, out);
 }
 
-void HfBpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>* out) const {
+// `at_start`: `text` begins the whole text (tokenizers' offset 0, which Metaspace's "first" asks).
+void HfBpeTokenizer::encode_text(std::string_view text, bool at_start, std::vector<int32_t>* out) const {
   std::string normalized = normalizer_->is_identity() ? std::string() : normalizer_->normalize(text);
   std::string_view view = normalizer_->is_identity() ? text : std::string_view(normalized);
   normalized_tokens_.split(
-      view, [&](std::string_view piece) { encode_normalized_piece(piece, out); },
-      [&](int32_t id) { out->push_back(id); });
+      view, [&](std::string_view piece) { encode_normalized_piece(piece, at_start && piece.data() == view.data(), out); },
+      [&](const AddedToken& t) { out->push_back(t.id); });
 }
 
 std::vector<int32_t> HfBpeTokenizer::encode(std::string_view utf8) const {
   std::vector<int32_t> out;
   out.reserve(utf8.size() / 3 + 4);
   raw_tokens_.split(
-      utf8, [&](std::string_view piece) { encode_text(piece, &out); }, [&](int32_t id) { out.push_back(id); });
+      utf8, [&](std::string_view piece) { encode_text(piece, piece.data() == utf8.data(), &out); },
+      [&](const AddedToken& t) { out.push_back(t.id); });
   return out;
 }
 

@@ -1,16 +1,22 @@
 #pragma once
-// Byte-level BPE models stored as a HuggingFace `tokenizers` file (tokenizer.json): GPT-NeoX,
-// BLOOM, and any GPT-2-like model saved by a "fast" tokenizer. Encoding follows the tokenizers
-// library, in its order:
+// BPE models stored as a HuggingFace `tokenizers` file (tokenizer.json), of two kinds, told apart
+// by the decoder:
+//   byte-level BPE (decoder ByteLevel): GPT-NeoX, BLOOM, Llama 3, Qwen2, and any GPT-2-like model
+//     saved by a "fast" tokenizer (ByteLevelBpe, shared with GPT-2);
+//   SentencePiece-style BPE (decoder Sequence [Replace "▁" by " ", ByteFallback, Fuse, Strip]):
+//     Llama 2 and Mistral, as transformers' LlamaConverter writes them, with a Prepend/Replace
+//     normalizer (legacy) or a Metaspace pre-tokenizer (CharBpe).
+// Encoding follows the tokenizers library, in its order:
 //   1. added_tokens (special or not) are found in the text and become their ids; first those with
 //      "normalized": false, in the raw text, then, after normalization, those with "normalized":
 //      true. At each position the longest one wins, leftmost first (tokenizers' Aho-Corasick,
 //      LeftmostLongest). So "<|endoftext|>" in a NeoX text IS the special id, unlike GPT-2's
 //      vocab.json + merges.txt (encoder.py). Tokens with lstrip, rstrip or single_word are refused.
-//   2. the rest is normalized (HfNormalizer) and pre-tokenized (HfPreTokenizer);
-//   3. each piece's bytes are merged with the BPE model (ByteLevelBpe, shared with GPT-2).
+//   2. the rest is normalized (HfNormalizer), each piece between added tokens on its own, and
+//      pre-tokenized (HfPreTokenizer; Metaspace's "first" is the piece at the text's start);
+//   3. each piece is merged with the BPE model.
 // No special ids are added around the text (the post_processor is not applied). Decoding is the
-// ByteLevel decoder: each token's spelling back to bytes; added tokens decode to their content.
+// file's decoder; added tokens decode to their content.
 // bos_id()/eos_id() come from tokenizer_config.json or special_tokens_map.json next to the file
 // when they name them, else from the added special tokens <s> / </s> or <|endoftext|>.
 #include <memory>
@@ -18,7 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/tokenizer/byte_level_bpe.h"
+#include "lib/tokenizer/added_tokens.h"
+#include "lib/tokenizer/bpe_model.h"
 #include "lib/tokenizer/hf_normalizer.h"
 #include "lib/tokenizer/hf_pretokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -37,37 +44,21 @@ class HfBpeTokenizer : public Tokenizer {
   std::string id_to_token(int32_t id) const override { return bpe_->id_to_token(id); }
   std::optional<int32_t> bos_id() const override { return bos_; }
   std::optional<int32_t> eos_id() const override { return eos_; }
-  std::string kind() const override { return "hf-bpe"; }
+  // "hf-bpe" (byte-level) or "hf-sentencepiece-bpe".
+  std::string kind() const override { return byte_level_ ? "hf-bpe" : "hf-sentencepiece-bpe"; }
   std::string source() const override { return path_; }
+  std::string folder() const override;
 
  private:
-  struct AddedToken {
-    std::string content;
-    int32_t id;
-    bool special;
-  };
-  // Added tokens of one kind (normalized or not), longest first, for leftmost-longest matching.
-  class AddedTokenMatcher {
-   public:
-    void add(const AddedToken& t);
-    bool empty() const { return tokens_.empty(); }
-    // Calls text_fn(view) for text between tokens and token_fn(id) for each token, in order.
-    template <class TextFn, class TokenFn>
-    void split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const;
-
-   private:
-    std::vector<AddedToken> tokens_;  // longest first
-    bool starts_[256] = {};           // some token starts with this byte
-  };
-
   void load_model(const nlohmann::json& model);
   void load_added_tokens(const nlohmann::json& added);
   void find_special_ids();
-  void encode_normalized_piece(std::string_view text, std::vector<int32_t>* out) const;
-  void encode_text(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_normalized_piece(std::string_view text, bool at_start, std::vector<int32_t>* out) const;
+  void encode_text(std::string_view text, bool at_start, std::vector<int32_t>* out) const;
 
   std::string path_;
-  std::unique_ptr<ByteLevelBpe> bpe_;
+  bool byte_level_ = true;
+  std::unique_ptr<BpeModel> bpe_;
   std::unique_ptr<HfNormalizer> normalizer_;
   std::unique_ptr<HfPreTokenizer> pre_tokenizer_;
   std::vector<AddedToken> added_;

@@ -47,19 +47,50 @@ void HfNormalizer::add(const nlohmann::json& spec, const std::string& path) {
       throw Error(path, "normalizer Sequence has no \"normalizers\" list");
     for (const auto& sub : spec["normalizers"]) add(sub, path);
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
-    forms_.push_back(instance(type, path));
+    steps_.push_back(Step{instance(type, path), "", ""});
+  } else if (type == "Prepend") {
+    auto prepend = spec.find("prepend");
+    if (prepend == spec.end() || !prepend->is_string())
+      throw Error(path, "normalizer Prepend has no \"prepend\" string");
+    steps_.push_back(Step{nullptr, "", prepend->get<std::string>()});
+  } else if (type == "Replace") {
+    auto pattern = spec.find("pattern");
+    auto content = spec.find("content");
+    if (pattern == spec.end() || !pattern->is_object() || !pattern->contains("String") ||
+        !(*pattern)["String"].is_string() || (*pattern)["String"].get<std::string>().empty() ||
+        content == spec.end() || !content->is_string())
+      throw Error(path, "normalizer Replace with pattern " + (pattern == spec.end() ? std::string("(none)") : pattern->dump()) +
+                            " is not supported; ftx knows {\"String\": \"...\"} patterns with a \"content\" string");
+    steps_.push_back(Step{nullptr, (*pattern)["String"].get<std::string>(), content->get<std::string>()});
   } else {
     throw Error(path, "normalizer " + quote_for_message(type) + " is not supported; ftx knows NFC, NFD, NFKC, NFKD, "
-                      "Sequence of those, and null");
+                      "Prepend, Replace (of a string), Sequence of those, and null");
   }
 }
 
 std::string HfNormalizer::normalize(std::string_view text) const {
   std::string current(text);
-  for (const void* form : forms_) {
-    const auto* n = static_cast<const icu::Normalizer2*>(form);
+  for (const Step& step : steps_) {
+    if (step.form == nullptr && step.from.empty()) {  // Prepend
+      if (!current.empty()) current.insert(0, step.to);
+      continue;
+    }
+    if (step.form == nullptr) {  // Replace
+      std::string out;
+      out.reserve(current.size());
+      for (size_t pos = 0;;) {
+        size_t hit = current.find(step.from, pos);
+        out.append(current, pos, hit == std::string::npos ? std::string::npos : hit - pos);
+        if (hit == std::string::npos) break;
+        out += step.to;
+        pos = hit + step.from.size();
+      }
+      current.swap(out);
+      continue;
+    }
+    const auto* n = static_cast<const icu::Normalizer2*>(step.form);
     if (std::all_of(current.begin(), current.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
-      return current;  // ASCII is unchanged by all four forms
+      continue;  // ASCII is unchanged by all four forms
     std::string out;
     out.reserve(current.size());
     const auto* bytes = reinterpret_cast<const unsigned char*>(current.data());

@@ -45,7 +45,12 @@ bool flag(const nlohmann::json& spec, const char* name, bool default_value) {
 
 // One way of splitting a piece into pieces.
 struct HfPreTokenizer::Step {
-  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex } kind;
+  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex, kMetaspace } kind;
+  // kMetaspace: the replacement for " ", when to put it in front ("always", "first", "never"), and
+  // whether to cut before each one.
+  std::string replacement;
+  std::string prepend_scheme;
+  bool metaspace_split = true;
   std::shared_ptr<const RegexSplit> regex;  // kRegex: any other pattern (Llama 3's, Qwen2's)
   // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
   bool optional_space = false;
@@ -57,7 +62,8 @@ struct HfPreTokenizer::Step {
     return !std::binary_search(excluded.begin(), excluded.end(), c);
   }
 
-  void split(const std::string& piece, std::vector<std::string>* out) const {
+  void split(const std::string& piece, std::vector<std::string>* out, bool at_start) const {
+    if (kind == kMetaspace) return split_metaspace(piece, out, at_start);
     if (kind == kPrefixSpace) {
       if (!piece.empty()) out->push_back(piece[0] != ' ' ? " " + piece : piece);
       return;
@@ -104,6 +110,32 @@ struct HfPreTokenizer::Step {
       gap = i = run;
     }
     emit(gap, n);
+  }
+
+  // tokenizers' Metaspace: replace, prepend (its "first" is the split at offset 0 of the text),
+  // then split with MergedWithNext (each replacement starts a piece).
+  void split_metaspace(const std::string& piece, std::vector<std::string>* out, bool at_start) const {
+    if (piece.empty()) return;
+    std::string text;
+    for (size_t pos = 0;;) {
+      size_t space = piece.find(' ', pos);
+      text.append(piece, pos, space == std::string::npos ? std::string::npos : space - pos);
+      if (space == std::string::npos) break;
+      text += replacement;
+      pos = space + 1;
+    }
+    const bool starts = text.compare(0, replacement.size(), replacement) == 0;
+    if (!starts && (prepend_scheme == "always" || (prepend_scheme == "first" && at_start))) text.insert(0, replacement);
+    if (!metaspace_split) {
+      out->push_back(std::move(text));
+      return;
+    }
+    size_t begin = 0;
+    for (size_t at = text.find(replacement, 1); at != std::string::npos; at = text.find(replacement, at + 1)) {
+      if (at > begin) out->push_back(text.substr(begin, at - begin));
+      begin = at;
+    }
+    out->push_back(text.substr(begin));
   }
 };
 
@@ -180,9 +212,7 @@ std::unique_ptr<HfPreTokenizer::Step> parse_split_pattern(const std::string& pat
 }  // namespace
 
 HfPreTokenizer::HfPreTokenizer(const nlohmann::json& spec, const std::string& path) {
-  if (spec.is_null()) throw Error(path, "has no pre_tokenizer; ftx's byte-level BPE needs a ByteLevel pre_tokenizer");
-  add(spec, path);
-  if (!have_byte_level_) throw Error(path, "pre_tokenizer has no ByteLevel step, so it is not a byte-level BPE tokenizer");
+  if (!spec.is_null()) add(spec, path);
 }
 
 HfPreTokenizer::~HfPreTokenizer() = default;
@@ -218,17 +248,38 @@ void HfPreTokenizer::add(const nlohmann::json& spec, const std::string& path) {
       throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows \"Isolated\"");
     if (flag(spec, "invert", false)) throw Error(path, "pre_tokenizer Split with invert: true is not supported");
     steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+  } else if (type == "Metaspace") {
+    auto step = std::make_unique<Step>();
+    step->kind = Step::kMetaspace;
+    auto replacement = spec.find("replacement");
+    if (replacement == spec.end() || !replacement->is_string() || replacement->get<std::string>().empty())
+      throw Error(path, "pre_tokenizer Metaspace has no \"replacement\" string");
+    step->replacement = replacement->get<std::string>();
+    // tokenizers' defaults for fields older files lack: prepend_scheme "always", split true; it
+    // refuses add_prefix_space: false itself.
+    auto scheme = spec.find("prepend_scheme");
+    step->prepend_scheme = scheme == spec.end() || scheme->is_null() ? std::string("always")
+                           : scheme->is_string()                   ? scheme->get<std::string>()
+                                                                   : scheme->dump();
+    if (step->prepend_scheme != "always" && step->prepend_scheme != "first" && step->prepend_scheme != "never")
+      throw Error(path, "pre_tokenizer Metaspace prepend_scheme " + quote_for_message(step->prepend_scheme) +
+                            " is not supported; tokenizers knows \"always\", \"first\" and \"never\"");
+    if (!flag(spec, "add_prefix_space", true))
+      throw Error(path, "pre_tokenizer Metaspace with add_prefix_space: false is not supported (tokenizers refuses it)");
+    step->metaspace_split = flag(spec, "split", true);
+    steps_.push_back(std::move(step));
   } else {
     throw Error(path, "pre_tokenizer " + quote_for_message(type) +
-                          " is not supported; ftx knows ByteLevel, Split and Sequence (byte-level BPE models)");
+                          " is not supported; ftx knows ByteLevel, Split, Metaspace and Sequence");
   }
 }
 
-void HfPreTokenizer::split(std::string_view text, std::vector<std::string>* pieces) const {
+void HfPreTokenizer::split(std::string_view text, std::vector<std::string>* pieces, bool at_start) const {
   std::vector<std::string> current{std::string(text)}, next;
   for (const auto& step : steps_) {
     next.clear();
-    for (const std::string& piece : current) step->split(piece, &next);
+    // Pieces cover the text in order, so only the first can begin at the text's start.
+    for (size_t i = 0; i < current.size(); ++i) step->split(current[i], &next, at_start && i == 0);
     current.swap(next);
   }
   for (std::string& piece : current)

@@ -10,8 +10,12 @@
 //     escaped punctuation, `\s` (Unicode White_Space) and nested `[...]` lists of literals; inside
 //     a class, `(`, `|` and `)` are literal characters, as in Oniguruma and Python `regex` V1.
 //     Any other P (Llama 3's, Qwen2's) is a general regular expression (RegexSplit, ICU).
+//   Metaspace {replacement, prepend_scheme, split} (SentencePiece-style BPE: Llama 2's and Mistral's
+//     tokenizer.json): spaces become the replacement ("▁"); it is put in front of a piece that
+//     does not start with it always, or only of the piece at the very start of the text ("first",
+//     so none after a special token), or never; with split, a piece is cut before each "▁".
 //   Sequence {pretokenizers: [...]}: each one splits the pieces of the one before.
-// Anything else is an ftx::Error naming the pre-tokenizer or pattern.
+// Anything else is an ftx::Error naming the pre-tokenizer or pattern. A null spec splits nothing.
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -27,9 +31,12 @@ class HfPreTokenizer {
   ~HfPreTokenizer();
   HfPreTokenizer(HfPreTokenizer&&) noexcept;
 
-  // Appends the pieces of `text` to `pieces`, in order. Without add_prefix_space they cover `text`
-  // exactly. Bytes that are not valid UTF-8 are characters of their own that no class excludes.
-  void split(std::string_view text, std::vector<std::string>* pieces) const;
+  // Appends the pieces of `text` to `pieces`, in order. Without add_prefix_space and Metaspace they
+  // cover `text` exactly. Bytes that are not valid UTF-8 are characters of their own that no class
+  // excludes. `at_start`: `text` begins the whole text (Metaspace's "first" scheme).
+  void split(std::string_view text, std::vector<std::string>* pieces, bool at_start = true) const;
+  // It has a ByteLevel step (the byte-level BPE models' pre-tokenizer).
+  bool byte_level() const { return have_byte_level_; }
 
   // One splitting step; public so the .cc's helpers can name it.
   struct Step;

@@ -74,8 +74,17 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
 
   auto has = [&](const char* name) { return std::binary_search(names.begin(), names.end(), std::string(name)); };
   if (has(kXglmModel)) return std::make_unique<XglmTokenizer>((fs::path(dir) / kXglmModel).string());
-  if (has("tokenizer.model")) return std::make_unique<SentencePieceTokenizer>((fs::path(dir) / "tokenizer.model").string());
-  if (has("tokenizer.json")) return std::make_unique<HfBpeTokenizer>((fs::path(dir) / "tokenizer.json").string());
+  const std::string spm = (fs::path(dir) / "tokenizer.model").string();
+  if (has("tokenizer.json")) {
+    // transformers' AutoTokenizer takes tokenizer.json (the fast tokenizer), whose ids differ from
+    // tokenizer.model's on spaces; a kind ftx does not read (Unigram, ...) leaves tokenizer.model.
+    try {
+      return std::make_unique<HfBpeTokenizer>((fs::path(dir) / "tokenizer.json").string());
+    } catch (const Error&) {
+      if (!has("tokenizer.model")) throw;
+    }
+  }
+  if (has("tokenizer.model")) return std::make_unique<SentencePieceTokenizer>(spm);
 
   std::string model = pick(
       dir, names, "tokenizer.model", [](const std::string& n) { return ends_with(n, ".model"); }, "*.model");

@@ -1,9 +1,10 @@
 #pragma once
 // A tokenizer turns UTF-8 text into model token ids and back. Four kinds exist: GPT-2's byte-level
 // BPE (vocab.json + merges.txt; GPT-2, GPT-J, Megatron GPT), HuggingFace tokenizer.json files of
-// byte-level BPE models (GPT-NeoX, BLOOM), XGLM's SentencePiece model with fairseq's id order
-// (sentencepiece.bpe.model) and SentencePiece (tokenizer.model; NeMo GPT-Next). `load_tokenizer`
-// picks one by looking at the files in a model folder.
+// BPE models (byte-level: GPT-NeoX, BLOOM, Llama 3, Qwen2; SentencePiece-style: Llama 2, Mistral),
+// XGLM's SentencePiece model with fairseq's id order (sentencepiece.bpe.model) and SentencePiece
+// (tokenizer.model; Llama 2, Mistral, NeMo GPT-Next). `load_tokenizer` picks one by looking at the
+// files in a model folder.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,8 @@ class Tokenizer {
   virtual std::string kind() const = 0;
   // The file(s) it was loaded from, for messages.
   virtual std::string source() const = 0;
+  // The folder of those files, where tokenizer_config.json and a chat template would be.
+  virtual std::string folder() const = 0;
 };
 
 // Loads the tokenizer in `dir`, which is a model folder, or one file: a SentencePiece .model
@@ -40,12 +43,14 @@ class Tokenizer {
 // order, and takes the first found:
 //   1. vocab.json + merges.txt, or exactly one *vocab*.json with exactly one *merge*.txt (GPT-2 BPE);
 //   2. sentencepiece.bpe.model (XGLM: SentencePiece with fairseq's id order, XglmTokenizer);
-//   3. tokenizer.model (SentencePiece);
-//   4. tokenizer.json (HuggingFace byte-level BPE, HfBpeTokenizer);
+//   3. tokenizer.json (HfBpeTokenizer), when ftx reads its kind; if it does not and tokenizer.model
+//      is there, that one instead;
+//   4. tokenizer.model (SentencePiece, SentencePieceTokenizer);
 //   5. exactly one *.model (SentencePiece, as converters and NeMo archives name it).
 // GPT-2's files come before tokenizer.json because encoder.py is their definition (and they
-// differ on "<|endoftext|>" in text); XGLM's and SentencePiece files come before tokenizer.json
-// because HF writes Unigram or Metaspace tokenizer.json files next to them, which ftx does not read.
+// differ on "<|endoftext|>" in text). tokenizer.json comes before tokenizer.model because
+// transformers' AutoTokenizer uses it (the fast tokenizer), and Llama 2's and Mistral's differ from
+// their tokenizer.model (the slow LlamaTokenizer) on leading spaces and runs of spaces.
 // Throws ftx::Error naming the folder and what was looked for.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 

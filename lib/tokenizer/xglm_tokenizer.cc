@@ -4,7 +4,7 @@
 
 namespace ftx {
 
-XglmTokenizer::XglmTokenizer(const std::string& model_path) : spm_(model_path) {}
+XglmTokenizer::XglmTokenizer(const std::string& model_path) : spm_(model_path, /*transformers_tokens=*/false) {}
 
 std::vector<int32_t> XglmTokenizer::encode(std::string_view utf8) const {
   std::vector<int32_t> ids = spm_.encode(utf8);

@@ -6,8 +6,8 @@
 //   is model id 3;
 //   the last 7 ids, n + 1 ... n + 7 for a SentencePiece vocabulary of n pieces, are
 //   <madeupword0> ... <madeupword6>; vocab_size() is n + 8.
-// Text is encoded by SentencePiece as it is (special-token strings in it are ordinary text, as for
-// SentencePieceTokenizer). Decoding leaves out <s>, <pad>, </s> and the made-up words, and gives
+// Text is encoded by SentencePiece as it is: special-token strings in it are ordinary text (unlike
+// SentencePieceTokenizer, which finds them as transformers does; XGLMTokenizer does too). Decoding leaves out <s>, <pad>, </s> and the made-up words, and gives
 // <unk> as SentencePiece's unknown surface. bos_id() is <s> (0) and eos_id() </s> (2); note that HF
 // starts every XGLM sequence with </s> (2), not <s> (build_inputs_with_special_tokens).
 #include <memory>
@@ -34,6 +34,7 @@ class XglmTokenizer : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return kEos; }
   std::string kind() const override { return "xglm-sentencepiece"; }
   std::string source() const override { return spm_.source(); }
+  std::string folder() const override { return spm_.folder(); }
 
  private:
   void check_id(int32_t id) const;

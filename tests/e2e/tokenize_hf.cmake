@@ -7,9 +7,13 @@
 # model saved as sentencepiece.bpe.model against python3-sentencepiece plus HF's fairseq id offset
 # and transformers' XGLMTokenizer (skipped, not passed, when the sentencepiece tools are missing);
 # `modern`: tokenizer.json files trained with Llama 3's and Qwen2's settings (Split regex) and a
-# SentencePiece model with Llama 2's (byte fallback) against tokenizers / sentencepiece.
+# SentencePiece model with Llama 2's (byte fallback) against tokenizers / transformers' LlamaTokenizer;
+# `llama`: Llama 2-style folders made by transformers (tokenizer.model alone, saved by LlamaTokenizer
+# with legacy false / true, and with LlamaTokenizerFast's tokenizer.json beside it): K2, special
+# tokens typed in the text with tokenizer.model, against LlamaTokenizer; K3, tokenizer.json chosen
+# over tokenizer.model, against AutoTokenizer.
 # Under the pinned test venv (scripts/requirements/test.txt).
-foreach(check neox bloom prefix xglm trained modern)
+foreach(check neox bloom prefix xglm trained modern llama)
   add_test(NAME tokenize_hf_${check}
            COMMAND ${FTX_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/hf_tokenizer_check.py ${check})
   set_tests_properties(tokenize_hf_${check} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" SKIP_RETURN_CODE 77

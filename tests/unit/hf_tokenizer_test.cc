@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -317,7 +318,11 @@ TEST(HfBpe, UnsupportedPartsAreNamed) {
   expect_error(d, "normalizer \"Strip\"");
   d = gpt2_style(false);
   d["pre_tokenizer"] = {{"type", "Metaspace"}};
-  expect_error(d, "pre_tokenizer \"Metaspace\" is not supported");
+  expect_error(d, "pre_tokenizer Metaspace has no \"replacement\"");
+  d["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};  // SentencePiece-style, ByteLevel decoder
+  expect_error(d, "no ByteLevel step");
+  d["pre_tokenizer"] = {{"type", "Whitespace"}};
+  expect_error(d, "pre_tokenizer \"Whitespace\" is not supported");
   d["pre_tokenizer"] = nullptr;
   expect_error(d, "has no pre_tokenizer");
   d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}, {"invert", false}};
@@ -360,4 +365,98 @@ TEST(HfBpe, UnsupportedPartsAreNamed) {
   TempDir t;
   t.write("tokenizer.json", "{\"model\": ");
   EXPECT_NE(error_of([&] { ftx::load_tokenizer(t.str()); }).find("not valid JSON"), std::string::npos);
+}
+
+namespace {
+
+// A SentencePiece-style tokenizer.json as transformers' LlamaConverter writes it (Llama 2,
+// Mistral), small enough to work out by hand: <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF>
+// (ids 3..258), then "▁" 259, "a" 260, "b" 261, "▁a" 262, "ab" 263, "▁ab" 264, "▁▁" 265; merges by
+// rank: "▁ a", "a b", "▁a b", "▁ ▁". `legacy`: the Prepend/Replace normalizer and no pre-tokenizer;
+// otherwise a Metaspace pre-tokenizer with prepend_scheme "first" and no split.
+constexpr const char* kMeta = "\xE2\x96\x81";  // "▁"
+
+json llama_style(bool legacy) {
+  const std::string m = kMeta;
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  int id = 259;
+  for (const std::string& piece : {m, std::string("a"), std::string("b"), m + "a", std::string("ab"), m + "ab", m + m})
+    vocab[piece] = id++;
+  json merges = json::array({m + " a", "a b", m + "a b", m + " " + m});
+  json replace_space = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", m}};
+  json doc = {
+      {"version", "1.0"},
+      {"added_tokens", json::array({added(0, "<unk>", true, false), added(1, "<s>", true, false), added(2, "</s>", true, false)})},
+      {"normalizer", legacy ? json{{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", m}}, replace_space})}}
+                            : json(nullptr)},
+      {"pre_tokenizer", legacy ? json(nullptr)
+                               : json{{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", false}}},
+      {"post_processor", nullptr},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", m}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", true}, {"byte_fallback", true}, {"ignore_merges", false},
+        {"vocab", vocab}, {"merges", merges}}}};
+  return doc;
+}
+
+}  // namespace
+
+// K3: Llama 2's / Mistral's tokenizer.json is read (tokenizers' rules worked out by hand): "▁" in
+// front of the text's start only (Metaspace "first"), none after a special token, none added to a
+// text that starts with a space; the legacy normalizer puts one in front of every piece between
+// special tokens; characters with no token become <0xNN> byte tokens; decoding undoes all of it.
+TEST(HfBpe, K3_SentencePieceStyleTokenizerJson) {
+  TempDir d;
+  ftx::HfBpeTokenizer tok(d.write_json(llama_style(false)));
+  EXPECT_EQ(tok.kind(), "hf-sentencepiece-bpe");
+  EXPECT_EQ(tok.encode("ab"), (Ids{264}));
+  EXPECT_EQ(tok.encode("a b"), (Ids{262, 259, 261}));    // "▁a▁b": ▁a, then ▁ b (no "▁b")
+  EXPECT_EQ(tok.encode(" ab"), (Ids{264}));              // starts with "▁" already: none added
+  EXPECT_EQ(tok.encode("   "), (Ids{265, 259}));          // 3 spaces, 3 "▁" (the slow tokenizer has 4)
+  EXPECT_EQ(tok.encode("<s>ab"), (Ids{1, 263}));         // no "▁" after a special token
+  EXPECT_EQ(tok.encode("<s> ab</s>"), (Ids{1, 264, 2}));
+  EXPECT_EQ(tok.encode("\xD0\xB6"), (Ids{259, 3 + 0xD0, 3 + 0xB6}));  // "ж": byte fallback
+  EXPECT_EQ(tok.encode(""), Ids{});
+  EXPECT_EQ(tok.decode({262, 259, 261}), "a b");  // one leading space stripped
+  EXPECT_EQ(tok.decode({1, 264, 2}), "<s> ab</s>");
+  EXPECT_EQ(tok.decode({259, 3 + 0xD0, 3 + 0xB6}), "\xD0\xB6");
+  EXPECT_EQ(tok.decode({3 + 0xD0, 260}), "\xEF\xBF\xBD" "a");  // a lone lead byte: U+FFFD
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+
+  TempDir l;
+  ftx::HfBpeTokenizer legacy(l.write_json(llama_style(true)));
+  EXPECT_EQ(legacy.encode("<s>ab"), (Ids{1, 264}));  // Prepend acts on each piece
+  EXPECT_EQ(legacy.encode(" ab"), (Ids{259, 264}));  // "▁▁ab": ▁ a (rank 0), then ▁a b (rank 2)
+}
+
+// K3: with both files, tokenizer.json (AutoTokenizer's) is used; one of a kind ftx does not read
+// leaves tokenizer.model; tokenizer.model named directly is still SentencePiece.
+TEST(HfBpe, K3_TokenizerJsonBeforeTokenizerModel) {
+  TempDir d;
+  d.write_json(llama_style(false));
+  std::ofstream(fs::path(d.str()) / "tokenizer.model") << "not read";
+  auto tok = ftx::load_tokenizer(d.str());
+  EXPECT_EQ(tok->kind(), "hf-sentencepiece-bpe");
+  EXPECT_EQ(tok->source(), d.str() + "/tokenizer.json");
+
+  json unigram = llama_style(false);
+  unigram["model"]["type"] = "Unigram";
+  d.write_json(unigram);
+  // The fallback reads tokenizer.model, which here is not a model: its error shows it was tried.
+  std::string msg = error_of([&] { ftx::load_tokenizer(d.str()); });
+  EXPECT_NE(msg.find("tokenizer.model: not a SentencePiece model"), std::string::npos) << msg;
+  fs::remove(fs::path(d.str()) / "tokenizer.model");
+  msg = error_of([&] { ftx::load_tokenizer(d.str()); });
+  EXPECT_NE(msg.find("model type \"Unigram\" is not supported"), std::string::npos) << msg;
 }

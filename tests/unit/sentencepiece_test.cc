@@ -116,3 +116,85 @@ TEST_F(SentencePieceTest, Errors) {
   fs::copy_file(dir_ / "tokenizer.model", two / "b.model");
   EXPECT_NE(error_of([&] { ftx::load_tokenizer(two.string()); }).find("a.model, b.model"), std::string::npos);
 }
+
+namespace {
+
+Ids library_ids(const fs::path& model, const std::string& text) {
+  sentencepiece::SentencePieceProcessor sp;
+  EXPECT_TRUE(sp.Load(model.string()).ok());
+  std::vector<int> ids;
+  EXPECT_TRUE(sp.Encode(text, &ids).ok());
+  return Ids(ids.begin(), ids.end());
+}
+
+Ids cat(std::initializer_list<Ids> parts) {
+  Ids out;
+  for (const Ids& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// A copy of the model in its own folder, with `config` as its tokenizer_config.json.
+fs::path with_config(const fs::path& dir, const std::string& name, const std::string& config) {
+  fs::path d = dir / name;
+  fs::create_directories(d);
+  fs::copy_file(dir / "tokenizer.model", d / "tokenizer.model", fs::copy_options::overwrite_existing);
+  std::ofstream(d / "tokenizer_config.json") << config;
+  return d;
+}
+
+}  // namespace
+
+// K2: in a HF folder, <s>, </s> and <unk> typed in the text are their ids (transformers'
+// LlamaTokenizer); with no "legacy" key (legacy, transformers' default) each text between them is
+// encoded as the library encodes it on its own, dummy "▁" prefix and all. The bare model (NeMo's)
+// keeps them as text.
+TEST_F(SentencePieceTest, K2_SpecialTokensInTextAreTheirIds) {
+  const fs::path model = dir_ / "tokenizer.model";
+  ftx::SentencePieceTokenizer bare(model.string());
+  EXPECT_EQ(bare.encode("<s>hello world</s>"), library_ids(model, "<s>hello world</s>"));
+  ftx::SentencePieceTokenizer tok(
+      (with_config(dir_, "hf", R"({"tokenizer_class": "LlamaTokenizer"})") / "tokenizer.model").string());
+  EXPECT_EQ(tok.encode("<s>hello world</s>"), cat({{1}, library_ids(model, "hello world"), {2}}));
+  EXPECT_EQ(tok.encode("a <unk> b"), cat({library_ids(model, "a "), {0}, library_ids(model, " b")}));
+  EXPECT_EQ(tok.encode("<s><s></s>"), (Ids{1, 1, 2}));
+  EXPECT_EQ(tok.encode("</s> world"), cat({{2}, library_ids(model, " world")}));
+  for (const std::string plain : {"hello world", "<s", "s>", "< s>", ""})
+    EXPECT_EQ(tok.encode(plain), library_ids(model, plain)) << plain;
+}
+
+// K2 with "legacy": false: one "▁" in front of the whole text, none after a special token, and a
+// text that starts with a space keeps just that space's "▁".
+TEST_F(SentencePieceTest, K2_NonLegacyNoPrefixAfterSpecialTokens) {
+  const fs::path model = dir_ / "tokenizer.model";
+  ftx::SentencePieceTokenizer tok((with_config(dir_, "nonlegacy", R"({"legacy": false})") / "tokenizer.model").string());
+  EXPECT_EQ(tok.encode("hello world"), library_ids(model, "hello world"));  // no special token: the library's
+  EXPECT_EQ(tok.encode("<s>"), (Ids{1}));
+  // " world" after </s> is "▁world", which is what the library makes of "world" (its dummy prefix).
+  EXPECT_EQ(tok.encode("</s> world"), cat({{2}, library_ids(model, "world")}));
+  EXPECT_EQ(tok.encode(" <s>"), cat({library_ids(model, " "), {1}}));  // "▁" + " ": two "▁"
+  Ids ids = tok.encode("<s>hello");
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_NE(tok.id_to_token(ids[1]).rfind("\xE2\x96\x81", 0), 0u) << tok.id_to_token(ids[1]);  // no "▁"
+  EXPECT_EQ(tok.decode(Ids(ids.begin() + 1, ids.end())), "hello");
+}
+
+// K2: tokenizer_config.json's added_tokens_decoder adds tokens (also past the model's pieces) with
+// their lstrip / rstrip, as transformers applies them.
+TEST_F(SentencePieceTest, K2_AddedTokensFromTokenizerConfig) {
+  const fs::path model = dir_ / "tokenizer.model";
+  const fs::path d = with_config(dir_, "added", R"({"added_tokens_decoder": {
+      "600": {"content": "<extra>", "lstrip": false, "rstrip": true, "normalized": false, "special": true},
+      "601": {"content": "<l>", "lstrip": true, "rstrip": false, "normalized": false, "special": false}}})");
+  ftx::SentencePieceTokenizer tok((d / "tokenizer.model").string());
+  EXPECT_EQ(tok.vocab_size(), 602);
+  EXPECT_EQ(tok.encode("a<extra>   b"), cat({library_ids(model, "a"), {600}, library_ids(model, "b")}));
+  EXPECT_EQ(tok.encode("a \t <l>b"), cat({library_ids(model, "a"), {601}, library_ids(model, "b")}));
+  EXPECT_EQ(tok.id_to_token(600), "<extra>");
+  EXPECT_EQ(tok.decode(cat({library_ids(model, "a"), {600}})), "a<extra>");
+  EXPECT_NE(error_of([&] { tok.decode({602}); }).find("token id 602"), std::string::npos);
+
+  const fs::path bad = with_config(dir_, "bad", R"({"added_tokens_decoder": {"x1": {"content": "<y>"}}})");
+  std::string msg = error_of([&] { ftx::SentencePieceTokenizer t((bad / "tokenizer.model").string()); });
+  EXPECT_NE(msg.find("tokenizer_config.json: added_tokens_decoder[\"x1\"]"), std::string::npos) << msg;
+}

@@ -1,0 +1,60 @@
+#pragma once
+// Tokens found in the text by their spelling before the model sees it: HuggingFace's "added
+// tokens" (tokenizer.json's added_tokens, tokenizer_config.json's added_tokens_decoder, the
+// special tokens <s>, </s>, <unk>...). Shared by HfBpeTokenizer and SentencePieceTokenizer.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ftx {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = -1;
+  bool special = false;
+  // transformers' AddedToken flags: the token eats the white space on its left / right, or
+  // matches only as a whole word.
+  bool lstrip = false, rstrip = false, single_word = false;
+};
+
+// Leftmost-longest matching of a set of tokens (tokenizers' Aho-Corasick with LeftmostLongest,
+// and what transformers' Trie.split gives for sets without tokens inside other tokens).
+class AddedTokenMatcher {
+ public:
+  void add(const AddedToken& t);
+  bool empty() const { return tokens_.empty(); }
+  // Calls text_fn(view) for the text between tokens and token_fn(const AddedToken&) for each
+  // token, in order. Empty text between two tokens is not reported.
+  template <class TextFn, class TokenFn>
+  void split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const;
+
+ private:
+  std::vector<AddedToken> tokens_;  // longest first
+  bool starts_[256] = {};           // some token starts with this byte
+};
+
+template <class TextFn, class TokenFn>
+void AddedTokenMatcher::split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const {
+  size_t gap = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const AddedToken* hit = nullptr;
+    if (starts_[static_cast<uint8_t>(text[pos])])
+      for (const AddedToken& t : tokens_)  // longest first: the first that matches is the longest
+        if (text.compare(pos, t.content.size(), t.content) == 0) {
+          hit = &t;
+          break;
+        }
+    if (hit == nullptr) {
+      ++pos;
+      continue;
+    }
+    if (pos > gap) text_fn(text.substr(gap, pos - gap));
+    token_fn(*hit);
+    pos += hit->content.size();
+    gap = pos;
+  }
+  if (gap < text.size()) text_fn(text.substr(gap));
+}
+
+}  // namespace ftx
