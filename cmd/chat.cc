@@ -18,6 +18,7 @@
 #include "lib/engine/scheduler.h"
 #include "lib/tokenizer/incremental_text.h"
 #include "lib/tokenizer/model_tokenizer.h"
+#include "lib/tokenizer/tokenizer_config.h"
 #include "lib/model/model_dir.h"
 
 namespace {
@@ -40,6 +41,12 @@ int run_chat(ChatFlags& f) {
   ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
   auto& comm = rt.comm;
   const bool leader = comm->rank() == 0;
+  // ftx has no template engine: say so before the first line rather than answer unlike the model card.
+  if (const std::string tmpl = ftx::find_chat_template(tokenizer->folder()); leader && !tmpl.empty())
+    std::fprintf(stderr,
+                 "ftx chat: note: %s has a chat template, which ftx chat does not apply: each line goes to the model "
+                 "as raw text to continue (write the model's prompt format yourself; see ftx-chat(1))\n",
+                 tmpl.c_str());
   ftx::ModelWeights weights;
   std::string failure;
   try {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Interactive sessions (issue 16), end to end on the engine fixtures.
 
-Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pipe|chat_tty}
+Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pipe|chat_tty|D13_chat_template}
   rounds:     sessions of several rounds, interleaved, at batch size 2 (so idle sessions lose their
               caches and run their context again): every round's tokens equal one fresh request
               over the concatenated context [context_1, generated_1, ..., context_k], for GPT-2,
@@ -19,6 +19,7 @@ Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pip
               session; /reset starts a new session; /quit ends.
   chat_tty:   `ftx chat` in a real terminal (tmux: keys sent, the pane read): two rounds, /reset,
               /quit, the same text as in the pipe.
+  D13_chat_template: a tokenizer folder with a chat_template: not applied, and said on stderr.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
@@ -262,11 +263,38 @@ def test_chat_tty(tmp):
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
+def test_D13_chat_template_is_not_applied_and_said(tmp):
+    """D13: a chat_template in the tokenizer folder's tokenizer_config.json is not applied (the
+    answers are those of the same folder without one) and ftx chat says so in one stderr line at the
+    start, also with --quiet; a folder without one gets no note."""
+    outs = {}
+    for name, config in (("plain", {"eos_token": "<|endoftext|>"}),
+                         ("template", {"eos_token": "<|endoftext|>", "chat_template":
+                                       "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"})):
+        tok = os.path.join(tmp, name)
+        os.makedirs(tok)
+        for f in ("vocab.json", "merges.txt"):
+            shutil.copy(os.path.join(BPE, f), tok)
+        write(os.path.join(tok, "tokenizer_config.json"), json.dumps(config))
+        r = subprocess.run([FTX, "chat", "-m", BPE, "--tokenizer", tok, "--max-new-tokens", "4", "--quiet"],
+                           input="Hello world, this is\n/quit\n", capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f"D13 {name}: {r.stderr}")
+        outs[name] = r
+    check(outs["plain"].stderr == "", f"D13: no template, no note: {outs['plain'].stderr!r}")
+    note = outs["template"].stderr.splitlines()
+    check(len(note) == 1 and note[0].startswith("ftx chat: note: " + os.path.join(tmp, "template", "tokenizer_config.json")
+                                                + " has a chat template, which ftx chat does not apply"),
+          f"D13: one note naming the file: {outs['template'].stderr!r}")
+    check(outs["template"].stdout == outs["plain"].stdout and outs["plain"].stdout.strip(),
+          f"D13: the template changes nothing: {outs['template'].stdout!r} vs {outs['plain'].stdout!r}")
+
+
 def main():
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "S1_prefix_order": test_S1_prefix_order, "errors": test_errors, "resume": test_resume,
-         "chat_pipe": test_chat_pipe, "chat_tty": test_chat_tty}[what](tmp)
+        {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "S1_prefix_order": test_S1_prefix_order,
+         "errors": test_errors, "resume": test_resume, "chat_pipe": test_chat_pipe, "chat_tty": test_chat_tty,
+         "D13_chat_template": test_D13_chat_template_is_not_applied_and_said}[what](tmp)
     finish(f"sessions_test {what}")
 
 
