@@ -29,7 +29,14 @@ std::string IncrementalText::add(int32_t token) {
   // A later token can change how earlier ones decode (SentencePiece's leading space); only text
   // that extends what was shown is handed out.
   if (text.size() <= shown_.size() || text.compare(0, shown_.size(), shown_) != 0) return "";
-  const size_t end = text.size() - incomplete_utf8_tail(text);
+  size_t end = text.size() - incomplete_utf8_tail(text);
+  // Byte-fallback tokenizers (SentencePiece, Llama-style tokenizer.json) decode the first bytes of
+  // a character as U+FFFD until its last byte arrives: a trailing U+FFFD is held back too, or the
+  // finished character would no longer extend what was shown and nothing more would be printed.
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  while (end >= shown_.size() + kReplacement.size() &&
+         text.compare(end - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+    end -= kReplacement.size();
   if (end <= shown_.size()) return "";
   std::string out = text.substr(shown_.size(), end - shown_.size());
   shown_ = text.substr(0, end);

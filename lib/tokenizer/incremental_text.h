@@ -3,7 +3,7 @@
 // is new and complete. Decoding token by token would split multi-byte characters (a byte-level BPE
 // token may hold half of one) and lose SentencePiece's word-boundary spaces, so the whole sequence
 // is decoded and the part not yet returned is handed out, holding back a trailing incomplete UTF-8
-// character until its last byte arrives.
+// character (or the U+FFFD a byte-fallback tokenizer decodes it to) until its last byte arrives.
 #include <cstdint>
 #include <string>
 #include <vector>

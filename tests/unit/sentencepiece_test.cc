@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/error.h"
+#include "lib/tokenizer/incremental_text.h"
 #include "lib/tokenizer/sentencepiece_tokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -197,4 +198,27 @@ TEST_F(SentencePieceTest, K2_AddedTokensFromTokenizerConfig) {
   const fs::path bad = with_config(dir_, "bad", R"({"added_tokens_decoder": {"x1": {"content": "<y>"}}})");
   std::string msg = error_of([&] { ftx::SentencePieceTokenizer t((bad / "tokenizer.model").string()); });
   EXPECT_NE(msg.find("tokenizer_config.json: added_tokens_decoder[\"x1\"]"), std::string::npos) << msg;
+}
+
+// Streaming (ftx chat): characters the model has no piece for arrive as byte pieces, and the
+// library decodes an unfinished character as U+FFFD; the streamed text is still the whole text.
+TEST_F(SentencePieceTest, StreamedTextWithByteFallbackIsTheWholeText) {
+  auto tok = ftx::load_tokenizer(dir_.string());
+  for (const std::string text : {"caf\xC3\xA9 \xE2\x80\x94 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and \xF0\x9F\x98\x80 then more",
+                                 "\xF0\x9F\x98\x80\xF0\x9F\x98\x81", "end \xE6\x97\xA5"}) {
+    const Ids ids = tok->encode(text);
+    ASSERT_EQ(tok->decode(ids), text);
+    ftx::IncrementalText stream(*tok, -1);
+    std::string shown;
+    size_t pieces = 0;
+    for (int32_t id : ids) {
+      const std::string part = stream.add(id);
+      EXPECT_EQ(part.find("\xEF\xBF\xBD"), std::string::npos) << "a character shown before its last byte";
+      pieces += part.empty() ? 0 : 1;
+      shown += part;
+    }
+    EXPECT_EQ(shown, text) << "everything was shown before the end";
+    EXPECT_EQ(stream.flush(), "");
+    EXPECT_GT(pieces, 1u);
+  }
 }
