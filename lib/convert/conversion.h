@@ -2,6 +2,7 @@
 // A conversion = a ModelConfig + one TensorJob per output tensor + the side files. Source adapters
 // (Megatron, NeMo, HF) build a ConversionPlan; write_conversion is the one writer for all of them.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,10 @@ struct ConversionPlan {
   std::vector<std::string> warnings;
   std::string source_format;                                    // "megatron", "nemo", "hf"
   std::string source_path;
+  // The checkpoint's own name(s) for what becomes FT's tensor `ft_name` (the q, k and v projections
+  // of a fused QKV; alternative spellings), so that a missing tensor is named as the user's files
+  // name it. Unset, or nothing returned: the error names FT's tensor.
+  std::function<std::vector<std::string>(const std::string& ft_name)> source_names;
 };
 
 struct ConvertOptions {

@@ -22,6 +22,7 @@
 #include "lib/convert/hf_common.h"
 #include "lib/convert/hf_config.h"
 #include "lib/convert/layout_table.h"
+#include "lib/convert/source_names.h"
 
 namespace ftx {
 
@@ -29,10 +30,10 @@ namespace {
 
 using json = nlohmann::json;
 using hf::bool_or;
-using hf::int_key;
-using hf::int_key_any;
+using hf::dim_key;
+using hf::dim_key_any;
+using hf::dim_or;
 using hf::int_or;
-using hf::num_or;
 using hf::str_or;
 
 struct ArchSpec {
@@ -59,14 +60,14 @@ const ArchSpec& spec_for(const std::string& type) {
   throw Error("internal: no HF architecture '" + type + "'");
 }
 
-std::string name_or(const json& j, const std::string& d) {
-  std::string n = str_or(j, "_name_or_path", "");
+std::string name_or(const json& j, const std::string& d, const std::string& origin) {
+  std::string n = str_or(j, "_name_or_path", "", origin);
   return n.empty() ? d : n;
 }
 
 // Heads and hidden size, checked.
 void set_heads(ModelConfig& c, int64_t H, int64_t heads, const std::string& origin) {
-  FTX_CHECK(heads > 0 && H % heads == 0, origin,
+  FTX_CHECK(H % heads == 0, origin,
             "hidden size " + std::to_string(H) + " is not a multiple of the head count " + std::to_string(heads));
   c.head_num = heads;
   c.kv_head_num = heads;
@@ -76,26 +77,29 @@ void set_heads(ModelConfig& c, int64_t H, int64_t heads, const std::string& orig
 ModelConfig gptj_config(const json& j, const std::string& origin) {
   ModelConfig c;
   c.arch = Architecture::kGptJ;
-  c.model_name = name_or(j, "gptj");
-  const int64_t H = int_key(j, "n_embd", origin);
-  set_heads(c, H, int_key(j, "n_head", origin), origin);
-  c.inter_size = int_or(j, "n_inner", 4 * H);  // HF: n_inner null = 4·n_embd
-  c.num_layer = int_key(j, "n_layer", origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
-  c.max_pos_seq_len = int_or(j, "n_positions", 0);
+  c.model_name = name_or(j, "gptj", origin);
+  const int64_t H = dim_key(j, "n_embd", origin);
+  set_heads(c, H, dim_key(j, "n_head", origin), origin);
+  c.inter_size = dim_or(j, "n_inner", 4 * H, origin);  // HF: n_inner null = 4·n_embd
+  c.num_layer = dim_key(j, "n_layer", origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
+  c.max_pos_seq_len = hf::positions_or(j, "n_positions", origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kInterleaved;
   // rotary_dim null means the whole head (HF GPTJAttention); FT's converter writes "None" there,
   // which FT's GetInteger cannot read, so ftx writes the number (§7.5).
-  c.rotary_dim = int_or(j, "rotary_dim", c.size_per_head);
+  c.rotary_dim = int_or(j, "rotary_dim", c.size_per_head, origin);
+  FTX_CHECK(c.rotary_dim > 0 && c.rotary_dim <= c.size_per_head && c.rotary_dim % 2 == 0, origin,
+            "rotary_dim = " + std::to_string(c.rotary_dim) + " is not an even number in [2, " +
+                std::to_string(c.size_per_head) + "] (the head size)");
   c.parallel_residual = true;
   c.shared_input_norm = true;
-  FTX_CHECK(!bool_or(j, "tie_word_embeddings", false), origin,
+  FTX_CHECK(!bool_or(j, "tie_word_embeddings", false, origin), origin,
             "tie_word_embeddings true is not supported for gptj (its lm_head has its own weight and bias)");
   c.tied_embeddings = false;
   c.has_lm_head_bias = true;
   c.activation = hf::activation_key(j, "activation_function", "gelu_new", origin);
-  c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
+  c.layernorm_eps = hf::eps_or(j, "layer_norm_epsilon", 1e-5, origin);
   c.start_id = hf::token_id_or(j, "bos_token_id", 50256, origin);
   c.end_id = hf::token_id_or(j, "eos_token_id", 50256, origin);
   return c;
@@ -104,28 +108,28 @@ ModelConfig gptj_config(const json& j, const std::string& origin) {
 ModelConfig neox_config(const json& j, const std::string& origin) {
   ModelConfig c;
   c.arch = Architecture::kGptNeoX;
-  c.model_name = name_or(j, "gptneox");
-  const int64_t H = int_key(j, "hidden_size", origin);
-  set_heads(c, H, int_key(j, "num_attention_heads", origin), origin);
-  c.inter_size = int_key(j, "intermediate_size", origin);
-  c.num_layer = int_key(j, "num_hidden_layers", origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
-  c.max_pos_seq_len = int_or(j, "max_position_embeddings", 0);
+  c.model_name = name_or(j, "gptneox", origin);
+  const int64_t H = dim_key(j, "hidden_size", origin);
+  set_heads(c, H, dim_key(j, "num_attention_heads", origin), origin);
+  c.inter_size = dim_key(j, "intermediate_size", origin);
+  c.num_layer = dim_key(j, "num_hidden_layers", origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
+  c.max_pos_seq_len = hf::positions_or(j, "max_position_embeddings", origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
   // FT: int(size_per_head * rotary_pct), Python's truncation. transformers 4.4x writes both the
   // old keys and their new names (partial_rotary_factor, rope_theta), 5.x only rope_parameters.
   const hf::HfRope rope = hf::read_rope(j, origin, {{"rotary_emb_base"}, {"rotary_pct"}, 10000.0, 0.25});
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * rope.partial_factor);
+  c.rotary_dim = hf::rotary_dims(rope, c.size_per_head, origin);
   c.rotary_base = rope.theta;
   c.rope_scaling = rope.scaling;
-  FTX_CHECK(bool_or(j, "attention_bias", true), origin,
+  FTX_CHECK(bool_or(j, "attention_bias", true, origin), origin,
             "attention_bias false is not supported (FT's GPT-NeoX has query_key_value and dense biases)");
-  c.parallel_residual = bool_or(j, "use_parallel_residual", true);
+  c.parallel_residual = bool_or(j, "use_parallel_residual", true, origin);
   // FT's GPT-NeoX always reads model.lm_head.weight: tied, it is written from embed_in.
   c.tied_embeddings = false;
   c.activation = hf::activation_key(j, "hidden_act", "gelu", origin);
-  c.layernorm_eps = num_or(j, "layer_norm_eps", 1e-5);
+  c.layernorm_eps = hf::eps_or(j, "layer_norm_eps", 1e-5, origin);
   c.start_id = hf::token_id_or(j, "bos_token_id", 0, origin);
   c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
@@ -134,23 +138,23 @@ ModelConfig neox_config(const json& j, const std::string& origin) {
 ModelConfig bloom_config(const json& j, const std::string& origin) {
   ModelConfig c;
   c.arch = Architecture::kBloom;
-  c.model_name = name_or(j, "bloom");
-  const int64_t H = int_key_any(j, {"hidden_size", "n_embed"}, origin);
-  set_heads(c, H, int_key_any(j, {"n_head", "num_attention_heads"}, origin), origin);
+  c.model_name = name_or(j, "bloom", origin);
+  const int64_t H = dim_key_any(j, {"hidden_size", "n_embed"}, origin);
+  set_heads(c, H, dim_key_any(j, {"n_head", "num_attention_heads"}, origin), origin);
   c.inter_size = 4 * H;  // fixed in BLOOM
-  c.num_layer = int_key_any(j, {"n_layer", "num_hidden_layers"}, origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
+  c.num_layer = dim_key_any(j, {"n_layer", "num_hidden_layers"}, origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
   // HF BLOOM with this flag takes each residual from the layernorm's output. FT maps it to
   // post_layernorm, which computes something else; ftx refuses rather than run a wrong model.
-  FTX_CHECK(!bool_or(j, "apply_residual_connection_post_layernorm", false), origin,
+  FTX_CHECK(!bool_or(j, "apply_residual_connection_post_layernorm", false, origin), origin,
             "apply_residual_connection_post_layernorm true is not supported (neither FT's post_layernorm "
             "nor ftx computes it)");
   c.position = PositionEmbedding::kAlibi;
   c.max_pos_seq_len = 0;
   c.has_pre_decoder_layernorm = true;
   c.activation = Activation::kGeluTanh;  // bloom_gelu_forward is the tanh approximation
-  c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
-  c.tied_embeddings = bool_or(j, "tie_word_embeddings", true);
+  c.layernorm_eps = hf::eps_or(j, "layer_norm_epsilon", 1e-5, origin);
+  c.tied_embeddings = bool_or(j, "tie_word_embeddings", true, origin);
   c.start_id = hf::token_id_or(j, "bos_token_id", 1, origin);
   c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
@@ -159,20 +163,20 @@ ModelConfig bloom_config(const json& j, const std::string& origin) {
 ModelConfig opt_config(const json& j, const std::string& origin) {
   ModelConfig c;
   c.arch = Architecture::kOpt;
-  c.model_name = name_or(j, "opt");
-  const int64_t H = int_key(j, "hidden_size", origin);
-  set_heads(c, H, int_key(j, "num_attention_heads", origin), origin);
-  c.inter_size = int_key(j, "ffn_dim", origin);
-  c.num_layer = int_key(j, "num_hidden_layers", origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
-  c.max_pos_seq_len = int_key(j, "max_position_embeddings", origin);
+  c.model_name = name_or(j, "opt", origin);
+  const int64_t H = dim_key(j, "hidden_size", origin);
+  set_heads(c, H, dim_key(j, "num_attention_heads", origin), origin);
+  c.inter_size = dim_key(j, "ffn_dim", origin);
+  c.num_layer = dim_key(j, "num_hidden_layers", origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
+  c.max_pos_seq_len = dim_key(j, "max_position_embeddings", origin);
   c.position = PositionEmbedding::kLearned;
   c.position_offset = 2;  // OPTLearnedPositionalEmbedding; model.wpe.bin drops the first 2 rows
-  const bool pre = bool_or(j, "do_layer_norm_before", true);
+  const bool pre = bool_or(j, "do_layer_norm_before", true, origin);
   c.norm = pre ? NormPlacement::kPre : NormPlacement::kPost;
-  c.has_post_decoder_layernorm = pre && !bool_or(j, "_remove_final_layer_norm", false);
-  FTX_CHECK(bool_or(j, "enable_bias", true), origin, "enable_bias false is not supported");
-  FTX_CHECK(bool_or(j, "layer_norm_elementwise_affine", true), origin,
+  c.has_post_decoder_layernorm = pre && !bool_or(j, "_remove_final_layer_norm", false, origin);
+  FTX_CHECK(bool_or(j, "enable_bias", true, origin), origin, "enable_bias false is not supported");
+  FTX_CHECK(bool_or(j, "layer_norm_elementwise_affine", true, origin), origin,
             "layer_norm_elementwise_affine false is not supported");
   c.activation = hf::activation_key(j, "activation_function", "relu", origin);
   c.layernorm_eps = 1e-5;  // nn.LayerNorm's default; OPT has no key for it
@@ -185,20 +189,20 @@ ModelConfig opt_config(const json& j, const std::string& origin) {
 ModelConfig xglm_config(const json& j, const std::string& origin) {
   ModelConfig c;
   c.arch = Architecture::kXglm;
-  c.model_name = name_or(j, "xglm");
-  const int64_t H = int_key(j, "d_model", origin);
-  set_heads(c, H, int_key(j, "attention_heads", origin), origin);
-  c.inter_size = int_key(j, "ffn_dim", origin);
-  c.num_layer = int_key(j, "num_layers", origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
-  c.max_pos_seq_len = int_key(j, "max_position_embeddings", origin);
+  c.model_name = name_or(j, "xglm", origin);
+  const int64_t H = dim_key(j, "d_model", origin);
+  set_heads(c, H, dim_key(j, "attention_heads", origin), origin);
+  c.inter_size = dim_key(j, "ffn_dim", origin);
+  c.num_layer = dim_key(j, "num_layers", origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
+  c.max_pos_seq_len = dim_key(j, "max_position_embeddings", origin);
   c.position = PositionEmbedding::kSinusoidal;  // stored as model.wpe.bin
   c.position_offset = 2;
   c.activation = hf::activation_key(j, "activation_function", "gelu", origin);
   c.layernorm_eps = 1e-5;
   c.embedding_scale = 1.0;  // folded into model.wte.bin
   // A scaled input table differs from the (unscaled) output table, so lm_head is written then.
-  c.tied_embeddings = !bool_or(j, "scale_embedding", true) && bool_or(j, "tie_word_embeddings", true);
+  c.tied_embeddings = !bool_or(j, "scale_embedding", true, origin) && bool_or(j, "tie_word_embeddings", true, origin);
   c.start_id = hf::token_id_or(j, "bos_token_id", 0, origin);
   c.end_id = hf::token_id_or(j, "eos_token_id", 2, origin);
   return c;
@@ -260,16 +264,21 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
   if (model_type == "opt") plan.extra_ini.emplace_back("int8", "False");  // FT's OPT converter writes it
   plan.extra_ini.emplace_back("model_type", model_type);
 
+  const ArchLayout& layout = spec.layout();
   std::vector<Source> sources;
-  for (auto& t : hf::load_weights(opt.in_path))
+  NamePrefixes prefixes;
+  for (auto& t : hf::load_weights(opt.in_path)) {
     sources.push_back({strip(spec, t.name), t.tensor.storage.origin + ":" + t.name, t.tensor});
+    prefixes.add(t.name, sources.back().name);
+    if (!layout_skips(layout, sources.back().name)) check_float_weight(t.tensor, sources.back().origin);
+  }
+  plan.source_names = checkpoint_names(layout, std::move(prefixes));
 
   JobContext ctx;
   ctx.heads_per_shard = c.head_num;
   ctx.head_dim = c.size_per_head;
   ctx.hidden = H;
   ctx.qkv = spec.qkv;
-  const ArchLayout& layout = spec.layout();
 
   std::map<std::string, std::vector<const Source*>> parts;      // ft name -> q, k, v
   std::map<std::string, const Source*> special;                 // consumed by the code below
@@ -285,7 +294,7 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
       if (!c.tied_embeddings) plan.jobs.push_back(replicated_job("model.lm_head.weight", s.t, s.origin));
       continue;  // tied: the same table as word_embeddings
     }
-    if (model_type == "gpt_neox" && bool_or(j, "tie_word_embeddings", false)) {
+    if (model_type == "gpt_neox" && bool_or(j, "tie_word_embeddings", false, cfg_path)) {
       if (n == "embed_out.weight") continue;  // pytorch_model.bin keeps the shared table twice
       if (n == "embed_in.weight") plan.jobs.push_back(replicated_job("model.lm_head.weight", s.t, s.origin));
     }
@@ -349,13 +358,13 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
     };
     const Source* emb = get("embed_tokens.weight");
     FTX_CHECK(emb, folder, "no embed_tokens.weight");
-    const bool tied_src = bool_or(j, "tie_word_embeddings", true);
+    const bool tied_src = bool_or(j, "tie_word_embeddings", true, cfg_path);
     const Source* head = tied_src ? emb : get("lm_head.weight");
     FTX_CHECK(head, folder, "tie_word_embeddings is false but there is no lm_head.weight");
     if (model_type == "opt") {
       const Source* pin = get("project_in.weight");
       const Source* pout = get("project_out.weight");
-      const int64_t wp = int_or(j, "word_embed_proj_dim", H);
+      const int64_t wp = dim_or(j, "word_embed_proj_dim", H, cfg_path);
       FTX_CHECK((pin != nullptr) == (wp != H) && (pout != nullptr) == (wp != H), folder,
                 "word_embed_proj_dim " + std::to_string(wp) + " vs hidden_size " + std::to_string(H) +
                     ": project_in/project_out must exist exactly when they differ");
@@ -373,7 +382,7 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
     } else {
       plan.jobs.push_back(replicated_job("model.wpe", sinusoidal_table(2, c.max_pos_seq_len, H, "model.wpe"),
                                          "sinusoidal positions (XGLM, offset 2)"));
-      if (bool_or(j, "scale_embedding", true)) {
+      if (bool_or(j, "scale_embedding", true, cfg_path)) {
         const double scale = std::sqrt(static_cast<double>(H));
         plan.jobs.push_back(replicated_job("model.wte", scaled_tensor(emb->t, scale, "model.wte"),
                                            emb->origin + " x sqrt(d_model)"));

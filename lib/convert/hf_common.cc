@@ -5,43 +5,97 @@
 #include "formats/mapped_file.h"
 #include "formats/safetensors.h"
 #include "formats/torch_checkpoint.h"
+#include "lib/model/model_config.h"
 
 namespace ftx::hf {
 
-int64_t int_key(const json& j, const std::string& k, const std::string& origin) {
+namespace {
+
+// The key's value, or nullptr when it is absent or null.
+const json* present(const json& j, const std::string& k) {
   auto it = j.find(k);
-  if (it == j.end() || !it->is_number_integer()) throw Error(origin, "missing integer key '" + k + "'");
-  return it->get<int64_t>();
+  return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
-int64_t int_key_any(const json& j, const std::vector<std::string>& keys, const std::string& origin) {
-  for (auto& k : keys) {
-    auto it = j.find(k);
-    if (it != j.end() && it->is_number_integer()) return it->get<int64_t>();
-  }
+[[noreturn]] void wrong_type(const std::string& k, const json& v, const char* what, const std::string& origin) {
+  throw Error(origin, k + " = " + v.dump() + " is not " + what);
+}
+
+int64_t integer(const std::string& k, const json& v, const std::string& origin) {
+  if (!v.is_number_integer()) wrong_type(k, v, "an integer", origin);
+  return v.get<int64_t>();
+}
+
+// An integer in [lo, kMaxModelDim] (lo 0 or 1).
+int64_t bounded(const std::string& k, const json& v, int64_t lo, const std::string& origin) {
+  const int64_t n = integer(k, v, origin);
+  FTX_CHECK(n >= lo, origin, k + " = " + v.dump() + (lo > 0 ? " is not a positive integer" : " is negative"));
+  FTX_CHECK(n <= kMaxModelDim, origin,
+            k + " = " + v.dump() + " is implausibly large (ftx's limit is " + std::to_string(kMaxModelDim) + ")");
+  return n;
+}
+
+}  // namespace
+
+int64_t int_or(const json& j, const std::string& k, int64_t d, const std::string& origin) {
+  const json* v = present(j, k);
+  return v ? integer(k, *v, origin) : d;
+}
+
+double num_or(const json& j, const std::string& k, double d, const std::string& origin) {
+  const json* v = present(j, k);
+  if (!v) return d;
+  if (!v->is_number()) wrong_type(k, *v, "a number", origin);
+  return v->get<double>();
+}
+
+bool bool_or(const json& j, const std::string& k, bool d, const std::string& origin) {
+  const json* v = present(j, k);
+  if (!v) return d;
+  if (!v->is_boolean()) wrong_type(k, *v, "a boolean (true or false)", origin);
+  return v->get<bool>();
+}
+
+std::string str_or(const json& j, const std::string& k, const std::string& d, const std::string& origin) {
+  const json* v = present(j, k);
+  if (!v) return d;
+  if (!v->is_string()) wrong_type(k, *v, "a string", origin);
+  return v->get<std::string>();
+}
+
+int64_t dim_key(const json& j, const std::string& k, const std::string& origin) {
+  auto it = j.find(k);
+  if (it == j.end()) throw Error(origin, "missing integer key '" + k + "'");
+  return bounded(k, *it, 1, origin);
+}
+
+int64_t dim_or(const json& j, const std::string& k, int64_t d, const std::string& origin) {
+  const json* v = present(j, k);
+  return v ? bounded(k, *v, 1, origin) : d;
+}
+
+int64_t dim_key_any(const json& j, const std::vector<std::string>& keys, const std::string& origin) {
+  for (auto& k : keys)
+    if (j.contains(k)) return dim_key(j, k, origin);
   std::string names;
   for (auto& k : keys) names += (names.empty() ? "'" : " or '") + k + "'";
   throw Error(origin, "missing integer key " + names);
 }
 
-int64_t int_or(const json& j, const std::string& k, int64_t d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_number_integer()) ? it->get<int64_t>() : d;
+int64_t positions_or(const json& j, const std::string& k, const std::string& origin) {
+  const json* v = present(j, k);
+  return v ? bounded(k, *v, 0, origin) : 0;
 }
 
-double num_or(const json& j, const std::string& k, double d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_number()) ? it->get<double>() : d;
-}
-
-bool bool_or(const json& j, const std::string& k, bool d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : d;
-}
-
-std::string str_or(const json& j, const std::string& k, const std::string& d) {
-  auto it = j.find(k);
-  return (it != j.end() && it->is_string()) ? it->get<std::string>() : d;
+double eps_or(const json& j, const std::string& k, double d, const std::string& origin) {
+  const json* v = present(j, k);
+  const double e = num_or(j, k, d, origin);
+  FTX_CHECK(e > 0 && e <= 1, origin,
+            k + " = " + v->dump() + " is not in (0, 1]" +
+                (e == 0 ? " (the norm divides by sqrt(variance + eps): with eps 0 a row whose variance is 0, "
+                          "e.g. all zeros, becomes NaN)"
+                        : ""));
+  return e;
 }
 
 int64_t token_id_or(const json& j, const std::string& k, int64_t d, const std::string& origin,
@@ -57,7 +111,7 @@ int64_t token_id_or(const json& j, const std::string& k, int64_t d, const std::s
 }
 
 Activation activation_key(const json& j, const std::string& k, const std::string& d, const std::string& origin) {
-  const std::string v = str_or(j, k, d);
+  const std::string v = str_or(j, k, d, origin);
   try {
     return activation_from_name(v);
   } catch (const Error& e) {
@@ -72,7 +126,7 @@ void refuse_common(const json& j, const std::string& origin) {
                 " is not supported (attention heads removed)");
   FTX_CHECK(!j.contains("quantization_config"), origin,
             "quantization_config is not supported (quantised weights; convert the unquantised checkpoint)");
-  FTX_CHECK(!bool_or(j, "add_cross_attention", false), origin,
+  FTX_CHECK(!bool_or(j, "add_cross_attention", false, origin), origin,
             "add_cross_attention true is not supported (cross-attention layers)");
 }
 

@@ -49,6 +49,12 @@ RopePlaces rope_places(const json& j, const std::string& origin) {
     FTX_CHECK(rs->is_object(), origin, "rope_scaling = " + rs->dump() + " is not an object");
     p.scaling = &*rs;
   }
+  return p;
+}
+
+// Every field of the places is one ftx reads. Checked after the type, so that a type ftx lacks is
+// refused by its name, not by a field that comes with it (longrope's long_factor).
+void check_rope_fields(const RopePlaces& p, const std::string& origin) {
   for (const auto& [obj, name] : {std::pair<const json*, std::string>{p.params, p.params_name}, {p.scaling, "rope_scaling"}}) {
     if (!obj) continue;
     for (auto& [k, v] : obj->items()) {
@@ -59,7 +65,6 @@ RopePlaces rope_places(const json& j, const std::string& origin) {
                                    "low_freq_factor, high_freq_factor, original_max_position_embeddings)");
     }
   }
-  return p;
 }
 
 void find_in(const json* obj, const std::string& prefix, const std::string& key, std::vector<Found>& out) {
@@ -101,14 +106,8 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
     return v;
   };
 
+  // The scaling type first: rope_type (or 4.x's older `type`) in either object.
   HfRope r;
-  r.theta = number(gather("rope_theta", keys.theta_aliases, false), keys.default_theta, origin);
-  FTX_CHECK(r.theta > 0, origin, "rope_theta = " + json(r.theta).dump() + " must be positive");
-  r.partial_factor = number(gather("partial_rotary_factor", keys.partial_aliases, false), keys.default_partial, origin);
-  FTX_CHECK(r.partial_factor > 0 && r.partial_factor <= 1, origin,
-            "partial_rotary_factor = " + json(r.partial_factor).dump() + " is not in (0, 1]");
-
-  // The scaling type: rope_type (or 4.x's older `type`) in either object.
   std::vector<Found> types;
   for (const char* k : {"rope_type", "type"}) {
     find_in(p.params, pp, k, types);
@@ -117,10 +116,19 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
   const json* type = agreed(types, origin);
   if (type) {
     FTX_CHECK(type->is_string(), origin, types[0].where + " = " + type->dump() + " is not a string");
-    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin + ": " + types[0].where);
+    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin, types[0].where);
   } else {
     FTX_CHECK(!p.scaling, origin, "rope_scaling = " + p.scaling->dump() + " names no rope_type");
   }
+  check_rope_fields(p, origin);
+
+  r.theta = number(gather("rope_theta", keys.theta_aliases, false), keys.default_theta, origin);
+  FTX_CHECK(r.theta > 0, origin, "rope_theta = " + json(r.theta).dump() + " must be positive");
+  const std::vector<Found> partial = gather("partial_rotary_factor", keys.partial_aliases, false);
+  r.partial_factor = number(partial, keys.default_partial, origin);
+  if (!partial.empty()) r.partial_where = partial[0].where;
+  FTX_CHECK(r.partial_factor > 0 && r.partial_factor <= 1, origin,
+            "partial_rotary_factor = " + json(r.partial_factor).dump() + " is not in (0, 1]");
   const std::vector<Found> factor = gather("factor", {}, true);
   if (r.scaling.type == RopeScalingType::kNone) {
     // transformers' default rotary ignores the other fields; a factor other than 1 means the saver
@@ -146,6 +154,16 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
   }
   check_rope_scaling(r.scaling, origin);
   return r;
+}
+
+int64_t rotary_dims(const HfRope& rope, int64_t head_size, const std::string& origin) {
+  const auto n = static_cast<int64_t>(static_cast<double>(head_size) * rope.partial_factor);
+  FTX_CHECK(n > 0 && n % 2 == 0, origin,
+            "rotary dimensions int(head size " + std::to_string(head_size) + " x " +
+                (rope.partial_where.empty() ? std::string("the default partial_rotary_factor ") : rope.partial_where + " ") +
+                json(rope.partial_factor).dump() +
+                ") = " + std::to_string(n) + " is not an even number > 0");
+  return n;
 }
 
 std::vector<std::string> unknown_keys(const json& config, const std::string& model_type) {

@@ -27,12 +27,17 @@ struct RopeKeys {
 struct HfRope {
   double theta = 10000.0;
   double partial_factor = 1.0;  // rotary dims = int(head_dim · partial_factor)
+  std::string partial_where;    // the key it was read from ("" for the default)
   RopeScaling scaling;
 };
 
 // Error(origin, ...) naming the key and its value for a scaling type ftx does not compute, a
 // rope_parameters key it does not know, or two places that disagree.
 HfRope read_rope(const json& config, const std::string& origin, const RopeKeys& keys);
+
+// int(head_size · partial_factor), Python's truncation as transformers and FT take it; Error(origin,
+// ...) naming partial_rotary_factor (or the key it came from) when that is not an even number > 0.
+int64_t rotary_dims(const HfRope& rope, int64_t head_size, const std::string& origin);
 
 // How convert-hf treats one config.json key of an architecture.
 enum class KeyUse {

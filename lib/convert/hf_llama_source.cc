@@ -20,6 +20,7 @@
 #include "lib/convert/hf_common.h"
 #include "lib/convert/hf_config.h"
 #include "lib/convert/layout_table.h"
+#include "lib/convert/source_names.h"
 
 namespace ftx {
 
@@ -27,16 +28,15 @@ namespace {
 
 using json = nlohmann::json;
 using hf::bool_or;
-using hf::int_key;
+using hf::dim_key;
 using hf::int_or;
-using hf::num_or;
 using hf::str_or;
 
 const std::string kL = R"(layers\.(\d+)\.)";
 const std::string kFL = "model.layers.$1.";
 
 // Source names after `model.` is stripped (lm_head.weight has no prefix). q/k/v are gathered by
-// the adapter; the rules below are everything else.
+// the adapter (qkv_job), never matched here: their rules say what the checkpoint calls them.
 const ArchLayout& llama_layout() {
   static const ArchLayout l{
       "hf-llama",
@@ -46,6 +46,9 @@ const ArchLayout& llama_layout() {
           {R"(norm\.weight)", "model.final_layernorm.weight", Role::kReplicated, false},
           {kL + R"(input_layernorm\.weight)", kFL + "input_layernorm.weight", Role::kReplicated, false},
           {kL + R"(post_attention_layernorm\.weight)", kFL + "post_attention_layernorm.weight", Role::kReplicated, false},
+          {kL + R"(self_attn\.q_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 0},
+          {kL + R"(self_attn\.k_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 1},
+          {kL + R"(self_attn\.v_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 2},
           {kL + R"(self_attn\.o_proj\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
           {kL + R"(self_attn\.o_proj\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
           {kL + R"(mlp\.gate_proj\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, true},
@@ -65,13 +68,13 @@ int64_t sliding_window(const std::string& type, const json& j, int64_t layers, c
   if (w == j.end() || w->is_null()) return 0;
   FTX_CHECK(w->is_number_integer() && w->get<int64_t>() > 0, origin, "sliding_window = " + w->dump() + " is not a positive integer");
   if (type == "mistral") return w->get<int64_t>();
-  if (!bool_or(j, "use_sliding_window", false)) return 0;
+  if (!bool_or(j, "use_sliding_window", false, origin)) return 0;
   int64_t sliding = 0;
   auto lt = j.find("layer_types");
   if (lt != j.end() && lt->is_array()) {
     for (auto& t : *lt) sliding += t == "sliding_attention";
   } else {
-    const int64_t from = int_or(j, "max_window_layers", 0);
+    const int64_t from = int_or(j, "max_window_layers", 0, origin);
     sliding = from >= layers ? 0 : layers - std::max<int64_t>(from, 0);
   }
   if (sliding == 0) return 0;
@@ -85,41 +88,41 @@ ModelConfig llama_config(const std::string& type, const json& j, const std::stri
                          std::vector<std::string>* notes) {
   ModelConfig c;
   c.arch = Architecture::kGpt;
-  c.model_name = str_or(j, "_name_or_path", "");
+  c.model_name = str_or(j, "_name_or_path", "", origin);
   if (c.model_name.empty()) c.model_name = type;
-  const int64_t H = int_key(j, "hidden_size", origin);
-  const int64_t heads = int_key(j, "num_attention_heads", origin);
-  FTX_CHECK(heads > 0 && H % heads == 0, origin,
+  const int64_t H = dim_key(j, "hidden_size", origin);
+  const int64_t heads = dim_key(j, "num_attention_heads", origin);
+  FTX_CHECK(H % heads == 0, origin,
             "hidden_size " + std::to_string(H) + " is not a multiple of num_attention_heads " + std::to_string(heads));
   c.head_num = heads;
   c.size_per_head = H / heads;
-  const int64_t head_dim = int_or(j, "head_dim", c.size_per_head);
+  const int64_t head_dim = int_or(j, "head_dim", c.size_per_head, origin);
   FTX_CHECK(head_dim == c.size_per_head, origin,
             "head_dim = " + std::to_string(head_dim) + " is not hidden_size / num_attention_heads = " +
                 std::to_string(c.size_per_head) + " (not supported)");
-  c.kv_head_num = int_or(j, "num_key_value_heads", heads);
+  c.kv_head_num = int_or(j, "num_key_value_heads", heads, origin);
   FTX_CHECK(c.kv_head_num > 0 && heads % c.kv_head_num == 0, origin,
             "num_key_value_heads = " + std::to_string(c.kv_head_num) + " does not divide num_attention_heads " +
                 std::to_string(heads));
   c.attention = c.kv_head_num == 1 && heads > 1 ? AttentionKind::kMultiQuery : AttentionKind::kMultiHead;
-  c.inter_size = int_key(j, "intermediate_size", origin);
-  c.num_layer = int_key(j, "num_hidden_layers", origin);
-  c.vocab_size = int_key(j, "vocab_size", origin);
-  c.max_pos_seq_len = int_or(j, "max_position_embeddings", 0);
+  c.inter_size = dim_key(j, "intermediate_size", origin);
+  c.num_layer = dim_key(j, "num_hidden_layers", origin);
+  c.vocab_size = dim_key(j, "vocab_size", origin);
+  c.max_pos_seq_len = hf::positions_or(j, "max_position_embeddings", origin);
   const Activation act = hf::activation_key(j, "hidden_act", "silu", origin);
   FTX_CHECK(act == Activation::kSilu, origin,
-            "hidden_act = '" + str_or(j, "hidden_act", "") + "' is not supported (" + type + ": silu, i.e. SwiGLU)");
+            "hidden_act = '" + str_or(j, "hidden_act", "", origin) + "' is not supported (" + type + ": silu, i.e. SwiGLU)");
   c.activation = Activation::kSwiGlu;
   c.normalization = Normalization::kRmsNorm;
-  c.layernorm_eps = num_or(j, "rms_norm_eps", 1e-6);
+  c.layernorm_eps = hf::eps_or(j, "rms_norm_eps", 1e-6, origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
   const hf::HfRope rope = hf::read_rope(j, origin, {{}, {}, 10000.0, 1.0});
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * rope.partial_factor);
+  c.rotary_dim = hf::rotary_dims(rope, c.size_per_head, origin);
   c.rotary_base = rope.theta;
   c.rope_scaling = rope.scaling;
   if (type == "llama") {
-    const bool attn_bias = bool_or(j, "attention_bias", false), mlp_bias = bool_or(j, "mlp_bias", false);
+    const bool attn_bias = bool_or(j, "attention_bias", false, origin), mlp_bias = bool_or(j, "mlp_bias", false, origin);
     FTX_CHECK(attn_bias == mlp_bias, origin,
               std::string("attention_bias ") + (attn_bias ? "true" : "false") + " with mlp_bias " +
                   (mlp_bias ? "true" : "false") + " is not supported (FT's layout has all linear biases or none)");
@@ -128,10 +131,11 @@ ModelConfig llama_config(const std::string& type, const json& j, const std::stri
     c.has_bias = false;
     c.qkv_bias = type == "qwen2";
     if (type == "qwen2")
-      FTX_CHECK(bool_or(j, "attention_bias", true), origin, "attention_bias false is not supported (Qwen2 has q/k/v biases)");
+      FTX_CHECK(bool_or(j, "attention_bias", true, origin), origin,
+                "attention_bias false is not supported (Qwen2 has q/k/v biases)");
   }
   c.sliding_window = sliding_window(type, j, c.num_layer, origin);
-  c.tied_embeddings = bool_or(j, "tie_word_embeddings", false);
+  c.tied_embeddings = bool_or(j, "tie_word_embeddings", false, origin);
   c.end_id = hf::token_id_or(j, "eos_token_id", type == "qwen2" ? 151643 : 2, origin, notes);
   c.start_id = hf::token_id_or(j, "bos_token_id", c.end_id, origin);
   return c;
@@ -193,15 +197,20 @@ ConversionPlan plan_hf_llama(const ConvertOptions& opt, const std::string& type,
   }
   plan.extra_ini.emplace_back("model_type", type);
 
+  const ArchLayout& layout = llama_layout();
   std::vector<Source> sources;
-  for (auto& t : hf::load_weights(opt.in_path))
+  NamePrefixes prefixes;
+  for (auto& t : hf::load_weights(opt.in_path)) {
     sources.push_back({strip_model(t.name), t.tensor.storage.origin + ":" + t.name, t.tensor});
+    prefixes.add(t.name, sources.back().name);
+    if (!layout_skips(layout, sources.back().name)) check_float_weight(t.tensor, sources.back().origin);
+  }
+  plan.source_names = checkpoint_names(layout, std::move(prefixes));
 
   JobContext ctx;
   ctx.heads_per_shard = c.head_num;
   ctx.head_dim = c.size_per_head;
   ctx.hidden = c.hidden();
-  const ArchLayout& layout = llama_layout();
   std::map<std::string, std::vector<const Source*>> qkv;  // "layers.N.<weight|bias>" -> q, k, v
   for (const Source& s : sources) {
     const std::string& n = s.name;

@@ -14,6 +14,7 @@
 #include "lib/convert/hf_config.h"
 #include "lib/convert/hf_llama.h"
 #include "lib/convert/layout_table.h"
+#include "lib/convert/source_names.h"
 
 namespace ftx {
 
@@ -21,9 +22,9 @@ namespace {
 
 using json = nlohmann::json;
 using hf::bool_or;
-using hf::int_key;
+using hf::dim_key;
+using hf::dim_or;
 using hf::int_or;
-using hf::num_or;
 using hf::str_or;
 
 const char* kSupported =
@@ -48,37 +49,37 @@ ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_
   plan.source_path = opt.in_path;
   ModelConfig& c = plan.cfg;
   c.arch = model_type == "gpt2" && !santacoder ? Architecture::kGpt : Architecture::kGptBigCode;
-  c.model_name = str_or(j, "_name_or_path", "gpt");
+  c.model_name = str_or(j, "_name_or_path", "gpt", cfg_path);
   if (c.model_name.empty()) c.model_name = "gpt";
-  const int64_t H = int_key(j, "n_embd", cfg_path);
-  c.head_num = int_key(j, "n_head", cfg_path);
-  FTX_CHECK(c.head_num > 0 && H % c.head_num == 0, cfg_path,
+  const int64_t H = dim_key(j, "n_embd", cfg_path);
+  c.head_num = dim_key(j, "n_head", cfg_path);
+  FTX_CHECK(H % c.head_num == 0, cfg_path,
             "n_embd " + std::to_string(H) + " is not a multiple of n_head " + std::to_string(c.head_num));
   c.size_per_head = H / c.head_num;
   // FT's huggingface_gpt_convert.py writes 4*n_embd and ignores n_inner; ftx uses n_inner (§7).
-  c.inter_size = int_or(j, "n_inner", 4 * H);
-  c.num_layer = int_key(j, "n_layer", cfg_path);
-  c.vocab_size = int_key(j, "vocab_size", cfg_path);
-  c.max_pos_seq_len = int_key(j, "n_positions", cfg_path);
+  c.inter_size = dim_or(j, "n_inner", 4 * H, cfg_path);
+  c.num_layer = dim_key(j, "n_layer", cfg_path);
+  c.vocab_size = dim_key(j, "vocab_size", cfg_path);
+  c.max_pos_seq_len = dim_key(j, "n_positions", cfg_path);
   c.start_id = hf::token_id_or(j, "bos_token_id", 50256, cfg_path);
   c.end_id = hf::token_id_or(j, "eos_token_id", 50256, cfg_path, &plan.warnings);
   // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5 (§7.3).
-  c.layernorm_eps = num_or(j, "layer_norm_epsilon", 1e-5);
+  c.layernorm_eps = hf::eps_or(j, "layer_norm_epsilon", 1e-5, cfg_path);
   c.activation = hf::activation_key(j, "activation_function", "gelu_new", cfg_path);
   // Attention scores as GPT2Attention / GPTBigCodeAttention compute them by default: / sqrt(d).
-  FTX_CHECK(bool_or(j, "scale_attn_weights", true), cfg_path,
+  FTX_CHECK(bool_or(j, "scale_attn_weights", true, cfg_path), cfg_path,
             "scale_attn_weights false (attention scores not divided by sqrt(head size)) is not supported");
-  FTX_CHECK(!bool_or(j, "scale_attn_by_inverse_layer_idx", false), cfg_path,
+  FTX_CHECK(!bool_or(j, "scale_attn_by_inverse_layer_idx", false, cfg_path), cfg_path,
             "scale_attn_by_inverse_layer_idx true (scores also divided by the layer number) is not supported");
-  const bool mqa = santacoder || (model_type == "gpt_bigcode" && bool_or(j, "multi_query", true));
+  const bool mqa = santacoder || (model_type == "gpt_bigcode" && bool_or(j, "multi_query", true, cfg_path));
   c.attention = mqa ? AttentionKind::kMultiQuery : AttentionKind::kMultiHead;
   c.kv_head_num = mqa ? 1 : c.head_num;
   // transformers 5 also writes num_key_value_heads (1 for multi_query, else n_head).
-  const int64_t kv = int_or(j, "num_key_value_heads", c.kv_head_num);
+  const int64_t kv = int_or(j, "num_key_value_heads", c.kv_head_num, cfg_path);
   FTX_CHECK(kv == c.kv_head_num, cfg_path,
             "num_key_value_heads = " + std::to_string(kv) + " disagrees with multi_query (" + (mqa ? "1" : "n_head") +
                 " key/value heads); grouped-query attention is not supported for " + model_type);
-  c.tied_embeddings = bool_or(j, "tie_word_embeddings", true);
+  c.tied_embeddings = bool_or(j, "tie_word_embeddings", true, cfg_path);
 
   // A SantaCoder layer's q_attn and kv_attn become one QKV tensor: two pieces on the last axis.
   const ArchLayout& layout = (model_type == "gpt_bigcode" && !santacoder) ? hf_gpt_bigcode_layout() : hf_gpt2_layout();
@@ -90,8 +91,11 @@ ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_
   // per head [n, 3, d] (GPTBigCodeAttention views them as (heads, 3 * head_dim)), as in GPT-NeoX.
   ctx.qkv = model_type == "gpt_bigcode" && !mqa ? QkvOrder::kHeadQkv : QkvOrder::kQkvMajor;
   ctx.multi_query = mqa;
+  NamePrefixes prefixes;
   for (auto& t : tensors) {
     std::string name = strip_prefix(t.name);
+    prefixes.add(t.name, name);
+    if (!layout_skips(layout, name)) check_float_weight(t.tensor, t.tensor.storage.origin + ":" + t.name);
     if (name == "lm_head.weight" && c.tied_embeddings) continue;  // the same table as wte
     std::vector<TensorView> shards{t.tensor};
     const auto q = name.find("attn.q_attn.");
@@ -110,6 +114,7 @@ ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_
   }
   if (!c.tied_embeddings)
     FTX_CHECK(by_name.count("lm_head.weight"), folder, "tie_word_embeddings is false but there is no lm_head.weight");
+  plan.source_names = checkpoint_names(layout, std::move(prefixes));
 
   // FT huggingface_gpt_convert.py writes these keys; TL adds the HF config's own (§2.2).
   for (auto& kv : j.items()) {
@@ -147,7 +152,7 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
     throw Error(cfg_path, std::string("bad JSON: ") + e.what());
   }
   FTX_CHECK(j.is_object(), cfg_path, "is not a JSON object");
-  std::string model_type = opt.model.empty() ? str_or(j, "model_type", "") : opt.model;
+  std::string model_type = opt.model.empty() ? str_or(j, "model_type", "", cfg_path) : opt.model;
   if (model_type.empty()) {
     const auto a = j.find("architectures");
     throw Error(cfg_path, "has no model_type" +

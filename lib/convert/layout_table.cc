@@ -208,8 +208,7 @@ const ArchLayout& hf_gpt_bigcode_layout() {
 
 std::optional<RuleMatch> match_layout(const ArchLayout& layout, const std::string& name, const std::string& origin) {
   const Compiled& c = compiled(layout);
-  for (auto& s : c.skip)
-    if (std::regex_match(name, s)) return std::nullopt;
+  if (layout_skips(layout, name)) return std::nullopt;
   for (size_t i = 0; i < c.rules.size(); ++i) {
     if (std::regex_match(name, c.rules[i]))
       return RuleMatch{std::regex_replace(name, c.rules[i], layout.rules[i].ft_name), &layout.rules[i]};
@@ -218,8 +217,24 @@ std::optional<RuleMatch> match_layout(const ArchLayout& layout, const std::strin
                           " (adapters, MoE and other extra weights are not supported)");
 }
 
+bool layout_skips(const ArchLayout& layout, const std::string& name) {
+  for (auto& s : compiled(layout).skip)
+    if (std::regex_match(name, s)) return true;
+  return false;
+}
+
+void check_float_weight(const TensorView& t, const std::string& source) {
+  FTX_CHECK(dtype_is_float(t.dtype), source,
+            std::string("dtype ") + dtype_name(t.dtype) + " where a floating-point weight belongs (an integer or "
+            "boolean tensor in a float model is a broken file; its values cast to float would be another model)");
+}
+
 void add_layout_jobs(const RuleMatch& m, std::vector<TensorView> shards, const std::string& source,
                      const JobContext& ctx, std::vector<TensorJob>& out) {
+  for (size_t k = 0; k < shards.size(); ++k)
+    check_float_weight(shards[k], shards.size() == 1 ? source
+                                                     : source + " (piece " + std::to_string(k + 1) + " of " +
+                                                           std::to_string(shards.size()) + ")");
   TensorJob j;
   j.name = m.ft_name;
   j.source = source;

@@ -61,6 +61,14 @@ struct RuleMatch {
 };
 // nullopt when the name matches a skip pattern; Error(origin, "unexpected tensor ...") when no rule matches.
 std::optional<RuleMatch> match_layout(const ArchLayout& layout, const std::string& name, const std::string& origin);
+// Whether the name matches one of the layout's skip patterns (buffers such as GPT-2's attn.bias
+// mask, which may be integer or boolean tensors).
+bool layout_skips(const ArchLayout& layout, const std::string& name);
+
+// Error(source, ...) naming the dtype unless `t` holds floating-point numbers. Every weight of
+// these models is a float: an integer or boolean tensor in its place (I32, U8, BOOL, ...) is a
+// broken file, whose integers cast to float would be another model's values.
+void check_float_weight(const TensorView& t, const std::string& source);
 
 // What the job builder needs to know about the model and the source.
 struct JobContext {
@@ -79,7 +87,8 @@ struct JobContext {
   bool single_kv_head = false;
 };
 
-// Appends the job(s) for one source tensor (two for a gated dense_h_to_4h).
+// Appends the job(s) for one source tensor (two for a gated dense_h_to_4h). Each shard must be a
+// float tensor (check_float_weight).
 void add_layout_jobs(const RuleMatch& m, std::vector<TensorView> shards, const std::string& source,
                      const JobContext& ctx, std::vector<TensorJob>& out);
 

@@ -16,6 +16,7 @@
 #include "lib/convert/dcp_shards.h"
 #include "lib/convert/mcore_model.h"
 #include "lib/convert/shard_groups.h"
+#include "lib/convert/source_names.h"
 #include "lib/convert/tied_output_layer.h"
 
 namespace ftx {
@@ -47,6 +48,7 @@ struct LegacyShard {
 void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards, const std::string& origin,
                      ConversionPlan& plan) {
   ShardGroups groups(a.tp);
+  NamePrefixes prefixes;  // decoder.: a missing layer tensor named as Megatron Core names it
   std::map<int64_t, const TensorView*> wte;  // per TP rank: the word embeddings
   std::vector<std::pair<const LegacyShard*, const TensorView*>> copies;  // a tied model's output layers
   for (const auto& s : shards)
@@ -57,6 +59,7 @@ void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards,
         continue;
       }
       groups.add(layout_name(nt.name), s.pp * (a.num_layers / a.pp), s.tp, nt.tensor, s.origin);
+      prefixes.add(nt.name, layout_name(nt.name));
     }
   // With tied embeddings a last stage holds output_layer.weight, a copy of the word embeddings kept
   // equal by Megatron: dropped when it is that copy, refused when it is not (tied_output_layer.h).
@@ -72,6 +75,7 @@ void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards,
             "holds " + std::to_string(groups.num_layers()) + " layers, the arguments say " + std::to_string(a.num_layers));
   plan.cfg = mcore_model_config(a, vocab_rows, origin);
   groups.build_jobs(mcore_gpt_layout(), mcore_job_context(a, a.tp), origin, plan.jobs);
+  plan.source_names = checkpoint_names(mcore_gpt_layout(), std::move(prefixes));
 }
 
 // ---- distributed checkpoints ----------------------------------------------------------------

@@ -63,6 +63,9 @@ void ShardGroups::build_jobs(const ArchLayout& layout, const JobContext& ctx, co
       throw Error(origin, "tensor '" + g.name + "' is missing from tensor parallel rank " + std::to_string(r) +
                               " (present in " + (first.empty() ? std::string("no shard") : first) + ")");
     }
+    for (size_t r = 0; r < g.shards.size(); ++r)
+      if (g.present[r] && !(replicated && r > 0))
+        check_float_weight(g.shards[r], (g.origins[r].empty() ? origin : g.origins[r]) + ":" + g.name);
     std::vector<TensorView> shards = replicated ? std::vector<TensorView>{g.shards[0]} : g.shards;
     add_layout_jobs(*m, std::move(shards), (g.origins[0].empty() ? origin : g.origins[0]) + ":" + g.name, ctx, jobs);
   }

@@ -88,9 +88,14 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
               "tensor '" + j.name + "' (from " + j.source + ") does not belong in a model with this configuration");
     FTX_CHECK(produced_names.insert(j.name).second, plan.source_path, "tensor '" + j.name + "' given twice");
   }
-  for (auto& f : expected)
-    FTX_CHECK(f.optional || produced_names.count(f.name), plan.source_path,
-              "no source tensor for '" + f.name + "' (the weights do not match the configuration)");
+  for (auto& f : expected) {
+    if (f.optional || produced_names.count(f.name)) continue;
+    const std::vector<std::string> src = plan.source_names ? plan.source_names(f.name) : std::vector<std::string>{};
+    std::string what = src.size() == 1 ? "has no tensor '" + src[0] + "'" : "has none of the tensors ";
+    for (size_t i = 0; src.size() > 1 && i < src.size(); ++i) what += (i ? ", '" : "'") + src[i] + "'";
+    if (src.empty()) what = "no source tensor for '" + f.name + "'";
+    throw Error(plan.source_path, what + " (the weights do not match the configuration)");
+  }
 
   OutputDir out(opt.out_dir + "/" + std::to_string(opt.tp) + "-gpu", opt.force);
 

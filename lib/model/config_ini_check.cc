@@ -17,7 +17,7 @@ namespace ftx {
 
 namespace {
 
-constexpr int64_t kMaxDim = int64_t(1) << 24;  // as ModelConfig::validate: products stay far from overflow
+constexpr int64_t kMaxDim = kMaxModelDim;
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

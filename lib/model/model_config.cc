@@ -234,7 +234,7 @@ void read_prompt_learning(const Reader& r, ModelConfig& c, const std::string& or
 // rotary_scaling_* (check_config_ini has checked their types and ranges).
 void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
   RopeScaling& s = c.rope_scaling;
-  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin);
+  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type");
   if (s.type == RopeScalingType::kNone) return;
   s.factor = r.d_or("rotary_scaling_factor", 0.0);
   if (s.type == RopeScalingType::kLlama3) {
@@ -542,8 +542,7 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   positive("num_layer", num_layer);
   positive("vocab_size", vocab_size);
   positive("tensor parallel size", tp);
-  // Sizes come from a file: keep every product below int64 overflow before anyone multiplies them.
-  const int64_t kMaxDim = int64_t(1) << 24;
+  const int64_t kMaxDim = kMaxModelDim;
   for (auto [key, v] : {std::pair<const char*, int64_t>{"head_num", head_num}, {"size_per_head", size_per_head},
                         {"inter_size", inter_size}, {"num_layer", num_layer}, {"vocab_size", vocab_size},
                         {"max_pos_seq_len", max_pos_seq_len}})

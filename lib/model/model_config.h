@@ -48,6 +48,10 @@ struct PromptLearning {
   int64_t find(const std::string& name_or_id) const;
 };
 
+// The largest size (heads, head size, FFN size, layers, vocabulary, positions) ftx accepts from a
+// file: products of sizes stay far from int64 overflow before anyone multiplies them.
+constexpr int64_t kMaxModelDim = int64_t(1) << 24;
+
 struct ModelConfig {
   Architecture arch = Architecture::kGpt;
   std::string model_name = "gpt";

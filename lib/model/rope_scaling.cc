@@ -15,11 +15,11 @@ const char* rope_scaling_name(RopeScalingType t) {
   return "none";
 }
 
-RopeScalingType rope_scaling_from_name(const std::string& name, const std::string& origin) {
+RopeScalingType rope_scaling_from_name(const std::string& name, const std::string& origin, const std::string& key) {
   if (name == "none" || name == "default" || name.empty()) return RopeScalingType::kNone;
   if (name == "linear") return RopeScalingType::kLinear;
   if (name == "llama3") return RopeScalingType::kLlama3;
-  throw Error(origin, "rope scaling type '" + name + "' is not supported (supported: linear, llama3)");
+  throw Error(origin, key + " = '" + name + "' is not supported (supported: linear, llama3)");
 }
 
 void check_rope_scaling(const RopeScaling& s, const std::string& origin) {

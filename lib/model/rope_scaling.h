@@ -36,8 +36,9 @@ struct RopeScaling {
 
 // "none", "linear", "llama3".
 const char* rope_scaling_name(RopeScalingType t);
-// Error naming `origin` and the value for any other name (dynamic, yarn, longrope, ...).
-RopeScalingType rope_scaling_from_name(const std::string& name, const std::string& origin);
+// Error(origin, "key = 'name' is not supported (supported: linear, llama3)") for any other name
+// (dynamic, yarn, longrope, su, ...): the type is what ftx lacks, whatever fields come with it.
+RopeScalingType rope_scaling_from_name(const std::string& name, const std::string& origin, const std::string& key);
 // Error naming `origin` when a factor is not finite and positive, or llama3's fields are inconsistent.
 void check_rope_scaling(const RopeScaling& s, const std::string& origin);
 

@@ -22,7 +22,11 @@ Usage: hf5_test.py {engine|generate|layouts|errors}
             weights) is one `ftx: error:` line naming config.json and the key, with no output;
             mistral without --memory-len is refused at its first position beyond the window; a NaN in
             the checkpoint, and a bf16 value beyond fp16's range converted with -t fp16, are refused
-            naming the tensor; a key ftx does not know draws a warning naming it.
+            naming the tensor; a key ftx does not know draws a warning naming it. Cases R3 to B9,
+            each an exact message, exit 1 and nothing written: R3 (a rope type named
+            before its fields), R18/R28 (a key of the wrong JSON type), R19/R34 (sizes and eps in
+            config.json's names), B8 (an integer-typed weight), B9 (a missing tensor in the
+            checkpoint's name, every architecture).
 """
 import configparser
 import json
@@ -183,6 +187,155 @@ def one_error_line(r, src, key, out):
             and check(out is None or not os.path.exists(out), f"{src}: left {out}")) and lines[0]
 
 
+def exact_error(r, name, want, out):
+    """Exit 1, stderr exactly `ftx: error: WANT`, and no output folder (or file) left at `out`."""
+    return (check(r.returncode == 1, f"{name}: exit {r.returncode}, expected 1 ({r.stderr.strip()})")
+            and check(r.stderr == f"ftx: error: {want}\n", f"{name}: stderr {r.stderr!r}, expected {want!r}")
+            and check(not os.path.exists(out) and not os.path.exists(out + ".partial"), f"{name}: left {out}"))
+
+
+def copy_model(tmp, base, name, edit=None):
+    """tests/fixtures/hf5/BASE/safetensors copied to TMP/NAME, its config.json changed by edit(cfg)."""
+    src = os.path.join(tmp, name)
+    shutil.copytree(os.path.join(FIX, base, "safetensors"), src)
+    if edit:
+        path = os.path.join(src, "config.json")
+        cfg = json.load(open(path))
+        edit(cfg)
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+    return src
+
+
+def convert_refused(tmp, src, want):
+    """convert-hf of SRC: refused with exactly `want` (config.json's path in it as {cfg}), nothing written."""
+    out = os.path.join(tmp, "out_" + os.path.basename(src))
+    r = run_ftx(["convert-hf", "-i", src, "-o", out, "--quiet"])
+    want = want.format(cfg=os.path.join(src, "config.json"), src=src)
+    if exact_error(r, os.path.basename(src), want, out):
+        print(f"ok   {os.path.basename(src)}: {want}")
+
+
+def test_R3_rope_type_refused_by_its_name(tmp):
+    """longrope (4.x rope_scaling, 5.x rope_parameters) and its old name su: the type is named, not
+    one of its fields."""
+    longrope = {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4, "original_max_position_embeddings": 64}
+
+    def scaling(kind, key):
+        def edit(cfg):
+            del cfg["rope_parameters"]
+            cfg["rope_theta"] = 10000.0
+            cfg["rope_scaling"] = dict(longrope, **{key: kind})
+        return edit
+
+    def params(cfg):
+        cfg["rope_parameters"] = dict(longrope, rope_type="longrope", rope_theta=10000.0)
+
+    for name, edit, key, kind in (("R3_longrope", scaling("longrope", "rope_type"), "rope_scaling.rope_type", "longrope"),
+                                  ("R3_su", scaling("su", "type"), "rope_scaling.type", "su"),
+                                  ("R3_longrope5", params, "rope_parameters.rope_type", "longrope")):
+        convert_refused(tmp, copy_model(tmp, "llama", name, edit),
+                        "{cfg}: " + f"{key} = '{kind}' is not supported (supported: linear, llama3)")
+
+
+def test_R18_R19_R28_R34_config_values_in_config_jsons_names(tmp):
+    """A key of the wrong JSON type says so (R18, R28: a boolean); sizes and the norm epsilon are
+    checked in config.json's key names, not FT's num_layer / layernorm_eps (R19, R34)."""
+    cases = (
+        ("R18_str", "llama", "hidden_size", "32", 'hidden_size = "32" is not an integer'),
+        ("R18_float", "llama", "hidden_size", 32.0, "hidden_size = 32.0 is not an integer"),
+        ("R18_heads", "gpt2", "n_head", "4", 'n_head = "4" is not an integer'),
+        ("R19_layers", "llama", "num_hidden_layers", -1, "num_hidden_layers = -1 is not a positive integer"),
+        ("R19_n_layer", "gptj", "n_layer", 0, "n_layer = 0 is not a positive integer"),
+        ("R19_vocab", "opt", "vocab_size", -64, "vocab_size = -64 is not a positive integer"),
+        ("R34_eps0", "llama", "rms_norm_eps", 0, "rms_norm_eps = 0 is not in (0, 1] (the norm divides by "
+         "sqrt(variance + eps): with eps 0 a row whose variance is 0, e.g. all zeros, becomes NaN)"),
+        ("R34_neox", "neox_linear", "layer_norm_eps", 0.0, "layer_norm_eps = 0.0 is not in (0, 1] (the norm divides "
+         "by sqrt(variance + eps): with eps 0 a row whose variance is 0, e.g. all zeros, becomes NaN)"),
+        ("R28_tied", "llama", "tie_word_embeddings", "false", 'tie_word_embeddings = "false" is not a boolean (true or false)'),
+        ("R28_gpt2", "gpt2", "tie_word_embeddings", "true", 'tie_word_embeddings = "true" is not a boolean (true or false)'),
+        ("R28_bias", "llama", "attention_bias", 0, "attention_bias = 0 is not a boolean (true or false)"),
+    )
+    for name, base, key, value, want in cases:
+        convert_refused(tmp, copy_model(tmp, base, name, lambda cfg: cfg.__setitem__(key, value)), "{cfg}: " + want)
+
+
+def st_read(path):
+    """A safetensors file as [(name, dtype, shape, bytes)] in file order, and its metadata."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", None)
+    return [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()], meta
+
+
+def st_write(path, tensors, meta):
+    header, offset = {}, 0
+    if meta is not None:
+        header["__metadata__"] = meta
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(t[3] for t in tensors))
+
+
+def edit_weights(src, edit):
+    path = os.path.join(src, "model.safetensors")
+    tensors, meta = st_read(path)
+    st_write(path, edit(tensors), meta)
+    return path
+
+
+def test_B8_integer_weight_is_refused(tmp):
+    """model.norm.weight retagged I32 (the same bytes): refused naming the file, the tensor and the
+    dtype. A buffer ftx does not read may be of any type (GPT-2's bool attention mask converts)."""
+    for name, dtype, torch_name in (("B8_i32", "I32", "int32"), ("B8_u8", "U8", "uint8"), ("B8_bool", "BOOL", "bool")):
+        src = copy_model(tmp, "llama", name)
+
+        def retag(tensors):
+            out = []
+            for n, dt, shape, data in tensors:
+                if n == "model.norm.weight":
+                    dt = dtype
+                    shape = [len(data) // (4 if dtype == "I32" else 1)]
+                out.append((n, dt, shape, data))
+            return out
+
+        path = edit_weights(src, retag)
+        convert_refused(tmp, src, f"{path}:model.norm.weight: dtype {torch_name} where a floating-point weight belongs "
+                                  "(an integer or boolean tensor in a float model is a broken file; its values cast to "
+                                  "float would be another model)")
+    src = copy_model(tmp, "gpt2", "B8_mask")
+    edit_weights(src, lambda t: t + [("transformer.h.0.attn.bias", "BOOL", [1, 1, 4, 4], bytes([1, 0, 0, 0] * 4))])
+    r = run_ftx(["convert-hf", "-i", src, "-o", os.path.join(tmp, "out_B8_mask"), "--quiet"])
+    if check(r.returncode == 0, f"gpt2 with a BOOL attn.bias buffer: {r.stderr.strip()}"):
+        print("ok   B8: a BOOL buffer ftx does not read (GPT-2's attn.bias) converts")
+
+
+def test_B9_missing_tensor_named_as_the_checkpoint_names_it(tmp):
+    """Layer 1's MLP output weight deleted, in every architecture: named by the checkpoint's name
+    (model.layers.1.mlp.down_proj.weight), not FT's (dense_4h_to_h); a layer's q/k/v all gone: the three."""
+    cases = [(m, n) for m, n in (
+        ("gpt2", "transformer.h.1.mlp.c_proj.weight"), ("bigcode", "transformer.h.1.mlp.c_proj.weight"),
+        ("gptj", "transformer.h.1.mlp.fc_out.weight"), ("neox_linear", "gpt_neox.layers.1.mlp.dense_4h_to_h.weight"),
+        ("bloom", "transformer.h.1.mlp.dense_4h_to_h.weight"), ("opt", "model.decoder.layers.1.fc2.weight"),
+        ("xglm", "model.layers.1.fc2.weight"), ("llama", "model.layers.1.mlp.down_proj.weight"),
+        ("mistral", "model.layers.1.mlp.down_proj.weight"), ("qwen2", "model.layers.1.mlp.down_proj.weight"))]
+    for base, gone in cases:
+        src = copy_model(tmp, base, "B9_" + base)
+        edit_weights(src, lambda t: [x for x in t if x[0] != gone])
+        convert_refused(tmp, src, "{src}: " + f"has no tensor '{gone}' (the weights do not match the configuration)")
+    for base, fmt in (("llama", "model.layers.1.self_attn.{}_proj.weight"), ("gptj", "transformer.h.1.attn.{}_proj.weight")):
+        src = copy_model(tmp, base, "B9_qkv_" + base)
+        names = [fmt.format(p) for p in "qkv"]
+        edit_weights(src, lambda t: [x for x in t if x[0] not in names])
+        convert_refused(tmp, src, "{src}: has none of the tensors " + ", ".join(f"'{n}'" for n in names) +
+                        " (the weights do not match the configuration)")
+
+
 def errors():
     meta = fixture_json("models.json")
     with tempfile.TemporaryDirectory() as tmp:
@@ -228,6 +381,9 @@ def errors():
         warned = [l for l in r.stderr.splitlines() if l.startswith("ftx: warning:") and "attn_logit_softcapping" in l]
         if check(r.returncode == 0 and len(warned) == 1, f"unknown key: rc {r.returncode}, stderr {r.stderr!r}"):
             print(f"ok   errors unknown key: {warned[0]}")
+        for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
+                     test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it):
+            test(tmp)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ Usage: mcore_test.py {convert|legacy|errors}
   errors   a missing and a truncated .distcp, a .metadata naming a chunk outside its file, an
            unknown class in .metadata, chunks that do not cover a tensor, unsupported options
            (MoE, multi-latent attention, virtual pipeline; Megatron args and NeMo yaml), a zarr
-           checkpoint: exit 1, one line `ftx: error: <file>: ...`, no output folder.
+           checkpoint, a layer's linear_fc2 missing from legacy shards (B9: named so, not by its FT
+           file): exit 1, one line `ftx: error: <file>: ...`, no output folder.
 """
 import argparse
 import configparser
@@ -340,6 +341,18 @@ def test_errors():
         ck["args"].num_experts = 4
         torch.save(ck, shard)
         expect_error("legacy args.num_experts", "convert-megatron", leg, out, "args.num_experts = 4")
+
+        # B9: a tensor the configuration needs is named as the checkpoint names it (linear_fc2),
+        # not as the FT file it would become (dense_4h_to_h).
+        leg = os.path.join(tmp, "legacy_missing")
+        shutil.copytree(os.path.join(FIX, "classic", "megatron", "tp1pp1", "legacy"), leg)
+        shard = os.path.join(leg, ITER, "mp_rank_00", "model_optim_rng.pt")
+        ck = torch.load(shard)
+        del ck["model"]["decoder.layers.1.mlp.linear_fc2.weight"]
+        torch.save(ck, shard)
+        expect_error("B9 legacy missing linear_fc2", "convert-megatron", leg, out,
+                     f"ftx: error: {leg}: has no tensor 'decoder.layers.1.mlp.linear_fc2.weight' "
+                     "(the weights do not match the configuration)\n")
 
         d, it = fresh("zarr")
         with open(os.path.join(it, "metadata.json"), "w") as f:

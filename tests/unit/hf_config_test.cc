@@ -1,12 +1,14 @@
 // config.json's rotary settings as transformers 4.x and 5.x write them (lib/convert/hf_config.h):
-// read from every place, refused where places disagree or the type is not one ftx computes; and
-// the key tables against man/ftx-convert-hf.1, which prints them.
+// read from every place, refused where places disagree or the type is not one ftx computes; the
+// typed keys (lib/convert/hf_common.h), refused in config.json's own names; and the key tables
+// against man/ftx-convert-hf.1, which prints them.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "formats/error.h"
+#include "lib/convert/hf_common.h"
 #include "lib/convert/hf_config.h"
 
 namespace ftx {
@@ -72,6 +74,97 @@ TEST(HfConfig, RopeRefusalsNameTheKeyAndValue) {
             std::string::npos);
   EXPECT_NE(error_of(json::parse(R"({"rope_parameters": {"rope_type": "default", "factor": 4.0}})")).find("factor"),
             std::string::npos);
+}
+
+// longrope (Phi-3's; "su" is its 4.x name) and the others ftx does not compute are refused by their
+// type, before the fields that come with them (long_factor, beta_fast) could be blamed.
+TEST(HfConfig, R3_UnsupportedRopeTypeIsRefusedByItsName) {
+  const std::string longrope = R"({"rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1], "long_factor": [2, 2],
+                                                     "original_max_position_embeddings": 64, "factor": 2.0}})";
+  EXPECT_EQ(error_of(json::parse(longrope)),
+            "config.json: rope_scaling.rope_type = 'longrope' is not supported (supported: linear, llama3)");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"type": "su", "short_factor": [1, 1], "long_factor": [2, 2]}})")),
+            "config.json: rope_scaling.type = 'su' is not supported (supported: linear, llama3)");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32,
+                                                         "original_max_position_embeddings": 64}})")),
+            "config.json: rope_parameters.rope_type = 'yarn' is not supported (supported: linear, llama3)");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})")),
+            "config.json: rope_parameters.rope_type = 'dynamic' is not supported (supported: linear, llama3)");
+  // A field ftx does not read beside a type it computes is still named.
+  EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"rope_type": "linear", "factor": 2.0, "foo": 1}})")),
+            "config.json: rope_scaling.foo = 1 is not supported (ftx reads rope_type, rope_theta, "
+            "partial_rotary_factor, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)");
+}
+
+template <class F>
+std::string key_error(F read) {
+  try {
+    read();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A key that is present with the wrong JSON type says so, in every typed reading of config.json.
+TEST(HfConfig, R18_WrongTypeSaysSo) {
+  const json j = json::parse(R"({"hidden_size": "64", "n_embd": 64.0, "head_dim": "8", "rms_norm_eps": "1e-5",
+                                 "hidden_act": 1, "absent_ok": null})");
+  EXPECT_EQ(key_error([&] { hf::dim_key(j, "hidden_size", "c/config.json"); }),
+            "c/config.json: hidden_size = \"64\" is not an integer");
+  EXPECT_EQ(key_error([&] { hf::dim_key(j, "n_embd", "c/config.json"); }), "c/config.json: n_embd = 64.0 is not an integer");
+  EXPECT_EQ(key_error([&] { hf::dim_key_any(j, {"n_embed", "hidden_size"}, "c"); }),
+            "c: hidden_size = \"64\" is not an integer");
+  EXPECT_EQ(key_error([&] { hf::int_or(j, "head_dim", 8, "c"); }), "c: head_dim = \"8\" is not an integer");
+  EXPECT_EQ(key_error([&] { hf::num_or(j, "rms_norm_eps", 1e-6, "c"); }), "c: rms_norm_eps = \"1e-5\" is not a number");
+  EXPECT_EQ(key_error([&] { hf::eps_or(j, "rms_norm_eps", 1e-6, "c"); }), "c: rms_norm_eps = \"1e-5\" is not a number");
+  EXPECT_EQ(key_error([&] { hf::str_or(j, "hidden_act", "silu", "c"); }), "c: hidden_act = 1 is not a string");
+  // Absent is "missing"; absent or null takes the default where there is one.
+  EXPECT_EQ(key_error([&] { hf::dim_key(j, "vocab_size", "c"); }), "c: missing integer key 'vocab_size'");
+  EXPECT_EQ(hf::int_or(j, "absent_ok", 7, "c"), 7);
+  EXPECT_EQ(hf::dim_or(j, "n_inner", 256, "c"), 256);
+}
+
+// Sizes are checked where config.json is read, in its key names (not FT's num_layer).
+TEST(HfConfig, R19_SizesAreCheckedInConfigJsonsNames) {
+  const json j = json::parse(R"({"num_hidden_layers": -1, "n_inner": 0, "vocab_size": 100000000,
+                                 "max_position_embeddings": -2})");
+  EXPECT_EQ(key_error([&] { hf::dim_key(j, "num_hidden_layers", "m/config.json"); }),
+            "m/config.json: num_hidden_layers = -1 is not a positive integer");
+  EXPECT_EQ(key_error([&] { hf::dim_or(j, "n_inner", 64, "c"); }), "c: n_inner = 0 is not a positive integer");
+  EXPECT_EQ(key_error([&] { hf::dim_key(j, "vocab_size", "c"); }),
+            "c: vocab_size = 100000000 is implausibly large (ftx's limit is 16777216)");
+  EXPECT_EQ(key_error([&] { hf::positions_or(j, "max_position_embeddings", "c"); }),
+            "c: max_position_embeddings = -2 is negative");
+  EXPECT_EQ(hf::positions_or(json::parse(R"({"max_position_embeddings": 0})"), "max_position_embeddings", "c"), 0);
+  // The rotary width, from partial_rotary_factor (or its older name), before it becomes rotary_dim.
+  const hf::HfRope tenth = hf::read_rope(json::parse(R"({"rotary_pct": 0.1})"), "c", kNeox);
+  EXPECT_EQ(key_error([&] { hf::rotary_dims(tenth, 16, "c"); }),
+            "c: rotary dimensions int(head size 16 x rotary_pct 0.1) = 1 is not an even number > 0");
+  EXPECT_EQ(hf::rotary_dims(hf::read_rope(json::object(), "c", kNeox), 16, "c"), 4);
+}
+
+// eps 0: transformers runs it, but a row whose variance is 0 (all zeros) then normalises to
+// 0 / sqrt(0) = NaN in ftx's norms as in torch's; refused in config.json's name.
+TEST(HfConfig, R34_NormEpsilonIsCheckedInConfigJsonsName) {
+  EXPECT_EQ(key_error([&] { hf::eps_or(json::parse(R"({"rms_norm_eps": 0})"), "rms_norm_eps", 1e-6, "e/config.json"); }),
+            "e/config.json: rms_norm_eps = 0 is not in (0, 1] (the norm divides by sqrt(variance + eps): with eps 0 a "
+            "row whose variance is 0, e.g. all zeros, becomes NaN)");
+  EXPECT_EQ(key_error([&] { hf::eps_or(json::parse(R"({"layer_norm_eps": -1e-5})"), "layer_norm_eps", 1e-5, "c"); }),
+            "c: layer_norm_eps = -1e-05 is not in (0, 1]");
+  EXPECT_EQ(hf::eps_or(json::parse(R"({"layer_norm_epsilon": 1e-6})"), "layer_norm_epsilon", 1e-5, "c"), 1e-6);
+  EXPECT_EQ(hf::eps_or(json::object(), "rms_norm_eps", 1e-6, "c"), 1e-6);
+}
+
+// A boolean given as a string (Python would read "false" as true) or a number is refused, not
+// taken as the default.
+TEST(HfConfig, R28_BooleanKeyOfAnotherTypeIsRefused) {
+  EXPECT_EQ(key_error([&] { hf::bool_or(json::parse(R"({"tie_word_embeddings": "false"})"), "tie_word_embeddings", false, "c"); }),
+            "c: tie_word_embeddings = \"false\" is not a boolean (true or false)");
+  EXPECT_EQ(key_error([&] { hf::bool_or(json::parse(R"({"attention_bias": 0})"), "attention_bias", false, "c"); }),
+            "c: attention_bias = 0 is not a boolean (true or false)");
+  EXPECT_TRUE(hf::bool_or(json::parse(R"({"tie_word_embeddings": null})"), "tie_word_embeddings", true, "c"));
+  EXPECT_FALSE(hf::bool_or(json::parse(R"({"tie_word_embeddings": false})"), "tie_word_embeddings", true, "c"));
 }
 
 TEST(HfConfig, UnknownKeysAreListed) {

@@ -42,12 +42,12 @@ TEST(RopeScaling, Llama3KeepsHighDividesLowAndBlendsBetween) {
 }
 
 TEST(RopeScaling, OtherTypesAreRefusedByName) {
-  EXPECT_EQ(rope_scaling_from_name("default", "x"), RopeScalingType::kNone);
+  EXPECT_EQ(rope_scaling_from_name("default", "x", "k"), RopeScalingType::kNone);
   try {
-    rope_scaling_from_name("yarn", "config.json");
+    rope_scaling_from_name("yarn", "config.json", "rope_scaling.rope_type");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'yarn'"), std::string::npos) << e.what();
+    EXPECT_STREQ(e.what(), "config.json: rope_scaling.rope_type = 'yarn' is not supported (supported: linear, llama3)");
   }
 }
 
