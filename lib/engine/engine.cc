@@ -10,6 +10,7 @@
 //   engine_memory.cc    the KV pool and the workspaces: sizing, a fixed budget, reserve()
 #include "lib/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <utility>
 
 #include "formats/error.h"
+#include "lib/engine/sliding_window.h"
 #include "lib/model/ft_weight_layout.h"
 
 namespace ftx {
@@ -88,18 +90,13 @@ float Engine::kv_scale(int64_t l) const {
   return ops::kv_is_quantized(be_.kv_dtype()) ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
 }
 
-void Engine::check_position(int64_t pos) const {
+void Engine::check_positions(int64_t first, int64_t last) const {
   // A learned position table has max_pos_seq_len rows: a later position would read past it.
-  if (w_.wpe && pos >= cfg_.max_pos_seq_len)
-    throw Error("position " + std::to_string(pos) + " is beyond the model's position table (max_pos_seq_len " +
-                std::to_string(cfg_.max_pos_seq_len) + ")");
-  // A sliding-window model (Mistral) attends to its last sliding_window positions only. A circular
-  // cache of at most that length (--memory-len) computes that; attending further would be another model.
-  const int64_t w = cfg_.sliding_window;
-  if (w > 0 && pos >= w && !(memory_len_ > 0 && memory_len_ <= w))
-    throw Error("position " + std::to_string(pos) + " is beyond the model's sliding attention window (config.ini " +
-                "sliding_window = " + std::to_string(w) + "); run with --memory-len " + std::to_string(w) +
-                " to attend to exactly the last " + std::to_string(w) + " positions, as the model does");
+  if (w_.wpe && last >= cfg_.max_pos_seq_len)
+    throw Error("position " + std::to_string(std::max(first, cfg_.max_pos_seq_len)) +
+                " is beyond the model's position table (max_pos_seq_len " + std::to_string(cfg_.max_pos_seq_len) + ")");
+  const int64_t beyond = first_position_beyond_window(cfg_.sliding_window, memory_len_, first, last);
+  if (beyond >= 0) throw Error(beyond_window_message(beyond, cfg_.sliding_window));
 }
 
 }  // namespace ftx

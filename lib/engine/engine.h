@@ -66,6 +66,7 @@ class Engine {
   // Tokens a row can hold as callers count them: a prefix prompt's slots are extra, its marker counts one.
   int64_t max_seq() const { return max_seq_ - max_prefix_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
+  int64_t sliding_window() const { return cfg_.sliding_window; }
   int64_t hidden() const { return H_; }
   int64_t row_length(int64_t row) const {
     const kv::BlockTable& t = kv_->table(row);
@@ -136,7 +137,9 @@ class Engine {
  private:
   Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& weights, ops::Backend& backend,
          EngineOptions options, const dist::ParallelGroups* groups = nullptr);
-  void check_position(int64_t pos) const;
+  // Positions first..last of one row, about to run: each must exist in the model (its learned
+  // position table, its sliding window); the error names the first that does not.
+  void check_positions(int64_t first, int64_t last) const;
   float kv_scale(int64_t l) const;  // KvCache::scale of this stage's cache layer l
 
   // ---- prefill and append (engine_append.cc)

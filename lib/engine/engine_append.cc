@@ -70,7 +70,7 @@ void Engine::append_rows(const std::vector<std::vector<int32_t>>& tokens, const 
       FTX_CHECK(end <= max_seq_, "", "row " + std::to_string(row) + " would hold " + std::to_string(end) +
                                          " tokens, more than the KV cache's " + std::to_string(max_seq_));
     }
-    check_position(end - 1 - t.prefix);
+    check_positions(t.slots - t.prefix, end - 1 - t.prefix);
     n[b] = static_cast<int64_t>(p.size());
   }
   if (wraps) {

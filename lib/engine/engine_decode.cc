@@ -25,7 +25,7 @@ void Engine::decode(const std::vector<int32_t>& tokens, const std::vector<int32_
               "decode: row " + std::to_string(row) + " reached the KV cache length " + std::to_string(max_seq_));
     slots[i] = static_cast<int32_t>(t.slots);
     positions[i] = static_cast<int32_t>(t.slots - t.prefix);  // a prefix takes slots, not positions
-    check_position(positions[i]);
+    check_positions(positions[i], positions[i]);
   }
   FTX_CHECK(n <= rows_, "", "decode of " + std::to_string(n) + " rows exceeds the reserved " + std::to_string(rows_));
   prepare_writes(cache_rows, std::vector<int64_t>(static_cast<size_t>(n), 1));

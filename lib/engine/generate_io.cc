@@ -1,5 +1,6 @@
 #include "lib/engine/generate_io.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "formats/error.h"
 #include "formats/output_file.h"
+#include "lib/engine/sliding_window.h"
 #include "lib/util/closest_match.h"
 
 namespace ftx {
@@ -306,6 +308,17 @@ bool PromptReader::read_next() {
       throw Error(where + ": " + std::to_string(r.decode.input_ids.size()) + " prompt tokens + " +
                   std::to_string(r.decode.max_new_tokens) + " new tokens = " + std::to_string(total) +
                   " exceeds the model's max_pos_seq_len " + std::to_string(limits_.max_positions));
+    if (r.session.empty()) {
+      // Positions 0 .. the last new token's but one (the last is never fed); a session's round
+      // starts after its context, which the scheduler checks.
+      const int64_t n = static_cast<int64_t>(r.decode.input_ids.size());
+      const int64_t last = n - 1 + std::max<int64_t>(r.decode.max_new_tokens - 1, 0);
+      const int64_t beyond = first_position_beyond_window(limits_.sliding_window, limits_.memory_len, 0, last);
+      if (beyond >= 0)
+        throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
+                    " new tokens run through position " + std::to_string(last) + "; " +
+                    beyond_window_message(beyond, limits_.sliding_window));
+    }
     try {
       check_decode_request(r.decode, limits_.vocab_size);
     } catch (const Error& e) {

@@ -33,6 +33,8 @@ struct RequestDefaults {
 struct PromptLimits {
   int64_t vocab_size = 0;
   int64_t max_positions = 0;  // learned/sinusoidal position tables: prompt + new tokens; 0: none
+  int64_t sliding_window = 0;  // config.ini sliding_window (sliding_window.h); 0: none
+  int64_t memory_len = 0;      // --memory-len (0: none)
 };
 
 enum class PromptFormat {
@@ -47,7 +49,9 @@ const std::vector<std::string>& request_fields();
 
 // Streams requests from a prompt file ("-": standard input) one line at a time, so memory does not
 // grow with the input. Every error names the file, the line and the prompt number: an id outside
-// the vocabulary, an empty prompt (without start_id), a prompt too long for the position table,
+// the vocabulary, an empty prompt (without start_id), a prompt too long for the position table or
+// (outside sessions, whose positions start after their context) for a sliding window without
+// --memory-len,
 // a malformed or unknown JSON field, a value outside FT's range (check_decode_request).
 // A final empty line is ignored. An end_id outside the vocabulary is a warning (once per value):
 // FT runs such requests, they simply never stop on it.

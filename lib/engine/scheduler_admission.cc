@@ -13,6 +13,7 @@
 
 #include "formats/error.h"
 #include "lib/engine/scheduler_plan.h"
+#include "lib/engine/sliding_window.h"
 
 namespace ftx {
 
@@ -60,6 +61,12 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
     context = s.context;
     if (s.slot >= 0) cached = s.cached;
   }
+  // The positions this round runs: its tokens' after the context's, and each new token's but the
+  // last (never fed).
+  const int64_t first = static_cast<int64_t>(context.size());
+  const int64_t last = first + static_cast<int64_t>(ids.size()) - 1 + std::max<int64_t>(r.decode.max_new_tokens - 1, 0);
+  const int64_t beyond = first_position_beyond_window(engine_.sliding_window(), opt_.memory_len, first, last);
+  if (beyond >= 0) throw Error(who + ": " + beyond_window_message(beyond, engine_.sliding_window()));
   context.insert(context.end(), ids.begin(), ids.end());
   const int64_t need = static_cast<int64_t>(context.size()) + r.decode.max_new_tokens;
   if (opt_.max_seq_len > 0 && opt_.memory_len == 0 && need > opt_.max_seq_len)

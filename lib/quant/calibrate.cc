@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -101,8 +102,15 @@ ActRanges calibrate(const std::string& tp1_dir, const HostModel& model,
   EngineOptions eo;
   eo.prefix_cache = false;
   // A sliding-window model (Mistral) attends to the last sliding_window positions: a circular cache
-  // of that length computes exactly that for samples longer than the window.
+  // of that length computes exactly that for samples longer than the window (generate would
+  // refuse them without --memory-len; calibration says that it runs the model's own attention).
   eo.memory_len = cfg.sliding_window;
+  if (cfg.sliding_window > 0 && longest > cfg.sliding_window && !options.quiet)
+    std::fprintf(stderr,
+                 "ftx smoothquant: calibration samples of up to %lld tokens attend over the model's sliding window "
+                 "of %lld positions (config.ini sliding_window), as generate --memory-len %lld runs them\n",
+                 static_cast<long long>(longest), static_cast<long long>(cfg.sliding_window),
+                 static_cast<long long>(cfg.sliding_window));
   Engine engine(weights, rec, comm, eo);
   engine.reserve(1, longest, longest);
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));

@@ -22,11 +22,12 @@ Usage: hf5_test.py {engine|generate|layouts|errors}
             weights) is one `ftx: error:` line naming config.json and the key, with no output;
             mistral without --memory-len is refused at its first position beyond the window; a NaN in
             the checkpoint, and a bf16 value beyond fp16's range converted with -t fp16, are refused
-            naming the tensor; a key ftx does not know draws a warning naming it. Cases R3 to B9,
+            naming the tensor; a key ftx does not know draws a warning naming it. Cases R3 to L15,
             each an exact message, exit 1 and nothing written: R3 (a rope type named
             before its fields), R18/R28 (a key of the wrong JSON type), R19/R34 (sizes and eps in
             config.json's names), B8 (an integer-typed weight), B9 (a missing tensor in the
-            checkpoint's name, every architecture).
+            checkpoint's name, every architecture), L15 (the sliding-window refusal naming the prompt
+            and the first position beyond the window).
 """
 import configparser
 import json
@@ -336,6 +337,41 @@ def test_B9_missing_tensor_named_as_the_checkpoint_names_it(tmp):
                         " (the weights do not match the configuration)")
 
 
+def test_L15_sliding_window_refusal_names_the_prompt(tmp):
+    """Mistral (sliding_window 6) without --memory-len: a request that would run position 6 is refused
+    before it runs, naming the file, line and prompt number and position 6 (the first beyond the
+    window), whether the prompt or its new tokens reach it; one that stays below runs. A session
+    round starting after its context is named by request and session."""
+    e = fixture_json("mistral", "expected.json")
+    folder = convert(os.path.join(FIX, "mistral", "safetensors"), os.path.join(tmp, "L15_mistral"), 1, "fp32")
+    tail = ("position 6 is beyond the model's sliding attention window (config.ini sliding_window = 6); run with "
+            "--memory-len 6 to attend to exactly the last 6 positions, as the model does")
+    nine, five = e["prompts"][2], e["prompts"][0]
+    for name, lines, want in (
+            ("prompt", ["", json.dumps({"ids": nine, "max_new_tokens": 1})],
+             "line 2 (prompt 1): 9 prompt tokens + 1 new tokens run through position 8; " + tail),
+            ("new tokens", [json.dumps({"ids": five, "max_new_tokens": 3})],
+             "line 1 (prompt 1): 5 prompt tokens + 3 new tokens run through position 6; " + tail)):
+        req, out = os.path.join(tmp, "L15.jsonl"), os.path.join(tmp, "L15_out.jsonl")
+        with open(req, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = run_ftx(["generate", "-m", folder, "--prompts", req, "--output", out, "--quiet", "--max-new-tokens", "1"])
+        if exact_error(r, f"L15 {name}", f"{req}: {want}", out):
+            print(f"ok   L15 {name}: {req}: {want}")
+    # 5 prompt tokens + 2 new tokens run positions 0..5: below the window, as the engine counts them.
+    got = generate_jsonl(folder, [{"ids": five, "max_new_tokens": 2}])
+    if got is not None and check(len(got[0]["output_ids"]) == 2, f"L15 below the window: {got}"):
+        print("ok   L15: 5 prompt tokens + 2 new tokens (positions 0 to 5) run without --memory-len")
+    req, out = os.path.join(tmp, "L15s.jsonl"), os.path.join(tmp, "L15s_out.jsonl")
+    with open(req, "w") as f:
+        f.write(json.dumps({"ids": five[:3], "max_new_tokens": 1, "session": "a"}) + "\n")
+        f.write(json.dumps({"ids": five[:4], "max_new_tokens": 1, "session": "a"}) + "\n")
+    r = run_ftx(["generate", "-m", folder, "--prompts", req, "--output", out, "--quiet", "--max-new-tokens", "1"])
+    want = 'ftx: error: request 2 (session "a"): ' + tail
+    if check(r.returncode == 1 and r.stderr.startswith(want), f"L15 session: exit {r.returncode}, {r.stderr!r}"):
+        print(f"ok   L15 session: {want}")
+
+
 def errors():
     meta = fixture_json("models.json")
     with tempfile.TemporaryDirectory() as tmp:
@@ -382,7 +418,8 @@ def errors():
         if check(r.returncode == 0 and len(warned) == 1, f"unknown key: rc {r.returncode}, stderr {r.stderr!r}"):
             print(f"ok   errors unknown key: {warned[0]}")
         for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
-                     test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it):
+                     test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it,
+                     test_L15_sliding_window_refusal_names_the_prompt):
             test(tmp)
 
 

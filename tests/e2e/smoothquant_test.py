@@ -17,7 +17,8 @@ Usage: smoothquant_test.py {reference|ranges|arch|gqa|errors|convert}
              smoothing): the smoothed folder gives the original's greedy tokens.
   gqa:       the Llama family (grouped-query and multi-query attention, SwiGLU, RMSNorm; convert-hf
              of tests/fixtures/hf5): ranges, smoothing and INT8 files as `reference`, at TP 1 and 2
-             (test_gqa says what).
+             (test_gqa says what); Q25: Mistral calibrated past its sliding window runs the
+             windowed model (ranges equal the windowed reference's, not full attention's) and says so.
   errors:    bad alpha, nothing to do, --format ft without alpha or for GPT-J, a gated FFN or
              multi-query attention, missing model, empty/malformed calibration data (a token id
              outside the vocabulary too), existing output: exit codes, one-line messages, no output.
@@ -518,6 +519,31 @@ def test_gqa():
                     lines = r.stderr.strip().splitlines()
                     check(r.returncode == 1 and len(lines) == 1 and text in lines[0] and not os.path.exists(out),
                           f"llama {args}: exit {r.returncode}, {r.stderr.strip()!r} (want one line with {text!r})")
+        test_Q25_calibration_runs_the_sliding_window(tmp)
+
+
+def test_Q25_calibration_runs_the_sliding_window(tmp):
+    """Mistral (sliding_window 6) calibrated on samples of up to 32 tokens: the ranges are those of
+    the model's windowed attention (float64 reference with the window, 1e-4) and not those of full
+    attention (the window changes them), and stderr says so in one line."""
+    import hf_arch_reference
+    calib, samples = calib_file(tmp, n=6, vocab=64, seed=25)
+    src = convert_hf5("mistral", os.path.join(tmp, "q25-ft"), 1)
+    rpath = os.path.join(tmp, "q25.json")
+    r = sq_ok(["-i", src, "-o", os.path.join(tmp, "q25-out"), "--calibrate-kv-cache", "--calib-data", calib,
+               "--calib-seq-len", "32", "--save-act-ranges", rpath])
+    longest = max(len(s[:32]) for s in samples)
+    note = (f"ftx smoothquant: calibration samples of up to {longest} tokens attend over the model's sliding window "
+            "of 6 positions (config.ini sliding_window), as generate --memory-len 6 runs them")
+    check(note in r.stderr.splitlines(), f"Q25: stderr does not say {note!r}: {r.stderr!r}")
+    cfg, W = hf_arch_reference.build(os.path.join(HF5, "mistral", "safetensors"))
+    check(cfg["sliding_window"] == 6, f"Q25: the mistral fixture's window is {cfg['sliding_window']}, not 6")
+    got = ranges_of(rpath)
+    compare_ranges("Q25 mistral, window 6", got, reference_ranges(cfg, W, [s[:32] for s in samples]))
+    full = reference_ranges(dict(cfg, sliding_window=0), W, [s[:32] for s in samples])
+    worst = max(rel_err(got[k][n].numpy(), full[k][n].numpy()) for k in full for n in "xy" if k in got)
+    check(worst > 1e-2, f"Q25: ranges with and without the window differ by only {worst:.3g}: the window is not exercised")
+    print(f"Q25: full attention would give ranges up to {worst:.3g} (relative) away; ftx calibrates the windowed model")
 
 
 def gqa_copies(tmp, src1, rpath, c, T0, R):
