@@ -23,15 +23,12 @@ if(FTX_HAVE_MPI)
     set_tests_properties(engine_generate_tp PROPERTIES FIXTURES_REQUIRED engine_models
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
     # The engine_tp_test gtest binary under two ranks: logits of TP=2 vs TP=1 (1e-5) and vs reference.
-    add_test(NAME engine_tp_mpi
-             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     $<TARGET_FILE:engine_tp_test>)
+    ftx_mpirun(mpirun 2)
+    add_test(NAME engine_tp_mpi COMMAND ${mpirun} $<TARGET_FILE:engine_tp_test>)
     set_tests_properties(engine_tp_mpi PROPERTIES FIXTURES_REQUIRED engine_models
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
     # Sessions and the circular cache at TP 2: the engine_session_test binary under two ranks.
-    add_test(NAME engine_session_mpi
-             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     $<TARGET_FILE:engine_session_test>)
+    add_test(NAME engine_session_mpi COMMAND ${mpirun} $<TARGET_FILE:engine_session_test>)
     set_tests_properties(engine_session_mpi PROPERTIES FIXTURES_REQUIRED engine_models
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
   endif()

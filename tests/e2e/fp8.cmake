@@ -16,9 +16,8 @@ endforeach()
 if(FTX_HAVE_MPI)
   find_program(FTX_MPIRUN NAMES mpirun mpiexec)
   if(FTX_MPIRUN)
-    add_test(NAME engine_fp8_mpi
-             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     $<TARGET_FILE:engine_fp8_test>)
+    ftx_mpirun(mpirun 2)
+    add_test(NAME engine_fp8_mpi COMMAND ${mpirun} $<TARGET_FILE:engine_fp8_test>)
     set_tests_properties(engine_fp8_mpi PROPERTIES FIXTURES_REQUIRED "engine_models;fp8_models"
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 600)
   endif()

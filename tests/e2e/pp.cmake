@@ -19,9 +19,8 @@ if(FTX_HAVE_MPI)
     endforeach()
     # The engine_pp_test gtest binary under 2 and 4 ranks: logits of every grid vs one rank (1e-5).
     foreach(np 2 4)
-      add_test(NAME engine_pp_mpi_${np}
-               COMMAND ${FTX_MPIRUN} -np ${np} --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                       -x FTX_FIXTURES=${FTX_FIXTURES} $<TARGET_FILE:engine_pp_test>)
+      ftx_mpirun(mpirun ${np} -x FTX_FIXTURES=${FTX_FIXTURES})
+      add_test(NAME engine_pp_mpi_${np} COMMAND ${mpirun} $<TARGET_FILE:engine_pp_test>)
       set_tests_properties(engine_pp_mpi_${np} PROPERTIES FIXTURES_REQUIRED pp_models ENVIRONMENT "${FTX_TEST_ENV}"
                            TIMEOUT 300 LABELS e2e)
     endforeach()

@@ -14,9 +14,8 @@ endforeach()
 if(FTX_HAVE_MPI)
   find_program(FTX_MPIRUN NAMES mpirun mpiexec)
   if(FTX_MPIRUN)
-    add_test(NAME engine_prompt_mpi
-             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     $<TARGET_FILE:engine_prompt_test>)
+    ftx_mpirun(mpirun 2)
+    add_test(NAME engine_prompt_mpi COMMAND ${mpirun} $<TARGET_FILE:engine_prompt_test>)
     set_tests_properties(engine_prompt_mpi PROPERTIES FIXTURES_REQUIRED "prompt_fx;engine_models"
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
   endif()

@@ -13,9 +13,8 @@ set_tests_properties(w8a8_e2e PROPERTIES FIXTURES_REQUIRED "engine_models;w8a8_m
 if(FTX_HAVE_MPI)
   find_program(FTX_MPIRUN NAMES mpirun mpiexec)
   if(FTX_MPIRUN)
-    add_test(NAME engine_w8a8_mpi
-             COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     $<TARGET_FILE:engine_w8a8_test>)
+    ftx_mpirun(mpirun 2)
+    add_test(NAME engine_w8a8_mpi COMMAND ${mpirun} $<TARGET_FILE:engine_w8a8_test>)
     set_tests_properties(engine_w8a8_mpi PROPERTIES FIXTURES_REQUIRED "engine_models;w8a8_models"
                          ENVIRONMENT "${FTX_TEST_ENV}" TIMEOUT 300)
   endif()
