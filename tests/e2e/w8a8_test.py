@@ -6,11 +6,14 @@ logits are checked by the engine_w8a8_test gtests):
   * generate's greedy output_ids equal the float64 emulation's greedy paths (expected.json) for
     per-tensor and --per-token --per-channel, on GPT-2, GPT-J, GPT-NeoX, BLOOM, OPT, SantaCoder
     (multi-query) and the Llama and Qwen2 checkpoints of tests/fixtures/hf5 (grouped-query
-    attention, SwiGLU, RMSNorm), and for FasterTransformer's files (--format ft) on GPT-2, BLOOM and
-    OPT, at TP 1 and at TP 2 under mpirun; --per-token alone, --per-channel alone and with
-    --int8-kv-cache run; on Llama and Qwen2, --int8-kv-cache with the folder's floating-point weights
-    and with --int8-mode 2 gives the emulation's tokens (tests/reference/int8_kv_reference.py), TP 1
-    and 2;
+    attention, SwiGLU, RMSNorm; and Llama with outlier channels in K and V, the model unchanged),
+    and for FasterTransformer's files (--format ft) on GPT-2, BLOOM and OPT, at TP 1 and at TP 2
+    under mpirun; --per-token alone, --per-channel alone and with --int8-kv-cache run;
+  * the INT8 KV cache on Qwen2 and the outlier Llama, where it changes greedy tokens:
+    --int8-kv-cache with the folder's floating-point weights and with --int8-mode 2 gives the
+    emulation's tokens (tests/reference/int8_kv_reference.py), TP 1 and 2, which differ from the
+    emulation's without the cache and from ftx's own run without --int8-kv-cache (so that a run
+    that ignored the flag fails);
   * eval-lambada --int8-mode 2 and chat --int8-mode 2 run;
   * bad input, each a one-line error with a non-zero exit and no output: a folder without the int8
     files (the missing file named), a folder smoothquant wrote with --calibrate-kv-cache only,
@@ -29,9 +32,11 @@ from e2e_util import check, finish, run_ftx as ftx  # noqa: E402
 
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 W8 = os.path.join(os.environ["FTX_FIXTURES"], "w8a8")
-MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "santacoder", "llama", "qwen2"]
-KV_MODES = {"int8_kv": ["--int8-kv-cache"], "w8a8_int8_kv": ["--int8-mode", "2", "--int8-kv-cache"]}
+MODELS = ["gpt2", "gptj", "gptneox", "bloom", "opt_post", "santacoder", "llama", "qwen2", "llama_kv_outliers"]
 MODES = {"per_tensor": [], "per_token_channel": ["--per-token", "--per-channel"]}
+# mode -> (generate's flags, expected.json's section of the same run without the INT8 KV cache)
+KV_MODES = {"int8_kv": (["--int8-kv-cache"], "float"),
+            "w8a8_int8_kv": (["--int8-mode", "2", "--int8-kv-cache"], "per_tensor")}
 FT_MODELS = ["gpt2", "bloom", "opt_post"]  # with FasterTransformer's files (OUT/NAME/ft, section "ft")
 
 
@@ -54,6 +59,24 @@ def expect_error(tmp, args, words, label):
           f"{label}: exit {r.returncode}, {r.stderr.strip()!r} (want one line with {words})")
 
 
+def check_kv_cache(tmp, m, exp, ids, mode, flags, without, mpi):
+    """generate with the INT8 KV cache gives the emulation's greedy tokens, which are not those of the
+    same run without it (the emulation's, and ftx's own): a run that ignored the flag fails."""
+    want, base = exp[mode]["tp1"]["greedy"], exp[without]["tp1"]["greedy"]
+    check(want != base, f"{m} {mode}: the emulation's tokens equal {without}'s ({base}): the INT8 KV cache changes "
+                        "nothing on this fixture, so the check could not fail")
+    plain = [f for f in flags if f != "--int8-kv-cache"]
+    # Per-tensor scales (the KV cache's, per-tensor W8A8's): each rank's slice is quantised to the
+    # values of the whole, so the TP-1 emulation is TP 2's too.
+    for tp in (1, 2) if mpi else (1,):
+        folder = os.path.join(W8, m, f"{tp}-gpu")
+        got = generate(tmp, folder, ids, flags, mpi=tp if tp > 1 else 0, mode=())
+        off = generate(tmp, folder, ids, plain, mpi=tp if tp > 1 else 0, mode=())
+        check(got == want, f"{m} {flags} tp{tp}: {got} != emulation {want}")
+        check(off == base, f"{m} {plain} tp{tp} (no --int8-kv-cache): {off} != emulation {base}")
+        check(got != off, f"{m} {flags} tp{tp}: the same tokens as without --int8-kv-cache ({off})")
+
+
 def main():
     tmp = tempfile.mkdtemp()
     try:
@@ -73,13 +96,9 @@ def main():
                     got = generate(tmp, os.path.join(W8, m, "ft", f"{tp}-gpu"), ids, [], mpi=tp if tp > 1 else 0)
                     want = exp["ft"][f"tp{tp}"]["greedy"]
                     check(got == want, f"{m} FT-format files tp{tp}: {got} != emulation {want}")
-            for mode, flags in KV_MODES.items():
-                # Per-tensor scales (the KV cache's, per-tensor W8A8's): each rank's slice is quantised
-                # to the values of the whole, so the TP-1 emulation is TP 2's too.
-                for tp in ((1, 2) if mpi and mode in exp else (1,) if mode in exp else ()):
-                    got = generate(tmp, os.path.join(W8, m, f"{tp}-gpu"), ids, flags, mpi=tp if tp > 1 else 0, mode=())
-                    want = exp[mode]["tp1"]["greedy"]
-                    check(got == want, f"{m} {flags} tp{tp}: {got} != emulation {want}")
+            for mode, (flags, without) in KV_MODES.items():
+                if mode in exp:
+                    check_kv_cache(tmp, m, exp, ids, mode, flags, without, mpi)
             print(f"{m}: W8A8 greedy tokens equal the emulation, per-tensor and per-token+per-channel"
                   f"{', FT-format files' if m in FT_MODELS else ''}{', INT8 KV cache' if 'int8_kv' in exp else ''}"
                   f", TP 1{' and 2' if mpi else ''}")
