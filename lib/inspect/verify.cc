@@ -22,9 +22,19 @@ std::string describe(DType dtype, const std::vector<int64_t>& shape) {
   return std::string(dtype_name(dtype)) + " " + shape_to_string(shape);
 }
 
+// The config.ini line the weights' dtype is read from, as written (FT's weight_data_type, else
+// TensorRT-LLM's storage_dtype; ModelConfig checks that the two agree), for the messages.
+std::string dtype_line(const IniFile& ini) {
+  for (const char* key : {"weight_data_type", "storage_dtype"})
+    for (const std::string& s : ini.sections())
+      if (ini.has(s, key)) return std::string(key) + " = " + ini.get(s, key);
+  return "no weight_data_type: fp32";
+}
+
 // What manifest.json says of a file, against itself and against config.ini (`implied`: the file's
 // place in config.ini's layout, or null): the record must be one a loader can trust.
-std::string record_problem(const FtManifestEntry& e, const FtWeightFile* implied, const ModelConfig& cfg) {
+std::string record_problem(const FtManifestEntry& e, const FtWeightFile* implied, const ModelConfig& cfg,
+                           const std::string& dtype_key) {
   if (e.bytes < -1) return "manifest.json records " + std::to_string(e.bytes) + " bytes";
   if (e.dtype && !e.shape.empty()) {
     int64_t n = 1;
@@ -39,8 +49,8 @@ std::string record_problem(const FtManifestEntry& e, const FtWeightFile* implied
   }
   if (!implied) return "";
   if (e.dtype && *e.dtype != cfg.weight_data_type)
-    return "manifest.json says " + std::string(dtype_name(*e.dtype)) + ", config.ini says " +
-           dtype_name(cfg.weight_data_type);
+    return "manifest.json says " + std::string(dtype_name(*e.dtype)) + ", config.ini " + dtype_key + " (" +
+           dtype_name(cfg.weight_data_type) + ")";
   if (!e.shape.empty() && e.shape != implied->shape)
     return "manifest.json says shape " + shape_to_string(e.shape) + ", config.ini implies " +
            shape_to_string(implied->shape);
@@ -60,7 +70,9 @@ int64_t FolderVerification::failed() const {
 
 FolderVerification verify_ft_folder(const std::string& dir, const std::function<void(const VerifiedFile&)>& on_file,
                                     bool with_data) {
-  const ModelConfig cfg = read_model_config(dir);
+  const IniFile ini = read_model_config_ini(dir);
+  const ModelConfig cfg = ModelConfig::from_ini(ini);
+  const std::string dtype_key = dtype_line(ini);
   FolderVerification out;
   auto report = [&](VerifiedFile v) {
     out.files.push_back(v);
@@ -92,7 +104,7 @@ FolderVerification verify_ft_folder(const std::string& dir, const std::function<
     const bool in_manifest = listed.count(e.file) > 0;
     if (!seen.insert(e.file).second) return "listed twice in manifest.json";
     if (in_manifest)
-      if (std::string p = record_problem(e, w, cfg); !p.empty()) return p;
+      if (std::string p = record_problem(e, w, cfg, dtype_key); !p.empty()) return p;
     const int64_t found = file_size(dir + "/" + e.file);
     if (!in_manifest && found < 0)
       return "missing (config.ini implies it: " + describe(cfg.weight_data_type, w->shape) + ", tensor_para_size " +
@@ -106,7 +118,7 @@ FolderVerification verify_ft_folder(const std::string& dir, const std::function<
       const int64_t want = w->numel() * static_cast<int64_t>(dtype_size(cfg.weight_data_type));
       if (found != want)
         return std::to_string(found) + " bytes, config.ini implies " + std::to_string(want) + " (" +
-               describe(cfg.weight_data_type, w->shape) + ")";
+               describe(cfg.weight_data_type, w->shape) + "; " + dtype_key + ")";
     } else if (ModelWeights::unexpected_file(e.file)) {
       return "config.ini describes no such tensor (num_layer " + std::to_string(cfg.num_layer) + ", tensor_para_size " +
              std::to_string(cfg.tensor_para_size) + "): ftx generate refuses the folder";

@@ -115,7 +115,7 @@ def test_logits(tmp):
         if os.path.exists(out):
             os.remove(out)
         r = ftx("generate", "-m", huge, "--input-ids", csv, "--max-new-tokens", "4", "--output", out, "--quiet",
-                "--return-log-probs", *extra)
+                "--return-log-probs", "--return-cum-log-probs", *extra)
         errs = error_lines(r)
         check(r.returncode == 1 and len(errs) == 1 and len(r.stderr.splitlines()) == 1,
               f"{name}: exit {r.returncode}, stderr {r.stderr.strip()!r} (one error line wanted)")
@@ -129,7 +129,11 @@ def test_logits(tmp):
             check(j.get("finish_reason") == "non_finite_logits" and j.get("output_ids") == []
                   and f"request {i + 1}: the logits of step 0" in j.get("error", ""),
                   f"{name}: result {i}: {j!r}")
-            check(all(x is not None for x in j.get("output_log_probs", [])), f"{name}: no null log probs: {j!r}")
+            # Nothing drawn, so no log probability: output_log_probs empty (present: asked for) and
+            # cum_log_prob a number, in the result and every beam (a NaN is written as null).
+            for res in [j] + j.get("beams", []):
+                check(res.get("output_log_probs") == [] and isinstance(res.get("cum_log_prob"), (int, float)),
+                      f"{name}: result {i}: log probs of nothing drawn, or null: {res!r}")
         print(f"{name}: {errs[0] if errs else '(no error)'}")
     # eval-lambada: the same overflow in an fp32 copy of the GPT-2-tokenizer model (its fp16 files
     # cannot hold a value that overflows fp32 arithmetic) is an error naming the first example.
@@ -260,7 +264,7 @@ def test_verify(tmp):
         sd = re.search(r"^storage_dtype = (\w+)", ini, re.M).group(1)
         edits[f"storage_dtype = {sd}"] = "storage_dtype = " + ("float16" if other == "fp16" else "float32")
     d = edited_copy(good, os.path.join(tmp, "dtype"), edits)
-    verify_fails("dtype edit", d, "config.ini")
+    verify_fails("dtype edit", d, f"config.ini weight_data_type = {other}")
     # E-16: tensor_para_size 2: the .1 files config.ini implies are missing; they are not "listed in manifest.json".
     d = edited_copy(good, os.path.join(tmp, "tp2"), {"tensor_para_size = 1": "tensor_para_size = 2"})
     r = ftx("inspect", "--verify", d)
