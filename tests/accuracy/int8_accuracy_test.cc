@@ -27,6 +27,7 @@
 #include "lib/engine/engine.h"
 #include "lib/engine/model_weights.h"
 #include "lib/engine/runtime.h"
+#include "lib/model/model_dir.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace ftx {
@@ -73,7 +74,8 @@ RuntimeOptions fp8_mode(bool gemms, bool kv_cache) {
 // agreement 0.9899 and mean KL 1.81e-4 (max 5.3e-3): E4M3's 3 mantissa bits round a value near a
 // tensor's amax more coarsely than int8's 127 steps do; the FP8 KV cache 0.9963 and 1.76e-5; both
 // 0.9914 and 2.00e-4 (0.9911 before the tile prefill kernel): floors 0.98 and 1e-3 with FP8 GEMMs,
-// 0.99 and 1e-4 for the cache alone (INT8 KV's).
+// 0.99 and 1e-4 for the cache alone (INT8 KV's). An fp32 head would pass --int8-lm-head's floors
+// too (weight-only alone does): Int8LmHeadComputesWithTheInt8Table checks that the head is INT8.
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
@@ -269,6 +271,114 @@ TEST(Int8Accuracy, TrainedGpt2HeldOut) {
                 static_cast<long long>(only_a0), static_cast<long long>(only_a05), z);
     EXPECT_LE(z, 3.0) << "alpha 0.5 loses significantly more top-1 positions than alpha 0";
   }
+}
+
+// A float32 file of n values in the folder.
+std::vector<float> read_floats(const std::string& path, size_t n) {
+  std::vector<float> v(n);
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float))))
+    throw Error(path + ": cannot read " + std::to_string(n) + " float32 values");
+  return v;
+}
+
+// The lm_head table [V, H] as FT's weight-only INT8 holds it, dequantised (tests/reference/
+// int8_reference.py quantize_columns, each vocabulary row one column of the transposed table):
+// scale = max|row| / 128 in fp32, q = round(w / scale) half away from zero, clamped to [-128, 127].
+std::vector<double> int8_rows(const std::vector<float>& table, int64_t V, int64_t H) {
+  std::vector<double> q(table.size());
+  for (int64_t v = 0; v < V; ++v) {
+    const float* row = table.data() + v * H;
+    float amax = 0;
+    for (int64_t k = 0; k < H; ++k) amax = std::max(amax, std::fabs(row[k]));
+    const float scale = amax > 0 ? amax / 128.0f : 1.0f;
+    for (int64_t k = 0; k < H; ++k) {
+      const double x = static_cast<double>(row[k] / scale);
+      const double r = std::clamp(std::copysign(std::floor(std::fabs(x) + 0.5), x), -128.0, 127.0);
+      q[static_cast<size_t>(v * H + k)] = r * static_cast<double>(scale);
+    }
+  }
+  return q;
+}
+
+// --int8-lm-head in effect, which the floors above cannot tell (weight-only with its fp32 head is
+// within them). Both runs share the weight-only body; at the last token of each held-out window the
+// engine's own last-layer output (context_embeddings of a one-token append) goes through the final
+// layernorm in float64 and then through the fp32 table (W) and the INT8 one (Q). The fp32 head's
+// logits must be h·W within kHeadTol of the row's largest |logit| (the emulation follows the engine),
+// the INT8 head's h·Q within kHeadTol, and h·Q must lie well beyond kHeadTol from h·W (the check
+// could not pass an fp32 head).
+TEST(Int8Accuracy, Int8LmHeadComputesWithTheInt8Table) {
+  constexpr double kHeadTol = 1e-4;  // fp32 GEMM and layernorm against float64
+  const std::string root = fixture_dir();
+  ASSERT_TRUE(std::ifstream(root + "/DONE")) << root << "/DONE missing: run the ctest setup trained_gpt2_fixtures";
+  const std::string dir = root + "/ft/1-gpu";
+  const ModelConfig cfg = read_model_config(dir);
+  ASSERT_TRUE(cfg.tied_embeddings && !cfg.has_lm_head_bias && cfg.weight_data_type == DType::kFloat32);
+  const int64_t V = cfg.vocab_size, H = cfg.hidden();
+  const std::vector<float> wte = read_floats(dir + "/model.wte.bin", static_cast<size_t>(V * H));
+  const std::vector<float> gamma = read_floats(dir + "/model.final_layernorm.weight.bin", static_cast<size_t>(H));
+  const std::vector<float> beta = read_floats(dir + "/model.final_layernorm.bias.bin", static_cast<size_t>(H));
+  const std::vector<double> q = int8_rows(wte, V, H);
+
+  auto windows = held_out_windows(dir, root + "/hf/heldout.txt");
+  windows.resize(std::min<size_t>(windows.size(), 8));
+  const int64_t B = static_cast<int64_t>(windows.size());
+  std::vector<int32_t> rows(static_cast<size_t>(B));
+  std::vector<std::vector<int32_t>> heads, lasts;
+  for (int64_t b = 0; b < B; ++b) {
+    rows[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    const auto& w = windows[static_cast<size_t>(b)];
+    heads.emplace_back(w.begin(), w.end() - 1);
+    lasts.push_back({w.back()});
+  }
+  double int8_effect = 0;  // the largest |h·Q - h·W| relative to the row's largest |h·W|
+  for (const bool int8_head : {false, true}) {
+    SCOPED_TRACE(int8_head ? "--int8-lm-head" : "weight-only, fp32 head");
+    Runner r(dir, int8_mode(1, false, int8_head));
+    ASSERT_EQ(r.engine->vocab_size(), V);
+    r.engine->reserve(B, kWindow, B * kWindow);
+    std::vector<float> logits(static_cast<size_t>(B * V)), emb;
+    r.engine->prefill(heads, rows, logits.data());
+    r.engine->append(lasts, rows, logits.data(), &emb);
+    ASSERT_EQ(emb.size(), static_cast<size_t>(B * H));
+    double worst = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const float* x = emb.data() + b * H;
+      double mean = 0, var = 0;
+      for (int64_t k = 0; k < H; ++k) mean += x[k];
+      mean /= static_cast<double>(H);
+      for (int64_t k = 0; k < H; ++k) var += (x[k] - mean) * (x[k] - mean);
+      var /= static_cast<double>(H);
+      std::vector<double> h(static_cast<size_t>(H));
+      for (int64_t k = 0; k < H; ++k)
+        h[static_cast<size_t>(k)] = (x[k] - mean) / std::sqrt(var + cfg.layernorm_eps) * gamma[k] + beta[k];
+      std::vector<double> hw(static_cast<size_t>(V)), hq(static_cast<size_t>(V));
+      double top = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        double sw = 0, sq = 0;
+        for (int64_t k = 0; k < H; ++k) {
+          sw += h[static_cast<size_t>(k)] * wte[static_cast<size_t>(v * H + k)];
+          sq += h[static_cast<size_t>(k)] * q[static_cast<size_t>(v * H + k)];
+        }
+        hw[static_cast<size_t>(v)] = sw;
+        hq[static_cast<size_t>(v)] = sq;
+        top = std::max(top, std::fabs(sw));
+      }
+      const std::vector<double>& want = int8_head ? hq : hw;
+      for (int64_t v = 0; v < V; ++v) {
+        worst = std::max(worst, std::fabs(logits[static_cast<size_t>(b * V + v)] - want[static_cast<size_t>(v)]) / top);
+        int8_effect = std::max(int8_effect, std::fabs(hq[static_cast<size_t>(v)] - hw[static_cast<size_t>(v)]) / top);
+      }
+    }
+    std::printf("%s: logits within %.3g of the emulation's (relative to the row's largest |logit|; tolerance %.0e)\n",
+                int8_head ? "--int8-lm-head, INT8 table" : "weight-only, fp32 table", worst, kHeadTol);
+    EXPECT_LE(worst, kHeadTol) << "the logits are not the final hidden state times the "
+                               << (int8_head ? "INT8" : "fp32") << " lm_head table";
+  }
+  std::printf("the INT8 table moves the logits by up to %.3g of the row's largest |logit|\n", int8_effect);
+  EXPECT_GT(int8_effect, 10 * kHeadTol) << "the INT8 and fp32 tables give logits within the tolerance: the check "
+                                           "could not tell an fp32 head";
 }
 
 }  // namespace
