@@ -18,7 +18,6 @@ struct TarEntry {
   uint64_t size = 0;    // data bytes (0 for folders and links)
   char type = '0';      // tar typeflag: '0' file, '5' folder, '1'/'2' link, ...
   bool is_file() const { return type == '0'; }
-  bool is_dir() const { return type == '5'; }
 };
 
 class TarArchive {

@@ -61,7 +61,6 @@ class PromptReader : public RequestSource {
                PromptLimits limits);
   const Request* peek() override;
   Request take() override;
-  int64_t requests_read() const { return next_index_; }
   // p-tuning (prompt_tables.h): each request's task is its JSON "task" (a name or an id; null for
   // none), else default_task (-1: none). "virtual_tokens": N prepends the task's first N virtual
   // ids (start_id .. start_id + N - 1); ids may also give them explicitly (FT's way). Virtual ids

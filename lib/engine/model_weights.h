@@ -63,10 +63,9 @@ class ModelWeights {
   const ModelConfig& config() const { return config_; }
   int rank() const { return rank_; }  // TP rank
   int tp() const { return tp_; }
-  // layers[i] is model layer first_layer() + i; the stage holds the embeddings / the head.
+  // layers[i] is model layer first_layer() + i; has_embeddings(): the stage holds the embeddings.
   int64_t first_layer() const { return first_layer_; }
   bool has_embeddings() const { return has_embeddings_; }
-  bool has_head() const { return has_head_; }
 
   ops::Weight wte;                   // [V, H]
   const float* wpe = nullptr;

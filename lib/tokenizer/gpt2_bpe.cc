@@ -42,12 +42,6 @@ void Gpt2BpeTokenizer::load_merges() {
   }
 }
 
-std::vector<int32_t> Gpt2BpeTokenizer::encode_piece(std::string_view piece) const {
-  std::vector<int32_t> ids;
-  bpe_->append_piece(piece, &ids);
-  return ids;
-}
-
 std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view utf8) const {
   std::vector<int32_t> out;
   out.reserve(utf8.size() / 3 + 4);  // English runs at about 4 bytes per token

@@ -29,9 +29,6 @@ class Gpt2BpeTokenizer : public Tokenizer {
   std::string source() const override { return vocab_path_ + " + " + merges_path_; }
   std::string folder() const override;
 
-  // The BPE of one pre-tokenized piece (exposed for tests).
-  std::vector<int32_t> encode_piece(std::string_view piece) const;
-
  private:
   void load_merges();
 

@@ -16,11 +16,6 @@ struct BlockTable {
   // the keys of the slots written since (PrefixCache::chain).
   uint64_t chain = 0;
   std::vector<int32_t> open;
-
-  // Index into `blocks` of slot s.
-  static int64_t block_of(int64_t slot, int64_t block_size, int64_t ring) {
-    return (ring > 0 ? slot % ring : slot) / block_size;
-  }
 };
 
 }  // namespace ftx::kv
