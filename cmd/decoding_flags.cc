@@ -156,7 +156,7 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
                  "(FT's behaviour); --end-id sets another\n",
                  (f.end_id >= 0 ? std::string("--end-id") : f.model_dir + "/config.ini").c_str(), s.end_id,
                  static_cast<long long>(cfg.vocab_size));
-  // FT's interactive limits (ft-runtime §2.11): a learned position table bounds a session, and a
+  // FT's interactive limits: a learned position table bounds a session, and a
   // memory shorter than the session is worth a warning (older tokens drop out of attention).
   if (cfg.position == PositionEmbedding::kLearned && f.session_len > cfg.max_pos_seq_len) {
     std::fprintf(stderr, "ftx: warning: --session-len %lld exceeds the model's max_pos_seq_len %lld; using %lld\n",

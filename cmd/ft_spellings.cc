@@ -29,7 +29,7 @@ struct Spelling {
 constexpr const char* kConverters = "convert-hf convert-megatron convert-nemo";
 constexpr const char* kDecoders = "generate chat eval-lambada";
 
-// FT's converters (spec ft-format.md §6) and example scripts, TensorRT-LLM's converters.
+// FT's converters and example scripts, TensorRT-LLM's converters.
 const Spelling kSpellings[] = {
     {kConverters, "-saved_dir --saved_dir -saved-dir --output-dir --output_dir", Action::kAccept, "-o", true, ""},
     {kConverters, "-in_file --in_file -in-file --input-dir --input_dir --ckpt-dir --ckpt_dir", Action::kAccept, "-i", true, ""},
@@ -164,7 +164,7 @@ std::string nearest_flag(const CLI::App& sub, const std::string& name) {
 }
 
 // gpt_gemm batch_size beam_width max_input_len head_number size_per_head inter_size vocab_size
-// data_type [tensor_para_size] [is_append] (spec ft-runtime.md §1.1). With fewer than the eight it
+// data_type [tensor_para_size] [is_append] (FT's gpt_gemm). With fewer than the eight it
 // needs, the flags the given ones stand for and the names of the missing ones.
 [[noreturn]] void gpt_gemm_positional(const std::vector<std::string>& args) {
   static const char* kFlags[] = {"--batch-size", "--beam-width", "--max-input-len", "--head-num", "--size-per-head",

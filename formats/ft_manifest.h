@@ -1,5 +1,5 @@
 #pragma once
-// manifest.json beside an FT folder's files (ftx's converters write it; spec ft-format.md): for
+// manifest.json beside an FT folder's files (ftx's converters write it; docs/ft-layout.md): for
 // each file its tensor, rank, dtype, shape, size and CRC-32. Loaders check sizes against it and
 // checksums where that is cheap; `ftx inspect --verify` checks everything.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// GEMM algorithm search on the current GPU (ft-runtime.md §1.3), for `ftx gemm-tune`. Plain C++
+// GEMM algorithm search on the current GPU (as FT's gpt_gemm searches), for `ftx gemm-tune`. Plain C++
 // interface (no CUDA types) so lib/ and cmd/ can include it; only built when CUDA is.
 //
 // Per problem:

@@ -25,7 +25,7 @@ struct SideTensor {
 struct ConversionPlan {
   ModelConfig cfg;
   std::vector<TensorJob> jobs;
-  // Converter-specific keys FT's converter writes in the config section (§2.2), after to_ini()'s.
+  // Converter-specific keys FT's converter writes in the config section, after to_ini()'s.
   std::vector<std::pair<std::string, std::string>> extra_ini;
   std::vector<std::pair<std::string, std::string>> text_files;  // output name -> content (args.txt)
   std::vector<std::pair<std::string, Storage>> copy_files;      // output name -> bytes (tokenizer)

@@ -1,5 +1,5 @@
-// HuggingFace GPT-J, GPT-NeoX, BLOOM, OPT and XGLM (spec ft-format.md §2.2, §3.2, §3.3, §3.6,
-// §7.5, §7.6; ft-runtime.md §3). config.json -> ModelConfig, source names -> FT names through the
+// HuggingFace GPT-J, GPT-NeoX, BLOOM, OPT and XGLM into the FT layout (docs/ft-layout.md).
+// config.json -> ModelConfig, source names -> FT names through the
 // layout tables of layout_table.cc, plus the tensors FT's converters compute from several sources:
 //  * GPT-J, OPT, XGLM: q_proj, k_proj, v_proj -> one fused [H, 3H] query_key_value (and bias);
 //  * GPT-NeoX with use_parallel_residual: mlp.attention.bias.sum = (attention.dense.bias +
@@ -87,7 +87,7 @@ ModelConfig gptj_config(const json& j, const std::string& origin) {
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kInterleaved;
   // rotary_dim null means the whole head (HF GPTJAttention); FT's converter writes "None" there,
-  // which FT's GetInteger cannot read, so ftx writes the number (§7.5).
+  // which FT's GetInteger cannot read, so ftx writes the number.
   c.rotary_dim = int_or(j, "rotary_dim", c.size_per_head, origin);
   FTX_CHECK(c.rotary_dim > 0 && c.rotary_dim <= c.size_per_head && c.rotary_dim % 2 == 0, origin,
             "rotary_dim = " + std::to_string(c.rotary_dim) + " is not an even number in [2, " +
@@ -310,7 +310,7 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
     }
     TensorView t = s.t;
     if (model_type == "opt" && n == "embed_positions.weight") {
-      // OPTLearnedPositionalEmbedding: row = position + 2; FT stores rows [2:] (§3.6).
+      // OPTLearnedPositionalEmbedding: row = position + 2; FT stores rows [2:].
       FTX_CHECK(t.shape.size() == 2 && t.shape[0] > 2, s.origin, "embed_positions has shape " + shape_to_string(t.shape));
       t.offset += 2 * (t.strides.empty() ? t.shape[1] : t.strides[0]);
       t.shape[0] -= 2;
@@ -369,7 +369,7 @@ ConversionPlan plan_hf_arch(const ConvertOptions& opt, const std::string& model_
                 "word_embed_proj_dim " + std::to_string(wp) + " vs hidden_size " + std::to_string(H) +
                     ": project_in/project_out must exist exactly when they differ");
       if (pin) {
-        // inputs: project_in(embed_tokens[id]); logits: embed_tokens · project_out(h) (§3.6).
+        // inputs: project_in(embed_tokens[id]); logits: embed_tokens · project_out(h).
         plan.jobs.push_back(replicated_job("model.wte", matmul_tensor(emb->t, pin->t, true, "model.wte"),
                                            emb->origin + " x " + pin->origin + "^T"));
         plan.jobs.push_back(replicated_job("model.lm_head.weight",

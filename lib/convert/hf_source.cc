@@ -1,6 +1,6 @@
 // HuggingFace source adapter: config.json + pytorch_model.bin / *.safetensors (sharded or not).
 // model_type gpt2 (Conv1D weights, [in, out]) and gpt_bigcode (StarCoder: nn.Linear, multi-query),
-// plus the SantaCoder variant (q_attn + kv_attn Conv1D, multi-query). Spec §3.6, §4. The other
+// plus the SantaCoder variant (q_attn + kv_attn Conv1D, multi-query). The other
 // architectures (gptj, gpt_neox, bloom, opt, xglm) are planned by hf_arch_source.cc.
 #include <map>
 
@@ -56,14 +56,14 @@ ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_
   FTX_CHECK(H % c.head_num == 0, cfg_path,
             "n_embd " + std::to_string(H) + " is not a multiple of n_head " + std::to_string(c.head_num));
   c.size_per_head = H / c.head_num;
-  // FT's huggingface_gpt_convert.py writes 4*n_embd and ignores n_inner; ftx uses n_inner (§7).
+  // FT's huggingface_gpt_convert.py writes 4*n_embd and ignores n_inner; ftx uses n_inner.
   c.inter_size = dim_or(j, "n_inner", 4 * H, cfg_path);
   c.num_layer = dim_key(j, "n_layer", cfg_path);
   c.vocab_size = dim_key(j, "vocab_size", cfg_path);
   c.max_pos_seq_len = dim_key(j, "n_positions", cfg_path);
   c.start_id = hf::token_id_or(j, "bos_token_id", 50256, cfg_path);
   c.end_id = hf::token_id_or(j, "eos_token_id", 50256, cfg_path, &plan.warnings);
-  // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5 (§7.3).
+  // Written always: FT's default would be 1e-6, HF GPT-2's is 1e-5.
   c.layernorm_eps = hf::eps_or(j, "layer_norm_epsilon", 1e-5, cfg_path);
   c.activation = hf::activation_key(j, "activation_function", "gelu_new", cfg_path);
   // Attention scores as GPT2Attention / GPTBigCodeAttention compute them by default: / sqrt(d).
@@ -116,7 +116,7 @@ ConversionPlan plan_hf_gpt2(const ConvertOptions& opt, const std::string& model_
     FTX_CHECK(by_name.count("lm_head.weight"), folder, "tie_word_embeddings is false but there is no lm_head.weight");
   plan.source_names = checkpoint_names(layout, std::move(prefixes));
 
-  // FT huggingface_gpt_convert.py writes these keys; TL adds the HF config's own (§2.2).
+  // FT huggingface_gpt_convert.py writes these keys; TL adds the HF config's own.
   for (auto& kv : j.items()) {
     if (kv.key().empty() || kv.key()[0] == '_') continue;
     const json& v = kv.value();

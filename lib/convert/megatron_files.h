@@ -1,5 +1,5 @@
 #pragma once
-// Megatron-LM checkpoint folders (spec §3.8, §4): the iteration folder a path names, and its
+// Megatron-LM checkpoint folders: the iteration folder a path names, and its
 // tensor x pipeline shard files (mp_rank_XX[_YYY] or tp_rank_XX_pp_rank_YYY). Shared by the
 // legacy GPT adapter (megatron_source.cc) and the Megatron Core one (mcore_source.cc).
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Megatron-LM GPT source adapter (spec §3.6-§3.8, §4): folder resolution, TP x PP shards,
+// Megatron-LM GPT source adapter: folder resolution, TP x PP shards,
 // checkpoint_version QKV orders, args (or --head-num / --trained-tensor-parallel-size for v0).
 #include <algorithm>
 #include <cstdio>

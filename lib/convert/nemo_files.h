@@ -1,5 +1,5 @@
 #pragma once
-// The members of a .nemo (spec ft-format.md §4), whether a tar / tar.gz archive or its extracted
+// The members of a .nemo, whether a tar / tar.gz archive or its extracted
 // folder, by relative name ("model_config.yaml", "mp_rank_00/model_weights.ckpt", ...). Shared by
 // the NeMo model converter and the prompt-learning converter.
 #include <memory>

@@ -1,4 +1,4 @@
-// NeMo GPT source adapter (spec §3.6, §4): a .nemo archive (tar or tar.gz) or its extracted folder;
+// NeMo GPT source adapter: a .nemo archive (tar or tar.gz) or its extracted folder;
 // model_config.yaml decides sizes, bias, activation (swiglu -> gated FFN), normalization
 // (layernorm1p), position embedding (learned / rope) and TP x PP; tokenizer files are copied.
 #include <algorithm>

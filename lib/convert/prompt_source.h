@@ -1,5 +1,5 @@
 #pragma once
-// NeMo prompt-learning checkpoints (spec ft-format.md §4 "Prompt .nemo", ft-runtime.md §6) and the
+// NeMo prompt-learning checkpoints and the
 // two forms they are served in: TensorRT-LLM's .npy table and FT's model.prompt_table.<task>.weight.bin
 // files with config.ini's [task_K] sections.
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // Collects the tensors of a tensor+pipeline-parallel training checkpoint (Megatron, NeMo) under
-// global names and turns them into TensorJobs through a layout table (spec §3.7, §3.8).
+// global names and turns them into TensorJobs through a layout table.
 #include <map>
 #include <string>
 #include <vector>

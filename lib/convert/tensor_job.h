@@ -1,7 +1,7 @@
 #pragma once
 // One output tensor of a conversion: which source shards it is built from and how (transpose, QKV
 // reorder, swiglu half, layernorm1p), how the training TP shards merge into the full tensor, and
-// how the full tensor is split over the inference TP ranks (spec ft-format.md §3.1, §3.6, §3.7).
+// how the full tensor is split over the inference TP ranks (docs/ft-layout.md#splitting-over-tp-ranks).
 // Every converter reduces to a list of these; run_tensor_job is the only place that moves numbers.
 #include <cstdint>
 #include <functional>
@@ -45,7 +45,7 @@ struct TensorJob {
   float add = 0.f;                 // added to every element (NeMo layernorm1p weights)
   // Last-axis segments of each shard (after the steps above). Merging concatenates segment k of
   // every shard; the column split cuts every `split` segment into tp parts and copies the others
-  // whole onto every rank (multi-query K and V, §3.4). Empty = one split segment.
+  // whole onto every rank (multi-query K and V). Empty = one split segment.
   // For QKV: 3 equal split segments. For MQA [Q | K | V]: {H split, d whole, d whole}.
   int segments = 0;                       // number of equal segments per shard (0 = use seg_sizes)
   std::vector<int64_t> seg_weights;       // with `segments`: relative widths (GQA [Q | K | V]: {n/g, 1, 1})

@@ -1,5 +1,5 @@
 #pragma once
-// One beam-search step for one request (FT OnlineBeamSearchLayer, spec ft-runtime §2.8): each live
+// One beam-search step for one request (FT OnlineBeamSearchLayer): each live
 // beam proposes its 2K best tokens by log-softmax + the beam's cum log prob; a finished beam
 // proposes only end_id at log prob 0. The K best candidates by
 //   cum / len^len_penalty + diversity_rate * (candidate index mod K)

@@ -54,7 +54,7 @@ struct DecodeRequest {
   int64_t virtual_id_end = 0;
 };
 
-// FT's limits (ft-runtime §2.1, §2.4): top-k kernels take at most 1024 candidates, beam kernels 64
+// FT's limits: top-k kernels take at most 1024 candidates, beam kernels 64
 // beams.
 constexpr int64_t kMaxTopK = 1024;
 constexpr int64_t kMaxBeamWidth = 64;

@@ -1,6 +1,6 @@
 #pragma once
-// The per-row logit pipeline that runs before sampling or beam search (FT DynamicDecodeLayer order,
-// spec ft-runtime §2.3 steps 2-5): bad-words ban, temperature, repetition/presence penalty,
+// The per-row logit pipeline that runs before sampling or beam search (FT DynamicDecodeLayer
+// order): bad-words ban, temperature, repetition/presence penalty,
 // min_length. Each stage is a free function so tests can check its exact effect.
 #include <cstdint>
 #include <vector>
@@ -14,7 +14,7 @@ using TokenWords = std::vector<std::vector<int32_t>>;
 // True when `history` ends with the first `n` tokens of `word` (n <= word.size()).
 bool ends_with_prefix(const std::vector<int32_t>& history, const std::vector<int32_t>& word, size_t n);
 
-// Bad words (§2.6): a one-token word is always banned; an n-token word bans its last token only when
+// Bad words: a one-token word is always banned; an n-token word bans its last token only when
 // the row's history (prompt + generated, already following beam parents) ends with its first n-1
 // tokens. Banned logits become -inf. Id 0 and ids outside [0, vocab) are never banned (FT kernel).
 // The id that `word` bans given `history` (the rule of ban_bad_words), or -1 when it bans none.
@@ -23,7 +23,7 @@ int32_t banned_by_word(const std::vector<int32_t>& history, const std::vector<in
 void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& history,
                    const TokenWords& bad_words);
 
-// Temperature (§2.3 step 3): l * (1 / (T + 1e-6)), skipped when T == 1.
+// Temperature: l * (1 / (T + 1e-6)), skipped when T == 1.
 void apply_temperature(float* logits, int64_t vocab, double temperature);
 
 // Repetition (l < 0 ? l * p : l / p) or presence (l - p) penalty over the distinct ids of `history`
@@ -46,7 +46,7 @@ void replace_nan(float* logits, int64_t vocab);
 // is a token that can never be drawn (a ban), which a caller may set; it is not an overflow.
 bool overflowed(const float* logits, int64_t vocab);
 
-// min_length (§2.3 step 5): end_id's logit becomes -FLT_MAX while generated < min_length.
+// min_length: end_id's logit becomes -FLT_MAX while generated < min_length.
 void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t generated,
                       int64_t min_length);
 

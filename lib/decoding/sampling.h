@@ -1,13 +1,13 @@
 #pragma once
-// Drawing one token from a row of processed logits (FT TopKSamplingLayer / TopPSamplingLayer,
-// spec ft-runtime §2.4 and §2.7). Selection uses partial sorts: O(vocab) per row plus a sort of
+// Drawing one token from a row of processed logits (FT TopKSamplingLayer / TopPSamplingLayer).
+// Selection uses partial sorts: O(vocab) per row plus a sort of
 // only the candidates actually needed.
 #include <cstdint>
 #include <vector>
 
 namespace ftx::decoding {
 
-// How a request samples, after FT's combination rules (§2.4).
+// How a request samples, after FT's combination rules.
 struct SamplingMode {
   enum Kind { kTopK, kTopP } kind = kTopK;
   int64_t top_k = 1;   // kTopK: candidates (greedy is top-k with k = 1)

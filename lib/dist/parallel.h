@@ -1,5 +1,5 @@
 #pragma once
-// FasterTransformer's rank grid for tensor (TP) × pipeline (PP) parallelism (ft-runtime.md §2.11b):
+// FasterTransformer's rank grid for tensor (TP) × pipeline (PP) parallelism:
 // world rank r is TP rank r mod T of pipeline stage r / T, so the T ranks of a stage are adjacent
 // (one node's GPUs under mpirun's default by-slot mapping) and stages span nodes.
 //

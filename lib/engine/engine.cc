@@ -1,6 +1,6 @@
 // Making an Engine (one TP rank of one pipeline stage): the check that the weights are this
 // rank's, the attention's shape, the limits a position must keep. See engine.h for the contract
-// and ft-runtime.md §3 for the math. The engine's other rooms:
+// and docs/runtime.md for the math. The engine's other rooms:
 //   engine_append.cc    prefill() and append(): new tokens after the rows' ends, as one batch
 //   engine_decode.cc    decode(): one token per row, a step the backend may replay
 //   engine_forward.cc   the model's math: embedding, the decoder stack, final norm and lm_head

@@ -16,7 +16,7 @@
 // Logits are computed only on one rank (TP rank 0 of the last pipeline stage) and delivered to
 // world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM.
 //
-// Pipeline parallelism (ft-runtime.md §2.11b): the engine of stage p holds only its layers' weights
+// Pipeline parallelism: the engine of stage p holds only its layers' weights
 // and KV cache. Every call (prefill, append, decode, copy_rows, release_rows, reserve) is made by
 // every rank with the same arguments, so every rank's block tables and prefix cache stay the same;
 // stage 0 embeds the tokens, each stage runs its layers and sends the hidden

@@ -1,8 +1,8 @@
-// The model's math on this rank (ft-runtime.md §3): the embedding (with p-tuning's virtual
+// The model's math on this rank (docs/runtime.md#the-models-math): the embedding (with p-tuning's virtual
 // tokens), the decoder stack, the final norm and the lm_head. One code path for every
 // architecture; ModelConfig selects the blocks.
 //
-// Tensor parallelism (ft-format.md §1, §3): QKV and FFN-in are column-parallel (this rank's heads /
+// Tensor parallelism: QKV and FFN-in are column-parallel (this rank's heads /
 // inter columns), attention.dense and FFN-out are row-parallel, so each rank holds a partial sum
 // that one all-reduce completes. Row-parallel biases are replicated and added once, after the
 // all-reduce, except GPT-NeoX with parallel residual, whose `mlp.attention.bias.sum` file holds

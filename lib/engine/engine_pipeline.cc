@@ -1,4 +1,4 @@
-// Pipeline parallelism (ft-runtime.md §2.11b; see engine.h): the rows of a call go through the
+// Pipeline parallelism (see engine.h): the rows of a call go through the
 // stages in micro-batches; a stage sends micro-batch m on and goes on with m+1 while the next stage
 // works on m. The last stage keeps every micro-batch's logits on the device and sends them to world
 // rank 0 once, after the last micro-batch: a send per micro-batch could deadlock with blocking sends
@@ -20,7 +20,7 @@ int64_t Engine::micro_batch_rows(int64_t n) const {
 
 // FT halves inter-stage traffic with TP: each TP rank sends only its 1/T slice of the hidden
 // states to its peer of the next stage, which all-gathers the slices within its TP group
-// (ft-runtime.md §2.11b). Used when the slices divide evenly; else every rank sends everything.
+// (as FT does). Used when the slices divide evenly; else every rank sends everything.
 bool Engine::sliced_transfer(int64_t n) const {
   const int T = par_.layout().tp;
   return T > 1 && (n * H_) % T == 0;

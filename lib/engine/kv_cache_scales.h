@@ -1,6 +1,6 @@
 #pragma once
-// The INT8 KV cache's per-layer scales in an FT folder (--int8-kv-cache; ft-format.md §3.5,
-// ft-runtime.md §4.2). TensorRT-LLM takes a layer's KV-cache scale from its QKV GEMM's calibrated
+// The INT8 KV cache's per-layer scales in an FT folder (--int8-kv-cache). TensorRT-LLM takes a
+// layer's KV-cache scale from its QKV GEMM's calibrated
 // output range: kv_quant_orig = scale_y_quant_orig = max|QKV output| / 127, one fp32 value per
 // layer in `model.layers.L.attention.query_key_value.scale_y_quant_orig.bin`, written by
 // `ftx smoothquant --calibrate-kv-cache` (or --alpha). The value is per tensor, so every TP rank

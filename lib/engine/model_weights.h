@@ -2,7 +2,7 @@
 // ModelWeights: one TP rank's tensors of an FT model folder (`OUT/N-gpu/`), checked and loaded
 // onto a backend. Under pipeline parallelism a rank loads only its stage's layers (and the
 // embeddings on the first stage, the final layernorm and lm_head on the last) from the same folder:
-// PP needs no other layout (ft-format.md §1).
+// PP needs no other layout.
 //
 // Weight matrices (the QKV, dense and FFN weights, the embedding table and lm_head) are held in the
 // backend's weight dtype: fp32 on the CPU (an fp16/bf16 file takes 2x its size in memory, and

@@ -1,5 +1,5 @@
 #pragma once
-// Prompt learning at run time (ft-runtime.md §6, p-tuning, prompt_learning_type 3): every task's
+// Prompt learning at run time (p-tuning, prompt_learning_type 3): every task's
 // table of virtual-token embeddings, held once for the run. A request names a task; an input id
 // v >= start_id of that request is a virtual token, embedded as row v - start_id of the task's table
 // at its real position (FT's start_id_embedding_position_lookups).

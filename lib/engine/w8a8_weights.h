@@ -1,10 +1,10 @@
 #pragma once
 // SmoothQuant W8A8 weights (--int8-mode 2): the layer GEMMs of a `ftx smoothquant` folder read from
 // its int8 files instead of the smoothed floating-point matrices beside them, with the scales each
-// runtime mode needs (ft-runtime.md §4.2). TensorRT-LLM's files (ft-format.md §3.5, its weight.py):
+// runtime mode needs (docs/ft-layout.md#quantization-side-files). TensorRT-LLM's files (its weight.py):
 // per-tensor activations take scale_x_orig_quant, scale_y_accum_quant[.col] and scale_y_quant_orig;
 // per-token ones scale_w_quant_orig[.col]; per-channel picks the `.col` weights and scales.
-// FasterTransformer's OPT files (ft-format.md §3.1, per-tensor only): scale, scale_inter and
+// FasterTransformer's OPT files (per-tensor only): scale, scale_inter and
 // scale_out in those three roles. Each TP rank reads its own rank's weight files.
 #include <cstdint>
 #include <string>

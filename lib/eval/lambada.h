@@ -1,8 +1,8 @@
 #pragma once
-// LAMBADA evaluation (ft-runtime.md §5) of a model on one engine, both protocols at once:
-//  * last-token accuracy (Triton backend's evaluate_lambada.py, §5.1): the whole text is
+// LAMBADA evaluation (docs/runtime.md#lambada) of a model on one engine, both protocols at once:
+//  * last-token accuracy (Triton backend's evaluate_lambada.py): the whole text is
 //    tokenized, the label is its last token, the context all tokens before it;
-//  * whole-word accuracy (FT's lambada_task_example.py, §5.2): the label is " " + the last
+//  * whole-word accuracy (FT's lambada_task_example.py): the label is " " + the last
 //    whitespace-separated word, the context the text before it, stripped; correct when greedy
 //    decoding reproduces every label token.
 // Plus the label's log-likelihood given the context (teacher forcing), for perplexity.

@@ -1,5 +1,5 @@
 #pragma once
-// gemm_config.in, FasterTransformer's tuned-GEMM file (ft-runtime.md §1.4-1.5), read and written
+// gemm_config.in, FasterTransformer's tuned-GEMM file (docs/runtime.md#gemm-tunes-gemms), read and written
 // byte-compatibly so FT deployments can use what `ftx gemm-tune` writes.
 //
 // Layout: line 1 is a header that FT skips with one fgets (so it must stay under 1023 bytes); then

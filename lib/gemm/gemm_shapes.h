@@ -1,5 +1,5 @@
 #pragma once
-// The GEMMs a GPT decoder runs, as FasterTransformer's gpt_gemm lists them (ft-runtime.md §1.2):
+// The GEMMs a GPT decoder runs, as FasterTransformer's gpt_gemm lists them (docs/runtime.md#gemm-tunes-gemms):
 // 11 per batch size, context phase (0-5) and decode phase (6-10). gemm-tune times exactly these and
 // gemm_config.in records them, so the list (and its quirks) must match FT's to the integer.
 #include <cstdint>

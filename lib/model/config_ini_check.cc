@@ -1,6 +1,6 @@
 // config.ini checked as a whole (see config_ini_check.h). Two passes: each key on its own (type,
 // range, a key given twice), then the facts that several key sets state (FT's, TensorRT-LLM's,
-// ftx's: spec ft-format.md §2), which must agree.
+// ftx's: docs/ft-layout.md#configini), which must agree.
 #include "lib/model/config_ini_check.h"
 
 #include <cerrno>

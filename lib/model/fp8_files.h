@@ -11,7 +11,7 @@
 // and per layer model.layers.L.attention.kv_cache_scaling_factor, fp32 [1], once. TensorRT-LLM's
 // names for the three per-tensor scales (its FP8 GPT checkpoints: attention.qkv, attention.dense,
 // mlp.fc, mlp.proj .activation_scaling_factor / .weights_scaling_factor, attention.
-// kv_cache_scaling_factor), on FT's GEMM names as its INT8 files are (ft-format.md §3.5).
+// kv_cache_scaling_factor), on FT's GEMM names as its INT8 files are.
 #include <cstdint>
 #include <string>
 

@@ -59,7 +59,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
   }
 
-  // Prompt tables (§3.1): p-tuning [len, H] replicated; prefix [layers, 2, n/T, len, d] per rank.
+  // Prompt tables: p-tuning [len, H] replicated; prefix [layers, 2, n/T, len, d] per rank.
   for (const PromptTask& t : cfg.prompt.tasks) {
     if (cfg.prompt.type == PromptLearningType::kPTuning)
       l.repl("model.prompt_table." + t.name + ".weight", {t.length, H});

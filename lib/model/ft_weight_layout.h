@@ -1,6 +1,6 @@
 #pragma once
 // Every file of an FT model folder (`OUT/N-gpu/`) for a ModelConfig and an inference TP size, with
-// the shape each file holds (spec ft-format.md §3). The converters write exactly this list and the
+// the shape each file holds (docs/ft-layout.md). The converters write exactly this list and the
 // engine checks and loads exactly this list, so the two cannot drift apart.
 #include <cstdint>
 #include <string>
@@ -26,11 +26,11 @@ struct FtWeightFile {
 
 // Files in a deterministic order: top-level tensors, then layer 0, 1, ...; split tensors once per
 // rank (rank 0 .. tp-1). Calls cfg.validate(tp, "config") first, so bad TP sizes are an Error.
-//  * GPT family (gpt, bloom, opt, xglm, gpt_bigcode), §3.1: wpe when the position table is stored,
+//  * GPT family (gpt, bloom, opt, xglm, gpt_bigcode): wpe when the position table is stored,
 //    wte, optional lm_head (required when !tied_embeddings), pre/post decoder layernorms, per layer
-//    input/post-attention layernorms, fused QKV [H, 3H/T] (multi-query §3.4: [H, H/T + 2d]),
+//    input/post-attention layernorms, fused QKV [H, 3H/T] (multi-query: [H, H/T + 2d]),
 //    attention.dense, mlp (+ `mlp.dense_h_to_4h.gate.*` for gated activations), biases when has_bias.
-//  * GPT-J §3.2 and GPT-NeoX §3.3.
+//  * GPT-J and GPT-NeoX: their own lists (no position table, an lm_head always).
 std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp);
 
 // QKV output columns held by one rank: 3H/T, or H/T + 2d for multi-query.
@@ -38,8 +38,8 @@ int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp);
 
 // True for the INT8 side files `ftx smoothquant` writes beside the weights of a layer GEMM (a
 // gated FFN's gate projection included) (TensorRT-LLM's `*.weight.int8[.col].R.bin`, `*.scale_{x_orig_quant,w_quant_orig,y_accum_quant,
-// y_quant_orig}[.col][.R].bin`; FasterTransformer's `*.scale{,_inter,_out}.bin`, ft-format.md
-// §3.1, §3.5). The floating-point loader ignores them; the INT8 modes read them.
+// y_quant_orig}[.col][.R].bin`; FasterTransformer's `*.scale{,_inter,_out}.bin`). The
+// floating-point loader ignores them; the INT8 modes read them.
 bool ft_is_int8_side_file(const std::string& file_name);
 
 // True for SwiGLU/GeGLU: the FFN has a second (gate) h_to_4h projection.

@@ -1,6 +1,6 @@
 // ModelConfig <-> config.ini.
 //
-// Three key sets share one section ([gpt], [gptj] or [gptneox]; spec ft-format.md §2, §7.2):
+// Three key sets share one section ([gpt], [gptj] or [gptneox]; docs/ft-layout.md#configini):
 //  * FT/Triton keys, as FT's readers want them: model_name, head_num, size_per_head, inter_size,
 //    num_layer, vocab_size, start_id, end_id, max_pos_seq_len, weight_data_type, tensor_para_size,
 //    layernorm_eps, layernorm_type, activation_type, has_positional_encoding,
@@ -453,7 +453,7 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "end_id", std::to_string(end_id));
   ini.set(s, "weight_data_type", ft_dtype(weight_data_type));
   ini.set(s, "tensor_para_size", std::to_string(tensor_para_size));
-  // Always written: FT falls back to 1e-6 when it is absent (spec §7.3).
+  // Always written: FT falls back to 1e-6 when it is absent.
   ini.set(s, "layernorm_eps", fmt_double(layernorm_eps));
   if (arch == Architecture::kGptJ || arch == Architecture::kGptNeoX) {
     ini.set(s, "rotary_embedding", std::to_string(rotary_dim));

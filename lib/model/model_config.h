@@ -31,7 +31,7 @@ Architecture architecture_from_name(const std::string& s);  // Error listing the
 const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh" for ftx
 Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
 
-// Prompt learning (ft-runtime.md §6): config.ini's num_tasks, prompt_learning_start_id,
+// Prompt learning: config.ini's num_tasks, prompt_learning_start_id,
 // prompt_learning_type and [task_K] task_name, prompt_length. Task K's table is
 // model.prompt_table.<name>.weight.bin (p-tuning) or model.prefix_prompt.<name>.weight.R.bin (prefix).
 enum class PromptLearningType { kNone = 0, kSoftPrompt = 1, kPrefixPrompt = 2, kPTuning = 3 };

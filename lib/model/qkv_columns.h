@@ -1,6 +1,6 @@
 #pragma once
 // The output columns of a fused QKV matrix, [Q | K | V], and how each of the three is spread over
-// TP ranks (ft-format.md §3.1, §3.4): multi-head [H | H | H] and grouped-query [n·d | g·d | g·d]
+// TP ranks: multi-head [H | H | H] and grouped-query [n·d | g·d | g·d]
 // split every segment (a rank holds its query heads and its K/V heads side by side); multi-query
 // [H | d | d] splits Q and keeps the one K/V head whole on every rank. A rank's columns are the
 // concatenation of its part of each segment, as the converters write QKV and its bias. Any other

@@ -93,7 +93,7 @@ struct KvCache {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
   // kInt8 only: the layer's kv_quant_orig, TensorRT-LLM's per-tensor INT8 KV-cache scale (the QKV
-  // GEMM's calibrated scale_y_quant_orig = max|QKV output| / 127, ft-runtime.md §4.2; the same for
+  // GEMM's calibrated scale_y_quant_orig = max|QKV output| / 127; the same for
   // K and V and on every TP rank). Stored: quantize_kv(x, 1/scale); read: q · scale.
   // kFloat8E4M3: the layer's kv_cache_scaling_factor (max |K|, |V| / 448, fp8_export.h). Stored:
   // quantize_kv_fp8(x, 1/scale); read: dequantize_kv_fp8(q, scale).
@@ -417,7 +417,7 @@ class Backend : public decoding::LogitsDevice {
 //     (cuBLASLt: scale_a = s_x, scale_b = s_w, fp32 D).
 // Bias and activation follow as for any GEMM.
 
-// ALiBi slopes for all `num_heads` heads (ft-runtime.md §3.1): n2 = largest power of two ≤ heads;
+// ALiBi slopes for all `num_heads` heads (BLOOM's): n2 = largest power of two ≤ heads;
 // h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).
 std::vector<float> alibi_slopes(int64_t num_heads);
 

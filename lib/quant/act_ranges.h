@@ -1,6 +1,6 @@
 #pragma once
 // Activation ranges of SmoothQuant calibration, per GEMM of every layer, as TensorRT-LLM's
-// capture_activation_range records them (ft-runtime.md §4.2): "x" max |input| per input channel,
+// capture_activation_range records them: "x" max |input| per input channel,
 // "y" max |output| per output column, "w" max |W| per output column (clipped at 1e-8). Keys are the
 // FT names of the GEMMs: model.layers.L.{attention.query_key_value, attention.dense,
 // mlp.dense_h_to_4h, mlp.dense_4h_to_h}. Saved and read as JSON (--save-act-ranges, --act-ranges).

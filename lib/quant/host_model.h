@@ -43,7 +43,7 @@ ConversionPlan plan_host_model(const HostModel& model, int64_t tp);
 // The same, moving the tensors out of `model` (one copy of the weights in memory, not two).
 ConversionPlan plan_host_model(HostModel&& model, int64_t tp);
 
-// How a full FT tensor is split over TP ranks (ft-format.md §1).
+// How a full FT tensor is split over TP ranks (docs/ft-layout.md#splitting-over-tp-ranks).
 OutSplit ft_split_of(const std::string& name);
 
 // The last-axis segments of a column-parallel tensor `name` of `cols` columns: QKV's [Q, K, V]

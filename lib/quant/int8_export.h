@@ -1,5 +1,5 @@
 #pragma once
-// TensorRT-LLM's SmoothQuant / INT8 KV-cache files (ft-format.md §3.5; TensorRT-LLM
+// TensorRT-LLM's SmoothQuant / INT8 KV-cache files (TensorRT-LLM
 // examples/gpt/utils/convert.py `generate_int8` + `write_int8`), computed from the full smoothed
 // weights as they are stored (rounded to the output dtype) and the full-tensor ranges, then split
 // per TP rank as write_int8 splits them:
@@ -22,7 +22,7 @@
 namespace ftx::quant {
 
 // FasterTransformer's OPT W8A8 files (FT examples/pytorch/gpt/utils/huggingface_opt_convert.py
-// `quantize`, ft-format.md §3.1 "int8 modes"): per-tensor scales from the ranges' maxima and the
+// `quantize`): per-tensor scales from the ranges' maxima and the
 // stored weight's max |W| (clipped at 1e-8; QKV: one per Q, K, V):
 //  * weight.int8.R: round-half-even(W · 127/max|W|), split like the weight;
 //  * scale = 127/max|x| (QKV: 3 equal values), scale_inter = (127/max|y|)/(scale·127/max|W|)

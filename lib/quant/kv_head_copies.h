@@ -1,7 +1,7 @@
 #pragma once
 // `ftx smoothquant -g T` of a grouped-query model with fewer key/value heads g than ranks: each K/V
 // head is copied to the T/g ranks whose query heads use it, as convert-hf writes such a folder
-// (TensorRT-LLM's dup_kv_weight; ft-format.md §3.1). The copies are exact, so calibration and
+// (TensorRT-LLM's dup_kv_weight). The copies are exact, so calibration and
 // smoothing are those of the model as read; copying after them repeats QKV's K and V columns in
 // the weight, the bias and the GEMM's ranges (y and w per column), and every scale derived from
 // them (maxima over Q, K or V, or per column) is what the copied model would give.

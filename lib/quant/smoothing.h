@@ -1,5 +1,5 @@
 #pragma once
-// SmoothQuant smoothing (ft-runtime.md §4.2; TensorRT-LLM smoothquant.py `smooth_gemm`): per input
+// SmoothQuant smoothing (TensorRT-LLM smoothquant.py `smooth_gemm`): per input
 // channel j of a GEMM that reads a layernorm's output,
 //   s_j = max|x_j|^α / max_i|W_ji|^(1−α), clamped at ≥ 1e-5 (max over the GEMM's output columns),
 // the layernorm's γ and β divided by s, the GEMM's weight rows multiplied by s: LN(x)·W is

@@ -1,7 +1,7 @@
 #pragma once
 // `ftx smoothquant`: calibrate an FT folder with ftx's engine, smooth it (optional), and write a
 // complete FT folder OUT/<tp>-gpu/ with the smoothed floating-point weights and TensorRT-LLM's
-// INT8 files beside them (ft-runtime.md §4.2, ft-format.md §3.5), and with --fp8 its FP8 files
+// INT8 files beside them (docs/ft-layout.md#quantization-side-files), and with --fp8 its FP8 files
 // (fp8_export.h) from the same calibration. See man/ftx-smoothquant.1.
 #include <cstdint>
 #include <optional>

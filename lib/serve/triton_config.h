@@ -1,9 +1,9 @@
 #pragma once
 // config.pbtxt for Triton Inference Server's FasterTransformer backend (triton-inference-server/
 // fastertransformer_backend): the text form of Triton's ModelConfig protobuf with the tensors and
-// parameters the backend's GPT, GPT-J and GPT-NeoX models take (ft-format.md, "Triton model
-// repository for FT's GPT backend"; the backend's all_models/<model>/fastertransformer/config.pbtxt
-// and docs/gpt_guide.md table). No file or model knowledge here: triton_repo.h decides the values.
+// parameters the backend's GPT, GPT-J and GPT-NeoX models take (the backend's
+// all_models/<model>/fastertransformer/config.pbtxt and its GPT guide's table). No file or model
+// knowledge here: triton_repo.h decides the values.
 #include <cstdint>
 #include <string>
 #include <vector>

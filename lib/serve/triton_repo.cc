@@ -38,7 +38,7 @@ void check_int8_mode(const TritonModelSpec& s, const std::string& dir) {
   if (s.int8_mode == 1 && s.data_type == "fp32")
     throw Error(dir, mode + " with data_type fp32: FasterTransformer's weight-only INT8 runs fp16 or bf16 (pass --data-type)");
   if (s.int8_mode == 2) {
-    // SmoothQuant W8A8 reads FT's own INT8 files beside the weights (ft-format.md §3.1).
+    // SmoothQuant W8A8 reads FT's own INT8 files beside the weights.
     for (const char* f : {"model.layers.0.attention.query_key_value.weight.int8.0.bin",
                           "model.layers.0.attention.query_key_value.scale.bin"})
       if (!exists(dir + "/" + f))

@@ -1,25 +1,26 @@
 #!/usr/bin/python3
-"""Reference converters, re-implemented FROM THE SPEC (/work/shared/spec/ft-format.md §2.2, §3, §4)
-in the style of FasterTransformer's megatron_ckpt_convert.py / nemo_ckpt_convert.py /
-huggingface_gpt_convert.py and TensorRT-LLM's hf_gpt_convert.py / nemo_ckpt_convert.py: the same
-tensor names, transposes, QKV reshapes, factor-based TP merge/split (§3.7), `tofile` in the requested
-dtype, and the config.ini keys of §2.2. It is an independent second implementation used only to
-check ftx's output byte for byte.
+"""Reference converters, re-implemented from FasterTransformer's converter scripts (not from ftx's
+code) in the style of megatron_ckpt_convert.py / nemo_ckpt_convert.py / huggingface_gpt_convert.py
+and TensorRT-LLM's hf_gpt_convert.py / nemo_ckpt_convert.py: the same tensor names, transposes, QKV
+reshapes, factor-based TP merge/split (output rank i concatenates training ranks i*f .. i*f+f-1, or a
+training shard is cut into f ranks), `tofile` in the requested dtype, and the config.ini keys those
+scripts write. The layout is docs/ft-layout.md's. It is an independent second implementation used
+only to check ftx's output byte for byte.
 
 Where ftx deliberately differs from FT, this reference implements ftx's documented behaviour:
-  * Megatron checkpoint_version 1 and 2 QKV orders are reordered (FT reorders only v3), §3.6/§7.4;
-  * layernorm_eps is always written (FT's HF and NeMo converters omit it), §7.3; for a Megatron
+  * Megatron checkpoint_version 1 and 2 QKV orders are reordered (FT reorders only v3);
+  * layernorm_eps is always written (FT's HF and NeMo converters omit it); for a Megatron
     checkpoint without args it is Megatron's default 1e-5 (FT assumes 1e-6);
-  * HF inter_size is n_inner when set (FT writes 4*n_embd), §2.2.
-Only the keys listed in §2.2 (plus the TL keys TensorRT-LLM's loader requires) are written here;
+  * HF inter_size is n_inner when set (FT writes 4*n_embd).
+Only the keys FT's converters write (plus the TL keys TensorRT-LLM's loader requires) are written here;
 ftx may write more.
 
 HF GPT-J, GPT-NeoX, BLOOM and OPT (kinds gptj, gptneox, bloom, opt) follow FT's
 huggingface_gptj_ckpt_convert.py, huggingface_gptneox_convert.py, huggingface_bloom_convert.py and
-huggingface_opt_convert.py as §2.2, §3.2, §3.3 and §3.6 describe them, on the raw HF state dict (no
+huggingface_opt_convert.py, on the raw HF state dict (no
 `transformers` needed), with ftx's documented differences:
   * GPT-J: rotary_embedding is the head size when rotary_dim is null (FT writes "None", which FT's
-    reader cannot parse, §7.5); weight_data_type and the files follow -t (FT always writes fp32);
+    reader cannot parse); weight_data_type and the files follow -t (FT always writes fp32);
   * GPT-NeoX without parallel residual: attention.dense.bias and mlp.dense_4h_to_h.bias are NOT
     divided by T (FT's runtime adds them once after the all-reduce, so FT's division is a bug for
     T > 1). With parallel residual, mlp.attention.bias.sum is FT's: each bias in the file dtype,
@@ -56,7 +57,7 @@ def save(t, path, dtype):
         t.numpy().astype(np.float16 if dtype == "fp16" else np.float32).tofile(path)
 
 
-# ------------------------------------------------------------------ FT-style merge / split (§3.7)
+# ------------------------------------------------------------------ FT-style merge / split
 
 def merge_split_write(out, name, shards, kind, T, dtype, qkv_blocks=None):
     """kind: 'repl' (shard 0), 'vocab' (concat axis 0, write once), 'col' (last axis), 'row' (axis 0),
@@ -101,7 +102,7 @@ def ft_dtype(t):
     return {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}[t]
 
 
-# ------------------------------------------------------------------ Megatron (§3.6, §4)
+# ------------------------------------------------------------------ Megatron
 
 def megatron_layer_rule(key):
     """(ft suffix, kind, transpose) for a Megatron layer key with layers.N. removed."""

@@ -2,7 +2,7 @@
 # (issue 39): every ```sh block, the pages in order in one folder, on the demo's trained model and
 # the converter tests' tiny checkpoints; blocks that need a GPU, several nodes, Slurm or minutes of
 # benchmarks are marked in the page and listed as skipped. docs_pages: each page's outputs are
-# named for it (no page writes over another's or an input) and converters.md lists every
+# named for it (no page writes over another's or an input) and docs/converters.md lists every
 # architecture convert-hf reads. docs_help: every flag and alias of each --help is in its man page.
 add_test(NAME docs_examples COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/docs_test.py examples)
 set_tests_properties(docs_examples PROPERTIES

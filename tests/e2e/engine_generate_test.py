@@ -71,7 +71,8 @@ def test_cli(tmp):
     for r in res or []:
         check(len(r["output_log_probs"]) == len(r["output_ids"]), "output_log_probs length")
         # Greedy is top-k with k=1: FT renormalises over the k candidates, so each step is log 1 = 0,
-        # while cum_log_prob sums the full-vocabulary log probabilities (ft-runtime.md §2.7).
+        # while cum_log_prob sums the full-vocabulary log probabilities
+        # (docs/runtime.md#sampling-and-log-probabilities).
         check(all(abs(lp) < 1e-6 for lp in r["output_log_probs"]), "greedy output_log_probs are 0")
         check(r["cum_log_prob"] < 0, "cum_log_prob < 0")
         check(len(r["context_embedding"]) == 64, "context_embedding has H values")

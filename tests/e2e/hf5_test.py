@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """convert-hf on checkpoints saved by transformers 5 (issue 37): the committed fixtures of
 tests/fixtures/hf5/ (written by transformers 5.23.0's save_pretrained, with its float64 logits;
-SOURCE.md there says how), read with transformers 5's config keys (dtype, rope_parameters, ...).
+tests/fixtures/hf5/SOURCE.md says how), read with transformers 5's config keys (dtype, rope_parameters, ...).
 
 Usage: hf5_test.py {engine|generate|layouts|errors}
   engine    every model but the sliding-window one converted at TP 1 and 2 (fp32), and the bf16

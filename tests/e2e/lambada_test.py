@@ -3,8 +3,8 @@
 
 A tiny random GPT-2 with GPT-2's vocabulary is written by PyTorch (scripts/make_tiny_gpt2.py),
 converted by `ftx convert-hf` (TP 1 and 2). The reference tokenizes with an independent Python
-GPT-2 BPE (scripts/fixtures/gpt2_bpe_reference.py), splits each text as FT's scripts do (§5 of
-ft-runtime.md) and runs tests/reference/gpt_reference.py in float64. For the first N examples:
+GPT-2 BPE (scripts/fixtures/gpt2_bpe_reference.py), splits each text as FT's scripts do
+(docs/runtime.md#lambada) and runs tests/reference/gpt_reference.py in float64. For the first N examples:
  * every per-example field equals the reference: last-token target and prediction, word target
    ids and greedy word prediction, correctness flags (a prediction may differ only where the
    reference's top two logits are within 1e-4, a tie at fp32 precision; none are expected);

@@ -1,5 +1,5 @@
 # Megatron Core checkpoints (issue 27; tests/e2e/mcore_test.py): the committed fixtures of
-# tests/fixtures/mcore/ (written by megatron-core, see SOURCE.md there) through convert-megatron
+# tests/fixtures/mcore/ (written by megatron-core, see tests/fixtures/mcore/SOURCE.md) through convert-megatron
 # and convert-nemo, logits and greedy tokens against megatron-core's forward, folder identity
 # across layouts and formats, the legacy Megatron layout and FT's converter, bad inputs.
 foreach(part convert legacy errors)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Megatron Core checkpoints end to end (issue 27), on the committed fixtures of
 tests/fixtures/mcore/ (written by megatron-core itself: scripts/fixtures/make_mcore_fixtures.py,
-versions in SOURCE.md there). Runs with Debian's torch 1.13 (only to write derived inputs).
+versions in tests/fixtures/mcore/SOURCE.md). Runs with Debian's torch 1.13 (only to write derived inputs).
 
 Usage: mcore_test.py {convert|legacy|errors}
   convert  every fixture (models classic, modern, extra, te, ln1p; training layouts TP x PP 1x1,

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""What a second new user tripped over (issue 38; the trial report is
-../shared/trials/new-user-2026-11-27.md), each with its bad input and the error or behaviour wanted.
+"""What a second new user tripped over (issue 38, from a user trial), each with its bad input and
+the error or behaviour wanted.
 
 Parts (argv[1]):
   logits:   weights that are finite but so large that the activations overflow (the trial's R-1):

@@ -4,10 +4,10 @@ protobuf (tritonclient's model_config_pb2, pinned in scripts/requirements/triton
 protobuf's text_format: an unknown field, a bad enum or a syntax error fails the parse), and every
 tensor's name, data type, dims, reshape and optional flag is checked against FasterTransformer's
 backend tables below, transcribed from triton-inference-server/fastertransformer_backend
-all_models/{gpt,gptj,gptneox}/fastertransformer/config.pbtxt and docs/gpt_guide.md (ft-format.md,
-"Triton model repository"). Grid: TP 1 and 2 x PP 1 and 2, streaming and not, on the engine
-fixtures (FTX_FIXTURES/engine); then GPT-J / GPT-NeoX tables, --copy, --gemm-config, and the bad
-inputs, each refused in one line with nothing written. The test_T* functions (user trial cases):
+all_models/{gpt,gptj,gptneox}/fastertransformer/config.pbtxt and its GPT guide's tables. Grid:
+TP 1 and 2 x PP 1 and 2, streaming and not, on the engine fixtures (FTX_FIXTURES/engine); then
+GPT-J / GPT-NeoX tables, --copy, --gemm-config, and the bad inputs, each refused in one line with
+nothing written. The test_T* functions (user trial cases):
 an output folder that is, holds or lies inside an input, or is a file, is refused with both paths
 named and the inputs left byte for byte as they were (T-1, T-2, T30, T31); config.ini values that
 FasterTransformer's model class neither reads nor has fixed in code are refused by key and value

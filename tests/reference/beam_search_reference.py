@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent float64 reference for ftx's beam search, written from FasterTransformer's definition
-(docs: /work/shared/spec/ft-runtime.md §2.2, §2.7, §2.8), not from ftx's code.
+(OnlineBeamSearchLayer; docs/runtime.md#beam-search), not from ftx's code.
 
 Input (JSON, argv[1]): {"cases": [case...]}, each case {"vocab": V, "beam_width": K, "prompt_len": P, "max_new_tokens": N,
   "end_id": E, "len_penalty": lp, "diversity_rate": d, "logits": [step][row][V]}

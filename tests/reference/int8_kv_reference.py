@@ -1,5 +1,5 @@
-"""Float64 emulation of TensorRT-LLM's INT8 KV cache (`--int8_kv_cache`), from ft-runtime.md §4.2
-and TensorRT-LLM's kernel facts, not from ftx's code.
+"""Float64 emulation of TensorRT-LLM's INT8 KV cache (`--int8_kv_cache`), from TensorRT-LLM's
+weight.py and kernel facts, not from ftx's code.
 
 Per layer, one scale for K and V: kv_quant_orig (the QKV GEMM's calibrated scale_y_quant_orig) and
 kv_orig_quant = 1/kv_quant_orig, an fp32 value. Each K and V element is stored as

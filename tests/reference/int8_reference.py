@@ -1,5 +1,5 @@
-"""Float64 emulation of FasterTransformer's weight-only INT8 (int8_mode 1), from ft-runtime.md §4.1,
-not from ftx's code.
+"""Float64 emulation of FasterTransformer's weight-only INT8 (int8_mode 1), from FT's weight loader
+and cutlass preprocessor as summarised below, not from ftx's code.
 
 FT quantises each TP rank's GEMM weights at load time, per output column of the stored [in, out]
 matrix: scale = max|column| / 128, q = round(w / scale) (half away from zero; cutlass's
@@ -57,7 +57,7 @@ def weight_only_int8_head(W, tp):
 
 # ---------------------------------------------------------------------------------------------------
 # SmoothQuant W8A8 (int8_mode 2, TensorRT-LLM's --use_smooth_quant [--per_token] [--per_channel]),
-# from ft-runtime.md §4.2 and ft-format.md §3.5, not from ftx's code. The model is a `ftx
+# from TensorRT-LLM's weight.py and convert.py as summarised below, not from ftx's code. The model is a `ftx
 # smoothquant` TP-1 folder: its smoothed floating-point tensors for everything but the four layer
 # GEMMs, which use the folder's int8 files and scales:
 #
@@ -71,8 +71,8 @@ def weight_only_int8_head(W, tp):
 # rint rounds half to even and sat clamps to [-128, 127] (PTX cvt.rni.sat.s8.f32); the integer
 # product is exact; everything else is float64. The GEMM bias is added after.
 #
-# FasterTransformer's OPT files (config.ini int8_format = ft; ft-runtime.md §4.2 "FT OPT w8a8
-# variant"), per-tensor only: q_x = sat(rint(x · scale)), y = (q_x · q_w) · scale_out · scale_inter,
+# FasterTransformer's OPT files (config.ini int8_format = ft; FT's huggingface_opt_convert.py),
+# per-tensor only: q_x = sat(rint(x · scale)), y = (q_x · q_w) · scale_out · scale_inter,
 # scale_inter per column for QKV (one value per Q, K, V repeated), scale_out one per Q, K, V; the
 # int32 sum is scaled straight to floating point, as in TensorRT-LLM's arithmetic above.
 #

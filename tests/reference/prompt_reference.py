@@ -1,5 +1,5 @@
-"""Reference for NeMo prompt-learning conversion, written from the spec (ft-format.md §4 "Prompt .nemo",
-ft-runtime.md §6), not from ftx's code.
+"""Reference for NeMo prompt-learning conversion, written from the formats below (TensorRT-LLM's
+nemo_prompt_convert.py, FT's nemo_ckpt_convert.py), not from ftx's code.
 
 A prompt .nemo is a tar (plain or gzip) or its extracted folder holding model_config.yaml and
 model_weights.ckpt (at the root or under mp_rank_00/).

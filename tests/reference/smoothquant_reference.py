@@ -1,5 +1,5 @@
 """Float64 PyTorch reference of TensorRT-LLM's SmoothQuant export for an FT folder, written from the
-formulas (ft-runtime.md §4.2, ft-format.md §3.5; TensorRT-LLM's generate_int8 / smooth_gemm /
+formulas (TensorRT-LLM's generate_int8 / smooth_gemm /
 smooth_gemm_fc1_gate for its GPT and Llama models), not from ftx:
 
   capture_ranges  TensorRT-LLM smoothquant.py capture_activation_range on a GPT-2-style folder (pre-LN,
@@ -38,7 +38,7 @@ def read_config(folder):
 
 def qkv_segments(c):
     """[(width, split)] of the Q, K and V columns of the full QKV: every one split over the ranks,
-    except multi-query's one K/V head, whole on every rank (ft-format.md §3.1, §3.4)."""
+    except multi-query's one K/V head, whole on every rank (docs/ft-layout.md#splitting-over-tp-ranks)."""
     nh, d = int(c["head_num"]), int(c["size_per_head"])
     kv = int(c.get("kv_head_num", "0")) or nh
     whole = c.get("multi_query_mode", "False") == "True" or (kv == 1 and nh > 1)

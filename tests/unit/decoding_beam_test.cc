@@ -1,4 +1,4 @@
-// Beam search (spec ft-runtime §2.8): candidate expansion, length penalty, diversity, finished beams.
+// Beam search (docs/runtime.md#beam-search): candidate expansion, length penalty, diversity, finished beams.
 #include <gtest/gtest.h>
 
 #include <algorithm>

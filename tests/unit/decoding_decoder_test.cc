@@ -1,4 +1,4 @@
-// Decoder stop criteria, forcing and results (spec ft-runtime §2.2, §2.3, §2.6).
+// Decoder stop criteria, forcing and results (docs/runtime.md#stopping-lengths-and-sessions).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The pre-sampling logit pipeline (spec ft-runtime §2.3 steps 2-5, §2.6): exact values per stage.
+// The pre-sampling logit pipeline (docs/runtime.md#the-logits-of-a-step): exact values per stage.
 #include <gtest/gtest.h>
 
 #include <cfloat>

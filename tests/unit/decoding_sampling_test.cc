@@ -1,4 +1,4 @@
-// Sampling (spec ft-runtime §2.4, §2.5, §2.7): greedy, top-k, top-p, temperature, seeds, log probs.
+// Sampling (docs/runtime.md#sampling-and-log-probabilities): greedy, top-k, top-p, temperature, seeds, log probs.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -14,8 +14,8 @@
 namespace ftx {
 namespace {
 
-// ft-runtime.md §3.1: 8 heads: 2^-1 .. 2^-8; 6 heads: n2 = 4 -> 2^-2, 2^-4, 2^-6, 2^-8, then the odd
-// powers of 2^-1: 2^-1, 2^-3.
+// BLOOM's slopes (docs/runtime.md#the-models-math): 8 heads: 2^-1 .. 2^-8; 6 heads: n2 = 4 ->
+// 2^-2, 2^-4, 2^-6, 2^-8, then the odd powers of 2^-1: 2^-1, 2^-3.
 TEST(AlibiSlopes, PowerOfTwoAndOther) {
   auto s8 = ops::alibi_slopes(8);
   for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(s8[h], std::pow(2.0f, -(h + 1.0f)));

@@ -1,5 +1,5 @@
-// The GEMM list must equal FT's gpt_gemm list (ft-runtime.md §1.2) to the integer: every expected
-// number below is written out by hand from the spec's table, not computed by the code under test.
+// The GEMM list must equal FT's gpt_gemm list (docs/runtime.md#gemm-tunes-gemms) to the integer: every
+// expected number below is written out by hand from that table, not computed by the code under test.
 #include <gtest/gtest.h>
 
 #include "formats/error.h"
@@ -38,7 +38,7 @@ GemmModelDims dims(int64_t heads, int64_t dh, int64_t inter, int64_t vocab, int6
 
 }  // namespace
 
-// FT docs/gpt_guide.md example: gpt_gemm 8 1 32 12 128 6144 51200 1 1 (B=8, beam 1, S=32, 12 heads of
+// The example of FT's GPT guide: gpt_gemm 8 1 32 12 128 6144 51200 1 1 (B=8, beam 1, S=32, 12 heads of
 // 128, inter 6144, vocab 51200, fp16, tp 1). H = 1536, Sp = 32.
 TEST(GemmShapes, FtDocExampleEveryBatchSize) {
   GemmWorkload w;

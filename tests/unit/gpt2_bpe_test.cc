@@ -118,7 +118,7 @@ TEST(Gpt2Bpe, UpstreamVectors) {
   }
 }
 
-// Python `regex` classes, where JavaScript differs (SOURCE.md): U+0085 is \s, U+FEFF is not.
+// Python `regex` classes, where JavaScript differs (data/gpt2/SOURCE.md): U+0085 is \s, U+FEFF is not.
 TEST(Gpt2Bpe, PythonRegexWhiteSpace) {
   EXPECT_EQ(gpt2().encode("x \xC2\x85y"), (Ids{87, 220, 126, 227, 88}));
   EXPECT_EQ(gpt2().encode("x \xEF\xBB\xBFy"), (Ids{87, 27332, 119, 123, 88}));
@@ -196,7 +196,7 @@ TEST(Gpt2Bpe, LongPiece) {
   EXPECT_LT(s, 10.0);
 }
 
-// The whole LAMBADA file: 430,230 tokens in total (SOURCE.md, npm and Python agree) and every text
+// The whole LAMBADA file: 430,230 tokens in total (data/gpt2/SOURCE.md, npm and Python agree) and every text
 // round-trips. The time is printed; the bound is loose because the machine is shared.
 TEST(Gpt2Bpe, LambadaTotal) {
   auto texts = read_jsonl(source_dir() + "/data/lambada/lambada_test.jsonl");

@@ -1,4 +1,4 @@
-// Prompt-learning keys of config.ini (ft-format.md §2.1, ft-runtime.md §6): parsing ([task_K] and
+// Prompt-learning keys of config.ini (docs/ft-layout.md#prompt-tables): parsing ([task_K] and
 // FT's C++ example's [<model_name>_task_K]), defaults, errors, the round trip through to_ini, the
 // files ft_weight_files() expects for them, and the request-id rewrite of PromptTables.
 #include <gtest/gtest.h>
