@@ -141,6 +141,7 @@ void bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* A, co
                           float beta, int64_t n0, int64_t nn) {
   if (!bf16_pair_gemm_supported(K))
     throw Error("bf16_pair_gemm_block: needs AVX512-BF16 and an even K, got K = " + std::to_string(K));
+  note_kernel_level(CpuIsa::kAvx512);
 #if defined(__x86_64__)
   pair_gemm_block(M, N, K, A, B, nullptr, panel_cols, C, beta, n0, nn);
 #endif
@@ -150,6 +151,7 @@ void int8_bf16_pair_gemm_block(int64_t M, int64_t N, int64_t K, const uint16_t* 
                                int64_t panel_cols, float* C, float beta, int64_t n0, int64_t nn) {
   if (!bf16_pair_gemm_supported(K))
     throw Error("int8_bf16_pair_gemm_block: needs AVX512-BF16 and an even K, got K = " + std::to_string(K));
+  note_kernel_level(CpuIsa::kAvx512);
 #if defined(__x86_64__)
   pair_gemm_block(M, N, K, A, B, scale, panel_cols, C, beta, n0, nn);
 #endif

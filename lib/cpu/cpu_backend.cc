@@ -322,6 +322,7 @@ void CpuBackend::half_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
           packed ? weight.panel_cols : 64);
       return;
     }
+    note_kernel_level(CpuIsa::kAvx512);  // oneDNN's own level: tests/unit/cpu_isa_reached.cc
     if (!dnnl_) dnnl_ = std::make_unique<DnnlMatmul>();
     if (weight.panel_cols == 0) {
       dnnl_->bf16(M, N, K, a_bf16_.data(), b, trans_b ? K : N, trans_b, C, N, beta);

@@ -9,31 +9,30 @@ namespace ftx::cpu {
 
 namespace {
 
+// The only place ftx asks the CPU (tests/unit/cpu_isa_test.cc holds the sources to that): every
+// kernel dispatches on what kernel_features() makes of this under FTX_CPU_ISA.
+CpuFeatures detect_features() {
+  CpuFeatures f;
 #if defined(__x86_64__)
-// __builtin_cpu_supports takes a string literal only, hence one line per name.
-bool cpu_has(const char* f) {
   __builtin_cpu_init();
-  if (!std::strcmp(f, "avx2")) return __builtin_cpu_supports("avx2");
-  if (!std::strcmp(f, "fma")) return __builtin_cpu_supports("fma");
-  if (!std::strcmp(f, "f16c")) return __builtin_cpu_supports("f16c");
-  if (!std::strcmp(f, "avxvnni")) return __builtin_cpu_supports("avxvnni");
-  if (!std::strcmp(f, "avx512f")) return __builtin_cpu_supports("avx512f");
-  if (!std::strcmp(f, "avx512bw")) return __builtin_cpu_supports("avx512bw");
-  if (!std::strcmp(f, "avx512vl")) return __builtin_cpu_supports("avx512vl");
-  if (!std::strcmp(f, "avx512dq")) return __builtin_cpu_supports("avx512dq");
-  if (!std::strcmp(f, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
-  if (!std::strcmp(f, "avx512bf16")) return __builtin_cpu_supports("avx512bf16");
-  if (!std::strcmp(f, "amx-bf16")) return __builtin_cpu_supports("amx-bf16");
-  return false;
-}
-#else
-bool cpu_has(const char*) { return false; }
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.f16c = __builtin_cpu_supports("f16c");
+  f.avx_vnni = __builtin_cpu_supports("avxvnni");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+  f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+  f.amx_bf16 = __builtin_cpu_supports("amx-bf16");
 #endif
+  return f;
+}
 
-CpuIsa detect() {
-  if (!(cpu_has("avx2") && cpu_has("fma") && cpu_has("f16c"))) return CpuIsa::kBaseline;
-  if (cpu_has("avx512f") && cpu_has("avx512bw") && cpu_has("avx512vl") && cpu_has("avx512dq")) return CpuIsa::kAvx512;
-  return CpuIsa::kAvx2;
+const CpuFeatures& detected_features() {
+  static const CpuFeatures f = detect_features();
+  return f;
 }
 
 // The cap FTX_CPU_ISA asks for; kAvx512 (no cap) when unset or empty.
@@ -56,41 +55,52 @@ const char* cpu_isa_name(CpuIsa isa) {
   return "baseline";
 }
 
-CpuIsa detected_cpu_isa() {
-  static const CpuIsa isa = detect();
-  return isa;
+CpuIsa isa_of(const CpuFeatures& cpu) {
+  if (!(cpu.avx2 && cpu.fma && cpu.f16c)) return CpuIsa::kBaseline;
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq) return CpuIsa::kAvx512;
+  return CpuIsa::kAvx2;
 }
 
-CpuIsa cpu_isa() {
-  // A static initialised by a throwing call stays uninitialised: a bad value throws every time.
-  static const CpuIsa isa = [] {
-    const CpuIsa cap = requested_cap(), cpu = detected_cpu_isa();
-    return cap < cpu ? cap : cpu;
-  }();
-  return isa;
-}
-
-bool has_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
-bool has_avx_vnni() {
+KernelFeatures kernel_features(const CpuFeatures& cpu, CpuIsa cap) {
+  const CpuIsa own = isa_of(cpu);
+  KernelFeatures k;
+  k.isa = cap < own ? cap : own;
   // Capped at avx2, the CPU runs as one without AVX-512 of its generation would not: an AVX2
   // machine such as AMD's Zen 3 has no AVX-VNNI either, so a cap turns it off too.
-  static const bool yes = cpu_has("avxvnni");
-  return has_avx2() && yes && cpu_isa() == detected_cpu_isa();
+  k.avx_vnni = k.isa >= CpuIsa::kAvx2 && k.isa == own && cpu.avx_vnni;
+  const bool avx512 = k.isa == CpuIsa::kAvx512;
+  k.avx512_vnni = avx512 && cpu.avx512_vnni;
+  k.avx512_bf16 = avx512 && cpu.avx512_bf16;
+  k.amx_bf16 = avx512 && cpu.amx_bf16;
+  return k;
 }
+
+CpuIsa detected_cpu_isa() { return isa_of(detected_features()); }
+
+const KernelFeatures& kernel_features() {
+  // A static initialised by a throwing call stays uninitialised: a bad value throws every time.
+  static const KernelFeatures k = kernel_features(detected_features(), requested_cap());
+  return k;
+}
+
+CpuIsa cpu_isa() { return kernel_features().isa; }
+
+bool has_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
+bool has_avx_vnni() { return kernel_features().avx_vnni; }
 bool has_avx512f() { return cpu_isa() >= CpuIsa::kAvx512; }
 bool has_avx512_core() { return has_avx512f(); }
-bool has_avx512_vnni() {
-  static const bool yes = cpu_has("avx512vnni");
-  return has_avx512f() && yes;
+bool has_avx512_vnni() { return kernel_features().avx512_vnni; }
+bool has_avx512_bf16() { return kernel_features().avx512_bf16; }
+bool has_amx_bf16() { return kernel_features().amx_bf16; }
+
+namespace detail {
+std::atomic<int> highest_kernel_level{-1};
+void raise_kernel_level(int level) {
+  int seen = highest_kernel_level.load(std::memory_order_relaxed);
+  while (seen < level && !highest_kernel_level.compare_exchange_weak(seen, level, std::memory_order_relaxed)) {
+  }
 }
-bool has_avx512_bf16() {
-  static const bool yes = cpu_has("avx512bf16");
-  return has_avx512f() && yes;
-}
-bool has_amx_bf16() {
-  static const bool yes = cpu_has("amx-bf16");
-  return has_avx512f() && yes;
-}
+}  // namespace detail
 
 std::string cpu_isa_summary() {
   std::string s = cpu_isa_name(cpu_isa());

@@ -9,6 +9,7 @@
 // CPUs of the AVX2 generation lack). A cap above what the CPU has leaves the CPU's own level. OpenBLAS
 // chooses its kernels when it loads, before any of this runs: cap it with OPENBLAS_CORETYPE
 // (Haswell for avx2, Prescott for baseline), as the tests do. Off x86-64 the level is baseline.
+#include <atomic>
 #include <string>
 
 namespace ftx::cpu {
@@ -39,5 +40,35 @@ bool has_avx512_core();  // kAvx512 (F + BW + VL): the byte/word and 256-bit mas
 bool has_avx512_vnni();  // kAvx512 and VNNI (vpdpbusd on 512 bits)
 bool has_avx512_bf16();  // kAvx512 and BF16 (vdpbf16ps)
 bool has_amx_bf16();     // kAvx512 and AMX tiles with bf16 (oneDNN uses them; ftx's kernels do not)
+
+// The rule behind all of the above, as a function of what a CPU has, so that it can be tested for
+// CPUs other than this one (an Alder Lake's AVX-VNNI, a Sapphire Rapids capped at avx2).
+struct CpuFeatures {  // CPUID's answers that matter to the kernels
+  bool avx2 = false, fma = false, f16c = false, avx_vnni = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_vnni = false, avx512_bf16 = false, amx_bf16 = false;
+};
+struct KernelFeatures {  // what the kernels use: a level and the extensions on at it
+  CpuIsa isa = CpuIsa::kBaseline;
+  bool avx_vnni = false, avx512_vnni = false, avx512_bf16 = false, amx_bf16 = false;
+};
+CpuIsa isa_of(const CpuFeatures& cpu);
+// On `cpu` capped at `cap` (kAvx512: no cap).
+KernelFeatures kernel_features(const CpuFeatures& cpu, CpuIsa cap);
+// This process's: the CPU's features under FTX_CPU_ISA (throws as cpu_isa() does).
+const KernelFeatures& kernel_features();
+
+// Each kernel dispatch notes the level of the path it takes. The highest noted so far in this
+// process, -1 before any: the tests check that a cap (or an emulated CPU) reached every kernel,
+// which a dispatch on the CPU alone would not (tests/unit/cpu_isa_reached.cc).
+namespace detail {
+extern std::atomic<int> highest_kernel_level;
+void raise_kernel_level(int level);
+}  // namespace detail
+inline void note_kernel_level(CpuIsa isa) {  // a relaxed load on every dispatch, a store once per level
+  if (detail::highest_kernel_level.load(std::memory_order_relaxed) < static_cast<int>(isa))
+    detail::raise_kernel_level(static_cast<int>(isa));
+}
+inline int highest_kernel_level() { return detail::highest_kernel_level.load(std::memory_order_relaxed); }
 
 }  // namespace ftx::cpu

@@ -17,6 +17,7 @@ inline __mmask16 tail_mask(size_t left) {
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void fp16_avx512(const float* src, size_t n, float* dst) {
+  note_kernel_level(CpuIsa::kAvx512);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -37,6 +38,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i bf16_bits(__
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_round_avx512(const float* src, size_t n, float* dst) {
+  note_kernel_level(CpuIsa::kAvx512);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512i b = bf16_bits(_mm512_maskz_loadu_ps(m, src + i));
@@ -45,6 +47,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_round_avx512(cons
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void to_bf16_avx512(const float* src, size_t n, uint16_t* dst) {
+  note_kernel_level(CpuIsa::kAvx512);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(bf16_bits(_mm512_maskz_loadu_ps(m, src + i))));
@@ -54,6 +57,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void to_bf16_avx512(const f
 // The same three at the AVX2 level, eight lanes at a time; the last n % 8 elements in scalar code
 // (the same rule).
 __attribute__((target("avx2,fma,f16c"))) void fp16_avx2(const float* src, size_t n, float* dst) {
+  note_kernel_level(CpuIsa::kAvx2);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -75,6 +79,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i bf16_bits_avx2(__m256 v)
 }
 
 __attribute__((target("avx2,fma,f16c"))) void bf16_round_avx2(const float* src, size_t n, float* dst) {
+  note_kernel_level(CpuIsa::kAvx2);
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(bf16_bits_avx2(_mm256_loadu_ps(src + i)), 16)));
@@ -82,6 +87,7 @@ __attribute__((target("avx2,fma,f16c"))) void bf16_round_avx2(const float* src, 
 }
 
 __attribute__((target("avx2,fma,f16c"))) void to_bf16_avx2(const float* src, size_t n, uint16_t* dst) {
+  note_kernel_level(CpuIsa::kAvx2);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     // packus works within 128-bit halves: lanes 0-3 8-11 4-7 12-15, put in order by the permute.
@@ -100,6 +106,7 @@ void round_through_fp16(const float* src, size_t n, float* dst) {
   if (has_avx512_core()) return fp16_avx512(src, n, dst);
   if (has_avx2()) return fp16_avx2(src, n, dst);
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(float_to_half(src[i]));
 }
 
@@ -108,6 +115,7 @@ void round_through_bf16(const float* src, size_t n, float* dst) {
   if (has_avx512_core()) return bf16_round_avx512(src, n, dst);
   if (has_avx2()) return bf16_round_avx2(src, n, dst);
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
 }
 
@@ -116,6 +124,7 @@ void to_bf16(const float* src, size_t n, uint16_t* dst) {
   if (has_avx512_core()) return to_bf16_avx512(src, n, dst);
   if (has_avx2()) return to_bf16_avx2(src, n, dst);
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
 }
 

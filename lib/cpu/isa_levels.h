@@ -12,10 +12,17 @@
 #if defined(__x86_64__)
 #define FTX_CPU_LEVELS(ret, name, params, args)                                                            \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))) ret name##_avx512 params { \
+    ::ftx::cpu::note_kernel_level(::ftx::cpu::CpuIsa::kAvx512);                                            \
     return name##_t<true> args;                                                                            \
   }                                                                                                        \
-  __attribute__((target("avx2,fma,f16c"))) ret name##_avx2 params { return name##_t<true> args; }          \
-  ret name##_baseline params { return name##_t<false> args; }                                              \
+  __attribute__((target("avx2,fma,f16c"))) ret name##_avx2 params {                                        \
+    ::ftx::cpu::note_kernel_level(::ftx::cpu::CpuIsa::kAvx2);                                              \
+    return name##_t<true> args;                                                                            \
+  }                                                                                                        \
+  ret name##_baseline params {                                                                             \
+    ::ftx::cpu::note_kernel_level(::ftx::cpu::CpuIsa::kBaseline);                                          \
+    return name##_t<false> args;                                                                           \
+  }                                                                                                        \
   ret name params {                                                                                        \
     static const ::ftx::cpu::CpuIsa isa = ::ftx::cpu::cpu_isa();                                          \
     if (isa == ::ftx::cpu::CpuIsa::kAvx512) return name##_avx512 args;                                     \

@@ -42,6 +42,7 @@ struct NibbleDot {
 
 int64_t int8_panel_product(const VnniActivations& a, const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols,
                            int32_t* acc, int64_t ldacc) {
+  note_kernel_level(CpuIsa::kAvx2);
   return panel_product<NibbleDot>(a, w, ldw, j0, cols, acc, ldacc);
 }
 }  // namespace ftx::cpu::avx2
@@ -64,6 +65,7 @@ struct VnniDot {
 
 int64_t int8_panel_product(const VnniActivations& a, const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols,
                            int32_t* acc, int64_t ldacc) {
+  note_kernel_level(CpuIsa::kAvx2);
   return panel_product<VnniDot>(a, w, ldw, j0, cols, acc, ldacc);
 }
 }  // namespace ftx::cpu::avx_vnni

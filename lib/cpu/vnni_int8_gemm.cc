@@ -106,6 +106,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_columns(const i
 // next (prefill); one row reads the whole chunk in 256-column blocks (decode).
 void panel_product_vnni(const VnniActivations& a, const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols,
                         int32_t* acc, int64_t ldacc) {
+  note_kernel_level(CpuIsa::kAvx512);
   const int64_t K4 = vnni_padded_k(a.K);
   const uint8_t* wj = w + 4 * j0;
   if (a.M <= 4) {
@@ -169,23 +170,35 @@ void for_panels(const VnniActivations& a, const uint8_t* packed, int64_t N, int6
 
 void vnni_int8_product_portable(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                                 int32_t* acc) {
+  note_kernel_level(CpuIsa::kBaseline);
   for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
     panel_product_portable(a, 0, a.M, w, ldw, j0, cols, out, nn);
   });
 }
 
+Int8ProductKernel int8_product_kernel(const KernelFeatures& f) {
+#if defined(__x86_64__)
+  if (f.avx512_vnni) return Int8ProductKernel::kAvx512Vnni;
+  if (f.isa >= CpuIsa::kAvx2) return f.avx_vnni ? Int8ProductKernel::kAvxVnni : Int8ProductKernel::kAvx2Emulated;
+#endif
+  (void)f;
+  return Int8ProductKernel::kPortable;
+}
+
 void vnni_int8_product(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                        int32_t* acc) {
+  static const Int8ProductKernel kernel = int8_product_kernel(kernel_features());
 #if defined(__x86_64__)
-  if (has_avx512_vnni()) {
+  if (kernel == Int8ProductKernel::kAvx512Vnni) {
     for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
       panel_product_vnni(a, w, ldw, j0, cols, out, nn);
     });
     return;
   }
-  if (has_avx2()) {
+  if (kernel != Int8ProductKernel::kPortable) {
     // AVX-VNNI's 256-bit vpdpbusd, or its emulation; the last < 8 columns of a panel in portable code.
-    const auto level_product = has_avx_vnni() ? avx_vnni::int8_panel_product : avx2::int8_panel_product;
+    const auto level_product =
+        kernel == Int8ProductKernel::kAvxVnni ? avx_vnni::int8_panel_product : avx2::int8_panel_product;
     for_panels(a, packed, N, n0, nn, acc, [&](const uint8_t* w, int64_t ldw, int64_t j0, int64_t cols, int32_t* out) {
       const int64_t done = level_product(a, w, ldw, j0, cols, out, nn);
       if (done < cols) panel_product_portable(a, 0, a.M, w, ldw, j0 + done, cols - done, out + done, nn);

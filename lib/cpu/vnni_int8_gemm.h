@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lib/cpu/cpu_features.h"
+
 namespace ftx::cpu {
 
 inline int64_t vnni_padded_k(int64_t K) { return (K + 3) / 4 * 4; }
@@ -40,6 +42,10 @@ struct VnniActivations {
 // pack_int8_vnni as a [K, N] matrix; exact in int32.
 void vnni_int8_product(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,
                        int32_t* acc);
+// The kernel vnni_int8_product runs with the kernel features `f` (cpu_features.h): AVX512-VNNI's
+// vpdpbusd, AVX-VNNI's (256 bits), its exact emulation at the AVX2 level, or portable code.
+enum class Int8ProductKernel { kAvx512Vnni, kAvxVnni, kAvx2Emulated, kPortable };
+Int8ProductKernel int8_product_kernel(const KernelFeatures& f);
 // The same in portable code: what a CPU below AVX2 runs (declared for the tests, which compare the
 // levels against it).
 void vnni_int8_product_portable(const VnniActivations& a, const uint8_t* packed, int64_t N, int64_t n0, int64_t nn,

@@ -38,6 +38,7 @@ inline void dequantize_row(const int32_t* acc, int64_t n, float row_factor, cons
 // rounds half to even under the default MXCSR.
 __attribute__((target("avx512f,avx512bw"))) void quantize_row_avx512(const float* x, int64_t n, float scale,
                                                                      int8_t* q) {
+  note_kernel_level(CpuIsa::kAvx512);
   const __m512 s = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
   int64_t i = 0;
   for (; i < n; i += 16) {
@@ -52,6 +53,7 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_row_avx512(const float
 // max |x[i]|, NaN ignored (std::max(amax, NaN) keeps amax; vmaxps returns its second operand
 // when either is NaN).
 __attribute__((target("avx512f"))) float abs_max_avx512(const float* x, int64_t n) {
+  note_kernel_level(CpuIsa::kAvx512);
   __m512 amax = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - i)) - 1u);
@@ -63,6 +65,7 @@ __attribute__((target("avx512f"))) float abs_max_avx512(const float* x, int64_t 
 // The same two at the AVX2 level, eight lanes at a time (the tail in scalar code, the same rule).
 // vcvtps2dq and the packs saturate as the AVX-512 forms do; values are clamped first anyway.
 __attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, int64_t n, float scale, int8_t* q) {
+  note_kernel_level(CpuIsa::kAvx2);
   const __m256 s = _mm256_set1_ps(scale), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -77,6 +80,7 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, 
 }
 
 __attribute__((target("avx2,fma,f16c"))) float abs_max_avx2(const float* x, int64_t n) {
+  note_kernel_level(CpuIsa::kAvx2);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 amax = _mm256_setzero_ps();
   int64_t i = 0;
@@ -95,6 +99,7 @@ void quantize_row(const float* x, int64_t n, float scale, int8_t* q) {
   if (has_avx512_core()) return quantize_row_avx512(x, n, scale, q);
   if (has_avx2()) return quantize_row_avx2(x, n, scale, q);
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   for (int64_t i = 0; i < n; ++i) q[i] = to_int8_rne(x[i] * scale);
 }
 
@@ -103,6 +108,7 @@ float abs_max(const float* x, int64_t n) {
   if (has_avx512_core()) return abs_max_avx512(x, n);
   if (has_avx2()) return abs_max_avx2(x, n);
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   float amax = 0.0f;
   for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));
   return amax;

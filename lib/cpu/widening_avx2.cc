@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "lib/cpu/cpu_features.h"
 #include "lib/cpu/narrow_type.h"
 #include "lib/cpu/row_prefetch.h"
 #include "lib/cpu/simd_vec.h"
@@ -24,6 +25,7 @@ using simd::Avx2;
 
 void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
                     int64_t nn, float* acc, float* chunk) {
+  note_kernel_level(CpuIsa::kAvx2);
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
     if (M > kWideningStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);

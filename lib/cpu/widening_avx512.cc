@@ -94,6 +94,7 @@ int64_t widening_chunk_floats(int64_t K) { return tile_chunk_floats<Avx512>(K); 
 
 void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
                     int64_t nn, float* acc, float* chunk) {
+  note_kernel_level(CpuIsa::kAvx512);
   if (type == NarrowType::kBf16 && trans && has_avx512_bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   with_narrow(type, [&](auto e) {
     using E = decltype(e);

@@ -72,6 +72,7 @@ void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const v
     case CpuIsa::kBaseline: break;
   }
 #endif
+  note_kernel_level(CpuIsa::kBaseline);
   with_narrow(type, [&](auto e) { stream_rows_portable_t<decltype(e)>(M, K, A, B, ldb, trans, nn, acc); });
 }
 

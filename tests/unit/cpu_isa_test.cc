@@ -45,7 +45,7 @@ std::vector<uint8_t> narrow_matrix(cpu::NarrowType type, const std::vector<float
   return out;
 }
 
-TEST(CpuIsaLevels, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
+TEST(CpuIsaLevelsOnAvx512, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
   if (cpu::detected_cpu_isa() < cpu::CpuIsa::kAvx512) GTEST_SKIP() << "needs a CPU with AVX-512";
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -169,6 +169,68 @@ TEST(CpuIsaLevels, W8A8ProductIsExactAtEveryLevel) {
       cpu::vnni_int8_product(act.op, packed.data(), N, 0, N, level.data());
       EXPECT_EQ(level, want);
     }
+}
+
+// The dispatch of the W8A8 product for CPUs other than this one (cpu_features.h's rule, then
+// vnni_int8_gemm.h's choice): AVX-VNNI's kernel is taken by an AVX2 CPU that has it (Alder Lake),
+// uncapped or capped at its own level, and by no capped AVX-512 CPU (capped, a Sapphire Rapids runs
+// what a Zen 3 runs); AVX512-VNNI's where the AVX-512 level has VNNI.
+TEST(CpuIsaDispatch, Int8ProductKernelForEachCpu) {
+  using K = cpu::Int8ProductKernel;
+  using L = cpu::CpuIsa;
+  cpu::CpuFeatures nehalem, zen3, alder_lake, skylake_x, sapphire_rapids;
+  zen3.avx2 = zen3.fma = zen3.f16c = true;
+  alder_lake = zen3;
+  alder_lake.avx_vnni = true;
+  skylake_x = zen3;
+  skylake_x.avx512f = skylake_x.avx512bw = skylake_x.avx512vl = skylake_x.avx512dq = true;
+  sapphire_rapids = skylake_x;
+  sapphire_rapids.avx_vnni = sapphire_rapids.avx512_vnni = sapphire_rapids.avx512_bf16 = true;
+  sapphire_rapids.amx_bf16 = true;
+  struct Row {
+    const char* cpu;
+    const cpu::CpuFeatures& f;
+    L cap;
+    L level;
+    K kernel;
+  };
+  const Row rows[] = {{"nehalem", nehalem, L::kAvx512, L::kBaseline, K::kPortable},
+                      {"zen3", zen3, L::kAvx512, L::kAvx2, K::kAvx2Emulated},
+                      {"zen3 at baseline", zen3, L::kBaseline, L::kBaseline, K::kPortable},
+                      {"alder lake", alder_lake, L::kAvx512, L::kAvx2, K::kAvxVnni},
+                      {"alder lake at avx2", alder_lake, L::kAvx2, L::kAvx2, K::kAvxVnni},
+                      {"alder lake at baseline", alder_lake, L::kBaseline, L::kBaseline, K::kPortable},
+                      {"skylake-x", skylake_x, L::kAvx512, L::kAvx512, K::kAvx2Emulated},
+                      {"sapphire rapids", sapphire_rapids, L::kAvx512, L::kAvx512, K::kAvx512Vnni},
+                      {"sapphire rapids at avx2", sapphire_rapids, L::kAvx2, L::kAvx2, K::kAvx2Emulated},
+                      {"sapphire rapids at baseline", sapphire_rapids, L::kBaseline, L::kBaseline, K::kPortable}};
+  auto name = [](K k) {
+    return k == K::kAvx512Vnni ? "avx512-vnni" : k == K::kAvxVnni ? "avx-vnni" : k == K::kAvx2Emulated ? "avx2" : "portable";
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.cpu);
+    const cpu::KernelFeatures k = cpu::kernel_features(r.f, r.cap);
+    EXPECT_STREQ(cpu::cpu_isa_name(k.isa), cpu::cpu_isa_name(r.level));
+    EXPECT_STREQ(name(cpu::int8_product_kernel(k)), name(r.kernel));
+    // The extensions of the levels above a cap are off with it.
+    EXPECT_EQ(k.avx512_bf16 || k.amx_bf16 || k.avx512_vnni, r.level == L::kAvx512 && r.f.avx512_vnni);
+  }
+}
+
+// Only cpu_features.cc asks the CPU what it has: a kernel that dispatched on CPUID itself (or by
+// GCC's target_clones, which asks when the binary loads) would run above a cap.
+TEST(CpuIsaDispatch, OnlyCpuFeaturesAsksTheCpu) {
+  const std::string src = std::getenv("FTX_SOURCE_DIR");
+  const std::string cmd = "cd '" + src + "' && grep -rnE '__builtin_cpu_(supports|is|init)|target_clones|"
+                          "__get_cpuid|cpuid\\.h|_may_i_use_cpu_feature' lib kernels cmd formats "
+                          "| grep -v '^lib/cpu/cpu_features\\.cc:' | grep -vE '^[^:]*:[0-9]+:\\s*//'";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string hits;
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), buf.size(), p)) hits += buf.data();
+  pclose(p);
+  EXPECT_EQ(hits, "") << "these ask the CPU themselves; dispatch on cpu_features.h";
 }
 
 // `ftx --version` (FTX_BIN) with FTX_CPU_ISA set to `value`: its output and exit status.
