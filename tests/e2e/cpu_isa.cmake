@@ -2,9 +2,11 @@
 # kernel and engine tests again with FTX_CPU_ISA capping ftx's kernels and oneDNN, and
 # OPENBLAS_CORETYPE capping OpenBLAS (which picks its kernels when it loads). An AVX-512 machine
 # runs them at avx2 and baseline, an AVX2 machine at baseline; the default run is the machine's own
-# level. Labels cpu-isa-avx2 and cpu-isa-baseline. And, where qemu-user is installed, the same
-# binaries on an emulated CPU that has AVX2 but no AVX-512 at all (cpu_isa_emulated_avx2): its
-# CPUID, not a cap, decides, as on a user's AMD Zen 3.
+# level. Labels cpu-isa-avx2 and cpu-isa-baseline. Each capped run checks that the level it asked
+# for is the level that ran, in ftx's kernels, oneDNN and OpenBLAS (FTX_TEST_ISA;
+# tests/unit/cpu_isa_reached.cc). And the same binaries on emulated CPUs, qemu-user's, where their
+# CPUID, not a cap, decides: one with AVX2 but no AVX-512 at all (cpu_isa_emulated_avx2, as a
+# user's AMD Zen 3) and one without AVX (cpu_isa_emulated_baseline, a Nehalem).
 file(READ /proc/cpuinfo FTX_CPUINFO LIMIT 65536)
 set(FTX_ISA_LEVELS_BELOW "")
 if(FTX_CPUINFO MATCHES " avx512f " AND FTX_CPUINFO MATCHES " avx512bw " AND FTX_CPUINFO MATCHES " avx512vl "
@@ -18,10 +20,16 @@ if(FTX_HAVE_MPI)
   find_program(FTX_MPIRUN NAMES mpirun mpiexec)  # engine.cmake's, which this file may precede
 endif()
 
-# The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend.
+# The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend; each
+# checks after its tests the level its kernels ran at (cpu_isa_reached.cc).
 set(FTX_ISA_UNIT_TESTS cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
     half_rounding_test w8a8_gemm_test kv_cache_int8_test engine_ops_test engine_reference_test engine_half_test
     engine_paged_test engine_w8a8_test engine_fp8_test engine_session_test)
+add_library(cpu_isa_reached OBJECT ${CMAKE_CURRENT_LIST_DIR}/../unit/cpu_isa_reached.cc)
+target_link_libraries(cpu_isa_reached PRIVATE ftx_runtime GTest::gtest)
+foreach(t ${FTX_ISA_UNIT_TESTS})
+  target_link_libraries(${t} PRIVATE cpu_isa_reached)
+endforeach()
 
 foreach(level ${FTX_ISA_LEVELS_BELOW})
   if(level STREQUAL avx2)
@@ -29,7 +37,7 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
   else()
     set(openblas_core Prescott)
   endif()
-  set(env ${FTX_TEST_ENV} FTX_CPU_ISA=${level} OPENBLAS_CORETYPE=${openblas_core})
+  set(env ${FTX_TEST_ENV} FTX_CPU_ISA=${level} OPENBLAS_CORETYPE=${openblas_core} FTX_TEST_ISA=${level})
   foreach(t ${FTX_ISA_UNIT_TESTS})
     set(filter "")
     if(t STREQUAL engine_fp8_test OR t STREQUAL engine_w8a8_test)
@@ -43,6 +51,10 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
     set_tests_properties(cpu_isa_${level}.${t} PROPERTIES ENVIRONMENT "${env}" LABELS cpu-isa-${level}
                          FIXTURES_REQUIRED engine_models TIMEOUT 900)
   endforeach()
+  # The binary the CLI runs says it runs capped.
+  add_test(NAME cpu_isa_${level}.version COMMAND $<TARGET_FILE:ftx> --version)
+  set_tests_properties(cpu_isa_${level}.version PROPERTIES ENVIRONMENT "${env}" LABELS cpu-isa-${level}
+                       PASS_REGULAR_EXPRESSION "cpu kernels: ${level} [(]capped by FTX_CPU_ISA=${level}, the CPU has")
   # `ftx generate` end to end (greedy, --dtype bf16/fp16 against the float64 emulation, beams,
   # streams, text) and fp16/bf16 at TP 2 under mpirun.
   add_test(NAME cpu_isa_${level}.engine_generate_cli
@@ -52,18 +64,25 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
   if(FTX_MPIRUN)
     add_test(NAME cpu_isa_${level}.engine_half_tp_mpi
              COMMAND ${FTX_MPIRUN} -np 2 --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1
-                     -x FTX_CPU_ISA -x OPENBLAS_CORETYPE
+                     -x FTX_CPU_ISA -x OPENBLAS_CORETYPE -x FTX_TEST_ISA
                      $<TARGET_FILE:engine_half_test> --gtest_filter=HalfWeightsTensorParallel.*)
     set_tests_properties(cpu_isa_${level}.engine_half_tp_mpi PROPERTIES ENVIRONMENT "${env}"
                          LABELS cpu-isa-${level} FIXTURES_REQUIRED engine_models TIMEOUT 300)
   endif()
 endforeach()
 
+# Registered wherever the binaries are x86-64, qemu or not: without qemu-user (scripts/setup
+# installs it) they exit 77, a skip that scripts/test counts as a failure.
 find_program(FTX_QEMU_X86_64 qemu-x86_64)
-if(FTX_QEMU_X86_64 AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64")
-  add_test(NAME cpu_isa_emulated_avx2
-           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/cpu_isa_emulated_test.py ${FTX_QEMU_X86_64}
-                   $<TARGET_FILE:cpu_half_gemm_test> $<TARGET_FILE:kv_cache_int8_test> $<TARGET_FILE:w8a8_gemm_test>)
-  set_tests_properties(cpu_isa_emulated_avx2 PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS cpu-isa-avx2
-                       FIXTURES_REQUIRED engine_models TIMEOUT 1200 SKIP_RETURN_CODE 77)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64")
+  foreach(level avx2 baseline)
+    add_test(NAME cpu_isa_emulated_${level}
+             COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/cpu_isa_emulated_test.py ${level} "${FTX_QEMU_X86_64}"
+                     cpu_half_gemm_test=$<TARGET_FILE:cpu_half_gemm_test> kv_cache_int8_test=$<TARGET_FILE:kv_cache_int8_test>
+                     w8a8_gemm_test=$<TARGET_FILE:w8a8_gemm_test> cpu_activation_test=$<TARGET_FILE:cpu_activation_test>
+                     cpu_rms_norm_test=$<TARGET_FILE:cpu_rms_norm_test> half_rounding_test=$<TARGET_FILE:half_rounding_test>
+                     cpu_fp8_gemm_test=$<TARGET_FILE:cpu_fp8_gemm_test> engine_ops_test=$<TARGET_FILE:engine_ops_test>)
+    set_tests_properties(cpu_isa_emulated_${level} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS cpu-isa-${level}
+                         FIXTURES_REQUIRED engine_models TIMEOUT 1200 SKIP_RETURN_CODE 77)
+  endforeach()
 endif()
