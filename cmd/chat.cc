@@ -50,7 +50,7 @@ int run_chat(ChatFlags& f) {
   ftx::ModelWeights weights;
   std::string failure;
   try {
-    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *rt.backend);
+    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *rt.backend, rt.quant);
   } catch (const ftx::Error& e) {
     failure = e.what();
   }

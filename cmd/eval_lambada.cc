@@ -119,7 +119,7 @@ int run_eval(const EvalFlags& f) {
   std::unique_ptr<ftx::ResultJournal> journal;
   ftx::ModelWeights weights;
   try {
-    weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend);
+    weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend, rt.quant);
     if (leader && !f.output.empty()) {
       nlohmann::ordered_json run = ftx::run_identity(f.model_dir, ro, rt.layout());
       run["examples"] = examples.size();

@@ -78,7 +78,7 @@ int run_generate(GenerateFlags& f) {
   fmt.tokenizer = tokenizer.get();
   std::string failure;
   try {
-    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *backend);
+    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *backend, rt.quant);
     if (leader) {
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned ||
                            cfg.position == ftx::PositionEmbedding::kSinusoidal;

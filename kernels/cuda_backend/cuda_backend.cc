@@ -21,11 +21,11 @@
 #include "kernels/embeddings/embedding_kernels.h"
 #include "kernels/memory/memory_kernels.h"
 #include "kernels/norms/norm_kernels.h"
+#include "kernels/quantization/fp8_device.h"
 #include "kernels/quantization/fp8_gemm_lt.h"
 #include "kernels/quantization/fp8_kernels.h"
 #include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
-#include "lib/quant/fp8.h"
 
 namespace ftx::cuda {
 
@@ -266,17 +266,7 @@ ops::Weight CudaBackend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64
 void CudaBackend::require_fp8(const std::string& flag) const {
   cudaDeviceProp prop{};
   FTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-  quant::require_fp8_device("GPU " + std::to_string(device_) + " (" + prop.name + ")", prop.major, prop.minor, flag);
-}
-
-void CudaBackend::set_fp8(bool on) {
-  if (on) require_fp8("--fp8");
-  Backend::set_fp8(on);
-}
-
-void CudaBackend::set_fp8_kv_cache(bool on) {
-  if (on) require_fp8("--fp8-kv-cache");
-  Backend::set_fp8_kv_cache(on);
+  require_fp8_device("GPU " + std::to_string(device_) + " (" + prop.name + ")", prop.major, prop.minor, flag);
 }
 
 ops::Weight CudaBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols,
@@ -363,8 +353,7 @@ void CudaBackend::release_weight(const ops::Weight& w) {
   if (w.dtype == DType::kInt8 || w.dtype == DType::kFloat8E4M3) arena_.release(const_cast<float*>(w.scale));
 }
 
-ops::KvCache CudaBackend::alloc_kv(size_t n) {
-  const DType t = kv_dtype();
+ops::KvCache CudaBackend::alloc_kv(size_t n, DType t) {
   return ops::KvCache(arena_.allocate(std::max<size_t>(n * dtype_size(t), 1)), t);
 }
 
@@ -830,13 +819,18 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::W
     invoke_scale(stream_, C.data, c_kind, beta, static_cast<size_t>(M) * N);
     return;
   }
-  const bool quantised = weight.dtype == DType::kInt8 || weight.dtype == DType::kFloat8E4M3;
-  if (quantised && trans_b)
+  const ops::WeightKind kind = ops::weight_kind(weight);
+  if (ops::is_quantized(kind) && trans_b)
     throw Error(std::string("gemm: an ") + dtype_name(weight.dtype) +
                 " weight cannot be transposed (embedding tables stay floating point)");
-  if (weight.dtype == DType::kInt8 && weight.w8a8) return gemm_w8a8(M, N, K, A, weight, C, beta);
-  if (weight.dtype == DType::kFloat8E4M3) return gemm_fp8(M, N, K, A, weight, C, beta);
-  if (weight.dtype == DType::kInt8) return gemm_int8(M, N, K, A, weight, C, beta);
+  switch (kind) {
+    case ops::WeightKind::kW8A8: return gemm_w8a8(M, N, K, A, weight, C, beta);
+    case ops::WeightKind::kFp8: return gemm_fp8(M, N, K, A, weight, C, beta);
+    case ops::WeightKind::kInt8Columns:
+    case ops::WeightKind::kInt8Rows: return gemm_int8(M, N, K, A, weight, C, beta);
+    case ops::WeightKind::kFloat32:
+    case ops::WeightKind::kHalf: break;
+  }
   float_gemm(M, N, K, A, weight.data, weight.dtype, trans_b, C, beta);
 }
 

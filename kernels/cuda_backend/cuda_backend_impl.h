@@ -56,15 +56,12 @@ class CudaBackend : public ops::Backend {
 
   DType weight_dtype() const override { return weight_dtype_; }
   int64_t vocab_pad_multiple() const override { return weight_dtype_ == DType::kFloat32 ? 1 : 8; }
-  // --int8-kv-cache and --fp8-kv-cache (Backend::set_int8_kv_cache, set_fp8_kv_cache) override the
-  // floating-point cache dtype.
-  DType kv_dtype() const override {
-    return int8_kv_cache() ? DType::kInt8 : fp8_kv_cache() ? DType::kFloat8E4M3 : kv_dtype_;
-  }
-  // FP8 needs sm_89 or later: Error naming the GPU otherwise (quant::require_fp8_device).
-  void set_fp8(bool on) override;
-  void set_fp8_kv_cache(bool on) override;
-  ops::KvCache alloc_kv(size_t n) override;
+  // The unquantised cache's dtype (an int8 or FP8 one is asked for by alloc_kv's dtype).
+  DType kv_dtype() const override { return kv_dtype_; }
+  // FP8 needs sm_89 or later: Error naming the GPU otherwise (fp8_device.h).
+  void require_fp8(const std::string& flag) const override;
+  using ops::Backend::alloc_kv;
+  ops::KvCache alloc_kv(size_t n, DType dtype) override;
   void release_kv(const ops::KvCache& c) override;
   ops::Weight upload_weight(const void* src, DType src_dtype, size_t n) override;
   void release_weight(const ops::Weight& w) override;
@@ -158,8 +155,6 @@ class CudaBackend : public ops::Backend {
   void gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // Whole blocks of `sh` that both caches' allocations hold, for check_block_ids (-1: unknown).
   int64_t cache_blocks(const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) const;
-  // The device's name and compute capability against FP8's needs (flag: what asked for it).
-  void require_fp8(const std::string& flag) const;
 
   struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;

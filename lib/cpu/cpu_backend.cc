@@ -203,22 +203,28 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops
                       ops::Act c_act, float beta) {
   const float* A = a_act.fp32();
   float* C = c_act.fp32();
-  if (is_half(weight.dtype)) return half_gemm(M, N, K, A, weight, trans_b, C, beta);
-  if (weight.dtype == DType::kInt8 && trans_b != weight.int8_rows)  // checked here: nothing may throw inside the parallel loop
-    throw Error(trans_b ? "gemm: an int8 weight quantised per column cannot be transposed (only an --int8-lm-head table is)"
-                        : "gemm: an int8 table quantised per row (--int8-lm-head) is used transposed only");
+  const ops::WeightKind kind = ops::weight_kind(weight);
+  // Checked here: nothing may throw inside the parallel loops.
+  if ((kind == ops::WeightKind::kInt8Columns || kind == ops::WeightKind::kW8A8) && trans_b)
+    throw Error("gemm: an int8 weight quantised per column cannot be transposed (only an --int8-lm-head table is)");
+  if (kind == ops::WeightKind::kInt8Rows && !trans_b)
+    throw Error("gemm: an int8 table quantised per row (--int8-lm-head) is used transposed only");
   if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
-  if (weight.dtype == DType::kFloat8E4M3) return fp8_gemm(M, N, K, A, weight, C, beta);
-  if (weight.dtype == DType::kInt8 && weight.w8a8) {
-    w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
-    const auto* w = static_cast<const uint8_t*>(weight.data);
-    for_column_blocks(
-        M, N, K, [&](int64_t n0, int64_t nn) { w8a8_gemm_block(w8a8_act_, w, N, weight.scale, C, beta, n0, nn); },
-        weight.panel_cols);
-    return;
+  switch (kind) {
+    case ops::WeightKind::kHalf: return half_gemm(M, N, K, A, weight, trans_b, C, beta);
+    case ops::WeightKind::kFp8: return fp8_gemm(M, N, K, A, weight, C, beta);
+    case ops::WeightKind::kW8A8: {
+      w8a8_act_.quantize(M, K, A, weight.act_scale, weight.out_scale);
+      const auto* w = static_cast<const uint8_t*>(weight.data);
+      for_column_blocks(
+          M, N, K, [&](int64_t n0, int64_t nn) { w8a8_gemm_block(w8a8_act_, w, N, weight.scale, C, beta, n0, nn); },
+          weight.panel_cols);
+      return;
+    }
+    case ops::WeightKind::kInt8Columns:
+    case ops::WeightKind::kInt8Rows: return int8_gemm(M, N, K, A, weight, trans_b, C, beta);
+    case ops::WeightKind::kFloat32: break;
   }
-  if (weight.dtype == DType::kInt8) return int8_gemm(M, N, K, A, weight, trans_b, C, beta);
-  (void)weight.fp32();  // fp32, int8, FP8 and half are all there is
   const bool packed = weight.panel_cols > 0;
   const int64_t panel_cols = weight.panel_cols;
   for_column_blocks(

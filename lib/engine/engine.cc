@@ -69,12 +69,12 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
     shape_.alibi_slopes = alibi_.data();
   }
   bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
-  if (ops::kv_is_quantized(be_.kv_dtype()))
+  if (ops::kv_is_quantized(w_.kv_dtype()))
     for (size_t l = 0; l < weights.layers.size(); ++l)
       FTX_CHECK(weights.layers[l].kv_scale > 0.0f, "",
-                std::string("a ") + dtype_name(be_.kv_dtype()) + " KV cache needs layer " +
+                std::string("a ") + dtype_name(w_.kv_dtype()) + " KV cache needs layer " +
                     std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
-                    "'s scale: load the weights with the backend's quantised KV cache on");
+                    "'s scale: ModelWeights::load reads it when its QuantPolicy quantises the KV cache");
   if (options.prompts) load_prompts(*options.prompts);
   make_kv_cache(options);
 }
@@ -87,7 +87,7 @@ Engine::~Engine() {
 
 float Engine::kv_scale(int64_t l) const {
   // An fp32/fp16 cache has no scale; an int8 or fp8 one the layer's calibrated scale.
-  return ops::kv_is_quantized(be_.kv_dtype()) ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
+  return ops::kv_is_quantized(w_.kv_dtype()) ? w_.layers[static_cast<size_t>(l)].kv_scale : 1.0f;
 }
 
 void Engine::check_positions(int64_t first, int64_t last) const {

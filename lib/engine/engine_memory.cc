@@ -49,7 +49,7 @@ void Engine::make_kv_cache(const EngineOptions& options) {
   // The prefix cache's seed names what a block's K/V depend on besides the tokens: the cache's
   // dtype and the INT8 scales it was quantised with.
   std::vector<float> scales;
-  uint64_t seed = static_cast<uint64_t>(be_.kv_dtype()) * 0x100000001b3ull + 0x811c9dc5ull;
+  uint64_t seed = static_cast<uint64_t>(w_.kv_dtype()) * 0x100000001b3ull + 0x811c9dc5ull;
   for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
     scales.push_back(kv_scale(l));
     uint32_t bits = 0;
@@ -62,7 +62,7 @@ void Engine::make_kv_cache(const EngineOptions& options) {
   ko.prefix_cache = options.prefix_cache;
   ko.seed = seed;
   kv_ = std::make_unique<kv::KvCacheManager>(ko);
-  pool_ = std::make_unique<kv::KvBlockPool>(be_, scales, shape_.kv_heads, shape_.head_dim, options.block_size);
+  pool_ = std::make_unique<kv::KvBlockPool>(be_, w_.kv_dtype(), scales, shape_.kv_heads, shape_.head_dim, options.block_size);
   shape_.block_size = options.block_size;
   budget_ = options.kv_cache;
   if (!budget_.fixed()) return;

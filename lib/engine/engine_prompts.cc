@@ -24,7 +24,7 @@ void Engine::load_prompts(const PromptTables& p) {
     // The prefix goes into the KV cache as it is held here (copy_kv_2d), converted once now as the
     // attention stores every other K and V: fp32 as it is, fp16/bf16 rounded to nearest even (a
     // half model's cache, the CUDA default), int8 or fp8 with each layer's cache scale.
-    const DType kv = be_.kv_dtype();
+    const DType kv = w_.kv_dtype();
     const bool half = kv == DType::kFloat16 || kv == DType::kBFloat16;
     FTX_CHECK(kv == DType::kFloat32 || half || ops::kv_is_quantized(kv), "",
               std::string("prefix prompts need an fp32, fp16, bf16, int8 or fp8 KV cache; the ") + be_.name() +
@@ -86,7 +86,7 @@ std::vector<int32_t> Engine::place_prefix(const std::vector<int32_t>& tokens, in
   if (t < 0) return std::vector<int32_t>(tokens.begin() + held, tokens.end());
   FTX_CHECK(kv_->table(row).slots == held, "", "a prefix prompt can only start an empty cache row");
   const int64_t len = prefix_len_[t], kvh = shape_.kv_heads, d = shape_.head_dim;
-  const size_t el = dtype_size(be_.kv_dtype());
+  const size_t el = dtype_size(w_.kv_dtype());
   if (held < len) {
     // This stage's layers only (all of them without pipeline parallelism): cache layer l is model
     // layer first_layer() + l, whose prefix sits at that index of the file's [layers, 2, ...].

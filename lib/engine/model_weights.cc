@@ -166,6 +166,7 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   config_ = o.config_;
   rank_ = o.rank_; tp_ = o.tp_;
   first_layer_ = o.first_layer_; padded_vocab_ = o.padded_vocab_;
+  kv_dtype_ = o.kv_dtype_;
   has_embeddings_ = o.has_embeddings_; has_head_ = o.has_head_;
   backend_ = o.backend_;
   owned_ = std::move(o.owned_);
@@ -179,18 +180,20 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
 
 ModelWeights::~ModelWeights() { release_all(); }
 
-ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::Backend& backend) {
+ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::Backend& backend,
+                                const QuantPolicy& quant) {
   dist::ParallelLayout layout;
   layout.tp = tp;
   layout.rank = rank;
-  return load(dir, layout, backend);
+  return load(dir, layout, backend, quant);
 }
 
-ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend) {
+ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend,
+                                const QuantPolicy& quant) {
   const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
-  const ops::Backend::SmoothQuant& sq = backend.smoothquant();
+  const SmoothQuant& sq = quant.smoothquant;
   const W8A8Files w8a8_files = sq.on ? check_w8a8_folder(dir, cfg, sq) : W8A8Files::kTrtLlm;
   if (layout.pp > cfg.num_layer)
     throw Error(join(dir, "config.ini"), "num_layer = " + std::to_string(cfg.num_layer) + " is less than the " +
@@ -201,6 +204,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   w.rank_ = rank;
   w.tp_ = tp;
   w.backend_ = &backend;
+  w.kv_dtype_ = quant.kv_dtype(backend.kv_dtype());
   w.first_layer_ = layout.first_layer(cfg.num_layer);
   const int64_t end_layer = layout.end_layer(cfg.num_layer);
   w.has_embeddings_ = layout.first_stage();
@@ -208,10 +212,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   w.layers.resize(static_cast<size_t>(end_layer - w.first_layer_));
   // An INT8 KV cache needs each layer's calibrated scale: read first, so a folder without them fails
   // before anything is loaded.
-  if (backend.kv_dtype() == DType::kInt8)
+  if (w.kv_dtype_ == DType::kInt8)
     for (size_t i = 0; i < w.layers.size(); ++i)
       w.layers[i].kv_scale = read_kv_cache_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
-  if (backend.kv_dtype() == DType::kFloat8E4M3)
+  if (w.kv_dtype_ == DType::kFloat8E4M3)
     for (size_t i = 0; i < w.layers.size(); ++i)
       w.layers[i].kv_scale = read_fp8_kv_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
   const bool tied = file_size(join(dir, "model.lm_head.weight.bin")) < 0;
@@ -296,7 +300,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   // Weight-only INT8 (FT int8_mode 1) quantises the layers' GEMM matrices, [in, out...] read as
   // [shape[0], rest]; the embeddings and lm_head stay floating point, as in FT.
   auto quantized = [&](const FtWeightFile& f) {
-    return backend.int8_weight_only() && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
+    return quant.int8_weight_only && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
            f.shape.size() >= 2;
   };
   // SmoothQuant W8A8 (int8_mode 2) reads the layer GEMMs (and a gated FFN's gate) from the folder's int8 files.
@@ -305,7 +309,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   };
   // FP8 (--fp8) reads the layer GEMMs (and a gated FFN's gate) from the folder's E4M3 files.
   auto fp8 = [&](const FtWeightFile& f, std::string* gemm) {
-    return backend.fp8() && f.shape.size() >= 2 && is_fp8_gemm(f.name, gemm);
+    return quant.fp8 && f.shape.size() >= 2 && is_fp8_gemm(f.name, gemm);
   };
   // What this rank will hold, against what the backend has, before anything is allocated.
   const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
@@ -338,7 +342,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   // --int8-lm-head: the table the lm_head GEMM reads (wte when tied, which the embedding lookup
   // still reads in floating point) is held in int8 as well, quantised per vocabulary row.
   auto int8_head = [&](const std::string& name) {
-    return backend.int8_lm_head() && w.has_head_ && (name == "model.lm_head.weight" || (tied && name == "model.wte"));
+    return quant.int8_lm_head && w.has_head_ && (name == "model.lm_head.weight" || (tied && name == "model.wte"));
   };
   const auto manifest = read_ft_manifest(dir);  // its checksums are checked as each file is loaded
   std::vector<float> host;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lib/dist/parallel.h"
+#include "lib/engine/quant_policy.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
 
@@ -34,19 +35,22 @@ struct LayerWeights {
   const float* gate_b = nullptr;
   ops::Weight proj_w;                    // [I/T, H]
   const float* proj_b = nullptr;         // [H]
-  // INT8 or FP8 KV cache only (backend kv_dtype() int8 or fp8): the layer's kv_quant_orig
+  // INT8 or FP8 KV cache only (ModelWeights::kv_dtype() int8 or fp8): the layer's kv_quant_orig
   // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;
 };
 
 class ModelWeights {
  public:
-  // Reads `dir`/config.ini and the files of `rank` out of `tp` ranks. Throws Error for: a folder
-  // converted for another TP size, a missing/short/long file (naming the file, bytes found and
-  // expected), an unexpected extra model.*.bin, a manifest.json that disagrees.
-  static ModelWeights load(const std::string& dir, int rank, int tp, ops::Backend& backend);
+  // Reads `dir`/config.ini and the files of `rank` out of `tp` ranks, quantised as `quant` says
+  // (with the folder's int8 or FP8 files and scales where it asks for them). Throws Error for: a
+  // folder converted for another TP size, a missing/short/long file (naming the file, bytes found
+  // and expected), an unexpected extra model.*.bin, a manifest.json that disagrees.
+  static ModelWeights load(const std::string& dir, int rank, int tp, ops::Backend& backend,
+                           const QuantPolicy& quant = {});
   // The tensors of world rank layout.rank: TP shard layout.tp_rank() of stage layout.stage()'s layers.
-  static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend);
+  static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend,
+                           const QuantPolicy& quant = {});
   // Checks the folder's files (sizes and extras) without loading: the same errors as load().
   static void check_files(const std::string& dir, const ModelConfig& cfg, int tp);
   // A file the loader refuses when config.ini's layout does not name it: a model.*.bin that is no
@@ -78,12 +82,16 @@ class ModelWeights {
   const float *final_ln_gamma = nullptr, *final_ln_beta = nullptr;
   std::vector<LayerWeights> layers;  // this stage's layers only
   size_t bytes() const { return bytes_; }  // bytes held on the backend
+  // What the KV cache for these weights is held in: int8 or FP8 E4M3 when the policy they were
+  // loaded with asks for it (each layer's LayerWeights::kv_scale read), else the backend's kv_dtype().
+  DType kv_dtype() const { return kv_dtype_; }
 
  private:
   ModelConfig config_;
   int rank_ = 0, tp_ = 1;
   int64_t first_layer_ = 0;
   int64_t padded_vocab_ = 0;
+  DType kv_dtype_ = DType::kFloat32;
   bool has_embeddings_ = true, has_head_ = true;
   ops::Backend* backend_ = nullptr;
   std::vector<float*> owned_;

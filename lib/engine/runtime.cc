@@ -34,18 +34,18 @@ Runtime make_runtime(const RuntimeOptions& o) {
       dist::ParallelLayout::resolve(o.tensor_para_size, o.pipeline_para_size, rt.comm->size(), rt.comm->rank(),
                                     num_layer);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
-  rt.backend->set_int8_weight_only(o.int8_mode == 1);
   if (o.int8_lm_head && !rt.backend->int8_lm_head_supported())
     throw UsageError("--int8-lm-head: the " + rt.backend->name() + " backend has no int8 lm_head GEMM yet (the cpu backend has)");
-  rt.backend->set_int8_lm_head(o.int8_lm_head);
-  ops::Backend::SmoothQuant sq;
-  sq.on = o.int8_mode == 2;
-  sq.per_token = o.per_token;
-  sq.per_channel = o.per_channel;
-  rt.backend->set_smoothquant(sq);
-  rt.backend->set_int8_kv_cache(o.int8_kv_cache);
-  rt.backend->set_fp8(o.fp8);
-  rt.backend->set_fp8_kv_cache(o.fp8_kv_cache);
+  if (o.fp8) rt.backend->require_fp8("--fp8");
+  if (o.fp8_kv_cache) rt.backend->require_fp8("--fp8-kv-cache");
+  rt.quant.int8_weight_only = o.int8_mode == 1;
+  rt.quant.int8_lm_head = o.int8_lm_head;
+  rt.quant.smoothquant.on = o.int8_mode == 2;
+  rt.quant.smoothquant.per_token = o.per_token;
+  rt.quant.smoothquant.per_channel = o.per_channel;
+  rt.quant.int8_kv_cache = o.int8_kv_cache;
+  rt.quant.fp8 = o.fp8;
+  rt.quant.fp8_kv_cache = o.fp8_kv_cache;
   if (device == "cuda") rt.backend->use_gemm_config(o.gemm_config, o.model_dir);
   // The engine all-reduces activations in the backend's memory: device buffers need the device's
   // communicator (NCCL for cuda), registered from kernels/.

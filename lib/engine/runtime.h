@@ -8,6 +8,7 @@
 
 #include "lib/dist/communicator.h"
 #include "lib/dist/parallel.h"
+#include "lib/engine/quant_policy.h"
 #include "lib/ops/backend.h"
 
 namespace ftx {
@@ -16,6 +17,7 @@ struct Runtime {
   std::unique_ptr<ops::Backend> backend;
   std::unique_ptr<dist::Communicator> comm;             // the world
   std::unique_ptr<dist::ParallelGroups> groups;         // TP and PP groups over comm
+  QuantPolicy quant;  // the flags' quantisation, for ModelWeights::load
   const dist::ParallelLayout& layout() const { return groups->layout(); }
 };
 
@@ -35,7 +37,8 @@ struct RuntimeOptions {
   int tensor_para_size = 0, pipeline_para_size = 0;
 };
 
-// The backend (with its tuned GEMMs when the device has a choice of algorithms) and communicator.
+// The backend (with its tuned GEMMs when the device has a choice of algorithms), communicator and
+// quantisation policy.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
 // so is an int8_mode other than 0, 1 or 2, --per-token or --per-channel without int8_mode 2,
 // --int8-lm-head without int8_mode 1 or on a backend without its GEMM, --fp8

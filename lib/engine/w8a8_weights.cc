@@ -89,7 +89,7 @@ bool is_w8a8_gemm(const std::string& weight_name, std::string* gemm) {
   return false;
 }
 
-W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const ops::Backend::SmoothQuant& mode) {
+W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const SmoothQuant& mode) {
   const std::string ini_path = dir + "/config.ini";
   const IniFile ini = IniFile::read(ini_path);
   std::string alpha, format;
@@ -118,7 +118,7 @@ W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, cons
 }
 
 ops::Weight load_w8a8_weight(const std::string& dir, const ModelConfig& cfg, const std::string& gemm, int rank, int tp,
-                             int64_t rows, int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
+                             int64_t rows, int64_t cols, const SmoothQuant& mode, W8A8Files files,
                              ops::Backend& backend) {
   const std::string base = dir + "/" + gemm;
   const std::string r = std::to_string(rank);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "lib/engine/quant_policy.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
 
@@ -20,14 +21,14 @@ enum class W8A8Files { kTrtLlm, kFt };
 // The folder can serve W8A8 in `mode`: config.ini says smoothquant exported it with an alpha, and
 // FT-format files (multi-head attention only) are asked for per tensor only.
 // Returns the files' format; throws Error naming the folder and the reason otherwise.
-W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const ops::Backend::SmoothQuant& mode);
+W8A8Files check_w8a8_folder(const std::string& dir, const ModelConfig& cfg, const SmoothQuant& mode);
 
 // The GEMM "model.layers.L.<gemm>" (gemm: attention.query_key_value, attention.dense,
 // mlp.dense_h_to_4h, mlp.dense_h_to_4h.gate or mlp.dense_4h_to_h) of TP rank `rank` of `tp`,
 // [rows, cols] as this rank holds it, uploaded as a W8A8 weight; `cfg` says how QKV's per-tensor
 // scales (one per Q, K, V) map to this rank's columns. Throws Error naming a missing or mis-sized file.
 ops::Weight load_w8a8_weight(const std::string& dir, const ModelConfig& cfg, const std::string& gemm, int rank, int tp,
-                             int64_t rows, int64_t cols, const ops::Backend::SmoothQuant& mode, W8A8Files files,
+                             int64_t rows, int64_t cols, const SmoothQuant& mode, W8A8Files files,
                              ops::Backend& backend);
 
 // Whether an FT weight name ("model.layers.L.<gemm>.weight") is a W8A8 GEMM: the four of every

@@ -40,9 +40,22 @@ uint8_t* KvCache::fp8() const {
   return static_cast<uint8_t*>(data);
 }
 
-KvCache Backend::alloc_kv(size_t n) {
-  const DType t = kv_dtype();
-  if (t == DType::kInt8 || t == DType::kFloat8E4M3) return KvCache(alloc((n + sizeof(float) - 1) / sizeof(float)), t);
+WeightKind weight_kind(const Weight& w) {
+  switch (w.dtype) {
+    case DType::kFloat32: return WeightKind::kFloat32;
+    case DType::kFloat16:
+    case DType::kBFloat16: return WeightKind::kHalf;
+    case DType::kInt8: return w.w8a8 ? WeightKind::kW8A8 : w.int8_rows ? WeightKind::kInt8Rows : WeightKind::kInt8Columns;
+    case DType::kFloat8E4M3: return WeightKind::kFp8;
+    default: break;
+  }
+  throw Error(std::string("internal: no GEMM reads a weight held in ") + dtype_name(w.dtype));
+}
+
+KvCache Backend::alloc_kv(size_t n, DType t) {
+  if (kv_is_quantized(t)) return KvCache(alloc((n + sizeof(float) - 1) / sizeof(float)), t);
+  if (t != DType::kFloat32)
+    throw Error(name() + " backend: no allocator for a " + dtype_name(t) + " KV cache");
   return KvCache(alloc(n));
 }
 

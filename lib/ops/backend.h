@@ -87,6 +87,21 @@ struct Weight {
   const float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
 };
 
+// What a GEMM does with its B operand, from Weight::dtype and the quantisation fields: the one
+// dispatch every backend's gemm() switches on.
+enum class WeightKind {
+  kFloat32,      // fp32
+  kHalf,         // fp16 or bf16: A rounded to it, products summed in fp32
+  kInt8Columns,  // weight-only INT8 [K, N], one scale per column (upload_weight_int8)
+  kInt8Rows,     // weight-only INT8 [N, K], one scale per row, used transposed only (--int8-lm-head)
+  kW8A8,         // SmoothQuant W8A8: A quantised too, int8 × int8 (upload_weight_w8a8)
+  kFp8,          // FP8 E4M3: A quantised to E4M3 (upload_weight_fp8)
+};
+// Throws Error for a weight held in a dtype no GEMM reads.
+WeightKind weight_kind(const Weight& w);
+// Whether a kind's matrix is int8 or FP8 with scales beside it (none is ever transposed on a GPU).
+inline bool is_quantized(WeightKind k) { return k != WeightKind::kFloat32 && k != WeightKind::kHalf; }
+
 // One layer's K or V cache in the backend's memory and the dtype it is held in. A plain fp32
 // buffer from alloc() converts implicitly.
 struct KvCache {
@@ -191,74 +206,39 @@ class Backend : public decoding::LogitsDevice {
     return upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
   }
 
-  // Weight-only INT8 (FT's int8_mode 1): when on, the layers' GEMM matrices (QKV, attention
-  // output, FFN in and out; not the embeddings or lm_head) are quantised at load time by
-  // upload_weight_int8 and the GEMMs read int8, with A in the model's float type (Weight::input_dtype).
-  void set_int8_weight_only(bool on) { int8_weight_only_ = on; }
-  bool int8_weight_only() const { return int8_weight_only_; }
   // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns)
-  // into backend memory: rows·cols int8 values and cols fp32 scales.
+  // into backend memory: rows·cols int8 values and cols fp32 scales (weight-only INT8, FT's
+  // int8_mode 1: the GEMMs read int8, with A in the model's float type, Weight::input_dtype).
   virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
-
-  // --int8-lm-head (with weight-only INT8): the lm_head table [vocab, H] held in int8 too, each row
-  // (one output of the transposed GEMM) quantised by the same rule, as TensorRT-LLM's
-  // --quantize_lm_head and llama.cpp's q8_0 output tensor do. FT keeps it floating point, and so
-  // does ftx without the flag: at GPT-2's size the fp32 table is two thirds of what a weight-only
-  // INT8 step reads. A backend without an int8 transposed GEMM says so (int8_lm_head_supported).
-  void set_int8_lm_head(bool on) { int8_lm_head_ = on; }
-  bool int8_lm_head() const { return int8_lm_head_; }
-  virtual bool int8_lm_head_supported() const { return false; }
   // A host [rows, cols] table quantised per row into backend memory: rows·cols int8 values and rows
-  // fp32 scales; a GEMM uses it transposed (trans_b), scaling output n by scale[n].
+  // fp32 scales; a GEMM uses it transposed (trans_b), scaling output n by scale[n] (--int8-lm-head).
+  // A backend without that GEMM says so here.
   Weight upload_weight_int8_rows(const void* src, DType src_dtype, int64_t rows, int64_t cols);
-
-  // SmoothQuant W8A8 (FT's int8_mode 2, TensorRT-LLM's --use_smooth_quant): when on, the layers'
-  // four GEMM matrices are the smoothquant folder's int8 files, and each GEMM quantises its input
-  // (the W8A8 arithmetic below). per_token: dynamic per-row activation scales (--per-token); per_channel: the
-  // per-column weight files and scales (--per-channel).
-  struct SmoothQuant {
-    bool on = false, per_token = false, per_channel = false;
-  };
-  void set_smoothquant(const SmoothQuant& sq) { smoothquant_ = sq; }
-  const SmoothQuant& smoothquant() const { return smoothquant_; }
+  virtual bool int8_lm_head_supported() const { return false; }
   // A host int8 [rows, cols] matrix and its per-column factors alpha_col[cols] into backend
-  // memory as a W8A8 weight; act_scale 0 = per-token (see Weight). Release with release_weight().
+  // memory as a SmoothQuant W8A8 weight; act_scale 0 = per-token (see Weight). Release with release_weight().
   virtual Weight upload_weight_w8a8(const int8_t* q, int64_t rows, int64_t cols, const float* alpha_col,
                                     float act_scale, float out_scale);
-
-  // INT8 KV cache (TensorRT-LLM's --int8_kv_cache): when on, kv_dtype() is kInt8 and the caches
-  // the engine allocates hold int8 K and V, each layer's with its own scale (KvCache::scale, read
-  // by the weight loader from the folder's calibrated scale files).
-  void set_int8_kv_cache(bool on) { int8_kv_cache_ = on; }
-  bool int8_kv_cache() const { return int8_kv_cache_; }
-
-  // FP8 (TensorRT-LLM's FP8 quantisation, --fp8): when on, the layers' GEMM matrices (QKV, attention
-  // output, FFN in, gate and out) are the folder's E4M3 files with their per-tensor scales, and each
-  // GEMM quantises its input to E4M3 (the FP8 arithmetic below). A device without FP8 arithmetic may
-  // refuse it (Error naming the device).
-  virtual void set_fp8(bool on) { fp8_ = on; }
-  bool fp8() const { return fp8_; }
   // A host E4M3 [rows, cols] matrix and its two per-tensor scales into backend memory as an FP8
   // weight (Weight::activation_scaling_factor, weights_scaling_factor). Release with release_weight().
   virtual Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                    float weights_scaling_factor);
-  // FP8 KV cache (TensorRT-LLM's FP8 KV CACHE, --fp8-kv-cache): when on, kv_dtype() is kFloat8E4M3
-  // and each layer's cache carries its kv_cache_scaling_factor (KvCache::scale). Not with the INT8
-  // cache (make_runtime refuses both).
-  virtual void set_fp8_kv_cache(bool on) { fp8_kv_cache_ = on; }
-  bool fp8_kv_cache() const { return fp8_kv_cache_; }
+  // FP8 GEMMs and an FP8 KV cache need FP8 arithmetic: a device without it refuses them here, an
+  // Error naming the device and `flag` (what asked for FP8). The CPU emulates it and never refuses.
+  virtual void require_fp8(const std::string& flag) const { (void)flag; }
 
   // The logits GEMM's N (the vocabulary) is padded to a multiple of this: the lm_head table (wte
   // when tied) and its bias get zero rows up to it, and the padding logits are never read. FT pads
   // to 8 for half-precision GEMMs, whose tensor-core kernels want 16-byte-aligned rows; 1: none.
   virtual int64_t vocab_pad_multiple() const { return 1; }
 
-  // The dtype this backend holds the KV cache in, and its allocation (n elements of it; the int8
-  // bytes travel in float-sized units of alloc(), padded to a whole float).
-  virtual DType kv_dtype() const {
-    return int8_kv_cache_ ? DType::kInt8 : fp8_kv_cache_ ? DType::kFloat8E4M3 : DType::kFloat32;
-  }
-  virtual KvCache alloc_kv(size_t n);
+  // The dtype this backend holds an unquantised KV cache in (fp32 unless it was built for half
+  // precision); an int8 or FP8 cache is the caller's choice (--int8-kv-cache, --fp8-kv-cache).
+  virtual DType kv_dtype() const { return DType::kFloat32; }
+  // A KV cache of n elements of `dtype` (kv_dtype(), int8 or FP8 E4M3; the int8 and FP8 bytes travel
+  // in float-sized units of alloc(), padded to a whole float).
+  virtual KvCache alloc_kv(size_t n, DType dtype);
+  KvCache alloc_kv(size_t n) { return alloc_kv(n, kv_dtype()); }
   virtual void release_kv(const KvCache& c) { release(static_cast<float*>(c.data)); }
 
   // ---- repeated steps ----
@@ -387,12 +367,6 @@ class Backend : public decoding::LogitsDevice {
   // decoding::sample_rows_on_host, the reference every implementation is tested against.
   void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
                    decoding::SampledToken* out) override;
-
- private:
-  bool int8_weight_only_ = false, int8_lm_head_ = false;
-  SmoothQuant smoothquant_;
-  bool int8_kv_cache_ = false;
-  bool fp8_ = false, fp8_kv_cache_ = false;
 };
 
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm

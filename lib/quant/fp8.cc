@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "formats/error.h"
-
 namespace ftx::quant {
 
 float fp8_scale_of(double amax) {
@@ -15,12 +13,6 @@ float fp8_scale_of(double amax) {
 void quantize_e4m3(const float* w, size_t n, float scale, uint8_t* q) {
 #pragma omp parallel for if (n > 65536)
   for (size_t i = 0; i < n; ++i) q[i] = float_to_e4m3(w[i] / scale);
-}
-
-void require_fp8_device(const std::string& device_name, int sm_major, int sm_minor, const std::string& flag) {
-  if (sm_major > 8 || (sm_major == 8 && sm_minor >= 9)) return;
-  throw Error(device_name, flag + " needs FP8 tensor cores (compute capability 8.9 or 9.0 and up: Ada, Hopper); this GPU is " +
-                               std::to_string(sm_major) + "." + std::to_string(sm_minor));
 }
 
 }  // namespace ftx::quant

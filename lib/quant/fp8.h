@@ -5,7 +5,6 @@
 // (lib/model/fp8_files.h); both are included here for the writers.
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "formats/fp8_e4m3.h"
 #include "lib/model/fp8_files.h"
@@ -19,9 +18,5 @@ float fp8_scale_of(double amax);
 
 // q[i] = float_to_e4m3(w[i] / scale), the quotient in fp32 (the stored weight over its stored scale).
 void quantize_e4m3(const float* w, size_t n, float scale, uint8_t* q);
-
-// FP8 GEMMs and KV caches need FP8 tensor cores: compute capability 8.9 (Ada) or 9.0 (Hopper) and
-// up. Throws Error naming the device and what it is otherwise (used by the CUDA backend).
-void require_fp8_device(const std::string& device_name, int sm_major, int sm_minor, const std::string& flag);
 
 }  // namespace ftx::quant

@@ -53,9 +53,11 @@ class RecordingBackend : public ops::Backend {
   }
   void release_weight(const ops::Weight& w) override { in_.release_weight(w); }
   DType kv_dtype() const override { return in_.kv_dtype(); }
+  void require_fp8(const std::string& flag) const override { in_.require_fp8(flag); }
   // begin/end_repeatable keep the base's no-ops: recording downloads results in the middle of a
   // step, so no step may be captured for replay.
-  ops::KvCache alloc_kv(size_t n) override { return in_.alloc_kv(n); }
+  using ops::Backend::alloc_kv;
+  ops::KvCache alloc_kv(size_t n, DType t) override { return in_.alloc_kv(n, t); }
   void release_kv(const ops::KvCache& c) override { in_.release_kv(c); }
   size_t available_memory() const override { return in_.available_memory(); }
   float* alloc(size_t n) override { return in_.alloc(n); }

@@ -772,9 +772,6 @@ TEST_F(CudaVsCpu, Int8KvCache) {
     SCOPED_TRACE(attn_name(c));
     auto gpu8 = ops::make_backend("cuda", 1);
     auto cpu8 = ops::make_backend("cpu", 1);
-    gpu8->set_int8_kv_cache(true);
-    cpu8->set_int8_kv_cache(true);
-    ASSERT_EQ(gpu8->kv_dtype(), DType::kInt8);
     const int64_t rows = 3, max_seq = 1000, S = 40;
     const float scale = 0.021f;
     std::vector<float> slopes;
@@ -783,8 +780,8 @@ TEST_F(CudaVsCpu, Int8KvCache) {
     // The same starting bytes on both (untouched slots must survive as they are).
     std::vector<int8_t> start(cache_n);
     for (int8_t& b : start) b = static_cast<int8_t>(random_int(-128, 127));
-    ops::KvCache kg = gpu8->alloc_kv(cache_n), vg = gpu8->alloc_kv(cache_n);
-    ops::KvCache kc = cpu8->alloc_kv(cache_n), vc = cpu8->alloc_kv(cache_n);
+    ops::KvCache kg = gpu8->alloc_kv(cache_n, DType::kInt8), vg = gpu8->alloc_kv(cache_n, DType::kInt8);
+    ops::KvCache kc = cpu8->alloc_kv(cache_n, DType::kInt8), vc = cpu8->alloc_kv(cache_n, DType::kInt8);
     ASSERT_EQ(kg.dtype, DType::kInt8);
     for (ops::KvCache* kv : {&kg, &vg, &kc, &vc}) kv->scale = scale;
     for (const ops::KvCache& kv : {kg, vg})
@@ -829,7 +826,7 @@ TEST_F(CudaVsCpu, Int8KvCache) {
     EXPECT_EQ(bytes_of(kg), host_bytes(kc));
     // Growth: every (row, head) block of max_seq·d int8 elements into a cache of twice the slots.
     const int64_t blocks = rows * sh.kv_heads, old_pitch = max_seq * sh.head_dim;
-    ops::KvCache bigg = gpu8->alloc_kv(cache_n * 2), bigc = cpu8->alloc_kv(cache_n * 2);
+    ops::KvCache bigg = gpu8->alloc_kv(cache_n * 2, DType::kInt8), bigc = cpu8->alloc_kv(cache_n * 2, DType::kInt8);
     bigg.scale = bigc.scale = scale;
     std::memset(bigc.data, 0, cache_n * 2);
     std::vector<int8_t> zeros(cache_n * 2, 0);
@@ -850,15 +847,13 @@ TEST_F(CudaVsCpu, Int8KvCache) {
 TEST_F(CudaVsCpu, GatherInt8CacheRowsOfAnyByteLength) {
   auto gpu8 = ops::make_backend("cuda", 1);
   auto cpu8 = ops::make_backend("cpu", 1);
-  gpu8->set_int8_kv_cache(true);
-  cpu8->set_int8_kv_cache(true);
   const std::vector<int32_t> dst = {0, 1, 2, 3, 4}, src = {4, 0, 0, 1, 2};  // fan-out and a cycle
   for (int64_t row_elems : {1, 2, 3, 4, 7, 8, 13, 24, 4097}) {
     SCOPED_TRACE("row bytes " + std::to_string(row_elems));
     const size_t n = static_cast<size_t>(5 * row_elems);
     std::vector<int8_t> start(n);
     for (int8_t& b : start) b = static_cast<int8_t>(random_int(-128, 127));
-    ops::KvCache g = gpu8->alloc_kv(n), c = cpu8->alloc_kv(n);
+    ops::KvCache g = gpu8->alloc_kv(n, DType::kInt8), c = cpu8->alloc_kv(n, DType::kInt8);
     ASSERT_TRUE(raw_copy(*gpu8, g.data, start.data(), n, cudaMemcpyHostToDevice));
     std::memcpy(c.data, start.data(), n);
     cpu8->gather_cache_rows(c, dst.data(), src.data(), 5, row_elems);
@@ -989,9 +984,10 @@ TEST_P(CudaEngine, Int8KvCacheMatchesEmulation) {
   const auto e = test::load_expected(dir, "int8_kv_cache/fp");
   if (e.prompts.empty()) GTEST_SKIP() << "no int8 KV-cache reference for " << GetParam();
   auto gpu = ops::make_backend("cuda", 1);
-  gpu->set_int8_kv_cache(true);
+  QuantPolicy int8_kv;
+  int8_kv.int8_kv_cache = true;
   dist::SingleRank comm;
-  const auto o = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
+  const auto o = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm, {}, int8_kv);
   test::expect_greedy_paths_match(o, e, 1e-4);
 }
 
@@ -1097,9 +1093,10 @@ TEST_P(CudaInt8WithBf16Tables, MatchesEmulationAtTheCpuTolerance) {
   o.kv_dtype = DType::kFloat32;
   o.act_dtype = DType::kFloat32;  // the emulation's (and the CPU twin's) fp32 activations
   auto gpu = cuda::make_cuda_backend(o);
-  gpu->set_int8_weight_only(true);
+  QuantPolicy int8;
+  int8.int8_weight_only = true;
   dist::SingleRank comm;
-  const auto got = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
+  const auto got = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm, {}, int8);
   for (size_t b = 0; b < e.prompts.size(); ++b)
     for (size_t s = 0; s < got.steps[b].size(); ++s) {
       const auto& l = got.steps[b][s];

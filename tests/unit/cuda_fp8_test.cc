@@ -36,6 +36,7 @@
 #ifdef FTX_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "kernels/quantization/fp8_device.h"
 #include "kernels/quantization/fp8_kernels.h"
 #endif
 
@@ -46,7 +47,7 @@ namespace {
 std::vector<float> fp8_gemm_on(ops::Backend& be, int64_t M, int64_t N, int64_t K, const std::vector<float>& a,
                                const std::vector<uint8_t>& q, float s_x, float s_w, const std::vector<float>& c0,
                                float beta) {
-  be.set_fp8(true);
+  be.require_fp8("--fp8");
   const ops::Weight B = be.upload_weight_fp8(q.data(), K, N, s_x, s_w);
   float* A = be.alloc(a.size());
   float* C = be.alloc(c0.size());
@@ -232,8 +233,6 @@ TEST_F(CudaFp8, KvCacheEqualsCpuTwin) {
   if (!fp8_device_) GTEST_SKIP() << "the FP8 KV cache needs sm_89 or later";
   auto cpu = ops::make_backend("cpu", 1);
   auto gpu = ops::make_backend("cuda", 1);
-  cpu->set_fp8_kv_cache(true);
-  gpu->set_fp8_kv_cache(true);
   ops::AttentionShape sh;
   sh.q_heads = 4;
   sh.kv_heads = 4;
@@ -249,8 +248,8 @@ TEST_F(CudaFp8, KvCacheEqualsCpuTwin) {
   const std::vector<float> step = random(static_cast<size_t>(rows * sh.qkv_width()), 1.5f);
   const std::vector<int32_t> lengths = {40, 23}, crow = {1, 0}, past = {40, 23};
   for (auto* be : {cpu.get(), gpu.get()}) {
-    ASSERT_EQ(be->kv_dtype(), DType::kFloat8E4M3);
-    ops::KvCache k = be->alloc_kv(n), v = be->alloc_kv(n);
+    ops::KvCache k = be->alloc_kv(n, DType::kFloat8E4M3), v = be->alloc_kv(n, DType::kFloat8E4M3);
+    ASSERT_EQ(k.dtype, DType::kFloat8E4M3);
     k.scale = 0.0071f;
     v.scale = 0.0043f;
     float* dq = be->alloc(qkv.size());
@@ -310,29 +309,25 @@ TEST_F(CudaFp8, EngineEqualsCpuWithinTheAccumulatorsReach) {
   const std::string dir = test::fp8_fixtures() + "/gpt2";
   const auto e = test::load_expected(dir, "fp8_both");
   ASSERT_FALSE(e.prompts.empty()) << dir << ": no fp8_both paths";
-  auto fp8_on = [](ops::Backend& be) {
-    be.set_fp8(true);
-    be.set_fp8_kv_cache(true);
-  };
+  QuantPolicy fp8;
+  fp8.fp8 = fp8.fp8_kv_cache = true;
   dist::SingleRank comm;
   auto cpu = ops::make_backend("cpu", 1);
-  fp8_on(*cpu);
-  const auto c = test::run_greedy_paths_on(*cpu, dir + "/1-gpu", e, comm);
+  const auto c = test::run_greedy_paths_on(*cpu, dir + "/1-gpu", e, comm, {}, fp8);
   auto distance = [&](const test::Observed& o) { return test::largest_logit_gap(o, c); };
   double reach = 0;
   for (int64_t block : {int64_t(32), test::kFp8PromotionInterval})
     for (bool truncate : {true, false}) {
       test::Fp8AccumulatorEmulation emu(block, test::kFp8AccumulatorBits, truncate);
-      fp8_on(emu);
-      const double d = distance(test::run_greedy_paths_on(emu, dir + "/1-gpu", e, comm));
+      const double d = distance(test::run_greedy_paths_on(emu, dir + "/1-gpu", e, comm, {}, fp8));
       std::printf("emulated accumulator (blocks of %lld, %s): %.3g of the row from fp32 accumulation\n",
                   static_cast<long long>(block), truncate ? "truncated" : "nearest", d);
       reach = std::max(reach, d);
     }
   const double tol = 1e-3 + 2 * reach;
   auto gpu = ops::make_backend("cuda", 1);
-  fp8_on(*gpu);
-  const auto g = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm);
+  gpu->require_fp8("--fp8");
+  const auto g = test::run_greedy_paths_on(*gpu, dir + "/1-gpu", e, comm, {}, fp8);
   std::printf("GPU: %.3g of the row from the CPU (tolerance %.3g)\n", distance(g), tol);
   for (size_t b = 0; b < e.prompts.size(); ++b)
     for (size_t s = 0; s < e.greedy[b].size(); ++s) {
@@ -349,11 +344,25 @@ TEST_F(CudaFp8, EngineEqualsCpuWithinTheAccumulatorsReach) {
     }
 }
 
+// The check itself is host code: it runs without a device.
+TEST(CudaFp8Device, RefusesBeforeSm89NamingTheGpu) {
+  EXPECT_NO_THROW(cuda::require_fp8_device("GPU 0", 9, 0, "--fp8"));
+  EXPECT_NO_THROW(cuda::require_fp8_device("GPU 0", 8, 9, "--fp8"));
+  try {
+    cuda::require_fp8_device("GPU 0 (NVIDIA A100-SXM4-80GB)", 8, 0, "--fp8-kv-cache");
+    ADD_FAILURE() << "sm 8.0 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "GPU 0 (NVIDIA A100-SXM4-80GB): --fp8-kv-cache needs FP8 tensor cores (compute capability 8.9 or 9.0 "
+              "and up: Ada, Hopper); this GPU is 8.0");
+  }
+}
+
 TEST_F(CudaFp8, OlderGpuRefusesFp8) {
   auto gpu = ops::make_backend("cuda", 1);
   for (bool kv : {false, true}) {
     try {
-      kv ? gpu->set_fp8_kv_cache(true) : gpu->set_fp8(true);
+      gpu->require_fp8(kv ? "--fp8-kv-cache" : "--fp8");
       EXPECT_TRUE(fp8_device_) << "a GPU before sm_89 took " << (kv ? "--fp8-kv-cache" : "--fp8");
     } catch (const Error& err) {
       EXPECT_FALSE(fp8_device_) << err.what();
@@ -399,11 +408,9 @@ TEST(Fp8AccumulatorModel, WithFp32sBitsItIsTheCpuEngine) {
   const auto e = test::load_expected(dir, "fp8_both");
   ASSERT_FALSE(e.prompts.empty()) << dir << ": no fp8_both paths";
   dist::SingleRank comm;
-  auto run = [&](ops::Backend& be) {
-    be.set_fp8(true);
-    be.set_fp8_kv_cache(true);
-    return test::run_greedy_paths_on(be, dir + "/1-gpu", e, comm);
-  };
+  QuantPolicy fp8;
+  fp8.fp8 = fp8.fp8_kv_cache = true;
+  auto run = [&](ops::Backend& be) { return test::run_greedy_paths_on(be, dir + "/1-gpu", e, comm, {}, fp8); };
   auto cpu = ops::make_backend("cpu", 1);
   const auto want = run(*cpu);
   test::Fp8AccumulatorEmulation fp32_like(int64_t(1) << 40, 24, false), hopper(32, test::kFp8AccumulatorBits, true);

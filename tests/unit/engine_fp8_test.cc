@@ -39,9 +39,11 @@ const auto kModes = ::testing::Values("fp8", "fp8_kv", "fp8_both");
 
 using test::fp8_fixtures;
 
-void set_mode(ops::Backend& be, const std::string& mode) {
-  be.set_fp8(mode != "fp8_kv");
-  be.set_fp8_kv_cache(mode != "fp8");
+QuantPolicy policy_of(const std::string& mode) {
+  QuantPolicy quant;
+  quant.fp8 = mode != "fp8_kv";
+  quant.fp8_kv_cache = mode != "fp8";
+  return quant;
 }
 
 // A CPU backend that records the fp32 input of every FP8 GEMM (named by layer and GEMM) and the K
@@ -146,9 +148,9 @@ void expect_matches(const std::string& model, const std::string& mode, int tp, c
 }
 
 test::Observed run_fp8(const std::string& dir, const test::Expected& e, dist::Communicator& comm,
-                       Fp8TracingBackend& be) {
+                       Fp8TracingBackend& be, const std::string& mode) {
   return test::run_prompts_alone(
-      dir, e, comm, be, [&](const ModelWeights& w) { be.name_layers(w); },
+      dir, e, comm, be, policy_of(mode), [&](const ModelWeights& w) { be.name_layers(w); },
       [&](int64_t prompt, int64_t) { be.at_prompt(prompt); });
 }
 
@@ -162,8 +164,7 @@ TEST_P(EngineFp8, MatchesEmulation) {
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
   Fp8TracingBackend be;
-  set_mode(be, mode);
-  const auto o = run_fp8(dir + "/1-gpu", e, comm, be);
+  const auto o = run_fp8(dir + "/1-gpu", e, comm, be, mode);
   const std::string trace = test::trace_dir(comm, "fp8");
   be.write(trace, 0);
   expect_matches(model, mode, 1, o, e, trace);
@@ -181,8 +182,7 @@ TEST_P(EngineFp8, TwoRanksMatchEmulation) {
   const auto e = test::load_expected(dir, mode);
   ASSERT_FALSE(e.prompts.empty());
   Fp8TracingBackend be;
-  set_mode(be, mode);
-  const auto o = run_fp8(dir + "/2-gpu", e, *comm, be);
+  const auto o = run_fp8(dir + "/2-gpu", e, *comm, be, mode);
   const std::string trace = test::trace_dir(*comm, "fp8");
   be.write(trace, comm->rank());
   comm->barrier();
@@ -205,9 +205,8 @@ TEST(EngineFp8Weights, D9_GroupedAndMultiQueryKvHeads) {
   if (dist::launched_by_mpi()) GTEST_SKIP();
   for (const auto& [model, kv_heads] : {std::pair<std::string, int64_t>{"llama", 2}, {"mistral_mqa", 1}}) {
     cpu::CpuBackend be(1);
-    set_mode(be, "fp8");
     for (int rank = 0; rank < 2; ++rank) {
-      auto w = ModelWeights::load(fp8_fixtures() + "/" + model + "/2-gpu", rank, 2, be);
+      auto w = ModelWeights::load(fp8_fixtures() + "/" + model + "/2-gpu", rank, 2, be, policy_of("fp8"));
       EXPECT_EQ(w.config().head_num, 4) << model;
       EXPECT_EQ(w.config().kv_head_num, kv_heads) << model;
       EXPECT_EQ(w.config().kv_heads_per_rank(2), 1) << model;
@@ -222,15 +221,14 @@ TEST(EngineFp8Weights, LayerGemmsHeldAsE4M3) {
   if (dist::launched_by_mpi()) GTEST_SKIP();
   const std::string dir = fp8_fixtures() + "/gpt2/1-gpu";
   cpu::CpuBackend be(1);
-  set_mode(be, "fp8_both");
-  auto w = ModelWeights::load(dir, 0, 1, be);
+  auto w = ModelWeights::load(dir, 0, 1, be, policy_of("fp8_both"));
   for (const ops::Weight* m : {&w.layers[0].qkv_w, &w.layers[0].dense_w, &w.layers[0].fc_w, &w.layers[0].proj_w}) {
     EXPECT_EQ(m->dtype, DType::kFloat8E4M3);
     EXPECT_GT(m->activation_scaling_factor, 0.0f);
     EXPECT_GT(m->weights_scaling_factor, 0.0f);
   }
   EXPECT_EQ(w.wte.dtype, DType::kFloat32);
-  EXPECT_EQ(be.kv_dtype(), DType::kFloat8E4M3);
+  EXPECT_EQ(w.kv_dtype(), DType::kFloat8E4M3);
   EXPECT_GT(w.layers[1].kv_scale, 0.0f);
 }
 

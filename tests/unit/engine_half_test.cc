@@ -39,8 +39,9 @@ const std::vector<std::string>& half_models() {
 test::Observed run_in(DType dtype, const std::string& dir, const test::Expected& e, dist::Communicator& comm,
                       bool int8_weight_only = false) {
   cpu::CpuBackend be(0, dtype);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
-  be.set_int8_weight_only(int8_weight_only);
-  return test::run_greedy_paths_on(be, dir, e, comm);
+  QuantPolicy quant;
+  quant.int8_weight_only = int8_weight_only;
+  return test::run_greedy_paths_on(be, dir, e, comm, {}, quant);
 }
 
 // Logits along the emulation's greedy paths within `tolerance`, and the same greedy tokens.
@@ -112,11 +113,12 @@ INSTANTIATE_TEST_SUITE_P(Models, Int8WithBf16Tables, ::testing::ValuesIn(half_mo
 TEST(HalfWeightsHeld, HalfTheMatrixBytes) {
   const std::string dir = test::engine_fixtures() + "/gptj/1-gpu";  // untied lm_head: both tables
   cpu::CpuBackend fp(1), bf(1, DType::kBFloat16), fp16(1, DType::kFloat16), q(1, DType::kBFloat16);
-  q.set_int8_weight_only(true);
+  QuantPolicy int8;
+  int8.int8_weight_only = true;
   auto wf = ModelWeights::load(dir, 0, 1, fp);
   auto wb = ModelWeights::load(dir, 0, 1, bf);
   auto wh = ModelWeights::load(dir, 0, 1, fp16);
-  auto wq = ModelWeights::load(dir, 0, 1, q);
+  auto wq = ModelWeights::load(dir, 0, 1, q, int8);
   EXPECT_EQ(wb.wte.dtype, DType::kBFloat16);
   EXPECT_EQ(wb.lm_head_w.dtype, DType::kBFloat16);
   EXPECT_EQ(wb.layers[0].qkv_w.dtype, DType::kBFloat16);

@@ -216,9 +216,10 @@ TEST_P(PagedModels, Int8KvCacheEqualsTheContiguousCache) {
   const auto e = test::load_expected(dir);
   auto run = [&](int64_t bs) {
     CountingBackend be;
-    be.set_int8_kv_cache(true);
+    QuantPolicy int8_kv;
+    int8_kv.int8_kv_cache = true;
     dist::SingleRank comm;
-    return test::run_greedy_paths_on(be, dir + "/1-gpu", e, comm, paged(bs)).steps;
+    return test::run_greedy_paths_on(be, dir + "/1-gpu", e, comm, paged(bs), int8_kv).steps;
   };
   const auto want = run(kContiguous);
   for (const int64_t bs : {1, 16}) {

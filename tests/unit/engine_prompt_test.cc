@@ -22,13 +22,13 @@ using test::run_paths;
 // All requests in one batch, then each alone: logits along the reference's greedy paths within
 // 1e-4 of the float64 reference both times.
 template <typename Expected>
-void expect_batch_and_alone_match_reference(const std::string& dir, const Expected& e, ops::Backend* be = nullptr) {
+void expect_batch_and_alone_match_reference(const std::string& dir, const Expected& e, const QuantPolicy& quant = {}) {
   dist::SingleRank single;
   std::vector<size_t> all;
   for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
-  const auto batch = run_paths(dir, e, all, single, be);
+  const auto batch = run_paths(dir, e, all, single, nullptr, quant);
   for (size_t i = 0; i < all.size(); ++i) {
-    const auto alone = run_paths(dir, e, {i}, single, be);
+    const auto alone = run_paths(dir, e, {i}, single, nullptr, quant);
     ASSERT_EQ(batch[i].size(), e.greedy_logits[i].size());
     for (size_t s = 0; s < batch[i].size(); ++s) {
       EXPECT_TRUE(test::logits_close(batch[i][s].data(), e.greedy_logits[i][s].data(), e.vocab, 1e-4))
@@ -71,9 +71,9 @@ TEST(EnginePrefixPrompt, Int8KvCacheMatchesEmulation) {
   for (const auto& m : test::prompt_models()) {
     SCOPED_TRACE(m);
     const auto e = load(fx, m, /*prefix=*/true, "int8_kv_cache");
-    cpu::CpuBackend be(0);
-    be.set_int8_kv_cache(true);
-    expect_batch_and_alone_match_reference(fx + "/prefix/" + m + "/1-gpu", e, &be);
+    QuantPolicy int8_kv;
+    int8_kv.int8_kv_cache = true;
+    expect_batch_and_alone_match_reference(fx + "/prefix/" + m + "/1-gpu", e, int8_kv);
     // The emulation is not the fp32 reference (the check would then prove nothing): step 0 of
     // every request differs by more than the tolerance.
     const auto fp = load(fx, m, /*prefix=*/true);
@@ -99,11 +99,12 @@ TEST(EnginePrefixPrompt, TwoRanksMatchOneAndReference) {
       std::vector<size_t> all;
       for (size_t i = 0; i < e.ids.size(); ++i) all.push_back(i);
       cpu::CpuBackend be(0);
-      be.set_int8_kv_cache(!variant.empty());
-      const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm, &be);
+      QuantPolicy quant;
+      quant.int8_kv_cache = !variant.empty();
+      const auto tp2 = run_paths(fx + "/prefix/" + m + "/2-gpu", e, all, *comm, &be, quant);
       if (comm->rank() != 0) continue;
       dist::SingleRank single;
-      const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single, &be);
+      const auto tp1 = run_paths(fx + "/prefix/" + m + "/1-gpu", e, all, single, &be, quant);
       for (size_t i = 0; i < all.size(); ++i)
         for (size_t s = 0; s < tp2[i].size(); ++s) {
           EXPECT_TRUE(test::logits_close(tp2[i][s].data(), tp1[i][s].data(), e.vocab, 1e-5))

@@ -62,13 +62,14 @@ inline std::string folder_with_tables(const std::string& src, const std::string&
 }
 
 // Logits along the reference's greedy paths of the requests `which`, run as one batch.
-// On `be` (default: the CPU backend).
+// On `be` (default: the CPU backend), quantised as `quant` says.
 inline std::vector<std::vector<std::vector<float>>> run_paths(const std::string& dir, const PromptExpected& e,
                                                               const std::vector<size_t>& which, dist::Communicator& comm,
-                                                              ops::Backend* backend = nullptr) {
+                                                              ops::Backend* backend = nullptr,
+                                                              const QuantPolicy& quant = {}) {
   cpu::CpuBackend cpu_be(0);
   ops::Backend& be = backend ? *backend : cpu_be;
-  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
+  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be, quant);
   auto tables = PromptTables::from_model_dir(dir, w.config(), comm.rank(), comm.size());
   EXPECT_TRUE(tables != nullptr);
   EngineOptions eo;

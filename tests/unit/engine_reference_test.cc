@@ -101,9 +101,10 @@ TEST_P(EngineReference, Int8KvCacheMatchesEmulation) {
 TEST(EngineInt8, WeightsHeldAsInt8) {
   const std::string dir = test::engine_fixtures() + "/gpt2/1-gpu";
   cpu::CpuBackend fp(1), q(1);
-  q.set_int8_weight_only(true);
+  QuantPolicy int8;
+  int8.int8_weight_only = true;
   auto wf = ModelWeights::load(dir, 0, 1, fp);
-  auto wq = ModelWeights::load(dir, 0, 1, q);
+  auto wq = ModelWeights::load(dir, 0, 1, q, int8);
   ASSERT_EQ(wq.layers[0].qkv_w.dtype, DType::kInt8);
   ASSERT_NE(wq.layers[0].qkv_w.scale, nullptr);
   EXPECT_EQ(wq.wte.dtype, DType::kFloat32);  // embeddings and lm_head stay floating point

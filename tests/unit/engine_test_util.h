@@ -184,10 +184,11 @@ struct Observed {
   std::vector<std::vector<std::vector<float>>> steps;  // [prompt][step][V]
 };
 
-// On a given backend (its int8 settings as they are) and engine options.
+// On a given backend, engine options and quantisation.
 inline Observed run_greedy_paths_on(ops::Backend& be, const std::string& dir, const Expected& e,
-                                    dist::Communicator& comm, const EngineOptions& options = {}) {
-  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
+                                    dist::Communicator& comm, const EngineOptions& options = {},
+                                    const QuantPolicy& quant = {}) {
+  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be, quant);
   Engine eng(w, be, comm, options);
   const int64_t B = static_cast<int64_t>(e.prompts.size()), V = e.vocab;
   int64_t longest = 0, steps = 0;
@@ -264,10 +265,11 @@ inline Observed run_greedy_paths(const std::string& dir, const Expected& e, dist
                                  bool int8_weight_only = false, bool int8_kv_cache = false,
                                  bool int8_lm_head = false) {
   cpu::CpuBackend be(0);  // OMP_NUM_THREADS (ctest sets 2; under mpirun 1 per rank)
-  be.set_int8_weight_only(int8_weight_only);
-  be.set_int8_kv_cache(int8_kv_cache);
-  be.set_int8_lm_head(int8_lm_head);
-  return run_greedy_paths_on(be, dir, e, comm);
+  QuantPolicy quant;
+  quant.int8_weight_only = int8_weight_only;
+  quant.int8_kv_cache = int8_kv_cache;
+  quant.int8_lm_head = int8_lm_head;
+  return run_greedy_paths_on(be, dir, e, comm, {}, quant);
 }
 
 // --int8-mode 1 --dtype bf16 (engine_half_test.cc, and on CUDA cuda_backend_test.cc). Rounding A

@@ -51,11 +51,11 @@ std::string w8a8_fixtures() {
 // The folder of a mode's smoothquant export: FT-format files in their own subfolder.
 std::string folder_of(const std::string& mode) { return mode == "ft" ? "/ft" : ""; }
 
-ops::Backend::SmoothQuant mode_of(const std::string& mode) {
-  ops::Backend::SmoothQuant sq;
-  sq.on = true;
-  sq.per_token = sq.per_channel = mode == "per_token_channel";  // "ft": FT's files, per tensor
-  return sq;
+QuantPolicy mode_of(const std::string& mode) {
+  QuantPolicy quant;
+  quant.smoothquant.on = true;
+  quant.smoothquant.per_token = quant.smoothquant.per_channel = mode == "per_token_channel";  // "ft": FT's files, per tensor
+  return quant;
 }
 
 // A CPU backend that records the fp32 input of every W8A8 GEMM, named by layer and GEMM, so that
@@ -112,9 +112,9 @@ class W8A8TracingBackend : public cpu::CpuBackend {
 };
 
 test::Observed run_w8a8(const std::string& dir, const test::Expected& e, dist::Communicator& comm,
-                        W8A8TracingBackend& be) {
+                        W8A8TracingBackend& be, const std::string& mode) {
   return test::run_prompts_alone(
-      dir, e, comm, be, [&](const ModelWeights& w) { be.name_gemms(w); },
+      dir, e, comm, be, mode_of(mode), [&](const ModelWeights& w) { be.name_gemms(w); },
       [&](int64_t prompt, int64_t step) { be.at(prompt, step); });
 }
 
@@ -145,8 +145,7 @@ TEST_P(EngineW8A8, MatchesEmulation) {
   ASSERT_FALSE(e.prompts.empty());
   dist::SingleRank comm;
   W8A8TracingBackend be;
-  be.set_smoothquant(mode_of(mode));
-  const auto o = run_w8a8(dir + folder_of(mode) + "/1-gpu", e, comm, be);
+  const auto o = run_w8a8(dir + folder_of(mode) + "/1-gpu", e, comm, be, mode);
   const std::string trace = test::trace_dir(comm, "w8a8");
   be.write(trace, 0);
   expect_matches(model, mode, 1, o, e, trace);
@@ -166,8 +165,7 @@ TEST_P(EngineW8A8, TwoRanksMatchEmulation) {
   const auto e = test::load_expected(dir, mode + "/tp2");
   ASSERT_FALSE(e.prompts.empty());
   W8A8TracingBackend be;
-  be.set_smoothquant(mode_of(mode));
-  const auto o = run_w8a8(dir + folder_of(mode) + "/2-gpu", e, *comm, be);
+  const auto o = run_w8a8(dir + folder_of(mode) + "/2-gpu", e, *comm, be, mode);
   const std::string trace = test::trace_dir(*comm, "w8a8");
   be.write(trace, comm->rank());
   comm->barrier();
@@ -192,8 +190,7 @@ TEST(EngineW8A8Weights, LayerGemmsHeldAsInt8) {
   if (dist::launched_by_mpi()) GTEST_SKIP();
   const std::string dir = w8a8_fixtures() + "/gpt2/1-gpu";
   cpu::CpuBackend be(1);
-  be.set_smoothquant(mode_of("per_tensor"));
-  auto w = ModelWeights::load(dir, 0, 1, be);
+  auto w = ModelWeights::load(dir, 0, 1, be, mode_of("per_tensor"));
   for (const ops::Weight* m : {&w.layers[0].qkv_w, &w.layers[0].dense_w, &w.layers[0].fc_w, &w.layers[0].proj_w}) {
     EXPECT_EQ(m->dtype, DType::kInt8);
     EXPECT_TRUE(m->w8a8);
@@ -206,9 +203,8 @@ TEST(EngineW8A8Weights, LayerGemmsHeldAsInt8) {
 TEST(EngineW8A8Weights, PlainFolderIsRefused) {
   if (dist::launched_by_mpi()) GTEST_SKIP();
   cpu::CpuBackend be(1);
-  be.set_smoothquant(mode_of("per_tensor"));
   try {
-    ModelWeights::load(test::engine_fixtures() + "/gpt2/1-gpu", 0, 1, be);
+    ModelWeights::load(test::engine_fixtures() + "/gpt2/1-gpu", 0, 1, be, mode_of("per_tensor"));
     FAIL() << "loaded a folder smoothquant did not write";
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("ftx smoothquant --alpha"), std::string::npos) << err.what();

@@ -23,11 +23,12 @@ namespace ftx::test {
 
 // Each prompt alone (cache row 0): its prefill, then one decode per token of the expected greedy
 // path, so that every traced value is one prompt's rows in position order. at(prompt, step) runs
-// before each step; loaded(weights) once the weights are on `be`.
+// before each step; loaded(weights) once the weights are on `be`, quantised as `quant` says.
 inline Observed run_prompts_alone(const std::string& dir, const Expected& e, dist::Communicator& comm,
-                                  ops::Backend& be, const std::function<void(const ModelWeights&)>& loaded,
+                                  ops::Backend& be, const QuantPolicy& quant,
+                                  const std::function<void(const ModelWeights&)>& loaded,
                                   const std::function<void(int64_t, int64_t)>& at) {
-  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be);
+  ModelWeights w = ModelWeights::load(dir, comm.rank(), comm.size(), be, quant);
   loaded(w);
   Engine eng(w, be, comm);
   int64_t longest = 0;

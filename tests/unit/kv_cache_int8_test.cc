@@ -32,7 +32,7 @@ TEST(KvInt8, QuantizeRoundsHalfToEvenAndSaturates) {
 struct Caches {
   cpu::CpuBackend& be;
   ops::KvCache k, v;
-  Caches(cpu::CpuBackend& b, size_t n, float scale) : be(b), k(b.alloc_kv(n)), v(b.alloc_kv(n)) {
+  Caches(cpu::CpuBackend& b, size_t n, float scale, DType t) : be(b), k(b.alloc_kv(n, t)), v(b.alloc_kv(n, t)) {
     k.scale = v.scale = scale;
     std::memset(k.data, 0, n * dtype_size(k.dtype));
     std::memset(v.data, 0, n * dtype_size(v.dtype));
@@ -50,8 +50,6 @@ TEST(KvInt8, AttentionEqualsFp32OverDequantisedValues) {
   for (const int64_t kv_heads : {int64_t(3), int64_t(1)}) {
     SCOPED_TRACE("kv_heads " + std::to_string(kv_heads));
     cpu::CpuBackend q8(1), fp(1);
-    q8.set_int8_kv_cache(true);
-    ASSERT_EQ(q8.kv_dtype(), DType::kInt8);
     ops::AttentionShape sh;
     sh.q_heads = 3;
     sh.kv_heads = kv_heads;
@@ -64,7 +62,7 @@ TEST(KvInt8, AttentionEqualsFp32OverDequantisedValues) {
     const size_t n = static_cast<size_t>(2 * 3 * sh.block_elems());
     const std::vector<int32_t> ids = {3, 1, 5, 0, 4, 2};
     const ops::BlockTables crow{ids.data(), 3};
-    Caches c8(q8, n, scale), cf(fp, n, 1.0f);
+    Caches c8(q8, n, scale, DType::kInt8), cf(fp, n, 1.0f, DType::kFloat32);
     ASSERT_EQ(c8.k.dtype, DType::kInt8);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-3.2f, 3.2f);  // some |x| / scale beyond 127: saturated
@@ -107,9 +105,8 @@ TEST(KvInt8, AttentionEqualsFp32OverDequantisedValues) {
 // Beam gathers and growth copies move int8 bytes (row_elems and pitches are in elements).
 TEST(KvInt8, GatherAndCopyMoveInt8Rows) {
   cpu::CpuBackend be(1);
-  be.set_int8_kv_cache(true);
   const int64_t row = 6;
-  ops::KvCache c = be.alloc_kv(4 * row);
+  ops::KvCache c = be.alloc_kv(4 * row, DType::kInt8);
   c.scale = 0.5f;
   for (int64_t i = 0; i < 4 * row; ++i) c.int8()[i] = static_cast<int8_t>(i - 12);
   const std::vector<int32_t> dst = {0, 1, 3}, src = {3, 0, 0};  // row 0 is read and overwritten
@@ -120,7 +117,7 @@ TEST(KvInt8, GatherAndCopyMoveInt8Rows) {
     EXPECT_EQ(c.int8()[2 * row + j], 2 * row + j - 12);
     EXPECT_EQ(c.int8()[3 * row + j], j - 12);
   }
-  ops::KvCache grown = be.alloc_kv(4 * 9);
+  ops::KvCache grown = be.alloc_kv(4 * 9, DType::kInt8);
   grown.scale = 0.5f;
   be.copy_kv_2d(grown, 9, c, row, row, 4);
   for (int64_t r = 0; r < 4; ++r)
@@ -137,8 +134,10 @@ TEST(KvInt8, EngineHistoriesSurviveGrowthAndRowCopies) {
   const std::string dir = test::engine_fixtures() + "/gpt2/1-gpu";
   dist::SingleRank comm;
   cpu::CpuBackend be(1);
-  be.set_int8_kv_cache(true);
-  ModelWeights w = ModelWeights::load(dir, 0, 1, be);
+  QuantPolicy int8_kv;
+  int8_kv.int8_kv_cache = true;
+  ModelWeights w = ModelWeights::load(dir, 0, 1, be, int8_kv);
+  ASSERT_EQ(w.kv_dtype(), DType::kInt8);
   ASSERT_GT(w.layers[0].kv_scale, 0.0f);
   const int64_t V = w.config().vocab_size;
   const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2, 7}, {11, 3}};
@@ -171,8 +170,9 @@ TEST(KvInt8, CacheTakesAQuarterOfFp32) {
   const std::string dir = test::engine_fixtures() + "/gpt2/1-gpu";
   dist::SingleRank comm;
   cpu::CpuBackend fp(1), q8(1);
-  q8.set_int8_kv_cache(true);
-  ModelWeights wf = ModelWeights::load(dir, 0, 1, fp), wq = ModelWeights::load(dir, 0, 1, q8);
+  QuantPolicy int8_kv;
+  int8_kv.int8_kv_cache = true;
+  ModelWeights wf = ModelWeights::load(dir, 0, 1, fp), wq = ModelWeights::load(dir, 0, 1, q8, int8_kv);
   Engine ef(wf, fp, comm), eq(wq, q8, comm);
   const int64_t rows = 4, seq = 64, cfg_bytes = 2 * wf.config().num_layer * rows * wf.config().hidden() * seq;
   // bytes_for = cache + workspaces; the workspaces are the same for both.
@@ -187,11 +187,12 @@ TEST(KvInt8, MissingOrBadScaleFilesAreErrors) {
   std::filesystem::remove_all(tmp);
   std::filesystem::copy(src, tmp);
   cpu::CpuBackend be(1);
-  be.set_int8_kv_cache(true);
+  QuantPolicy int8_kv;
+  int8_kv.int8_kv_cache = true;
   const std::string f1 = tmp + "/" + kv_cache_scale_file(1);
   std::filesystem::remove(f1);
   try {
-    ModelWeights::load(tmp, 0, 1, be);
+    ModelWeights::load(tmp, 0, 1, be, int8_kv);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(kv_cache_scale_file(1)), std::string::npos) << e.what();

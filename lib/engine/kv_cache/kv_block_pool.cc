@@ -7,9 +7,14 @@
 
 namespace ftx::kv {
 
-KvBlockPool::KvBlockPool(ops::Backend& backend, std::vector<float> scales, int64_t kv_heads, int64_t head_dim,
-                         int64_t block_size)
-    : be_(backend), scales_(std::move(scales)), kv_heads_(kv_heads), head_dim_(head_dim), block_size_(block_size) {}
+KvBlockPool::KvBlockPool(ops::Backend& backend, DType dtype, std::vector<float> scales, int64_t kv_heads,
+                         int64_t head_dim, int64_t block_size)
+    : be_(backend),
+      dtype_(dtype),
+      scales_(std::move(scales)),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      block_size_(block_size) {}
 
 KvBlockPool::~KvBlockPool() {
   for (const ops::KvCache& c : k_) be_.release_kv(c);
@@ -17,7 +22,7 @@ KvBlockPool::~KvBlockPool() {
 }
 
 int64_t KvBlockPool::block_bytes() const {
-  return 2 * layers() * block_elems() * static_cast<int64_t>(dtype_size(be_.kv_dtype()));
+  return 2 * layers() * block_elems() * static_cast<int64_t>(dtype_size(dtype_));
 }
 
 void KvBlockPool::grow(int64_t blocks) {
@@ -25,7 +30,7 @@ void KvBlockPool::grow(int64_t blocks) {
   const size_t n = static_cast<size_t>(blocks * block_elems());
   for (int64_t l = 0; l < layers(); ++l)
     for (auto* caches : {&k_, &v_}) {
-      ops::KvCache grown = be_.alloc_kv(n);
+      ops::KvCache grown = be_.alloc_kv(n, dtype_);
       grown.scale = scales_[static_cast<size_t>(l)];
       if (static_cast<int64_t>(caches->size()) > l) {
         const ops::KvCache old = (*caches)[static_cast<size_t>(l)];

@@ -1,6 +1,6 @@
 #pragma once
 // KvBlockPool: the device side of the paged KV cache. Per layer of this rank's stage, K and V are
-// each one allocation of [blocks, kv_heads, block_size, head_dim] elements of the backend's KV
+// each one allocation of [blocks, kv_heads, block_size, head_dim] elements of the KV cache's
 // dtype (ops::KvCache, with the layer's INT8 scale), the layout the attention ops read through
 // block tables (lib/ops/backend.h). Block ids are those of the KvCacheManager; growing the pool
 // keeps every block where it was.
@@ -14,8 +14,9 @@ namespace ftx::kv {
 
 class KvBlockPool {
  public:
-  // scales: each layer's KvCache::scale (the INT8 cache's kv_quant_orig; 1 otherwise).
-  KvBlockPool(ops::Backend& backend, std::vector<float> scales, int64_t kv_heads, int64_t head_dim,
+  // dtype: what K and V are held in (the backend's kv_dtype(), int8 or FP8 E4M3); scales: each
+  // layer's KvCache::scale (the INT8 cache's kv_quant_orig; 1 otherwise).
+  KvBlockPool(ops::Backend& backend, DType dtype, std::vector<float> scales, int64_t kv_heads, int64_t head_dim,
               int64_t block_size);
   ~KvBlockPool();
   KvBlockPool(const KvBlockPool&) = delete;
@@ -42,6 +43,7 @@ class KvBlockPool {
 
  private:
   ops::Backend& be_;
+  DType dtype_;
   std::vector<float> scales_;
   int64_t kv_heads_, head_dim_, block_size_;
   int64_t blocks_ = 0;
