@@ -34,7 +34,7 @@ TEST(CudaKvPool, GrowsPastTwoGiBPerLayerBufferKeepingEveryBlock) {
   REQUIRE_CUDA_DEVICE();
   auto be = ops::make_backend("cuda", 1);  // fp32 cache: 256 KiB per block below
   const int64_t kv_heads = 8, head_dim = 128, block_size = 64;
-  kv::KvBlockPool pool(*be, {1.0f}, kv_heads, head_dim, block_size);
+  kv::KvBlockPool pool(*be, DType::kFloat32, {1.0f}, kv_heads, head_dim, block_size);
   const int64_t be_elems = pool.block_elems();
   const int64_t first = (int64_t(1) << 31) / (be_elems * 4) + 100;  // past 2^31 bytes per buffer
   if (be->available_memory() < static_cast<size_t>(3 * (first + 200) * be_elems * 4))
