@@ -26,6 +26,7 @@
 #include "kernels/quantization/fp8_kernels.h"
 #include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx::cuda {
 

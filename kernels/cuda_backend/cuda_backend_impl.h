@@ -147,11 +147,11 @@ class CudaBackend : public ops::Backend {
   void run_gemm(int64_t M, int64_t N, int64_t K, const void* a, const void* b, DType in, bool trans_b, void* c,
                 DType c_dtype, float beta);
   // Weight-only INT8: q widened (exactly) to A's rounding type B.input_dtype, one GEMM into fp32
-  // sums, then the column scales into C (the arithmetic of lib/ops/backend.h).
+  // sums, then the column scales into C (the arithmetic of lib/ops/op_types.h).
   void gemm_int8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
-  // SmoothQuant W8A8: quantise A, int8 GEMM, dequantise into C (the arithmetic of lib/ops/backend.h).
+  // SmoothQuant W8A8: quantise A, int8 GEMM, dequantise into C (the arithmetic of lib/ops/op_types.h).
   void gemm_w8a8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
-  // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/backend.h).
+  // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/op_types.h).
   void gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // Whole blocks of `sh` that both caches' allocations hold, for check_block_ids (-1: unknown).
   int64_t cache_blocks(const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) const;

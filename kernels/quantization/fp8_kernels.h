@@ -1,6 +1,6 @@
 #pragma once
 // FP8 room (--fp8, --fp8-kv-cache; issue 29): the activation quantisation of the FP8 GEMM (the
-// arithmetic at the end of lib/ops/backend.h). The GEMM itself is cuBLASLt's (fp8_gemm_lt.h); the
+// arithmetic at the end of lib/ops/op_types.h). The GEMM itself is cuBLASLt's (fp8_gemm_lt.h); the
 // FP8 KV cache is stored and read by the attention kernels (attention/). Launcher conventions as in
 // kernels/memory/memory_kernels.h.
 #include <cuda_runtime_api.h>

@@ -1,6 +1,6 @@
 #pragma once
 // Quantisation room: INT8 weights (FT's int8_mode 1) and SmoothQuant W8A8's activation quantisation
-// and int32 dequantisation (int8_mode 2, the arithmetic defined at the end of lib/ops/backend.h).
+// and int32 dequantisation (int8_mode 2, the arithmetic defined at the end of lib/ops/op_types.h).
 // Launcher conventions as in kernels/memory/memory_kernels.h.
 #include <cuda_runtime_api.h>
 
@@ -18,7 +18,7 @@ void invoke_dequantize_int8_columns(cudaStream_t stream, void* dst, ElemKind kin
                                     const float* scale, int64_t K, int64_t N);
 // C[m][n] = acc[m][n] · scale[n] + beta · C[m][n] in fp32, rounded once to C's kind (fp32, fp16 or
 // bf16): the per-column scales of weight-only INT8 on the GEMM's fp32 sums, (A' · q) · diag(scale)
-// (lib/ops/backend.h). CPU twin: the scale step of lib/cpu/int8_gemm.cc.
+// (Backend::gemm, lib/ops/backend.h). CPU twin: the scale step of lib/cpu/int8_gemm.cc.
 
 // q[i] = sat(rint(x[i] · scale)) (round half to even, [-128, 127]). CPU twin:
 // cpu::quantize_per_tensor (lib/cpu/w8a8_gemm.h).

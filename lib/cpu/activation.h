@@ -3,7 +3,7 @@
 // expf) so the compiler vectorises them: libm's scalar tanhf was 6.6% of a GPT-2 decode step.
 #include <cstdint>
 
-#include "lib/model/model_config.h"
+#include "lib/model/blocks.h"
 
 namespace ftx::cpu {
 

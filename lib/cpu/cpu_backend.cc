@@ -24,6 +24,7 @@
 #include "lib/cpu/huge_page_alloc.h"
 #include "lib/cpu/w8a8_gemm.h"
 #include "formats/fp8_e4m3.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx::cpu {
 
@@ -278,7 +279,7 @@ void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
 
 void CpuBackend::fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
                           float beta) {
-  // The FP8 arithmetic of lib/ops/backend.h: A to E4M3 with the static scale, held widened (exactly)
+  // The FP8 arithmetic of lib/ops/op_types.h: A to E4M3 with the static scale, held widened (exactly)
   // in fp32; the widening kernel then multiplies by the E4M3 weights widened as they stream and
   // scales each sum by s_x · s_w (Weight::scale, one per column, set at upload).
   const size_t n = static_cast<size_t>(M * K);

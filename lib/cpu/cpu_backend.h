@@ -91,7 +91,7 @@ class CpuBackend : public ops::Backend {
   // C = round(A)·B for an fp16/bf16 B (Backend::gemm's contract for half weights).
   void half_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
                  float beta);
-  // The FP8 arithmetic of lib/ops/backend.h for an FP8 B.
+  // The FP8 arithmetic of lib/ops/op_types.h for an FP8 B.
   void fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
   // Weight-only INT8 (not W8A8): A rounded to B.input_dtype first. trans_b: an --int8-lm-head table.
   void int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,

@@ -1,6 +1,6 @@
 #pragma once
 // SmoothQuant W8A8 GEMM on the CPU (int8_mode 2): the arithmetic defined at the end of
-// lib/ops/backend.h. Activations are quantised here (per tensor with the calibrated static scale,
+// lib/ops/op_types.h. Activations are quantised here (per tensor with the calibrated static scale,
 // or per token), multiplied by the int8 weight in int32 (vnni_int8_gemm.h: AVX512-VNNI by hand on
 // weights packed at load time), and the int32 sums scaled back to fp32. The quantize and
 // dequantize steps are written here because oneDNN 2.6 (Debian 12) has no per-row (per-token)

@@ -18,7 +18,7 @@ namespace ftx::cpu {
 // rows OpenBLAS's sgemm spends more time packing the weights on every call than multiplying (half
 // of a 16-row decode step by perf), and on packed panels one row streams faster than sgemv reads
 // row-major weights (bench_decode_gemm, medium layers: 0.87x of sgemv's time).
-// kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/backend.h).
+// kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/op_types.h).
 enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
 // Up to this many rows of A the streaming kernel runs; more take the tile kernel ([K, N] weights;

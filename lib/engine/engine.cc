@@ -20,6 +20,7 @@
 #include "formats/error.h"
 #include "lib/engine/sliding_window.h"
 #include "lib/model/ft_weight_layout.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 

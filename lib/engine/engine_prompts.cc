@@ -10,6 +10,7 @@
 
 #include "formats/error.h"
 #include "lib/engine/prompt_tables.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 

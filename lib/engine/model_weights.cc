@@ -26,6 +26,7 @@
 #include "lib/model/fp8_files.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 

@@ -11,7 +11,7 @@ namespace ftx {
 
 // SmoothQuant W8A8 (FT's int8_mode 2, TensorRT-LLM's --use_smooth_quant): the layers' GEMM matrices
 // are the smoothquant folder's int8 files, and each GEMM quantises its input (the W8A8 arithmetic of
-// lib/ops/backend.h). per_token: dynamic per-row activation scales (--per-token); per_channel: the
+// lib/ops/op_types.h). per_token: dynamic per-row activation scales (--per-token); per_channel: the
 // per-column weight files and scales (--per-channel).
 struct SmoothQuant {
   bool on = false, per_token = false, per_channel = false;
@@ -31,7 +31,7 @@ struct QuantPolicy {
   SmoothQuant smoothquant;
   // FP8 (TensorRT-LLM's FP8 quantisation, --fp8): the layers' GEMM matrices (QKV, attention output,
   // FFN in, gate and out) are the folder's E4M3 files with their per-tensor scales, and each GEMM
-  // quantises its input to E4M3 (the FP8 arithmetic of lib/ops/backend.h).
+  // quantises its input to E4M3 (the FP8 arithmetic of lib/ops/op_types.h).
   bool fp8 = false;
   // INT8 KV cache (TensorRT-LLM's --int8_kv_cache): K and V held in int8, each layer's with its own
   // calibrated scale (KvCache::scale, read by the weight loader from the folder's scale files).

@@ -14,6 +14,7 @@
 #include "formats/error.h"
 #include "lib/engine/scheduler_plan.h"
 #include "lib/ops/backend.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 

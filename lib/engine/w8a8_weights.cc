@@ -132,7 +132,7 @@ ops::Weight load_w8a8_weight(const std::string& dir, const ModelConfig& cfg, con
   if (files == W8A8Files::kFt) return load_ft_w8a8_weight(base, rank, rows, cols, qkv, backend);
   const std::string col = mode.per_channel ? ".col" : "";
   const std::vector<uint8_t> q = read_exact(base + ".weight.int8" + col + "." + r + ".bin", rows * cols, 1);
-  // alpha_col: the per-column factor of the dequantisation (lib/ops/backend.h).
+  // alpha_col: the per-column factor of the dequantisation (the W8A8 arithmetic of lib/ops/op_types.h).
   const std::string col_name = mode.per_token ? ".scale_w_quant_orig" : ".scale_y_accum_quant";
   std::vector<float> alpha(static_cast<size_t>(cols));
   if (mode.per_channel) {

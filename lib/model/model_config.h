@@ -10,21 +10,12 @@
 
 #include "formats/dtype.h"
 #include "formats/ft_dir.h"
+#include "lib/model/blocks.h"
 #include "lib/model/rope_scaling.h"
 
 namespace ftx {
 
 enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCode };
-enum class PositionEmbedding { kLearned, kRotary, kAlibi, kSinusoidal, kNone };
-enum class RotaryStyle { kInterleaved /* GPT-J: pairs (2i,2i+1) */, kHalfSplit /* NeoX: (i, i+r/2) */ };
-enum class NormPlacement { kPre, kPost };
-enum class Activation {
-  kGelu /* exact erf */, kGeluTanh /* gelu_new, gelu_fast */, kRelu, kSilu, kSwiGlu, kGeGlu,
-  kSquaredRelu /* relu(x)^2: Megatron Core / NeMo squared-relu */
-};
-// LayerNorm (gamma, beta) or RMSNorm (gamma only: x / sqrt(mean(x^2) + eps) * gamma).
-enum class Normalization { kLayerNorm, kRmsNorm };
-enum class AttentionKind { kMultiHead, kMultiQuery };
 
 const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
 Architecture architecture_from_name(const std::string& s);  // Error listing the supported names

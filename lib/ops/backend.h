@@ -28,154 +28,19 @@
 //    AttentionShape::memory_len; a prefix prompt's slots come first, see the engine). Rows advance
 //    independently (no lock-step padding gap) and may share blocks (the engine copies a shared
 //    block before an op writes into it).
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "formats/fp8_e4m3.h"
+#include "formats/dtype.h"
 #include "lib/decoding/logits_device.h"
 #include "lib/decoding/row_sampling.h"
-#include "lib/model/model_config.h"
+#include "lib/model/blocks.h"
 #include "lib/ops/act.h"
+#include "lib/ops/op_types.h"
 
 namespace ftx::ops {
-
-// Where the token embeddings' position term comes from.
-enum class PositionTable { kNone, kLearned /* wpe[pos + offset] */, kSinusoidal /* fairseq/XGLM */ };
-
-// A weight matrix in the backend's memory and the dtype it is held in. A plain fp32 buffer from
-// alloc() converts implicitly, so fp32-only callers need not know about the dtype.
-struct Weight {
-  const void* data = nullptr;
-  DType dtype = DType::kFloat32;
-  // kInt8 only (FT's weight-only int8_mode 1): one scale per output column of the [K, N] matrix,
-  // in the backend's memory; the matrix stands for q[k][n] · scale[n].
-  const float* scale = nullptr;
-  // kInt8 weight-only only: the float type the GEMM rounds A to before multiplying (round to nearest
-  // even), the model's (Backend::weight_dtype() at upload). FT's and TensorRT-LLM's weight-only
-  // GEMMs take the model's half activations, so an int8 layer of a bf16 model multiplies bf16 A by
-  // the int8 values, each product exact, and scales each fp32 sum by scale[n]; fp32: A as it is.
-  DType input_dtype = DType::kFloat32;
-  // kInt8 weight-only from upload_weight_int8_rows (--int8-lm-head): the matrix is [N, K], one scale
-  // per row, and a GEMM uses it transposed only (each the other way round is refused).
-  bool int8_rows = false;
-  // 0: row-major as stated. > 0 (a [K, N] GEMM operand from upload_weight_matrix on a backend that
-  // repacks): column panels of this width, each a row-major [K, width] block (the last one
-  // narrower), one after another, so a GEMM streams each panel's rows contiguously.
-  int64_t panel_cols = 0;
-  // SmoothQuant W8A8 (int8_mode 2; set by upload_weight_w8a8): the GEMM quantises A too and
-  // multiplies int8 by int8 (the W8A8 arithmetic at the end of this file). `scale` then holds the per-column factor
-  // alpha_col; the int8 matrix is in the backend's own layout (the CUDA backend holds it [N, K]).
-  // act_scale > 0: per-tensor, A quantised with this static scale_x_orig_quant and the
-  // result scaled by out_scale (scale_y_quant_orig); act_scale == 0: per-token (dynamic).
-  bool w8a8 = false;
-  float act_scale = 0.0f, out_scale = 1.0f;
-  // FP8 (dtype kFloat8E4M3; --fp8, set by upload_weight_fp8): the E4M3 matrix stands for
-  // q · weights_scaling_factor, and the GEMM quantises A to E4M3 with the static
-  // activation_scaling_factor (the FP8 arithmetic at the end of this file); both are TensorRT-LLM's
-  // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols) and
-  // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: {s_w, s_x}).
-  float activation_scaling_factor = 0.0f, weights_scaling_factor = 0.0f;
-  Weight() = default;
-  Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
-  Weight(const void* p, DType t) : data(p), dtype(t) {}
-  Weight(const void* p, const float* col_scale) : data(p), dtype(DType::kInt8), scale(col_scale) {}
-  explicit operator bool() const { return data != nullptr; }
-  const float* fp32() const;  // data, checked to be fp32 (throws Error otherwise)
-};
-
-// What a GEMM does with its B operand, from Weight::dtype and the quantisation fields: the one
-// dispatch every backend's gemm() switches on.
-enum class WeightKind {
-  kFloat32,      // fp32
-  kHalf,         // fp16 or bf16: A rounded to it, products summed in fp32
-  kInt8Columns,  // weight-only INT8 [K, N], one scale per column (upload_weight_int8)
-  kInt8Rows,     // weight-only INT8 [N, K], one scale per row, used transposed only (--int8-lm-head)
-  kW8A8,         // SmoothQuant W8A8: A quantised too, int8 × int8 (upload_weight_w8a8)
-  kFp8,          // FP8 E4M3: A quantised to E4M3 (upload_weight_fp8)
-};
-// Throws Error for a weight held in a dtype no GEMM reads.
-WeightKind weight_kind(const Weight& w);
-// Whether a kind's matrix is int8 or FP8 with scales beside it (none is ever transposed on a GPU).
-inline bool is_quantized(WeightKind k) { return k != WeightKind::kFloat32 && k != WeightKind::kHalf; }
-
-// One layer's K or V cache in the backend's memory and the dtype it is held in. A plain fp32
-// buffer from alloc() converts implicitly.
-struct KvCache {
-  void* data = nullptr;
-  DType dtype = DType::kFloat32;
-  // kInt8 only: the layer's kv_quant_orig, TensorRT-LLM's per-tensor INT8 KV-cache scale (the QKV
-  // GEMM's calibrated scale_y_quant_orig = max|QKV output| / 127; the same for
-  // K and V and on every TP rank). Stored: quantize_kv(x, 1/scale); read: q · scale.
-  // kFloat8E4M3: the layer's kv_cache_scaling_factor (max |K|, |V| / 448, fp8_export.h). Stored:
-  // quantize_kv_fp8(x, 1/scale); read: dequantize_kv_fp8(q, scale).
-  float scale = 1.0f;
-  KvCache() = default;
-  KvCache(float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
-  KvCache(void* p, DType t, float s = 1.0f) : data(p), dtype(t), scale(s) {}
-  float* fp32() const;   // data, checked to be fp32 (throws Error otherwise)
-  int8_t* int8() const;  // data, checked to be int8 (throws Error otherwise)
-  uint8_t* fp8() const;  // data, checked to be FP8 E4M3 (throws Error otherwise)
-};
-
-// Whether a KV cache of this dtype is quantised with a per-layer scale (int8, FP8).
-inline bool kv_is_quantized(DType t) { return t == DType::kInt8 || t == DType::kFloat8E4M3; }
-
-// One K or V element into an int8 cache: x · kv_orig_quant (kv_orig_quant = 1/kv_quant_orig, an
-// fp32 product as on the GPU) rounded to nearest, ties to even, and saturated to [-128, 127]. That
-// is TensorRT-LLM's conversion for its int8 KV cache (cuda_cast<int8_t, float>: PTX
-// cvt.rni.sat.s8.f32), so -128 is reachable, unlike the ±127 of its weight files.
-inline int8_t quantize_kv(float x, float kv_orig_quant) {
-  const float r = std::nearbyint(x * kv_orig_quant);  // the default rounding mode: to nearest even
-  return static_cast<int8_t>(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));
-}
-
-// One K or V element into and out of an FP8 E4M3 cache: x · kv_orig_quant (1/kv_cache_scaling_factor,
-// an fp32 product as on the GPU) rounded to nearest even and saturated to ±448 (float_to_e4m3 of
-// formats/fp8_e4m3.h: what TensorRT-LLM's FP8 cache stores with cvt.rn.satfinite.e4m3x2.f32); read
-// back as q · scale.
-inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return float_to_e4m3(x * kv_orig_quant); }
-inline float dequantize_kv_fp8(uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
-
-// A model's rotary frequencies: its base and its rope scaling (lib/model/rope_scaling.h). A plain
-// base converts implicitly (no scaling), as fp32 buffers convert to Weight.
-struct RotaryFrequencies {
-  double base = 10000.0;
-  RopeScaling scaling;
-  RotaryFrequencies(double b) : base(b) {}  // NOLINT(google-explicit-constructor): unscaled is the default
-  RotaryFrequencies(double b, const RopeScaling& s) : base(b), scaling(s) {}
-  // rot_dim/2 radians per position, pair by pair (rope_inv_freq).
-  std::vector<double> inv_freq(int64_t rot_dim) const { return rope_inv_freq(rot_dim, base, scaling); }
-};
-
-struct AttentionShape {
-  int64_t q_heads = 0;      // query heads on this rank
-  int64_t kv_heads = 0;     // key/value heads on this rank (q_heads for MHA, 1 for MQA)
-  int64_t head_dim = 0;
-  int64_t max_seq = 0;      // slots a row can hold: its block table's length · block_size
-  int64_t block_size = 0;   // tokens per KV-cache block
-  float scale = 1.0f;       // applied to Q·K (1/sqrt(head_dim))
-  // > 0: the cache is circular (FT's memory_len): position p lives at slot p % memory_len
-  // (max_seq == memory_len) and attends to the last memory_len positions [p - memory_len + 1, p].
-  int64_t memory_len = 0;
-  const float* alibi_slopes = nullptr;  // host, [q_heads] for this rank's heads; nullptr: no ALiBi
-
-  // One token's fused QKV row: [Q (q_heads·d) | K (kv_heads·d) | V (kv_heads·d)].
-  int64_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }
-  int64_t block_elems() const { return kv_heads * block_size * head_dim; }  // one block of K or V
-};
-
-// The block tables of the rows of one attention call (host memory, like the other metadata): row
-// r's block i is ids[r · stride + i]; entries beyond the slots a row holds are never read.
-// stride · block_size is AttentionShape::max_seq.
-struct BlockTables {
-  const int32_t* ids = nullptr;
-  int64_t stride = 0;
-  const int32_t* row(int64_t r) const { return ids + r * stride; }
-};
 
 // A LogitsDevice for the decoder (lib/decoding/logits_device.h): sample_rows and download below.
 class Backend : public decoding::LogitsDevice {
@@ -206,7 +71,7 @@ class Backend : public decoding::LogitsDevice {
     return upload_weight(src, src_dtype, static_cast<size_t>(rows) * static_cast<size_t>(cols));
   }
 
-  // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns)
+  // A host [rows, cols] matrix quantised per output column by FT's rule (quantize_int8_columns, host_math.h)
   // into backend memory: rows·cols int8 values and cols fp32 scales (weight-only INT8, FT's
   // int8_mode 1: the GEMMs read int8, with A in the model's float type, Weight::input_dtype).
   virtual Weight upload_weight_int8(const void* src, DType src_dtype, int64_t rows, int64_t cols);
@@ -369,32 +234,6 @@ class Backend : public decoding::LogitsDevice {
                    decoding::SampledToken* out) override;
 };
 
-// The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm
-// with its quantize ops; every backend computes exactly this, fp32 output):
-//  1. Activations to int8, round half to even and saturate to [-128, 127] (PTX cvt.rni.sat.s8.f32,
-//     what TensorRT-LLM's cuda_cast<int8_t> does), the product taken in fp32:
-//       per-tensor:  q[m][k] = sat(rint(A[m][k] · act_scale)),        alpha_row[m] = out_scale
-//       per-token:   amax[m] = max_k |A[m][k]|, s = 127.f / amax[m],
-//                    q[m][k] = sat(rint(A[m][k] · s)),                  alpha_row[m] = amax[m] / 127.f
-//                    (amax 0: q = 0 and alpha_row = 0, as TensorRT-LLM's NaN-to-0 conversion gives).
-//  2. acc[m][n] = Σ_k q[m][k] · w[k][n] in int32 (exact).
-//  3. C[m][n] = float(acc) · (alpha_row[m] · alpha_col[n]) + beta · C[m][n], in fp32.
-// alpha_col is what the loader gives: per-tensor scale_y_accum_quant[.col] (so with out_scale =
-// scale_y_quant_orig the product is 1/(s_x·s_w)), per-token scale_w_quant_orig[.col].
-
-// The arithmetic of an FP8 GEMM C[M,N] = A[M,K] · W (TensorRT-LLM's FP8 Linear: E4M3 × E4M3 with fp32
-// accumulation; every backend computes this, fp32 output):
-//  1. q_a[m][k] = E4M3(A[m][k] · (1 / s_x)): the fp32 reciprocal of activation_scaling_factor s_x,
-//     an fp32 product, rounded to nearest even and saturated to ±448 (float_to_e4m3);
-//  2. acc[m][n] = Σ_k q_a[m][k] · q_w[k][n] in fp32 (every product of two E4M3 values is exact in fp32);
-//  3. C[m][n] = acc[m][n] · (s_x · s_w) + beta · C[m][n], the scales' product taken in fp32
-//     (cuBLASLt: scale_a = s_x, scale_b = s_w, fp32 D).
-// Bias and activation follow as for any GEMM.
-
-// ALiBi slopes for all `num_heads` heads (BLOOM's): n2 = largest power of two ≤ heads;
-// h < n2: 2^(-8(h+1)/n2); h ≥ n2: 2^(-4(2(h-n2)+1)/n2). A TP rank uses heads [r·n/T, (r+1)·n/T).
-std::vector<float> alibi_slopes(int64_t num_heads);
-
 // Scope of one repeated step: begins it, finish() ends it, leaving the scope without finish()
 // (an exception) aborts it.
 class RepeatableStep {
@@ -414,18 +253,6 @@ class RepeatableStep {
   Backend& backend_;
   bool done_ = false;
 };
-
-// The host's MemAvailable, lowered to the cgroup's memory.max headroom when one is set.
-size_t host_available_memory();
-
-// Host conversion of n weight elements from `from` to `to` (each fp32, fp16 or bf16; round to
-// nearest even when narrowing). Throws Error naming an unsupported dtype.
-void convert_weight(const void* src, DType from, void* dst, DType to, size_t n);
-
-// FT's weight-only quantisation of a [rows, cols] fp32 matrix, per output column n:
-// scale[n] = max_k |W[k][n]| / 128 (128, not 127: FT's cutlass preprocessor), q = round(W / scale)
-// half away from zero, clamped to [-128, 127]; an all-zero column gets scale 1 (its q are 0).
-void quantize_int8_columns(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scale);
 
 // The backend for `device` ("cpu"; "cuda" only when built in, else Error). weight_dtype: what the
 // backend holds weight matrices in (fp32, fp16 or bf16; UsageError otherwise).

@@ -12,6 +12,7 @@
 #include "lib/model/ft_weight_layout.h"
 #include "lib/ops/backend.h"
 #include "lib/model/model_dir.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx::quant {
 

@@ -1,6 +1,7 @@
 #include "lib/quant/side_files.h"
 
 #include "lib/ops/backend.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx::quant {
 

@@ -17,6 +17,7 @@
 #include "lib/convert/hf_arch.h"
 #include "lib/convert/layout_table.h"
 #include "lib/ops/backend.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 namespace {

@@ -26,6 +26,7 @@
 #include "lib/cpu/cpu_backend.h"
 #include "lib/cpu/cpu_features.h"
 #include "lib/cpu/widening_gemm.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 namespace {

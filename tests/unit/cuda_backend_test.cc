@@ -48,6 +48,7 @@
 #include "kernels/cuda_backend/nccl_communicator.h"
 #include "kernels/gemm_tune/gemm_tuner.h"
 #include "lib/gemm/gemm_config_file.h"
+#include "lib/ops/host_math.h"
 #endif
 
 namespace ftx {

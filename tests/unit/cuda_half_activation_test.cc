@@ -26,6 +26,7 @@
 
 #ifdef FTX_HAVE_CUDA
 #include "kernels/cuda_backend/cuda_backend.h"
+#include "lib/ops/host_math.h"
 #endif
 
 namespace ftx {

@@ -10,6 +10,7 @@
 
 #include "lib/cpu/cpu_backend.h"
 #include "lib/ops/backend.h"
+#include "lib/ops/host_math.h"
 
 namespace ftx {
 namespace {

@@ -77,7 +77,7 @@ class Fp8AccumulatorEmulation : public cpu::CpuBackend {
     const Held& h = it->second;
     const float* a = A.fp32();
     float* c = C.fp32();
-    const float inv = 1.0f / h.s_x, scale = h.s_x * h.s_w;  // as lib/ops/backend.h's FP8 arithmetic
+    const float inv = 1.0f / h.s_x, scale = h.s_x * h.s_w;  // as lib/ops/op_types.h's FP8 arithmetic
     std::vector<float> qa(static_cast<size_t>(K));
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t k = 0; k < K; ++k) qa[k] = quant::e4m3_to_float(quant::float_to_e4m3(a[m * K + k] * inv));
