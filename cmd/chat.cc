@@ -13,9 +13,7 @@
 #include "formats/error.h"
 #include "formats/ft_dir.h"
 #include "lib/engine/chat_source.h"
-#include "lib/engine/engine.h"
-#include "lib/engine/model_weights.h"
-#include "lib/engine/scheduler.h"
+#include "lib/engine/model_run.h"
 #include "lib/tokenizer/incremental_text.h"
 #include "lib/tokenizer/model_tokenizer.h"
 #include "lib/tokenizer/tokenizer_config.h"
@@ -38,37 +36,27 @@ int run_chat(ChatFlags& f) {
   if (!tokenizer) throw ftx::Error(d.model_dir, "chat needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
 
-  ftx::Runtime rt = ftx::cmd::decoding_runtime(d);
-  auto& comm = rt.comm;
-  const bool leader = comm->rank() == 0;
+  ftx::ModelRun run(ftx::cmd::runtime_options(d));
+  const bool leader = run.comm().rank() == 0;
   // ftx has no template engine: say so before the first line rather than answer unlike the model card.
   if (const std::string tmpl = ftx::find_chat_template(tokenizer->folder()); leader && !tmpl.empty())
     std::fprintf(stderr,
                  "ftx chat: note: %s has a chat template, which ftx chat does not apply: each line goes to the model "
                  "as raw text to continue (write the model's prompt format yourself; see ftx-chat(1))\n",
                  tmpl.c_str());
-  ftx::ModelWeights weights;
-  std::string failure;
-  try {
-    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *rt.backend, rt.quant);
-  } catch (const ftx::Error& e) {
-    failure = e.what();
-  }
-  if (!comm->all_true(failure.empty()))
-    throw ftx::Error(failure.empty() ? "another rank failed to load the model (see its error)" : failure);
-  ftx::Engine engine(weights, *rt.backend, *rt.groups, ftx::cmd::engine_options(d, nullptr));
+  run.load("another rank failed to load the model (see its error)");
+  run.start_engine(ftx::cmd::engine_options(d, nullptr));
   ftx::SchedulerOptions so;
   so.batch_size = 1;  // one session: its cache stays in the one slot between rounds
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
-  so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
   // On a terminal: line editing and history, and Ctrl-C stops the answer in progress (not the chat);
   // a line that cannot run (too long, or the context is full) is refused and the chat goes on, so
   // the user can shorten it or /reset. In a pipe every round is one line (an answer's own line
   // breaks are written as \n), and a line that cannot run ends the chat with its error.
   const bool terminal = f.input == "-" && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   so.refuse_alone = terminal;
-  ftx::Scheduler scheduler(engine, *comm, so);
+  ftx::Scheduler& scheduler = run.start_scheduler(so);
 
   std::unique_ptr<ftx::cmd::InterruptKey> interrupt;
   std::unique_ptr<ftx::cmd::LineEditor> editor;

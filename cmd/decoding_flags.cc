@@ -192,6 +192,4 @@ RuntimeOptions runtime_options(const DecodingFlags& f) {
   return o;
 }
 
-Runtime decoding_runtime(const DecodingFlags& f) { return make_runtime(runtime_options(f)); }
-
 }  // namespace ftx::cmd

@@ -69,10 +69,8 @@ void check_seed_flag(const DecodingFlags& f, bool requests_may_sample);
 // FT's session limits (a learned position table bounds --session-len, which is lowered to it).
 RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const Tokenizer* tok);
 
-// The runtime the flags ask for, and the backend and communicator made from it (--gemm-config "-"
-// is read from standard input).
+// The runtime the flags ask for (--gemm-config "-" is read from standard input).
 RuntimeOptions runtime_options(const DecodingFlags& f);
-Runtime decoding_runtime(const DecodingFlags& f);
 
 // The engine's options from the flags (--memory-len, the KV cache's); `prompts` may be null.
 EngineOptions engine_options(const DecodingFlags& f, const PromptTables* prompts);

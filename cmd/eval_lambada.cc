@@ -19,14 +19,11 @@
 #include "formats/ft_dir.h"
 #include "formats/input_file.h"
 #include "formats/output_file.h"
-#include "lib/engine/generate_io.h"
 #include "lib/dist/communicator.h"
-#include "lib/engine/engine.h"
-#include "lib/engine/model_weights.h"
+#include "lib/engine/generate_io.h"
+#include "lib/engine/model_run.h"
 #include "lib/engine/run_identity.h"
-#include "lib/engine/runtime.h"
 #include "lib/eval/lambada.h"
-#include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
 #include "lib/model/model_dir.h"
 
@@ -71,17 +68,16 @@ int run_eval(const EvalFlags& f) {
   ro.fp8 = f.fp8;
   ro.fp8_kv_cache = f.fp8_kv_cache;
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
-  ftx::Runtime rt = ftx::make_runtime(ro);
-  auto& backend = rt.backend;
-  auto& comm = rt.comm;
-  const bool leader = comm->rank() == 0;
+  ftx::ModelRun run(ro);
+  ftx::dist::Communicator& comm = run.comm();
+  const bool leader = comm.rank() == 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
   // Prompt learning: with --task, every example starts with all of the task's virtual tokens (or
   // its prefix prompt).
   const auto model_cfg = ftx::read_model_config(f.model_dir);
   int64_t task = -1;
   const auto prompt_tables =
-      ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task, comm->rank(), comm->size());
+      ftx::cmd::load_prompt_tables(f.prompt, f.model_dir, model_cfg, &task, comm.rank(), comm.size());
   std::vector<int32_t> virtual_prefix;  // engine ids: the task's virtual tokens, or its prefix marker
   if (task >= 0) {
     if (!prompt_tables->prefix())
@@ -111,19 +107,18 @@ int run_eval(const EvalFlags& f) {
       failure = e.what();
     }
   }
-  if (!comm->all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not read the data" : failure);
-  ftx::broadcast_lambada_examples(*comm, examples);
+  if (!comm.all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not read the data" : failure);
+  ftx::broadcast_lambada_examples(comm, examples);
 
   // The summary of a resumed run counts the results it already has.
   ftx::LambadaSummary earlier;
   std::unique_ptr<ftx::ResultJournal> journal;
-  ftx::ModelWeights weights;
-  try {
-    weights = ftx::ModelWeights::load(f.model_dir, rt.layout(), *backend, rt.quant);
+  run.load("another rank failed to start (see its error)", [&] {
     if (leader && !f.output.empty()) {
-      nlohmann::ordered_json run = ftx::run_identity(f.model_dir, ro, rt.layout());
-      run["examples"] = examples.size();
-      journal = std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
+      nlohmann::ordered_json identity = ftx::run_identity(f.model_dir, ro, run.layout());
+      identity["examples"] = examples.size();
+      journal =
+          std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, identity.dump()});
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
         const std::string where = journal->partial_path() + ": line " + std::to_string(i + 1);
         const ftx::LambadaResult r = ftx::lambada_result_from_json(line, where);
@@ -134,18 +129,12 @@ int run_eval(const EvalFlags& f) {
         earlier.add(r);
       });
     }
-  } catch (const ftx::UsageError&) {
-    throw;
-  } catch (const ftx::Error& e) {
-    failure = e.what();
-  }
-  if (!comm->all_true(failure.empty()))
-    throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
+  });
   int64_t first = leader && journal ? journal->resumed() : 0;
-  comm->broadcast(&first, sizeof first, 0);
+  comm.broadcast(&first, sizeof first, 0);
   ftx::EngineOptions eo;
   eo.prompts = prompt_tables.get();
-  ftx::Engine engine(weights, *backend, *rt.groups, eo);
+  ftx::Engine& engine = run.start_engine(eo);
 
   auto on_result = [&](const ftx::LambadaResult& r) {
     if (journal) journal->append(ftx::lambada_result_json(r), ftx::lambada_fingerprint(r.index, examples[r.index]));
@@ -156,7 +145,7 @@ int run_eval(const EvalFlags& f) {
                  static_cast<long long>(total), tty && done < total ? "" : "\n");
   };
   bool stopped = false;
-  ftx::LambadaSummary s = ftx::evaluate_lambada(engine, *comm, examples, f.batch_size, on_result, progress, first,
+  ftx::LambadaSummary s = ftx::evaluate_lambada(engine, comm, examples, f.batch_size, on_result, progress, first,
                                                 [&] { return stop_signal.requested(); }, &stopped);
   if (stopped) return stop_signal.report(journal.get());
   if (!leader) return 0;

@@ -17,13 +17,9 @@
 #include "formats/ft_dir.h"
 #include "formats/output_file.h"
 #include "lib/dist/communicator.h"
-#include "lib/engine/engine.h"
 #include "lib/engine/generate_io.h"
-#include "lib/engine/model_weights.h"
+#include "lib/engine/model_run.h"
 #include "lib/engine/run_identity.h"
-#include "lib/engine/runtime.h"
-#include "lib/engine/scheduler.h"
-#include "lib/ops/backend.h"
 #include "lib/tokenizer/model_tokenizer.h"
 #include "lib/model/model_dir.h"
 
@@ -60,25 +56,21 @@ int run_generate(GenerateFlags& f) {
   ftx::cmd::StopOnSignal stop_signal;
 
   const ftx::RuntimeOptions runtime = ftx::cmd::runtime_options(d);
-  ftx::Runtime rt = ftx::make_runtime(runtime);
-  auto& backend = rt.backend;
-  auto& comm = rt.comm;
+  ftx::ModelRun run(runtime);
+  ftx::dist::Communicator& comm = run.comm();
   int64_t default_task = -1;
   const auto prompt_tables =
-      ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task, comm->rank(), comm->size());
-  const bool leader = comm->rank() == 0;
+      ftx::cmd::load_prompt_tables(f.prompt, d.model_dir, cfg, &default_task, comm.rank(), comm.size());
+  const bool leader = comm.rank() == 0;
 
-  // Model, input and output. A rank that fails must not leave the others waiting in a collective:
-  // every rank learns whether all loaded (and whether rank 0 could open its files) before going on.
-  ftx::ModelWeights weights;
+  // Model, input and output: every rank learns whether all loaded (and whether rank 0 could open
+  // its files) before going on.
   std::unique_ptr<ftx::PromptReader> reader;
   std::unique_ptr<ftx::ResultJournal> journal;
   ftx::ResultFormat fmt;
   fmt.context_embedding = f.context_embeddings;
   fmt.tokenizer = tokenizer.get();
-  std::string failure;
-  try {
-    weights = ftx::ModelWeights::load(d.model_dir, rt.layout(), *backend, rt.quant);
+  run.load("another rank failed to start (see its error)", [&] {
     if (leader) {
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned ||
                            cfg.position == ftx::PositionEmbedding::kSinusoidal;
@@ -91,23 +83,17 @@ int run_generate(GenerateFlags& f) {
       // What must not change between a run and its --resume besides each request (which its
       // fingerprint covers): the model and arithmetic (run_identity.h), the circular cache, and the
       // shape of a result line.
-      nlohmann::ordered_json run = ftx::run_identity(d.model_dir, runtime, rt.layout());
-      run["memory_len"] = d.memory_len;
-      run["text"] = tokenizer != nullptr;
-      run["context_embeddings"] = f.context_embeddings;
-      if (!f.prompt.table.empty()) run["prompt_table"] = ftx::input_display_name(f.prompt.table);
+      nlohmann::ordered_json identity = ftx::run_identity(d.model_dir, runtime, run.layout());
+      identity["memory_len"] = d.memory_len;
+      identity["text"] = tokenizer != nullptr;
+      identity["context_embeddings"] = f.context_embeddings;
+      if (!f.prompt.table.empty()) identity["prompt_table"] = ftx::input_display_name(f.prompt.table);
       journal = std::make_unique<ftx::ResultJournal>(f.output,
-                                                     ftx::ResultJournal::Options{f.force, f.resume, run.dump()});
+                                                     ftx::ResultJournal::Options{f.force, f.resume, identity.dump()});
     }
-  } catch (const ftx::UsageError&) {
-    throw;
-  } catch (const ftx::Error& e) {
-    failure = e.what();
-  }
-  if (!comm->all_true(failure.empty()))
-    throw ftx::Error(failure.empty() ? "another rank failed to start (see its error)" : failure);
+  });
 
-  ftx::Engine engine(weights, *backend, *rt.groups, ftx::cmd::engine_options(d, prompt_tables.get()));
+  ftx::Engine& engine = run.start_engine(ftx::cmd::engine_options(d, prompt_tables.get()));
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.max_seq_len = f.max_seq_len;
@@ -115,10 +101,10 @@ int run_generate(GenerateFlags& f) {
   so.context_embeddings = f.context_embeddings;
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
-  so.max_positions = cfg.position == ftx::PositionEmbedding::kLearned ? cfg.max_pos_seq_len : 0;
-  ftx::Scheduler scheduler(engine, *comm, so);
+  ftx::Scheduler& scheduler = run.start_scheduler(so);
   // --resume: the prompts whose results are kept are read again, checked, and their sessions'
   // contexts restored.
+  std::string failure;
   if (leader) {
     try {
       ftx::skip_resumed(*reader, *journal, ftx::input_display_name(f.input_ids.empty() ? f.prompts : f.input_ids),
@@ -127,7 +113,7 @@ int run_generate(GenerateFlags& f) {
       failure = e.what();
     }
   }
-  if (!comm->all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not resume" : failure);
+  if (!comm.all_true(failure.empty())) throw ftx::Error(failure.empty() ? "rank 0 could not resume" : failure);
 
   ftx::StreamCallback on_token;
   if (f.stream && leader)
@@ -175,7 +161,8 @@ int run_generate(GenerateFlags& f) {
                  static_cast<long long>(st.generated_tokens), st.total_s,
                  st.total_s > 0 ? st.generated_tokens / st.total_s : 0.0, st.first_token_s * 1e3, st.prefill_s * 1e3,
                  static_cast<long long>(st.prefills), static_cast<long long>(st.steps), f.batching.c_str(),
-                 static_cast<long long>(f.batch_size), backend->name().c_str(), comm->size(), rt.layout().describe().c_str(),
+                 static_cast<long long>(f.batch_size), run.backend().name().c_str(), comm.size(),
+                 run.layout().describe().c_str(),
                  journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "",
                  static_cast<long long>(engine.tokens_reused()), static_cast<long long>(st.preemptions),
                  static_cast<long long>(st.peak_rows), static_cast<long long>(engine.kv_cache().stats().block_copies),
