@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lib/cpu/activation.h"
+#include "lib/model/model_config.h"
 
 namespace ftx::cpu {
 namespace {
