@@ -49,8 +49,10 @@ class ModelWeights {
   static ModelWeights load(const std::string& dir, int rank, int tp, ops::Backend& backend,
                            const QuantPolicy& quant = {});
   // The tensors of world rank layout.rank: TP shard layout.tp_rank() of stage layout.stage()'s layers.
+  // No default policy here: a caller holding a Runtime passes its `quant`, or a run made with
+  // --int8-mode or --fp8 would load (and silently run) the unquantised model.
   static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend,
-                           const QuantPolicy& quant = {});
+                           const QuantPolicy& quant);
   // Checks the folder's files (sizes and extras) without loading: the same errors as load().
   static void check_files(const std::string& dir, const ModelConfig& cfg, int tp);
   // A file the loader refuses when config.ini's layout does not name it: a model.*.bin that is no

@@ -116,7 +116,7 @@ struct Runner {
   ModelWeights weights;
   std::optional<Engine> engine;
   Runner(const std::string& dir, const RuntimeOptions& options) : rt(make_runtime(options)) {
-    weights = ModelWeights::load(dir, rt.layout(), *rt.backend);
+    weights = ModelWeights::load(dir, rt.layout(), *rt.backend, rt.quant);
     engine.emplace(weights, *rt.backend, *rt.groups);
   }
 };

@@ -210,9 +210,11 @@ TEST_P(PagedModels, BeamsCopyBlocksNotRows) {
 
 // The INT8 KV cache (each layer's calibrated scale) is paged like any other: block sizes 1 and 16
 // against one block per row.
-TEST_P(PagedModels, Int8KvCacheEqualsTheContiguousCache) {
+class PagedInt8Models : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PagedInt8Models, Int8KvCacheEqualsTheContiguousCache) {
   const std::string dir = test::engine_fixtures() + "/" + GetParam();
-  if (!std::ifstream(dir + "/1-gpu/" + kv_cache_scale_file(0))) GTEST_SKIP() << "no INT8 KV-cache scales";
+  ASSERT_TRUE(std::ifstream(dir + "/1-gpu/" + kv_cache_scale_file(0))) << "no INT8 KV-cache scales in " << dir;
   const auto e = test::load_expected(dir);
   auto run = [&](int64_t bs) {
     CountingBackend be;
@@ -232,6 +234,8 @@ TEST_P(PagedModels, Int8KvCacheEqualsTheContiguousCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PagedModels, ::testing::Values("gpt2", "gptneox", "bloom", "santacoder"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Models, PagedInt8Models, ::testing::ValuesIn(test::engine_int8_model_names()),
                          [](const auto& info) { return info.param; });
 
 int32_t argmax(const float* l, int64_t n) { return static_cast<int32_t>(std::max_element(l, l + n) - l); }

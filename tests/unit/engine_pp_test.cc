@@ -86,7 +86,7 @@ TEST(EnginePipelineParallel, EveryGridMatchesOneRank) {
                      std::to_string(micro));
         const auto layout = dist::ParallelLayout::resolve(tp, pp, n, world->rank(), 5);
         dist::ParallelGroups groups(*world, layout);
-        ModelWeights w = ModelWeights::load(root + "/" + name + "/" + std::to_string(tp) + "-gpu", layout, be);
+        ModelWeights w = ModelWeights::load(root + "/" + name + "/" + std::to_string(tp) + "-gpu", layout, be, {});
         EngineOptions o;
         o.micro_batch = micro;
         Engine eng(w, be, groups, o);

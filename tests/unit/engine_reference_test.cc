@@ -22,6 +22,9 @@ class EngineReference : public ::testing::TestWithParam<std::string> {
  protected:
   std::string dir() { return test::engine_fixtures() + "/" + GetParam(); }
 };
+// The same over the models with INT8 references (test::engine_int8_model_names): each must have
+// them, so a fixture that lost one fails instead of skipping.
+class EngineInt8Reference : public EngineReference {};
 
 // Prompt logits and every greedy step's logits within 1e-4 (test::logits_close), and the argmax of
 // each step equal to the reference's greedy token.
@@ -45,13 +48,13 @@ TEST_P(EngineReference, LogitsAndGreedyMatchReference) {
 // Weight-only INT8 (FT's int8_mode 1): logits along the emulation's greedy paths within 1e-4 of
 // the float64 emulation of the same quantised arithmetic (tests/reference/int8_reference.py), and
 // the same greedy tokens; the weights held shrink to int8 plus one scale per column.
-TEST_P(EngineReference, Int8WeightOnlyMatchesEmulation) {
+TEST_P(EngineInt8Reference, WeightOnlyMatchesEmulation) {
   // With --int8-lm-head the lm_head table is quantised per row as well: the same tolerance against
   // an emulation that quantises it, which the plain int8 reference must not also pass.
   for (const bool head : {false, true}) {
     SCOPED_TRACE(head ? "--int8-lm-head" : "int8_mode 1");
     const auto e = test::load_expected(dir(), head ? "int8_weight_only/tp1_head" : "int8_weight_only/tp1");
-    if (e.prompts.empty()) GTEST_SKIP() << "no int8 reference for " << GetParam();
+    ASSERT_FALSE(e.prompts.empty()) << "no int8 reference for " << GetParam();
     dist::SingleRank comm;
     const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, /*int8_weight_only=*/true,
                                           /*int8_kv_cache=*/false, /*int8_lm_head=*/head);
@@ -69,11 +72,11 @@ TEST_P(EngineReference, Int8WeightOnlyMatchesEmulation) {
 // scale_y_quant_orig files) and dequantised as read. Logits along the emulation's greedy paths
 // within 1e-4 of the float64 emulation (tests/reference/int8_kv_reference.py), the same greedy
 // tokens; with fp32 weights and with weight-only INT8 (int8_mode 1).
-TEST_P(EngineReference, Int8KvCacheMatchesEmulation) {
+TEST_P(EngineInt8Reference, KvCacheMatchesEmulation) {
   for (const bool weight_only : {false, true}) {
     SCOPED_TRACE(weight_only ? "int8_mode 1" : "fp32 weights");
     const auto e = test::load_expected(dir(), weight_only ? "int8_kv_cache/weight_only_tp1" : "int8_kv_cache/fp");
-    if (e.prompts.empty()) GTEST_SKIP() << "no int8 KV-cache reference for " << GetParam();
+    ASSERT_FALSE(e.prompts.empty()) << "no int8 KV-cache reference for " << GetParam();
     dist::SingleRank comm;
     const auto o = test::run_greedy_paths(dir() + "/1-gpu", e, comm, weight_only, /*int8_kv_cache=*/true);
     double worst = 0;  // the largest |engine - emulation| / max(1, row max |logit|), reported
@@ -232,6 +235,8 @@ TEST_P(EngineReference, PaddedBatchEqualsOneByOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineReference, ::testing::ValuesIn(test::engine_model_names()),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Models, EngineInt8Reference, ::testing::ValuesIn(test::engine_int8_model_names()),
                          [](const auto& info) { return info.param; });
 
 // copy_rows gives a row another row's history: both then decode the same logits (beam fan-out;

@@ -29,6 +29,13 @@ inline const std::vector<std::string>& engine_model_names() {
   return names;
 }
 
+// The models whose fixtures carry the INT8 references (scripts/fixtures/make_engine_models.py's
+// INT8_MODELS): weight-only, --int8-lm-head and KV-cache emulations, and the KV-cache scale files.
+inline const std::vector<std::string>& engine_int8_model_names() {
+  static const std::vector<std::string> names = {"gpt2", "gptj", "gptneox", "bloom"};
+  return names;
+}
+
 inline std::string env_or(const char* name, const std::string& def) {
   const char* v = std::getenv(name);
   return v && *v ? v : def;
