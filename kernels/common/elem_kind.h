@@ -1,6 +1,6 @@
 #pragma once
 // The dtypes weights and the KV cache may be held in, as the launchers see them (the .cu files do
-// not see formats/dtype.h; cuda_backend.cc maps DType to this).
+// not see formats/dtype.h; the CUDA backend maps DType to this in kernels/cuda_backend/act_kinds.h).
 namespace ftx::cuda {
 
 // kInt8, kFp8E4M3: the KV cache only (--int8-kv-cache, --fp8-kv-cache, with a scale per layer);

@@ -1,7 +1,14 @@
 #pragma once
-// CudaBackend: the class behind make_cuda_backend() (cuda_backend.h says what is done and what is
-// not). Internal to kernels/: callers outside use the Backend interface; the NCCL communicator uses
-// stream() to order its collectives with the backend's kernels.
+// CudaBackend: the class behind make_cuda_backend() (docs/cuda.md#what-the-backend-does says what
+// it does). Internal to kernels/: callers outside use the Backend interface; the NCCL communicator
+// uses stream() to order its collectives with the backend's kernels.
+//
+// Its methods are in rooms that mirror lib/cpu/, one job each: cuda_backend.cc (making a backend
+// and giving it back), cuda_memory.cc (the arena, transfers, scratch and metadata staging),
+// cuda_graphs.cc (repeated steps as CUDA graphs), cuda_gemm.cc (the switch on the weight's kind and
+// the quantised GEMMs), cuda_gemm_plan.cc (cuBLASLt plans, gemm_config.in, the call itself),
+// cuda_ops.cc (norms, bias, activation, embedding, rotary), cuda_attention.cc (attention and the
+// cache's copies) and cuda_sampling.cc (sample_rows); act_kinds.h holds the dtype checks they share.
 //
 // One host thread drives a backend (the CUDA device is selected in the constructor, per thread).
 #include <cublasLt.h>
@@ -171,6 +178,9 @@ class CudaBackend : public ops::Backend {
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t, DType, DType>;
   const GemmPlan& plan(const GemmKey& key);
   void clear_plans();
+
+  // n rounded up to a multiple of a (the staging and scratch layouts' alignments).
+  static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
   static constexpr size_t kSlots = 32;
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
