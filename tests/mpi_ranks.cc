@@ -1,4 +1,4 @@
-// The ctest entries that run a gtest binary under `mpirun -np N` (tests/e2e/*.cmake, through
+// The ctest entries that run a gtest binary under `mpirun -np N` (tests/e2e/<subject>/*.cmake, through
 // ftx_mpirun in tests/CMakeLists.txt) set FTX_TEST_RANKS=N. Each multi-rank case skips itself
 // when the process does not look launched by MPI (so that plain ctest discovery can run the same
 // binary), and a filter can match nothing: either way such an entry would pass having checked

@@ -2,7 +2,7 @@
 // converter, and the engine on converted fixture models.
 //
 // ArchEngine.LogitsMatchReference runs only when FTX_ARCH_MODELS names fixture folders (made by
-// scripts/fixtures/make_arch_fixtures.py and converted by tests/e2e/arch_test.py, which runs this
+// scripts/fixtures/make_arch_fixtures.py and converted by tests/e2e/hf/arch_test.py, which runs this
 // binary once alone and once under `mpirun -np 2`): with N ranks it loads <dir>/ft/<N>-gpu and
 // checks the logits along the float64 reference's greedy paths to 1e-4 of the row's largest logit.
 #include <gtest/gtest.h>
@@ -113,7 +113,7 @@ TEST(Alibi, SlopesForSixHeadsSplitOverTwoRanks) {
 
 TEST(ArchEngine, LogitsMatchReference) {
   const char* env = std::getenv("FTX_ARCH_MODELS");
-  if (!env || !*env) GTEST_SKIP() << "FTX_ARCH_MODELS not set (tests/e2e/arch_test.py sets it)";
+  if (!env || !*env) GTEST_SKIP() << "FTX_ARCH_MODELS not set (tests/e2e/hf/arch_test.py sets it)";
   const auto comm = test::this_process_communicator();
   std::stringstream ss(env);
   std::string dir;

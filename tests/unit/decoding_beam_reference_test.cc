@@ -1,7 +1,7 @@
 // Beam search against an independent float64 PyTorch reference (tests/reference/
 // beam_search_reference.py, written from FT's definition): random logits sequences, several
 // widths, length penalties and diversity rates. Tokens and parents must match exactly, log probs
-// within 1e-6. Paths: FTX_SOURCE_DIR / FTX_TORCH_PYTHON, else the build's (tests/e2e/decoding.cmake).
+// within 1e-6. Paths: FTX_SOURCE_DIR / FTX_TORCH_PYTHON, else the build's (tests/e2e/generate/decoding_beam_reference.cmake).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-// Build-time defaults from tests/e2e/decoding.cmake; the environment overrides them.
+// Build-time defaults from tests/e2e/generate/decoding_beam_reference.cmake; the environment overrides them.
 #ifdef FTX_DECODING_SOURCE_DIR
 constexpr const char* kSourceDir = FTX_DECODING_SOURCE_DIR;
 constexpr const char* kTorchPython = FTX_DECODING_TORCH_PYTHON;

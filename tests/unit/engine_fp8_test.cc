@@ -5,7 +5,7 @@
 // (the D9 cases) the Llama and Qwen2 checkpoints of tests/fixtures/hf5 converted by convert-hf
 // (grouped-query attention: 2 of 4 KV heads, one per rank at TP 2; SwiGLU, RMSNorm) and its Mistral
 // without the sliding window (multi-query: the one KV head whole on both ranks); FP8 layer GEMMs,
-// the FP8 KV cache, and both. Under `mpirun -np 2` (tests/e2e/fp8.cmake) the TP-2 folders. The engine's GEMM inputs and the K and V it stores are traced and the emulation rerun on
+// the FP8 KV cache, and both. Under `mpirun -np 2` (tests/e2e/quant/fp8.cmake) the TP-2 folders. The engine's GEMM inputs and the K and V it stores are traced and the emulation rerun on
 // them (tests/reference/fp8_follow.py), so that a value the two round to neighbouring E4M3 codes (an
 // fp32 and a float64 value on either side of a boundary) does not move every later logit.
 #include <gtest/gtest.h>

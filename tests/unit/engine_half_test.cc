@@ -2,7 +2,7 @@
 // against the float64 emulation of the same rounding (tests/reference/half_reference.py: weight
 // matrices, embedding table and lm_head rounded to the dtype, each GEMM's activation operand
 // rounded to it, sums in high precision), on the fixtures that carry a "half_weights" section
-// (GPT-2, GPT-J, NeoX, BLOOM); the bytes held; TP 2 under mpirun (tests/e2e/half_cpu.cmake).
+// (GPT-2, GPT-J, NeoX, BLOOM); the bytes held; TP 2 under mpirun (tests/e2e/parallel/engine_mpi.cmake).
 //
 // Tolerance 1e-3 x the row's largest |logit| (test::logits_close). The engine and the emulation
 // multiply the same rounded numbers, but an activation the engine holds in fp32 and the emulation in
@@ -142,7 +142,7 @@ TEST(HalfWeightsHeld, HalfTheMatrixBytes) {
   EXPECT_EQ(wf.bytes() - wq.bytes(), 3 * layer_matrix - 4 * layer_cols + 2 * (matrix - layer_matrix));
 }
 
-// TP 2 under mpirun (tests/e2e/half_cpu.cmake): each rank holds its shard in the dtype; rank 0
+// TP 2 under mpirun (tests/e2e/parallel/engine_mpi.cmake): each rank holds its shard in the dtype; rank 0
 // checks the logits against the emulation (1e-4) and against TP 1 in the same dtype in the same
 // process (1e-3: the row-parallel GEMMs sum their halves in another order, which can flip a rounding).
 TEST(HalfWeightsTensorParallel, TwoRanksMatchOneAndEmulation) {

@@ -1,4 +1,4 @@
-// Pipeline parallelism at the engine level: run under `mpirun -np 2` and `-np 4` (tests/e2e/pp.cmake)
+// Pipeline parallelism at the engine level: run under `mpirun -np 2` and `-np 4` (tests/e2e/parallel/pp.cmake)
 // on the 4- and 5-layer fixtures of scripts/fixtures/make_pp_models.py. For every grid the world
 // allows (2 ranks: TP 1 x PP 2 and TP 2 x PP 1; 4 ranks: 1 x 4 and 2 x 2), with the default
 // micro-batches and with one row per micro-batch, the logits that reach rank 0 after a padded

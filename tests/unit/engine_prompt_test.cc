@@ -4,7 +4,7 @@
 // and a request with no task; virtual tokens first, and in the middle of a prompt) and each
 // request alone: logits along the reference's greedy paths within 1e-4 of the float64 reference
 // that substitutes the embeddings (tests/reference/gpt_reference.py `embeds`). Under
-// `mpirun -np 2` (tests/e2e/prompt.cmake) the 2-gpu folders: equal to 1 rank within 1e-5.
+// `mpirun -np 2` (tests/e2e/prompt/prompt.cmake) the 2-gpu folders: equal to 1 rank within 1e-5.
 // Prefix prompts (type 2): the fixture's prefix/<model> folders, the reference prepending each
 // layer's K/V prefix, the same checks; and with an INT8 KV cache against its emulation.
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Sessions at the engine level: appending a round's tokens after a row's cached context gives the
 // logits of one fresh prefill of the whole context (1e-5), and a circular cache (memory_len) gives
 // the float64 reference with attention over the last memory_len positions (1e-4), at and after
-// the wrap-around. Runs as is (TP 1) and under `mpirun -np 2` (tests/e2e/engine.cmake: the 2-gpu
+// the wrap-around. Runs as is (TP 1) and under `mpirun -np 2` (tests/e2e/parallel/engine_mpi.cmake: the 2-gpu
 // folders, TP 2; rank 0 checks).
 #include <gtest/gtest.h>
 

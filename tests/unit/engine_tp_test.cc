@@ -1,4 +1,4 @@
-// Tensor parallelism: run under `mpirun -np 2` (tests/e2e/engine.cmake). Every rank loads its
+// Tensor parallelism: run under `mpirun -np 2` (tests/e2e/parallel/engine_mpi.cmake). Every rank loads its
 // shard of each fixture's 2-gpu folder; rank 0 checks the logits along the reference's greedy
 // paths against the reference (1e-4) and against the 1-gpu folder run in the same process (1e-5).
 // Without an MPI launcher (plain gtest discovery) the test skips.

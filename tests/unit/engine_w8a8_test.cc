@@ -5,7 +5,7 @@
 // checkpoints of tests/fixtures/hf5 converted by convert-hf (grouped-query attention, 2 of 4 KV
 // heads, one per rank at TP 2; SwiGLU, whose gate projection is a W8A8 GEMM too; RMSNorm);
 // per-tensor and per-token + per-channel on TensorRT-LLM's files, per-tensor on
-// FasterTransformer's (`--format ft`). Under `mpirun -np 2` (tests/e2e/w8a8.cmake)
+// FasterTransformer's (`--format ft`). Under `mpirun -np 2` (tests/e2e/quant/w8a8.cmake)
 // the TP-2 folders against the emulation's TP-2 section (each rank quantises its own slice of a
 // row-parallel GEMM's input). The engine's GEMM inputs are traced and the emulation rerun on them
 // (tests/reference/w8a8_follow.py), so that an activation the two round to neighbouring int8 values

@@ -1,7 +1,7 @@
 #pragma once
 // Locates the format fixtures ($FTX_FIXTURES/formats, written by
 // scripts/fixtures/make_format_fixtures.py). Under ctest the `formats_fixtures` FIXTURES_SETUP test
-// (tests/e2e/formats.cmake) has made them already; when a test binary is run by hand, the first
+// (tests/e2e/fixtures.cmake) has made them already; when a test binary is run by hand, the first
 // test suite to need them runs the script itself, under a file lock so that parallel test
 // processes do not race. Returns "" (and the caller skips) when FTX_FIXTURES is not set.
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 // logits transformers computes for them in float64.
 //
 // HfGroundTruth.LogitsMatchTransformers runs only when FTX_HF_GT_MODELS names fixture folders
-// (tests/e2e/hf_ground_truth_test.py converts them and runs this binary alone and under
+// (tests/e2e/hf/hf_ground_truth_test.py converts them and runs this binary alone and under
 // `mpirun -np 2`). With N ranks it loads <dir>/ft_<kind>/<N>-gpu for each entry of
 // FTX_HF_GT_KINDS (default fp32,fp16,bf16; "kind:section" compares folder ft_<kind> with the
 // expected.json section of that name, e.g. fp16src:fp16_checkpoint for fp32 files converted from
@@ -68,7 +68,7 @@ std::string basename_of(const std::string& dir) {
 
 TEST(HfGroundTruth, LogitsMatchTransformers) {
   const char* env = std::getenv("FTX_HF_GT_MODELS");
-  if (!env || !*env) GTEST_SKIP() << "FTX_HF_GT_MODELS not set (tests/e2e/hf_ground_truth_test.py sets it)";
+  if (!env || !*env) GTEST_SKIP() << "FTX_HF_GT_MODELS not set (tests/e2e/hf/hf_ground_truth_test.py sets it)";
   const auto comm = test::this_process_communicator();
   const auto kinds = split(test::env_or("FTX_HF_GT_KINDS", "fp32,fp16,bf16"));
   for (const std::string& dir : split(env)) {

@@ -2,7 +2,7 @@
 // from GPT-2's vocab.json + merges.txt. With GPT-2's layout it must give the npm gpt-3-encoder's
 // ids (data/gpt2/tokenizer_cases.jsonl); BLOOM's Split pieces, added tokens and normalization are
 // checked against values computed with Python `regex` (V1) and the tokenizers rules by
-// scripts/fixtures/hf_tokenizer_reference.py, which tests/e2e/tokenize_hf.cmake also compares with
+// scripts/fixtures/hf_tokenizer_reference.py, which tests/e2e/tokenize/hf_tokenizer.cmake also compares with
 // ftx on all LAMBADA texts. Also: load_tokenizer's precedence, special ids, and the errors for
 // parts ftx does not support.
 #include <gtest/gtest.h>

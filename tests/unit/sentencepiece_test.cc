@@ -1,5 +1,5 @@
 // SentencePieceTokenizer on a small model trained here with libsentencepiece_train. The ids are
-// compared with spm_encode/spm_decode (an independent producer) in tests/e2e/tokenize.cmake; these
+// compared with spm_encode/spm_decode (an independent producer) in tests/e2e/tokenize/tokenize.cmake; these
 // tests check the wrapper: file finding, special ids, byte fallback, round trips and errors.
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>

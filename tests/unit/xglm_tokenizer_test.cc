@@ -1,7 +1,7 @@
 // XglmTokenizer on a small SentencePiece BPE model trained here and saved under XGLM's file name,
 // sentencepiece.bpe.model. The expected ids are libsentencepiece's own, moved as HF XGLMTokenizer
 // defines it (fairseq_offset 1; <s> 0, <pad> 1, </s> 2, <unk> 3; 7 <madeupwordN> at the end).
-// The e2e test (tests/e2e/tokenize_hf.cmake) does the same through `ftx tokenize` against
+// The e2e test (tests/e2e/tokenize/hf_tokenizer.cmake) does the same through `ftx tokenize` against
 // python3-sentencepiece.
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
