@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 failures = []
@@ -39,6 +40,39 @@ def run_ftx(args, mpi=0, stdin=None, timeout=None):
     cmd = (mpirun(mpi) if mpi else []) + [os.environ["FTX_BIN"], *args]
     env = dict(os.environ, OMP_NUM_THREADS="1" if mpi else os.environ.get("OMP_NUM_THREADS", "2"))
     return subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, timeout=timeout)
+
+
+def ftx(*args, cwd=None, input=None, timeout=120, env=None):
+    """`ftx ARGS` run as a user types it (no mpirun, the caller's environment), text output captured."""
+    return subprocess.run([os.environ["FTX_BIN"], *args], capture_output=True, text=True, cwd=cwd, input=input,
+                          timeout=timeout, env=env)
+
+
+def write(path, text, mode="w"):
+    with open(path, mode) as f:
+        f.write(text)
+    return path
+
+
+def listing(folder):
+    """Every path under folder (hidden ones included), for 'nothing left behind' checks."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            out.append(os.path.relpath(os.path.join(root, n), folder))
+    return sorted(out)
+
+
+def extracted(archive, folder):
+    """A .nemo (tar) extracted into folder."""
+    with tarfile.open(archive) as tf:
+        tf.extractall(folder)
+    return folder
+
+
+def error_lines(r):
+    """The `ftx: error:` lines of a run's stderr."""
+    return [ln for ln in r.stderr.splitlines() if ln.startswith("ftx: error:")]
 
 
 def check_killed_and_resumed(base, out, ref, kill_after_bytes, total):

@@ -43,7 +43,7 @@ import sys
 import tarfile
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util, dcp_pickle
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util
 from dcp_pickle import load_meta, save_meta, stub_class  # noqa: E402
 from e2e_util import check, finish, mpirun  # noqa: E402
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Interactive sessions (issue 16), end to end on the engine fixtures.
 
-Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pipe|chat_tty|D13_chat_template}
+Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pipe|chat_tty|chat_newlines|
+                         chat_keys|chat_full|D13_chat_template}
   rounds:     sessions of several rounds, interleaved, at batch size 2 (so idle sessions lose their
               caches and run their context again): every round's tokens equal one fresh request
               over the concatenated context [context_1, generated_1, ..., context_k], for GPT-2,
@@ -19,13 +20,21 @@ Usage: sessions_test.py {rounds|rounds_tp|S1_prefix_order|errors|resume|chat_pip
               session; /reset starts a new session; /quit ends.
   chat_tty:   `ftx chat` in a real terminal (tmux: keys sent, the pane read): two rounds, /reset,
               /quit, the same text as in the pipe.
+  chat_newlines: in a pipe, one line per round even when the answer has line breaks.
+  chat_keys:  on a terminal (tmux): Ctrl-C stops the answer and the chat goes on, Ctrl-C while typing
+              drops the line, Up recalls earlier lines, Ctrl-D ends.
+  chat_full:  on a terminal (tmux): a line beyond the model's positions, and a full context, are
+              refused and the chat goes on (/reset starts over).
+  The tty parts exit 77 (skipped) without tmux.
   D13_chat_template: a tokenizer folder with a chat_template: not applied, and said on stderr.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import json
 import os
 import random
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,17 +42,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util
 import e2e_util  # noqa: E402
-from e2e_util import check, check_killed_and_resumed, finish, mpirun  # noqa: E402
+from e2e_util import check, check_killed_and_resumed, finish, ftx, mpirun, write  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]
 ENGINE = os.path.join(os.environ["FTX_FIXTURES"], "engine")
 BPE = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
 
 
 def generate(model, lines, tmp, extra=(), mpi=0):
@@ -290,11 +293,130 @@ def test_D13_chat_template_is_not_applied_and_said(tmp):
           f"D13: the template changes nothing: {outs['template'].stdout!r} vs {outs['plain'].stdout!r}")
 
 
+def newline_model(tmp):
+    """gpt2_bpe whose every answer is line breaks: the final layernorm outputs its bias, which is
+    GPT-2's "\\n" row of the (tied) embedding scaled up, so token 198 wins every step."""
+    d = os.path.join(tmp, "newlines", "1-gpu")
+    shutil.copytree(BPE, d)
+    H = 32
+    wte = open(os.path.join(d, "model.wte.bin"), "rb").read()
+    row = struct.unpack(f"<{H}e", wte[198 * H * 2:199 * H * 2])
+    write(os.path.join(d, "model.final_layernorm.weight.bin"), struct.pack(f"<{H}e", *[0.0] * H), "wb")
+    write(os.path.join(d, "model.final_layernorm.bias.bin"), struct.pack(f"<{H}e", *[x * 50 for x in row]), "wb")
+    os.remove(os.path.join(d, "manifest.json")) if os.path.exists(os.path.join(d, "manifest.json")) else None
+    return d
+
+
+def test_chat_newlines(tmp):
+    model = newline_model(tmp)
+    lines = ["Hello", "/reset", "Again"]
+    r = ftx("chat", "-m", model, "--max-new-tokens", "5", "--quiet", input="\n".join(lines) + "\n")
+    out = r.stdout.split("\n")
+    check(r.returncode == 0 and out == ["\\n" * 5, "\\n" * 5, ""], f"one line per round: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    r = ftx("generate", "-m", model, "--prompts", "-", "--max-new-tokens", "5", "--output", "-", "--quiet", input="Hello\n")
+    check(r.returncode == 0 and json.loads(r.stdout)["text"] == "\n" * 5, f"generate gives the same text: {r.stdout!r}")
+
+
+def test_chat_keys(tmp):
+    if not shutil.which("tmux"):
+        print("SKIP: tmux is not installed")
+        sys.exit(77)
+    with e2e_util.TmuxChat(tmp, ["-m", BPE, "--max-new-tokens", "400"], "ftxnu") as t:
+        pane, keys = t.pane, t.keys
+
+        def stats():
+            return t.stderr_lines("[round")
+
+        def wait_for(pred, what, timeout=30):
+            return t.wait_for(pred, what, timeout)
+
+        wait_for(lambda: pane().startswith(">"), "the prompt")
+        keys("Hello", literal=True)
+        keys("Enter")
+        wait_for(lambda: len(pane().split("\n")[1]) > 20, "the answer to stream")
+        keys("C-c")  # stops the answer, not the chat
+        wait_for(lambda: len(stats()) == 1, "round 1 to end")
+        s = stats()
+        check(s and "; stopped]" in s[0] and int(re.search(r": (\d+) tokens", s[0]).group(1)) < 400,
+              f"Ctrl-C stopped the answer: {s}")
+        wait_for(lambda: pane().rstrip().endswith(">"), "the next prompt")
+        # A new session: round 1 may have run to hundreds of tokens before the Ctrl-C landed (a
+        # loaded machine), and round 2's 400 more would pass the model's 512 positions.
+        keys("/reset", literal=True)
+        keys("Enter")
+        time.sleep(0.3)
+        wait_for(lambda: pane().rstrip().endswith(">"), "the prompt after /reset")
+        keys("abc", literal=True)
+        keys("C-c")  # drops the line being typed
+        time.sleep(0.3)
+        keys("Up")  # "/reset"
+        keys("Up")  # "Hello", the line before it
+        keys("Enter")
+        wait_for(lambda: len(pane().rstrip().split("> Hello")[-1]) > 20, "round 2's answer to stream")
+        keys("C-c")
+        wait_for(lambda: len(stats()) == 2, "round 2 to end")
+        s = stats()
+        check(len(s) == 2 and "1 new" in s[1] and re.search(r"context \d+ tokens", s[1]),
+              f"Up, Up recalled the one-token line 'Hello' (not 'abc', not '/reset', not escape codes): {s}")
+        wait_for(lambda: pane().rstrip().endswith(">"), "the third prompt")
+        keys("C-d")
+        wait_for(lambda: t.exit_status() is not None, "chat to end")
+        check(t.exit_status() == "0", f"Ctrl-D ends the chat with exit 0: {t.exit_status()!r}")
+        check("\x1b[A" not in pane() and "^[[A" not in pane(), "no escape codes reached the screen")
+
+
+def test_chat_full(tmp):
+    if not shutil.which("tmux"):
+        print("SKIP: tmux is not installed")
+        sys.exit(77)
+    with e2e_util.TmuxChat(tmp, ["-m", BPE, "--max-new-tokens", "150"], "ftxnu2") as t:
+        def rounds():
+            return t.stderr_lines("[round")
+
+        def errors():
+            return t.stderr_lines("ftx: error:")
+
+        def say(text):
+            t.keys(text, literal=True)
+            t.keys("Enter")
+
+        t.wait_for(lambda: t.pane().startswith(">"), "the prompt")
+        say("Hello")
+        t.wait_for(lambda: len(rounds()) == 1, "round 1", 60)
+        # F-5: one line beyond the model's 512 positions: refused, the chat goes on.
+        say("And the LORD " * 200)
+        t.wait_for(lambda: len(errors()) == 1, "the refusal", 60)
+        e = errors()
+        check(e and "beyond the model's max_pos_seq_len 512" in e[0] and "/reset" in e[0], f"the long line: {e}")
+        say("Again")
+        t.wait_for(lambda: len(rounds()) == 2, "round 2 after the refusal", 60)
+        check("context" in rounds()[-1] and "context 0 tokens" not in rounds()[-1],
+              f"round 2 continues the session: {rounds()}")
+        # F-6: the context fills up (150 new tokens a round): refused, then /reset starts over.
+        for _ in range(6):
+            if len(errors()) > 1:
+                break
+            n = len(rounds())
+            say("More")
+            t.wait_for(lambda: len(rounds()) > n or len(errors()) > 1, f"round {n + 1}", 60)
+        e = errors()
+        check(len(e) == 2 and "beyond the model's max_pos_seq_len 512" in e[1], f"the full context: {e}")
+        say("/reset")
+        n = len(rounds())
+        say("Hello")
+        t.wait_for(lambda: len(rounds()) > n, "a round after /reset", 60)
+        check("context 0 tokens" in rounds()[-1], f"/reset started a new session: {rounds()[-1:]}")
+        t.keys("C-d")
+        t.wait_for(lambda: t.exit_status() is not None, "chat to end")
+        check(t.exit_status() == "0", f"the chat ends with exit 0: {t.exit_status()!r}")
+
+
 def main():
     what = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         {"rounds": test_rounds, "rounds_tp": test_rounds_tp, "S1_prefix_order": test_S1_prefix_order,
          "errors": test_errors, "resume": test_resume, "chat_pipe": test_chat_pipe, "chat_tty": test_chat_tty,
+         "chat_newlines": test_chat_newlines, "chat_keys": test_chat_keys, "chat_full": test_chat_full,
          "D13_chat_template": test_D13_chat_template_is_not_applied_and_said}[what](tmp)
     finish(f"sessions_test {what}")
 

@@ -1,6 +1,6 @@
 """PyTorch Distributed Checkpoint `.metadata` pickles read and written without torch: every
 global the pickle names becomes a stub class of the same module and name, so a loaded file can be
-changed (tests/e2e/convert/mcore_test.py damages them) or a new one built (bench/convert makes a large
+changed (mcore_test.py beside it damages them) or a new one built (bench/convert makes a large
 Megatron Core checkpoint) and pickled back with exactly the globals a real one has.
 """
 import io
