@@ -52,7 +52,7 @@ from smoothquant_test import HF5, convert_hf5  # noqa: E402
 MPI = shutil.which("mpirun") is not None
 # transformers' float64 forward is not float64 throughout: LlamaRMSNorm normalises in fp32 and the
 # rotary cos/sin are computed in fp32, so its logits carry fp32 rounding (at most 4.4e-7 of the
-# row's largest logit measured, Qwen2); ftx's tests hold the engine to 1e-4 (hf5_test.py), and an
+# row's largest logit measured, Qwen2); ftx's tests hold the engine to 1e-4 (hf_ground_truth_test.py), and an
 # error of the reference moves logits by far more (llama3 rope scaling left out: 1.5e-3 to 3e-2).
 REF_TOL = 1e-5
 
