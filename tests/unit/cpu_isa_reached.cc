@@ -1,6 +1,6 @@
 // Linked into the CPU kernel and engine test binaries that ctest runs again at each instruction-set
-// level (tests/e2e/cpu_isa.cmake): after their tests, a check that the level the run was meant to
-// test is the level that ran, so that a kernel that dispatched on the CPU alone, or a cap that
+// level (tests/e2e/cpu_isa/cpu_isa.cmake): after their tests, a check that the level the run was
+// meant to test is the level that ran, so that a kernel that dispatched on the CPU alone, or a cap that
 // stopped reaching a library, cannot pass for a run at the lower level.
 //   - Always: no ftx kernel ran above cpu_isa() (each kernel notes its level, cpu_features.h).
 //   - With FTX_TEST_ISA=<level> (set by the capped runs beside FTX_CPU_ISA, and by the runs on an

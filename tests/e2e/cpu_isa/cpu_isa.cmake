@@ -16,16 +16,12 @@ elseif(FTX_CPUINFO MATCHES " avx2 " AND FTX_CPUINFO MATCHES " fma " AND FTX_CPUI
   list(APPEND FTX_ISA_LEVELS_BELOW baseline)
 endif()
 
-if(FTX_HAVE_MPI)
-  find_program(FTX_MPIRUN NAMES mpirun mpiexec)  # engine.cmake's, which this file may precede
-endif()
-
 # The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend; each
 # checks after its tests the level its kernels ran at (cpu_isa_reached.cc).
 set(FTX_ISA_UNIT_TESTS cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
     half_rounding_test w8a8_gemm_test kv_cache_int8_test engine_ops_test engine_reference_test engine_half_test
     engine_paged_test engine_w8a8_test engine_fp8_test engine_session_test)
-add_library(cpu_isa_reached OBJECT ${CMAKE_CURRENT_LIST_DIR}/../unit/cpu_isa_reached.cc)
+add_library(cpu_isa_reached OBJECT ${CMAKE_CURRENT_LIST_DIR}/../../unit/cpu_isa_reached.cc)
 target_link_libraries(cpu_isa_reached PRIVATE ftx_runtime GTest::gtest)
 foreach(t ${FTX_ISA_UNIT_TESTS})
   target_link_libraries(${t} PRIVATE cpu_isa_reached)
@@ -58,7 +54,7 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
   # `ftx generate` end to end (greedy, --dtype bf16/fp16 against the float64 emulation, beams,
   # streams, text) and fp16/bf16 at TP 2 under mpirun.
   add_test(NAME cpu_isa_${level}.engine_generate_cli
-           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/engine_generate_test.py cli)
+           COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../generate/engine_generate_test.py cli)
   set_tests_properties(cpu_isa_${level}.engine_generate_cli PROPERTIES ENVIRONMENT "${env}"
                        LABELS cpu-isa-${level} FIXTURES_REQUIRED engine_models TIMEOUT 600)
   if(FTX_MPIRUN)

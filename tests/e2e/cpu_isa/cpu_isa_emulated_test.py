@@ -30,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_util import check, finish
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util
+from e2e_util import check, finish  # noqa: E402
 
 # level -> (qemu CPU model, gtest binary -> filter, engine fixtures for `ftx generate`)
 LEVELS = {

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util
 from e2e_util import check, finish  # noqa: E402
 
 FTX = os.environ["FTX_BIN"]

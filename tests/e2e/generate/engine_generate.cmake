@@ -1,7 +1,6 @@
 # `ftx generate` on the engine fixtures (issue 4; engine_generate_test.py): greedy tokens against
 # the float64 references and the output fields (cli), bad inputs (errors), TP 2 under mpirun equal
-# to one rank (tp). cpu_isa.cmake runs the cli part again at each lower CPU level, naming this script
-# by its place; the two move to generate/ and cpu/ together.
+# to one rank (tp). cpu_isa/cpu_isa.cmake runs the cli part again at each lower CPU level.
 foreach(part cli errors)
   add_test(NAME engine_generate_${part}
            COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/engine_generate_test.py ${part})
