@@ -16,9 +16,10 @@ elseif(FTX_CPUINFO MATCHES " avx2 " AND FTX_CPUINFO MATCHES " fma " AND FTX_CPUI
   list(APPEND FTX_ISA_LEVELS_BELOW baseline)
 endif()
 
-# The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend; each
+# The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend (of
+# backend_ops_test its CPU instances and coverage check; its CUDA ones are the gpu label's); each
 # checks after its tests the level its kernels ran at (cpu_isa_reached.cc).
-set(FTX_ISA_UNIT_TESTS cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
+set(FTX_ISA_UNIT_TESTS backend_ops_test cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
     half_rounding_test w8a8_gemm_test kv_cache_int8_test engine_ops_test engine_reference_test engine_half_test
     engine_paged_test engine_w8a8_test engine_fp8_test engine_session_test)
 add_library(cpu_isa_reached OBJECT ${CMAKE_CURRENT_LIST_DIR}/../../unit/cpu_isa_reached.cc)
@@ -36,7 +37,11 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
   set(env ${FTX_TEST_ENV} FTX_CPU_ISA=${level} OPENBLAS_CORETYPE=${openblas_core} FTX_TEST_ISA=${level})
   foreach(t ${FTX_ISA_UNIT_TESTS})
     set(filter "")
-    if(t STREQUAL engine_fp8_test OR t STREQUAL engine_w8a8_test)
+    set(fixtures engine_models)
+    if(t STREQUAL backend_ops_test)  # makes its own inputs
+      set(filter "--gtest_filter=-*/cuda")
+      set(fixtures "")
+    elseif(t STREQUAL engine_fp8_test OR t STREQUAL engine_w8a8_test)
       # Each case checks against a float64 emulation in Python (about 4 s each, 50 cases): at the
       # lower levels only GPT-2 (learned positions, GELU, LayerNorm) and Llama (rope, SwiGLU, RMSNorm,
       # grouped-query attention), which between them run every kernel a level switches; the other
@@ -45,7 +50,7 @@ foreach(level ${FTX_ISA_LEVELS_BELOW})
     endif()
     add_test(NAME cpu_isa_${level}.${t} COMMAND $<TARGET_FILE:${t}> ${filter})
     set_tests_properties(cpu_isa_${level}.${t} PROPERTIES ENVIRONMENT "${env}" LABELS cpu-isa-${level}
-                         FIXTURES_REQUIRED engine_models TIMEOUT 900)
+                         FIXTURES_REQUIRED "${fixtures}" TIMEOUT 900)
   endforeach()
   # The binary the CLI runs says it runs capped.
   add_test(NAME cpu_isa_${level}.version COMMAND $<TARGET_FILE:ftx> --version)

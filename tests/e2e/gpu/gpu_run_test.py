@@ -108,10 +108,10 @@ with open(a.jsonl, "w") as f:
     f.write(json.dumps({"model": a.models, "graph_tokens_equal_eager": True}) + "\n")
 """
 
-# What scripts/gpu-bundle bundles: the GPU-labelled suites and the NCCL loader's test, so a stage
-# that names a binary the bundle lacks fails here too.
+# What scripts/gpu-bundle bundles: the GPU-labelled suites, the op suite and the NCCL loader's test,
+# so a stage that names a binary the bundle lacks fails here too.
 BINARIES = sorted(f[:-3] for f in os.listdir(os.path.join(SRC, "tests", "unit"))
-                  if re.fullmatch(r"(cuda_\w+_test|\w+_gpu_test|gpu_skip_rule_test|nccl_library_test)\.cc", f))
+                  if re.fullmatch(r"(cuda_\w+_test|\w+_gpu_test|backend_ops_test|gpu_skip_rule_test|nccl_library_test)\.cc", f))
 
 failures = []
 
@@ -221,7 +221,7 @@ def test_call1():
     check(c1["carry"] == ["gpu-bundle.tar.xz", "gpu-fixtures.tar.gz"], f"call1 carries {c1['carry']}")
     check(c1["timeout_s"] >= 330 + 30 + 30, f"call1's timeout_s {c1['timeout_s']} leaves no time to pack")
     with tempfile.TemporaryDirectory() as tmp:
-        repo, env, pids = setup(tmp, [("cuda_backend_test", "*CudaVsCpu*", "fail"),
+        repo, env, pids = setup(tmp, [("backend_ops_test", "*/cuda*", "fail"),
                                       ("cuda_fp8_test", "*", "crash"),
                                       ("cuda_sampling_test", "*", "hang")])
         # The hang starts within the deadline: its limit is what is left of it plus the grace, after
@@ -237,7 +237,7 @@ def test_call1():
         check(re.search(r"cuda_sampling +\d+s +TIMED OUT after \d+s", so) is not None, "the hang is stopped by its limit")
         report = so[so.index("== summary"):]
         for text in ("/src/tests/unit/stub.cc:42: Failure", "Which is: 3", "logits differ at element 7 (seed 99)",
-                     "FAILED Stub.cuda_backend_test/param", "RUNNING WHEN IT STOPPED: Stub.cuda_fp8_test/param",
+                     "FAILED Stub.backend_ops_test/param", "RUNNING WHEN IT STOPPED: Stub.cuda_fp8_test/param",
                      "about to crash", "RUNNING WHEN IT STOPPED: Stub.cuda_sampling_test/param"):
             check(text in so[:so.index("== summary")], f"inline: {text!r}")
             check(text in report, f"in the final report: {text!r}")
@@ -309,15 +309,15 @@ def test_call2_and_rerun():
         check("graph_tokens_equal_eager" in (bq.get("bench-quick/bench-quick.jsonl") or ""), "the bench's lines")
     with tempfile.TemporaryDirectory() as tmp:
         repo, env, _ = setup(tmp, [])
-        rerun = calls("rerun", "cuda_backend_test", "CudaVsCpu.Gemm*:Models/CudaGraphs.*/gpt2")
+        rerun = calls("rerun", "backend_ops_test", "*/BackendOps.Gemm*/cuda:BackendOpsCoverage.*")
         r = subprocess.run(["bash", "-c", command(rerun, deadline=600, per_binary=600)], cwd=repo, env=env,
                            capture_output=True, text=True, timeout=300)
         check(r.returncode == 0, f"rerun exit {r.returncode}: {r.stdout[-1500:]}")
-        only = os.path.join(env["OUT"], "only-cuda_backend_test.tar.gz")
+        only = os.path.join(env["OUT"], "only-backend_ops_test.tar.gz")
         check(os.path.exists(only), f"rerun tarballs {os.listdir(env['OUT'])}")
         if os.path.exists(only):
-            log = members(only).get("only-cuda_backend_test/cuda_backend_test.log") or ""
-            check("--gtest_filter=CudaVsCpu.Gemm*:Models/CudaGraphs.*/gpt2" in log, f"the filter reaches it: {log}")
+            log = members(only).get("only-backend_ops_test/backend_ops_test.log") or ""
+            check("--gtest_filter=*/BackendOps.Gemm*/cuda:BackendOpsCoverage.*" in log, f"the filter reaches it: {log}")
     # Bad arguments are refused before anything runs.
     with tempfile.TemporaryDirectory() as tmp:
         repo, env, _ = setup(tmp, [])
