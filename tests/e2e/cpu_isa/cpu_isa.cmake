@@ -82,7 +82,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64")
                      cpu_half_gemm_test=$<TARGET_FILE:cpu_half_gemm_test> kv_cache_int8_test=$<TARGET_FILE:kv_cache_int8_test>
                      w8a8_gemm_test=$<TARGET_FILE:w8a8_gemm_test> cpu_activation_test=$<TARGET_FILE:cpu_activation_test>
                      cpu_rms_norm_test=$<TARGET_FILE:cpu_rms_norm_test> half_rounding_test=$<TARGET_FILE:half_rounding_test>
-                     cpu_fp8_gemm_test=$<TARGET_FILE:cpu_fp8_gemm_test> engine_ops_test=$<TARGET_FILE:engine_ops_test>)
+                     cpu_fp8_gemm_test=$<TARGET_FILE:cpu_fp8_gemm_test> engine_ops_test=$<TARGET_FILE:engine_ops_test>
+                     backend_ops_test=$<TARGET_FILE:backend_ops_test>)
     set_tests_properties(cpu_isa_emulated_${level} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS cpu-isa-${level}
                          FIXTURES_REQUIRED engine_models TIMEOUT 1200 SKIP_RETURN_CODE 77)
   endforeach()

@@ -11,7 +11,8 @@ Checked there:
   - kernel tests (the ones that failed on a real Zen 3: rows independent of the rows beside them
     for fp32, fp16, bf16 and int8 in a bf16 model, the INT8 KV attention equal to fp32 attention over
     the dequantised values; the W8A8 int8 product; at baseline also the activations, norms,
-    roundings, the FP8 GEMM and the engine's ops), each binary also checking that its kernels,
+    roundings, the FP8 GEMM and the engine's ops; at both the op suite's CPU instances,
+    backend_ops_test), each binary also checking that its kernels,
     OpenBLAS and oneDNN ran at the level (FTX_TEST_ISA, tests/unit/cpu_isa_reached.cc), with no test
     skipped;
   - `ftx generate` on the engine fixtures: fp32 greedy equal to the float64 reference, --dtype
@@ -37,12 +38,13 @@ from e2e_util import check, finish  # noqa: E402
 LEVELS = {
     "avx2": ("EPYC-Milan",
              {"cpu_half_gemm_test": "*RowResults*:Int8Bf16*:*PanelWidth*", "kv_cache_int8_test": "KvInt8.Attention*",
-              "w8a8_gemm_test": "*"},
+              "w8a8_gemm_test": "*", "backend_ops_test": "-*/cuda"},
              ("gpt2", "gptj")),
     "baseline": ("Nehalem",
                  {"cpu_half_gemm_test": "*RowResults*:Int8Bf16*:*PanelWidth*", "kv_cache_int8_test": "KvInt8.Attention*",
                   "w8a8_gemm_test": "*", "cpu_activation_test": "*", "cpu_rms_norm_test": "*",
-                  "half_rounding_test": "*", "cpu_fp8_gemm_test": "*", "engine_ops_test": "*"},
+                  "half_rounding_test": "*", "cpu_fp8_gemm_test": "*", "engine_ops_test": "*",
+                  "backend_ops_test": "-*/cuda"},
                  ("gpt2", "gptj")),
 }
 
