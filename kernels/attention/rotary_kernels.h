@@ -17,9 +17,10 @@ namespace ftx::cuda {
 
 // Backend::rotary. interleaved: GPT-J pairs (2i, 2i+1); else NeoX pairs (i, i + rot_dim/2).
 // qkv is held in `kind` (fp32, fp16 or bf16); inv_freq (device) holds rot_dim/2 frequencies
-// (RotaryFrequencies::inv_freq, computed on the host).
+// (RotaryFrequencies::inv_freq, computed on the host); cos and sin are scaled by `magnitude`
+// (RotaryFrequencies::magnitude).
 void invoke_rotary(cudaStream_t stream, ElemKind kind, void* qkv, int64_t rows, int64_t stride,
                    const int32_t* positions, int64_t heads, int64_t head_dim, int64_t rot_dim, bool interleaved,
-                   const double* inv_freq);
+                   const double* inv_freq, double magnitude);
 
 }  // namespace ftx::cuda

@@ -73,6 +73,7 @@ void CudaBackend::rotary(ops::Act qkv, int64_t rows, int64_t stride, const int32
                           {inv_freq.data(), inv_freq.size() * sizeof(double)}});
   if (replaying()) return;
   invoke_rotary(stream_, act_kind(qkv, "rotary"), qkv.data, rows, stride, static_cast<const int32_t*>(dev[0]), heads,
-                head_dim, rot_dim, style == RotaryStyle::kInterleaved, static_cast<const double*>(dev[1]));
+                head_dim, rot_dim, style == RotaryStyle::kInterleaved, static_cast<const double*>(dev[1]),
+                freq.magnitude);
 }
 }  // namespace ftx::cuda

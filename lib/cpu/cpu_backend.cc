@@ -453,7 +453,9 @@ void CpuBackend::rotary(ops::Act qkv_act, int64_t rows, int64_t stride, const in
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < pairs; ++i) {
       const double angle = static_cast<double>(positions[r]) * inv_freq[static_cast<size_t>(i)];
-      const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      // magnitude 1 (every scaling but yarn and longrope) leaves the double products exact.
+      const float c = static_cast<float>(std::cos(angle) * freq.magnitude);
+      const float s = static_cast<float>(std::sin(angle) * freq.magnitude);
       for (int64_t h = 0; h < heads; ++h) {
         float* v = qkv + r * stride + h * head_dim;
         // GPT-J rotates adjacent pairs (2i, 2i+1); NeoX rotates (i, i + rot_dim/2).

@@ -187,7 +187,7 @@ class Backend : public decoding::LogitsDevice {
   // Rotates the first rot_dim dims of each of the first `heads` heads of every row of qkv
   // (row stride `stride` elements): Q heads and K heads, which lie first in the fused layout.
   // Angle for pair i: positions[r] · freq.inv_freq(rot_dim)[i] (base^(-2i/rot_dim), scaled as the
-  // model's rope scaling says), taken in double.
+  // model's rope scaling says), taken in double; cos and sin times freq.magnitude.
   virtual void rotary(Act qkv, int64_t rows, int64_t stride, const int32_t* positions,
                       int64_t heads, int64_t head_dim, int64_t rot_dim, RotaryStyle style,
                       const RotaryFrequencies& freq) = 0;

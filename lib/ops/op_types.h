@@ -112,13 +112,16 @@ inline int8_t quantize_kv(float x, float kv_orig_quant) {
 inline uint8_t quantize_kv_fp8(float x, float kv_orig_quant) { return float_to_e4m3(x * kv_orig_quant); }
 inline float dequantize_kv_fp8(uint8_t q, float scale) { return e4m3_to_float(q) * scale; }
 
-// A model's rotary frequencies: its base and its rope scaling (lib/model/rope_scaling.h). A plain
-// base converts implicitly (no scaling), as fp32 buffers convert to Weight.
+// A model's rotary frequencies: its base and its rope scaling (lib/model/rope_scaling.h), and the
+// magnitude cos and sin are multiplied by (yarn's and longrope's attention factor, 1 otherwise:
+// it scales the rotated dims only). A plain base converts implicitly (no scaling), as fp32 buffers
+// convert to Weight.
 struct RotaryFrequencies {
   double base = 10000.0;
   RopeScaling scaling;
+  double magnitude = 1.0;
   RotaryFrequencies(double b) : base(b) {}  // NOLINT(google-explicit-constructor): unscaled is the default
-  RotaryFrequencies(double b, const RopeScaling& s) : base(b), scaling(s) {}
+  RotaryFrequencies(double b, const RopeScaling& s) : base(b), scaling(s), magnitude(rope_attention_factor(s)) {}
   // rot_dim/2 radians per position, pair by pair (rope_inv_freq).
   std::vector<double> inv_freq(int64_t rot_dim) const { return rope_inv_freq(rot_dim, base, scaling); }
 };

@@ -84,13 +84,15 @@ BACKEND_OP_TEST(HalfWeightEmbedding, "embedding", "upload_weight") {
 }
 
 // Rotates the first rot_dim dims of the first `heads` heads of each row by positions[r] · inv_freq_i
-// (inv_freq_i = base^(-2i/rot_dim), divided by the factor of linear rope scaling), the rest of
-// the row (the V heads) left alone. The CPU against float64: 1e-6 of |x0| + |x1| of each pair.
+// (inv_freq_i = base^(-2i/rot_dim), divided by the factor of linear rope scaling), cos and sin times
+// the magnitude (yarn's and longrope's attention factor), the rest of the row (the unrotated dims
+// and the V heads) left alone. The CPU against float64: 1e-6 of m·(|x0| + |x1|) of each pair.
 BACKEND_OP_TEST(Rotary, "rotary") {
   struct Case {
     int64_t heads, head_dim, rot_dim, extra;  // extra: trailing columns (V heads) left alone
     RotaryStyle style;
     double base, linear;                      // linear: rope scaling factor (1: none)
+    double magnitude = 1.0;                   // RotaryFrequencies::magnitude
   };
   const Case cases[] = {{2, 16, 16, 32, RotaryStyle::kInterleaved, 10000.0, 1.0},
                         {2, 16, 16, 32, RotaryStyle::kHalfSplit, 10000.0, 1.0},
@@ -98,17 +100,21 @@ BACKEND_OP_TEST(Rotary, "rotary") {
                         {3, 10, 6, 0, RotaryStyle::kInterleaved, 1e6, 1.0},
                         {3, 10, 6, 7, RotaryStyle::kHalfSplit, 1e6, 1.0},
                         {8, 128, 64, 256, RotaryStyle::kInterleaved, 10000.0, 1.0},
-                        {4, 64, 64, 128, RotaryStyle::kHalfSplit, 500000.0, 4.0}};
+                        {4, 64, 64, 128, RotaryStyle::kHalfSplit, 500000.0, 4.0},
+                        {4, 16, 8, 32, RotaryStyle::kHalfSplit, 10000.0, 1.0, 1.1832159566199232},  // Phi-3-like
+                        {3, 16, 16, 0, RotaryStyle::kInterleaved, 100.0, 2.0, 0.8}};
   for (const Case& c : cases)
     for (int64_t rows : {1, 6}) {
       SCOPED_TRACE("heads " + std::to_string(c.heads) + " d " + std::to_string(c.head_dim) + " rot " +
-                   std::to_string(c.rot_dim) + " linear " + std::to_string(c.linear) + " rows " + std::to_string(rows));
+                   std::to_string(c.rot_dim) + " linear " + std::to_string(c.linear) + " magnitude " +
+                   std::to_string(c.magnitude) + " rows " + std::to_string(rows));
       const int64_t stride = c.heads * c.head_dim + c.extra;
       std::vector<int32_t> pos(rows);
       for (auto& p : pos) p = random_int(0, 4000);
       const auto qkv = random(rows * stride);
-      const ops::RotaryFrequencies freq =
+      ops::RotaryFrequencies freq =
           c.linear != 1.0 ? ops::RotaryFrequencies(c.base, RopeScaling::linear(c.linear)) : ops::RotaryFrequencies(c.base);
+      freq.magnitude = c.magnitude;
       expect_matches(
           [&](ops::Backend& b) {
             Buffers mem(b);
@@ -128,9 +134,10 @@ BACKEND_OP_TEST(Rotary, "rotary") {
                   const int64_t a = base + (c.style == RotaryStyle::kInterleaved ? 2 * i : i);
                   const int64_t e = base + (c.style == RotaryStyle::kInterleaved ? 2 * i + 1 : i + pairs);
                   const double x0 = qkv[a], x1 = qkv[e];
-                  o.values[a] = static_cast<float>(x0 * std::cos(angle) - x1 * std::sin(angle));
-                  o.values[e] = static_cast<float>(x1 * std::cos(angle) + x0 * std::sin(angle));
-                  o.scale[a] = o.scale[e] = std::fabs(x0) + std::fabs(x1);
+                  const double m = c.magnitude;
+                  o.values[a] = static_cast<float>(m * (x0 * std::cos(angle) - x1 * std::sin(angle)));
+                  o.values[e] = static_cast<float>(m * (x1 * std::cos(angle) + x0 * std::sin(angle)));
+                  o.scale[a] = o.scale[e] = m * (std::fabs(x0) + std::fabs(x1));
                 }
             return Outs{o};
           },
