@@ -215,6 +215,8 @@ class Backend : public decoding::LogitsDevice {
                                  const int32_t* past = nullptr) = 0;
   // One decode step for n rows: token r is written to row r (tables.row(r)) at slot past[r] and
   // attends to slots [0, past[r]] (the last memory_len of them when the cache is circular).
+  // Both attentions cap the scores (AttentionShape::softcap) and mask keys behind a sliding window
+  // (AttentionShape::window) when the shape says so.
   virtual void decode_attention(Act out, Act qkv, int64_t n, const BlockTables& tables,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;
