@@ -84,6 +84,23 @@ __device__ __forceinline__ int64_t slot_offset(const AttentionLaunch& a, int64_t
   return ((block * a.kv_heads + h) * bs + slot % bs) * a.head_dim;
 }
 
+// A key's score from its dot product with the query: scale·dot, capped when the shape says
+// (AttentionLaunch::softcap), plus ALiBi by position. Without a cap, the one expression it always was.
+__device__ __forceinline__ float attention_score(float dot, const AttentionLaunch& a, float slope, int64_t kpos,
+                                                 int64_t qpos) {
+  if (a.softcap > 0.0f) {
+    const float s = dot * a.scale;
+    return a.softcap * tanhf(s / a.softcap) + slope * static_cast<float>(kpos - qpos);
+  }
+  return dot * a.scale + slope * static_cast<float>(kpos - qpos);
+}
+
+// Whether a key at kpos lies in the sliding window of a query at qpos (AttentionLaunch::window:
+// transformers' sliding_window_overlay keeps kv_idx > q_idx - sliding_window); no window: all do.
+__device__ __forceinline__ bool in_window(const AttentionLaunch& a, int64_t kpos, int64_t qpos) {
+  return a.window <= 0 || kpos > qpos - a.window;
+}
+
 // Item b's token j (j < nvalid) -> its slot base_pos + j.
 template <typename T>
 __global__ void store_kv_kernel(const AttentionLaunch a) {
@@ -111,12 +128,13 @@ __global__ void store_kv_kernel(const AttentionLaunch a) {
 }
 
 // Folds one tile of nk keys into a warp's online softmax for one query. Lane j holds key j's
-// score (-inf when masked; lane 0's is finite, so the tile maximum is), m and l are the running
+// score (-inf when masked; a tile whose keys are all masked adds nothing), m and l are the running
 // maximum and sum, acc the lane's output dims lane + 32c, vs the tile's V rows [kKeyTile][d].
 __device__ __forceinline__ void fold_key_tile(float score, int nk, const float* vs, int d, int lane, float& m,
                                               float& l, float (&acc)[kMaxChunks]) {
   float tmax = score;
   for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(kFullWarpMask, tmax, o));
+  if (tmax == -INFINITY) return;  // all masked (a circular cache's slots behind a window); warp-uniform
   const float mnew = fmaxf(m, tmax);
   const float corr = expf(m - mnew);  // 0 on the first tile (m = -inf)
   const float p = expf(score - mnew);  // 0 for masked lanes
@@ -159,6 +177,10 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
   // Valid queries of this tile: t in [t0, t_end); the last one attends to slots [0, base_pos + t_end - 1].
   const int64_t t_end = min(t0 + QT, nvalid);
   const int64_t nkeys = t_end > t0 ? base_pos + t_end : 0;
+  // Behind a sliding window the tile's first query sees keys from base_pos + t0 - window + 1 on:
+  // start at the key tile that holds it (tiles stay aligned to slot multiples of 32).
+  const int64_t first_key =
+      a.window > 0 ? max(int64_t(0), base_pos + t0 - a.window + 1) / kKeyTile * kKeyTile : int64_t(0);
   const int64_t group = a.q_heads / a.kv_heads;  // query heads per KV head (MQA: all)
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
@@ -174,7 +196,7 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
     for (int c = 0; c < kMaxChunks; ++c) acc[q][c] = 0.0f;
   }
 
-  for (int64_t k0 = 0; k0 < nkeys; k0 += kKeyTile) {
+  for (int64_t k0 = first_key; k0 < nkeys; k0 += kKeyTile) {
     const int nk = static_cast<int>(min(int64_t(kKeyTile), nkeys - k0));
     __syncthreads();  // previous tile consumed; on the first pass, qs is written
     if (threadIdx.x < nk) key_off[threadIdx.x] = slot_offset(a, b, h / group, k0 + threadIdx.x);
@@ -194,18 +216,19 @@ __global__ void attention_kernel(const AttentionLaunch a, int64_t tiles) {
     for (int q = 0; q < QPW; ++q) {
       const int64_t t = t0 + warp * QPW + q;
       const int64_t qpos = base_pos + t;
-      // Both conditions are the same for the whole warp, so the shuffles below see every lane.
-      if (t >= t_end || k0 > qpos) continue;
+      // The conditions are the same for the whole warp, so the shuffles below see every lane. A tile
+      // wholly behind the query's window is skipped; any other has an unmasked key.
+      if (t >= t_end || k0 > qpos || !in_window(a, k0 + nk - 1, qpos)) continue;
       const int64_t s = k0 + lane;
       float score = -INFINITY;
-      if (lane < nk && s <= qpos) {
+      if (lane < nk && s <= qpos && in_window(a, s, qpos)) {
         const float* qq = qs + (warp * QPW + q) * d;
         const float* kk = ks + lane * dp;
         float dot = 0.0f;
         for (int i = 0; i < d; ++i) dot += qq[i] * kk[i];
-        score = dot * a.scale + slope * static_cast<float>(s - qpos);
+        score = attention_score(dot, a, slope, s, qpos);
       }
-      fold_key_tile(score, nk, vs, d, lane, m[q], l[q], acc[q]);  // lane 0's slot k0 <= qpos is unmasked
+      fold_key_tile(score, nk, vs, d, lane, m[q], l[q], acc[q]);
     }
   }
 
@@ -253,7 +276,11 @@ __global__ void decode_attention_kernel(const AttentionLaunch a, int64_t chunk) 
   const float slope = a.alibi_slopes ? a.alibi_slopes[h] : 0.0f;
   __syncthreads();  // qs written
 
-  const int64_t first = static_cast<int64_t>(blockIdx.z) * chunk, end = min(nkeys, first + chunk);
+  // A linear cache skips the slots behind a sliding window; a circular one masks them by position
+  // (a tile of only such slots is skipped in fold_key_tile).
+  const int64_t window_start = a.window > 0 && ring == 0 ? max(int64_t(0), qpos - a.window + 1) : int64_t(0);
+  const int64_t first = max(static_cast<int64_t>(blockIdx.z) * chunk, window_start),
+                end = min(nkeys, static_cast<int64_t>(blockIdx.z + 1) * chunk);
   float m = -INFINITY, l = 0.0f, acc[kMaxChunks];
 #pragma unroll
   for (int c = 0; c < kMaxChunks; ++c) acc[c] = 0.0f;
@@ -271,19 +298,20 @@ __global__ void decode_attention_kernel(const AttentionLaunch a, int64_t chunk) 
     __syncwarp();
     const int64_t s = k0 + lane;
     float score = -INFINITY;
-    if (lane < nk) {
+    const int64_t kpos = ring > 0 ? qpos - ((qpos - s) % ring + ring) % ring : s;
+    if (lane < nk && in_window(a, kpos, qpos)) {
       const float* kk = ks + lane * dp;
       float dot = 0.0f;
       for (int i = 0; i < d; ++i) dot += qs[i] * kk[i];
-      const int64_t kpos = ring > 0 ? qpos - ((qpos - s) % ring + ring) % ring : s;
-      score = dot * a.scale + slope * static_cast<float>(kpos - qpos);
+      score = attention_score(dot, a, slope, kpos, qpos);
     }
-    fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < end <= nkeys: lane 0's key is unmasked
+    fold_key_tile(score, nk, vs, d, lane, m, l, acc);  // k0 < end <= nkeys: lane 0's key exists (a window may mask it)
   }
 
   // Merge the warps: out = Σ_w e^(m_w - M)·acc_w / Σ_w e^(m_w - M)·l_w; a warp that had no tile
-  // (m_w = -inf) adds nothing. Without splits warp 0 always had one (key 0); a split beyond the
-  // row's keys has none at all and leaves M = -inf, L = 0 for the merge kernel to skip.
+  // (m_w = -inf) adds nothing. Without splits some warp had the query's own key; a split beyond the
+  // row's keys (or behind its window) has none at all and leaves M = -inf, L = 0 for the merge
+  // kernel to skip.
   if (lane == 0) {
     red_m[warp] = m;
     red_l[warp] = l;
@@ -319,7 +347,7 @@ __global__ void decode_attention_kernel(const AttentionLaunch a, int64_t chunk) 
 }
 
 // Flash-decoding's second step, one block per (row, query head): out = Σ_z e^(m_z - M)·acc_z /
-// Σ_z e^(m_z - M)·l_z over the splits that had keys (split 0 always has key 0).
+// Σ_z e^(m_z - M)·l_z over the splits that had keys (the one holding the query's own key always has).
 __global__ void merge_decode_splits_kernel(const AttentionLaunch a, int splits) {
   const int d = static_cast<int>(a.head_dim);
   const int64_t b = blockIdx.x, h = blockIdx.y;

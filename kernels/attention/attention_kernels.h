@@ -41,6 +41,8 @@ struct AttentionLaunch {
   int64_t max_seq = 0;     // slots a row can hold (table_stride · block_size)
   int64_t memory_len = 0;  // > 0: circular cache, slot p at p % memory_len (decode only wraps)
   float scale = 1.0f;
+  float softcap = 0.0f;  // > 0: scores s = softcap · tanh(s / softcap) after the scale, before ALiBi
+  int64_t window = 0;    // > 0: the query at position p sees keys at positions p - window + 1 .. p only
   int smem_optin = 48 * 1024;  // the device's opt-in shared memory per block (bytes)
   // Decode only (flash-decoding): with fewer (row, head) pairs than the device has SMs, each pair's
   // keys are split over several blocks, whose partial softmax results are merged by a second

@@ -1,5 +1,6 @@
 #include "kernels/cuda_backend/attention_checks.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,11 @@ void check_attention_shape(const ops::AttentionShape& sh, const ops::BlockTables
       sh.max_seq > INT32_MAX)
     throw Error(std::string("CUDA ") + op + ": block tables of " + std::to_string(tables.stride) + " blocks of " +
                 std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
+  if (sh.window < 0)
+    throw Error(std::string("CUDA ") + op + ": sliding window " + std::to_string(sh.window) + " is negative");
+  if (!(sh.softcap >= 0.0f) || !std::isfinite(sh.softcap))
+    throw Error(std::string("CUDA ") + op + ": softcap " + std::to_string(sh.softcap) +
+                " is not a positive number or 0");
 }
 
 void check_append_slots(const int32_t* lengths, const int32_t* past, int64_t B, int64_t S,

@@ -10,7 +10,8 @@
 
 namespace ftx::cuda {
 
-// Non-empty heads and rows, block tables that cover max_seq, slots that fit 32 bits.
+// Non-empty heads and rows, block tables that cover max_seq, slots that fit 32 bits; a window of 0
+// or more, a softcap of 0 or a finite positive number.
 void check_attention_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables, const char* op);
 
 // Prefill or append: row b writes lengths[b] ≤ S tokens at slots past[b] (0 without past) onward,

@@ -56,6 +56,8 @@ AttentionLaunch attention_launch(const ops::Act& out, const ops::Act& qkv, const
   a.max_seq = sh.max_seq;
   a.memory_len = sh.memory_len;
   a.scale = sh.scale;
+  a.softcap = sh.softcap;
+  a.window = sh.window;
   a.smem_optin = smem_optin;
   return a;
 }

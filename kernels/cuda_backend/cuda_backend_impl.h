@@ -7,7 +7,7 @@
 // and giving it back), cuda_memory.cc (the arena, transfers, scratch and metadata staging),
 // cuda_graphs.cc (repeated steps as CUDA graphs), cuda_gemm.cc (the switch on the weight's kind and
 // the quantised GEMMs), cuda_gemm_plan.cc (cuBLASLt plans, gemm_config.in, the call itself),
-// cuda_ops.cc (norms, bias, activation, embedding, rotary), cuda_attention.cc (attention and the
+// cuda_ops.cc (norms, QK-norm, softcap, bias, activation, embedding, rotary), cuda_attention.cc (attention and the
 // cache's copies) and cuda_sampling.cc (sample_rows); act_kinds.h holds the dtype checks they share.
 //
 // One host thread drives a backend (the CUDA device is selected in the constructor, per thread).
@@ -104,6 +104,9 @@ class CudaBackend : public ops::Backend {
   void rms_norm(ops::Act out, ops::Act x, const float* gamma, int64_t rows, int64_t H, float eps) override;
   void add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, ops::Act norm_out,
                              int64_t rows, int64_t H, float eps) override;
+  void head_rms_norm(ops::Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                     const float* gamma_q, const float* gamma_k, float eps) override;
+  void softcap(float* x, int64_t rows, int64_t N, float cap) override;
   void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override;
   void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows, int64_t N,
                        Activation act) override;

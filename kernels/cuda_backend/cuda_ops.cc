@@ -1,13 +1,17 @@
-// CudaBackend's elementwise, norm, embedding and rotary ops: each checks its activations' dtype,
-// stages the host metadata it has (ids, positions, frequencies) and calls its launcher
+// CudaBackend's elementwise, norm (QK-norm too), softcap, embedding and rotary ops: each checks its
+// activations' dtype, stages the host metadata it has (ids, positions, frequencies) and calls its launcher
 // (kernels/norms/, embeddings/, attention/'s rotary); while a recorded step is replayed it stages
 // its metadata and launches nothing.
+#include <cmath>
+#include <string>
 #include <vector>
 
+#include "formats/error.h"
 #include "kernels/attention/rotary_kernels.h"
 #include "kernels/cuda_backend/act_kinds.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/embeddings/embedding_kernels.h"
+#include "kernels/norms/head_norm_kernels.h"
 #include "kernels/norms/norm_kernels.h"
 
 namespace ftx::cuda {
@@ -38,6 +42,20 @@ void CudaBackend::add_residual_rms_norm(ops::Act x, ops::Act y, const float* bia
   if (replaying()) return;
   invoke_add_residual_rms_norm(stream_, same_act_kind({x, y, norm_out}, "add_residual_rms_norm"), x.data, y.data,
                                bias, gamma, norm_out.data, rows, H, eps);
+}
+
+void CudaBackend::head_rms_norm(ops::Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads,
+                                int64_t head_dim, const float* gamma_q, const float* gamma_k, float eps) {
+  if (replaying()) return;
+  invoke_head_rms_norm(stream_, act_kind(qkv, "head_rms_norm"), qkv.data, rows, stride, q_heads, kv_heads, head_dim,
+                       gamma_q, gamma_k, eps);
+}
+
+void CudaBackend::softcap(float* x, int64_t rows, int64_t N, float cap) {
+  if (!(cap > 0.0f) || !std::isfinite(cap))
+    throw Error("CUDA softcap: cap " + std::to_string(cap) + " is not a positive number");
+  if (replaying()) return;
+  invoke_softcap(stream_, x, rows, N, cap);
 }
 
 void CudaBackend::add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) {

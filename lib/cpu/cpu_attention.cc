@@ -7,7 +7,10 @@
 // (--int8-kv-cache): quantised as stored (ops::quantize_kv), each element dequantised (q · scale)
 // as read, in prefill as in decode, so a prompt run at once and the same tokens appended one by
 // one see the same keys and values. An FP8 E4M3 cache (--fp8-kv-cache) is the same with
-// ops::quantize_kv_fp8 and e4m3 · scale.
+// ops::quantize_kv_fp8 and e4m3 · scale. A softcap (AttentionShape::softcap) caps each scaled score
+// before ALiBi; a sliding window (AttentionShape::window) leaves out a linear cache's slots behind
+// it (prefill from the block's first window start, masking the rest per query) and masks a
+// circular cache's by position.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,35 +73,56 @@ struct RowBlocks {
   int64_t offset(int64_t s) const {
     return table[s / block_size] * block_elems + head_off + (s % block_size) * d;
   }
-  // Calls f(first slot, slots, element offset of the first) for each run of slots [0, n) that lies
+  // Calls f(first slot, slots, element offset of the first) for each run of slots [lo, n) that lies
   // contiguously in one block, in slot order.
   template <typename F>
-  void for_each_run(int64_t n, F&& f) const {
-    for (int64_t s = 0; s < n; s += block_size) f(s, std::min(block_size, n - s), offset(s));
+  void for_each_run(int64_t lo, int64_t n, F&& f) const {
+    for (int64_t s = lo; s < n;) {
+      const int64_t len = std::min(block_size - s % block_size, n - s);
+      f(s, len, offset(s));
+      s += len;
+    }
   }
 };
 
-// out[d] = Σ_s softmax_s(scale·q·k_s + alibi) v_s over slots [0, n) of one cache head (n =
-// min(q_pos + 1, ring) for a circular cache, whose slots hold the last `ring` positions). k and v
-// view the whole cache; `at` says where the head's slots are.
+// The score of key position k_pos for a query at q_pos from its dot product: scale·dot, capped
+// (AttentionShape::softcap), plus ALiBi. Without a cap the one expression the kernels always had.
+inline float score_of(float dot, const ops::AttentionShape& sh, float slope, int64_t k_pos, int64_t q_pos) {
+  if (sh.softcap > 0.0f) {
+    const float s = dot * sh.scale;
+    return sh.softcap * std::tanh(s / sh.softcap) + slope * static_cast<float>(k_pos - q_pos);
+  }
+  return dot * sh.scale + slope * static_cast<float>(k_pos - q_pos);
+}
+
+// out[d] = Σ_s softmax_s(score) v_s over slots [lo, n) of one cache head (n = min(q_pos + 1, ring)
+// for a circular cache, whose slots hold the last `ring` positions; lo > 0 skips a linear cache's
+// slots behind a sliding window). With a circular cache the window masks by position instead:
+// such slots weigh nothing. k and v view the whole cache; `at` says where the head's slots are.
 template <typename Elems>
-void attend_one(float* out, const float* q, Elems k, Elems v, const RowBlocks& at, int64_t n, int64_t d, float scale,
-                float slope, int64_t q_pos, int64_t ring, std::vector<float>& scores) {
-  scores.resize(static_cast<size_t>(n));
+void attend_one(float* out, const float* q, Elems k, Elems v, const RowBlocks& at, int64_t lo, int64_t n,
+                const ops::AttentionShape& sh, float slope, int64_t q_pos, std::vector<float>& scores) {
+  const int64_t d = sh.head_dim, ring = sh.memory_len;
+  const bool masks = ring > 0 && sh.window > 0 && sh.window < ring;
+  scores.resize(static_cast<size_t>(n - lo));  // slot s's at s - lo
   float mx = -INFINITY;
-  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
+  at.for_each_run(lo, n, [&](int64_t s0, int64_t len, int64_t off) {
     for (int64_t j = 0; j < len; ++j) {
-      const int64_t s = s0 + j;
-      float dot = (k + (off + j * d)).dot(q, d);
-      dot = dot * scale + slope * static_cast<float>(slot_position(s, q_pos, ring) - q_pos);
-      scores[s] = dot;
-      mx = std::max(mx, dot);
+      const int64_t s = s0 + j, k_pos = slot_position(s, q_pos, ring);
+      float score = -INFINITY;
+      if (!masks || k_pos > q_pos - sh.window) score = score_of((k + (off + j * d)).dot(q, d), sh, slope, k_pos, q_pos);
+      scores[s - lo] = score;
+      mx = std::max(mx, score);
     }
   });
-  const float inv = 1.0f / exp_shifted_sum(scores.data(), mx, n);
+  const float inv = 1.0f / exp_shifted_sum(scores.data(), mx, n - lo);
   for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-  at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
-    for (int64_t j = 0; j < len; ++j) (v + (off + j * d)).add_scaled(out, scores[s0 + j] * inv, d);
+  at.for_each_run(lo, n, [&](int64_t s0, int64_t len, int64_t off) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t s = s0 + j;
+      if (masks && slot_position(s, q_pos, ring) <= q_pos - sh.window) continue;  // its e^-87 floor is not a weight
+      (v + (off + j * d)).add_scaled(out, scores[s - lo] * inv, d);
+    }
   });
 }
 
@@ -116,23 +140,23 @@ struct CacheView {
     else
       f(Fp32Elems{k.fp32() + off}, Fp32Elems{v.fp32() + off});
   }
-  // Points kp and vp at slots [0, n) of one head as fp32, key s at kp + s·d: in the cache itself
-  // when they lie in one block of an fp32 cache, else gathered block by block into kf and vf (an
-  // int8 or E4M3 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the same
-  // numbers whatever the block size.
-  void contiguous(const RowBlocks& at, int64_t n, std::vector<float>& kf, std::vector<float>& vf, const float*& kp,
-                  const float*& vp) const {
-    if (k.dtype == DType::kFloat32 && n <= at.block_size) {
-      kp = k.fp32() + at.offset(0);
-      vp = v.fp32() + at.offset(0);
+  // Points kp and vp at slots [lo, n) of one head as fp32, key s at kp + (s - lo)·d: in the cache
+  // itself when they lie in one block of an fp32 cache, else gathered block by block into kf and vf
+  // (an int8 or E4M3 cache dequantised as q · scale, exactly as decode reads it). The GEMMs see the
+  // same numbers whatever the block size.
+  void contiguous(const RowBlocks& at, int64_t lo, int64_t n, std::vector<float>& kf, std::vector<float>& vf,
+                  const float*& kp, const float*& vp) const {
+    if (k.dtype == DType::kFloat32 && lo / at.block_size == (n - 1) / at.block_size) {
+      kp = k.fp32() + at.offset(lo);
+      vp = v.fp32() + at.offset(lo);
       return;
     }
     const int64_t d = at.d;
-    kf.resize(static_cast<size_t>(n * d));
+    kf.resize(static_cast<size_t>((n - lo) * d));
     vf.resize(kf.size());
-    at.for_each_run(n, [&](int64_t s0, int64_t len, int64_t off) {
-      float* kd = kf.data() + s0 * d;
-      float* vd = vf.data() + s0 * d;
+    at.for_each_run(lo, n, [&](int64_t s0, int64_t len, int64_t off) {
+      float* kd = kf.data() + (s0 - lo) * d;
+      float* vd = vf.data() + (s0 - lo) * d;
       read(off, [&](auto ke, auto ve) {
         ke.widen(kd, len * d);
         ve.widen(vd, len * d);
@@ -161,6 +185,9 @@ void check_shape(const ops::AttentionShape& sh, const ops::BlockTables& tables) 
   if (sh.block_size < 1 || tables.stride * sh.block_size < sh.max_seq || !tables.ids)
     throw Error("CPU attention: block tables of " + std::to_string(tables.stride) + " blocks of " +
                 std::to_string(sh.block_size) + " tokens for rows of " + std::to_string(sh.max_seq) + " slots");
+  if (sh.window < 0) throw Error("CPU attention: sliding window " + std::to_string(sh.window) + " is negative");
+  if (!(sh.softcap >= 0.0f) || !std::isfinite(sh.softcap))
+    throw Error("CPU attention: softcap " + std::to_string(sh.softcap) + " is not a positive number or 0");
 }
 
 // Stores the K and V of the token at slot `pos` (from its fused qkv row) in the row whose block
@@ -236,8 +263,10 @@ void CpuBackend::context_attention(ops::Act out_act, ops::Act qkv_act, int64_t B
           const int64_t p0 = (past ? past[b] : 0) + t0, keys = p0 + live;
           AttentionBlock blk_args{qkv + (b * S + t0) * width + h * d, width, live, p0, nullptr, nullptr, d,
                                   sh.scale, sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f,
-                                  out + (b * S + t0) * out_width + h * d, out_width};
-          cache.contiguous(row_blocks(tables.row(b), h / group, sh), keys, kf, vf, blk_args.k, blk_args.v);
+                                  out + (b * S + t0) * out_width + h * d, out_width, sh.softcap, sh.window};
+          blk_args.key0 = first_key(p0, sh.window);
+          cache.contiguous(row_blocks(tables.row(b), h / group, sh), blk_args.key0, keys, kf, vf, blk_args.k,
+                           blk_args.v);
           attend_block(blk_args, scratch);
         }
   }
@@ -258,9 +287,13 @@ void CpuBackend::decode_attention(ops::Act out_act, ops::Act qkv_act, int64_t n,
   auto keys = [&](int64_t r) -> int64_t {
     return sh.memory_len > 0 ? std::min<int64_t>(past[r] + 1, sh.memory_len) : past[r] + 1;
   };
+  // A linear cache's first slot inside the sliding window (a circular one masks by position).
+  auto first = [&](int64_t r) -> int64_t {
+    return sh.window > 0 && sh.memory_len == 0 ? std::max<int64_t>(0, past[r] - sh.window + 1) : 0;
+  };
   for (int64_t r = 0; r < n; ++r) {
     store_kv(qkv + r * width, tables.row(r), past[r], k_buf, v_buf, sh);
-    work += 2 * keys(r) * d * sh.q_heads;
+    work += 2 * (keys(r) - first(r)) * d * sh.q_heads;
   }
 #pragma omp parallel if (work > (int64_t(1) << 17))
   {
@@ -271,8 +304,8 @@ void CpuBackend::decode_attention(ops::Act out_act, ops::Act qkv_act, int64_t n,
         const RowBlocks at = row_blocks(tables.row(r), h / group, sh);
         const float slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0f;
         cache.read(0, [&](auto k, auto v) {
-          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, at, keys(r), d, sh.scale, slope,
-                     past[r], sh.memory_len, scores);
+          attend_one(out + r * out_width + h * d, qkv + r * width + h * d, k, v, at, first(r), keys(r), sh, slope,
+                     past[r], scores);
         });
       }
   }

@@ -398,6 +398,14 @@ void CpuBackend::add_bias(ops::Act x_act, const float* bias, int64_t rows, int64
     for (int64_t i = 0; i < N; ++i) x[r * N + i] += bias[i];
 }
 
+void CpuBackend::softcap(float* x, int64_t rows, int64_t N, float cap) {
+  if (!(cap > 0.0f) || !std::isfinite(cap))
+    throw Error("softcap: cap " + std::to_string(cap) + " is not a positive number");
+  const int64_t n = rows * N;
+#pragma omp parallel for if (worth_parallel(n))
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void CpuBackend::bias_activation(ops::Act x_act, const float* bias, ops::Act gate_act, const float* gate_bias,
                                  int64_t rows, int64_t N, Activation act) {
   float* x = x_act.fp32();

@@ -63,6 +63,10 @@ class CpuBackend : public ops::Backend {
   void rms_norm(ops::Act out, ops::Act x, const float* gamma, int64_t rows, int64_t H, float eps) override;
   void add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, ops::Act norm_out,
                              int64_t rows, int64_t H, float eps) override;
+  void head_rms_norm(ops::Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                     const float* gamma_q, const float* gamma_k, float eps) override;
+  // One std::tanh (glibc's tanhf) per element: a few ms for a 256k vocabulary, beside the lm_head GEMM.
+  void softcap(float* x, int64_t rows, int64_t N, float cap) override;
   void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override;
   void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows, int64_t N,
                        Activation act) override;

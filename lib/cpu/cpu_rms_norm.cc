@@ -1,5 +1,6 @@
-// RMSNorm on the CPU (Megatron Core / NeMo `normalization: RMSNorm`), the reference the CUDA twin
-// (kernels/norms/rms_norm_kernels.cu) is tested against.
+// RMSNorm on the CPU (Megatron Core / NeMo `normalization: RMSNorm`), over whole rows and over each
+// Q and K head of the fused QKV rows (QK-norm), the reference the CUDA twins (kernels/norms/) are
+// tested against. The sums are scalar doubles: the same at every ISA level.
 #include <cmath>
 
 #include "lib/cpu/cpu_backend.h"
@@ -23,6 +24,18 @@ void CpuBackend::rms_norm(ops::Act out_act, ops::Act x_act, const float* gamma, 
   const float* x = x_act.fp32();
 #pragma omp parallel for if (rows * H >= 16384)
   for (int64_t r = 0; r < rows; ++r) rms_normalize_row(out + r * H, x + r * H, gamma, H, eps);
+}
+
+void CpuBackend::head_rms_norm(ops::Act qkv_act, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads,
+                               int64_t head_dim, const float* gamma_q, const float* gamma_k, float eps) {
+  float* qkv = qkv_act.fp32();
+  const int64_t heads = q_heads + kv_heads;  // Q heads, then K heads, from each row's start
+#pragma omp parallel for collapse(2) if (rows * heads * head_dim >= 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      float* x = qkv + r * stride + h * head_dim;
+      rms_normalize_row(x, x, h < q_heads ? gamma_q : gamma_k, head_dim, eps);
+    }
 }
 
 void CpuBackend::add_residual_rms_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma,

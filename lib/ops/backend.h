@@ -172,6 +172,15 @@ class Backend : public decoding::LogitsDevice {
   // norm_out = rms_norm(x).
   virtual void add_residual_rms_norm(Act x, Act y, const float* bias, const float* gamma,
                                      Act norm_out, int64_t rows, int64_t H, float eps) = 0;
+  // QK-norm (Qwen3's and Gemma 3's q_norm / k_norm): in each of `rows` fused QKV rows (row stride
+  // `stride` elements, the layout of AttentionShape::qkv_width), each of the q_heads Q heads and
+  // kv_heads K heads (head_dim values each; V untouched) becomes rms_norm's formula over that head,
+  // in place: x / sqrt(mean(x²) + eps) · gamma_q (Q heads) or gamma_k (K heads), gammas [head_dim]
+  // (a checkpoint's (1 + w) form is added at load). Before rotary, as the models apply it.
+  virtual void head_rms_norm(Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads,
+                             int64_t head_dim, const float* gamma_q, const float* gamma_k, float eps) = 0;
+  // x[rows,N] = cap · tanh(x / cap) in fp32, in place (Gemma 2's final_logit_softcapping on the logits).
+  virtual void softcap(float* x, int64_t rows, int64_t N, float cap) = 0;
   // x[rows,N] += bias[N].
   virtual void add_bias(Act x, const float* bias, int64_t rows, int64_t N) = 0;
   // x = act(x + bias); gated (gate != null, SwiGLU/GeGLU): x = act(x + bias) · (gate + gate_bias).
@@ -206,6 +215,8 @@ class Backend : public decoding::LogitsDevice {
                                  const int32_t* past = nullptr) = 0;
   // One decode step for n rows: token r is written to row r (tables.row(r)) at slot past[r] and
   // attends to slots [0, past[r]] (the last memory_len of them when the cache is circular).
+  // Both attentions cap the scores (AttentionShape::softcap) and mask keys behind a sliding window
+  // (AttentionShape::window) when the shape says so.
   virtual void decode_attention(Act out, Act qkv, int64_t n, const BlockTables& tables,
                                 const int32_t* past, const KvCache& k_cache, const KvCache& v_cache,
                                 const AttentionShape& shape) = 0;

@@ -137,6 +137,14 @@ struct AttentionShape {
   // (max_seq == memory_len) and attends to the last memory_len positions [p - memory_len + 1, p].
   int64_t memory_len = 0;
   const float* alibi_slopes = nullptr;  // host, [q_heads] for this rank's heads; nullptr: no ALiBi
+  // > 0: each score is capped as s = softcap · tanh(s / softcap) after the scale, before ALiBi and the
+  // mask (Gemma 2's attn_logit_softcapping). 0: off.
+  float softcap = 0.0f;
+  // > 0: a sliding window: the query at position p sees keys at positions p - window + 1 .. p only,
+  // `window` keys with its own (transformers' sliding_window_overlay in masking_utils keeps
+  // kv_idx > q_idx - sliding_window). With a circular cache, both limits hold. 0: off. The slots
+  // behind the window keep their blocks (nothing is freed here).
+  int64_t window = 0;
 
   // One token's fused QKV row: [Q (q_heads·d) | K (kv_heads·d) | V (kv_heads·d)].
   int64_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }

@@ -83,6 +83,11 @@ class RecordingBackend : public ops::Backend {
     in_.add_residual_layer_norm(x, y, bias, g, b, norm_out, rows, H, eps);
   }
   void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override { in_.add_bias(x, bias, rows, N); }
+  void head_rms_norm(ops::Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                     const float* gamma_q, const float* gamma_k, float eps) override {
+    in_.head_rms_norm(qkv, rows, stride, q_heads, kv_heads, head_dim, gamma_q, gamma_k, eps);
+  }
+  void softcap(float* x, int64_t rows, int64_t N, float cap) override { in_.softcap(x, rows, N, cap); }
   void rms_norm(ops::Act out, ops::Act x, const float* g, int64_t rows, int64_t H, float eps) override {
     in_.rms_norm(out, x, g, rows, H, eps);
   }

@@ -4,6 +4,7 @@
 // cache's blocks is refused (the upper bound was never checked); sizes give whole blocks.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,29 @@ TEST(AttentionChecks, AnAppendNeverWrapsTheCircularCache) {
   EXPECT_NO_THROW(cuda::check_decode_slots(far.data(), 2, sh));
   EXPECT_NE(message_of([&] { cuda::check_decode_slots(far.data(), 2, open); }).find("writes slot 1000"),
             std::string::npos);
+}
+
+// A negative sliding window or a softcap that is negative or not finite is refused by name; 0 is off.
+TEST(AttentionChecks, WindowAndSoftcapAreZeroOrPositive) {
+  auto sh = shape(16, 0);
+  const std::vector<int32_t> ids = {0, 1};
+  const ops::BlockTables tables{ids.data(), 2};
+  EXPECT_NO_THROW(cuda::check_attention_shape(sh, tables, "decode_attention"));
+  sh.window = 5;
+  sh.softcap = 50.0f;
+  EXPECT_NO_THROW(cuda::check_attention_shape(sh, tables, "decode_attention"));
+  sh.window = -1;
+  EXPECT_NE(message_of([&] { cuda::check_attention_shape(sh, tables, "decode_attention"); })
+                .find("CUDA decode_attention: sliding window -1 is negative"),
+            std::string::npos);
+  sh.window = 0;
+  for (float cap : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    sh.softcap = cap;
+    EXPECT_NE(message_of([&] { cuda::check_attention_shape(sh, tables, "context_attention"); })
+                  .find("CUDA context_attention: softcap"),
+              std::string::npos)
+        << cap;
+  }
 }
 
 TEST(AttentionChecks, BlockIdsWithinTheCache) {

@@ -1,8 +1,8 @@
 // Attention over the paged fp32 KV cache: prefill of right-padded batches, appends after a past,
 // decode steps over short and long histories, block sizes that split a CUDA key tile or hold two,
-// a circular cache (memory_len), MHA/MQA/GQA and ALiBi. Every call's output and both whole caches
-// (slots no call writes keep their garbage) against the float64 formula (CPU) or the CPU (CUDA);
-// the caches exactly. Caches of other dtypes: kv_cache_ops.cc.
+// a circular cache (memory_len), MHA/MQA/GQA and ALiBi, Gemma 2's score softcap and sliding
+// windows. Every call's output and both whole caches (slots no call writes keep their garbage)
+// against the float64 formula (CPU) or the CPU (CUDA); the caches exactly. Caches of other dtypes: kv_cache_ops.cc.
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -123,6 +123,87 @@ BACKEND_OP_TEST(DecodeAttentionOverACircularCache, "decode_attention") {
     sc.decode(*this, {1, 4, 0, 3, 2}, {3, 47, 48, 100, 1000});
     expect_attention_matches(*this, sc);
   }
+}
+
+// Gemma 2's attention logit softcapping (AttentionShape::softcap): scores scale·q·k capped as
+// cap·tanh(s/cap) before ALiBi and the softmax. A cap of 1 against scores of about ±2 (inputs in
+// ±2), so the cap bends most of them: prefill of a padded batch, an append and decode steps.
+BACKEND_OP_TEST(AttentionLogitSoftcap, "context_attention", "decode_attention") {
+  for (const AttnCase& c : kAttnCases) {
+    SCOPED_TRACE(attn_name(c));
+    AttnScenario sc(*this, c, 120, 3);
+    sc.shape.softcap = 1.0f;
+    std::vector<int32_t> lengths = {37, 20, 1};
+    const std::vector<int32_t> rows = {1, 2, 0};
+    sc.prefill(*this, 37, lengths, rows);
+    sc.prefill(*this, 33, {33, 4, 1}, rows, lengths);
+    lengths = {70, 24, 2};
+    for (int step = 0; step < 3; ++step) {
+      sc.decode(*this, rows, lengths);
+      for (auto& l : lengths) ++l;
+    }
+    expect_attention_matches(*this, sc);
+  }
+}
+
+// A sliding window (AttentionShape::window) shorter than the sequence: the query at p sees
+// positions p - window + 1 .. p. Windows of 1 (itself), 7, and 40 (across a CUDA key tile and the
+// CPU's 32-query blocks), over paged rows of blocks of 16 anywhere in the pool: a prefill of 70
+// tokens, an append of 30 and decode steps; with a softcap too.
+BACKEND_OP_TEST(SlidingWindowAttention, "context_attention", "decode_attention") {
+  for (const AttnCase& c : kAttnCases)
+    for (const int64_t window : {int64_t(1), int64_t(7), int64_t(40)})
+      for (const float cap : {0.0f, 1.0f}) {
+        SCOPED_TRACE(attn_name(c) + " window " + std::to_string(window) + " softcap " + std::to_string(cap));
+        const int64_t max_seq = 128, bs = 16, B = 2, stride = max_seq / bs, blocks = B * stride + 3;
+        AttnScenario sc(*this, c, max_seq, blocks, bs);
+        sc.shape.window = window;
+        sc.shape.softcap = cap;
+        std::vector<int32_t> ids(static_cast<size_t>(blocks));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937(static_cast<uint32_t>(window)));
+        ids.resize(static_cast<size_t>(B * stride));
+        std::vector<int32_t> lengths = {70, 33};
+        const std::vector<int32_t> more = {30, 5};
+        sc.prefill(*this, 70, lengths, ids).stride = stride;
+        sc.prefill(*this, 30, more, ids, lengths).stride = stride;
+        for (int64_t b = 0; b < B; ++b) lengths[b] += more[b];
+        for (int step = 0; step < 3; ++step) {
+          sc.decode(*this, ids, lengths).stride = stride;
+          for (auto& l : lengths) ++l;
+        }
+        expect_attention_matches(*this, sc);
+      }
+}
+
+// Batch-1 decode over a long cache behind a window: on CUDA the keys are split over many blocks,
+// the splits wholly behind the window have no key and the merge skips them.
+BACKEND_OP_TEST(SlidingWindowDecodeSplitAcrossBlocks, "decode_attention") {
+  for (const AttnCase& c : {AttnCase{2, 2, 64, false}, AttnCase{8, 1, 128, true}, AttnCase{4, 2, 25, false}})
+    for (const int64_t window : {int64_t(100), int64_t(1500)}) {
+      SCOPED_TRACE(attn_name(c) + " window " + std::to_string(window));
+      AttnScenario sc(*this, c, 4000, 2);
+      sc.shape.window = window;
+      for (const int32_t past : {0, 99, 100, 287, 1023, 2000, 3999}) sc.decode(*this, {1}, {past});
+      expect_attention_matches(*this, sc);
+    }
+}
+
+// A sliding window over a circular cache (memory_len 48): windows shorter than the ring mask its
+// slots by position (positions before, at and well past the wrap, with ALiBi by position); a window
+// of the ring's size or more changes nothing. A prefill before the wrap first.
+BACKEND_OP_TEST(SlidingWindowOverACircularCache, "context_attention", "decode_attention") {
+  for (const AttnCase& c : kAttnCases)
+    for (const int64_t window : {int64_t(5), int64_t(20), int64_t(48), int64_t(100)}) {
+      SCOPED_TRACE(attn_name(c) + " window " + std::to_string(window));
+      AttnScenario sc(*this, c, 48, 5);
+      sc.shape.memory_len = 48;
+      sc.shape.window = window;
+      sc.shape.softcap = window == 20 ? 1.0f : 0.0f;
+      sc.prefill(*this, 40, {40, 9}, {1, 2});
+      sc.decode(*this, {1, 4, 0, 3, 2}, {40, 47, 48, 100, 1000});
+      expect_attention_matches(*this, sc);
+    }
 }
 
 }  // namespace ftx::test

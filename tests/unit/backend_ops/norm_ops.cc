@@ -1,8 +1,11 @@
 // Normalisation and elementwise ops against torch's formulas in float64 (reference.h): LayerNorm
-// (biased variance), RMSNorm, the fused residual steps, bias and (gated) activations. Rows wider
-// than a CUDA kernel's shared-memory row cache (9001) and of one element; in place and not.
+// (biased variance), RMSNorm (over rows and per Q/K head), the fused residual steps, the softcap,
+// bias and (gated) activations. Rows wider than a CUDA kernel's shared-memory row cache (9001) and
+// of one element; in place and not.
 // Tolerance: the CPU 1e-6 of max(1, the output's magnitude) against float64 (a few fp32 roundings
 // after statistics taken in double), a device 1e-5 of max(1, |cpu|).
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "lib/model/model_config.h"
@@ -134,6 +137,85 @@ BACKEND_OP_TEST(AddResidualRmsNorm, "add_residual_rms_norm") {
               if (!norm) return Outs{{"x", sum.out, sum.scale}, {"norm_out", out0, {}, true}};
               const NormRef n = rms_norm_ref(sum.out, gamma, rows, H, 1e-6f);
               return Outs{{"x", sum.out, sum.scale}, {"norm_out", n.out, n.scale}};
+            },
+            kNormTol);
+      }
+}
+
+// QK-norm: each Q head and each K head of fused QKV rows normalised in place by RMSNorm with its
+// own gamma (torch's RMSNorm per head, as Qwen3's q_norm / k_norm), V and a row's padding beyond
+// the heads untouched (exactly). MHA, GQA with an odd head_dim, MQA, head_dim 256 and 1; rows padded
+// beyond the QKV width; heads of a thousandth the size, whose mean square is below eps.
+BACKEND_OP_TEST(HeadRmsNorm, "head_rms_norm") {
+  struct Heads {
+    int64_t q, kv, d;
+  };
+  for (const Heads hd : {Heads{4, 4, 16}, Heads{8, 2, 25}, Heads{6, 1, 128}, Heads{2, 1, 256}, Heads{3, 3, 1}})
+    for (int64_t rows : {1, 3, 7})
+      for (int64_t pad : {0, 5}) {
+        const int64_t width = (hd.q + 2 * hd.kv) * hd.d, stride = width + pad;
+        const float size = rows == 3 ? 1e-3f : 1.0f;
+        SCOPED_TRACE("q_heads " + std::to_string(hd.q) + " kv_heads " + std::to_string(hd.kv) + " head_dim " +
+                     std::to_string(hd.d) + " " + dims(rows, stride));
+        const auto qkv = random(rows * stride, -3.0f * size, 5.0f * size), gamma_q = random(hd.d),
+                   gamma_k = random(hd.d);
+        const int64_t qk = (hd.q + hd.kv) * hd.d;  // a row's Q and K elements, first in the row
+        // A row's Q and K heads, and the rest (V and the padding), each row after row.
+        auto split = [&](const std::vector<float>& all) {
+          Outs o{{"Q and K heads", {}}, {"V and padding", {}, {}, true}};
+          for (int64_t r = 0; r < rows; ++r) {
+            o[0].values.insert(o[0].values.end(), all.begin() + r * stride, all.begin() + r * stride + qk);
+            o[1].values.insert(o[1].values.end(), all.begin() + r * stride + qk, all.begin() + (r + 1) * stride);
+          }
+          return o;
+        };
+        expect_matches(
+            [&](ops::Backend& b) {
+              Buffers mem(b);
+              float* x = mem.put(qkv);
+              b.head_rms_norm(x, rows, stride, hd.q, hd.kv, hd.d, mem.put(gamma_q), mem.put(gamma_k), 1e-6f);
+              return split(mem.get(x, rows * stride));
+            },
+            [&] {
+              // Each head on its own through the RMSNorm reference; everything else as it was.
+              Outs want = split(qkv);
+              want[0].scale.resize(want[0].values.size());
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t h = 0; h < hd.q + hd.kv; ++h) {
+                  const size_t at = static_cast<size_t>(r * stride + h * hd.d);
+                  const size_t to = static_cast<size_t>(r * qk + h * hd.d);
+                  const std::vector<float> head(qkv.begin() + at, qkv.begin() + at + hd.d);
+                  const NormRef n = rms_norm_ref(head, h < hd.q ? gamma_q : gamma_k, 1, hd.d, 1e-6);
+                  std::copy(n.out.begin(), n.out.end(), want[0].values.begin() + to);
+                  std::copy(n.scale.begin(), n.scale.end(), want[0].scale.begin() + to);
+                }
+              return want;
+            },
+            kNormTol);
+      }
+}
+
+// x = cap · tanh(x / cap) over rows × N (Gemma 2's final logit softcapping, cap 30; and a cap
+// below the inputs' size, where tanh saturates), against std::tanh in double. Tolerance: the CPU
+// 1e-6 of max(1, |x|) (tanhf is within a few ulps), a device 1e-5.
+BACKEND_OP_TEST(Softcap, "softcap") {
+  for (const float cap : {30.0f, 0.5f})
+    for (int64_t rows : {1, 3})
+      for (int64_t N : {1, 1000, 9001}) {
+        SCOPED_TRACE("cap " + std::to_string(cap) + " " + dims(rows, N));
+        const auto x = random(rows * N, -100.0f, 100.0f);
+        expect_matches(
+            [&](ops::Backend& b) {
+              Buffers mem(b);
+              float* dx = mem.put(x);
+              b.softcap(dx, rows, N, cap);
+              return Outs{{"x", mem.get(dx, rows * N)}};
+            },
+            [&] {
+              std::vector<float> want(x.size());
+              for (size_t i = 0; i < x.size(); ++i)
+                want[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+              return Outs{{"x", want}};
             },
             kNormTol);
       }

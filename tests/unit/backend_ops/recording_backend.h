@@ -84,6 +84,11 @@ class RecordingBackend final : public ops::Backend {
                              int64_t rows, int64_t H, float eps) override {
     rec("add_residual_rms_norm").add_residual_rms_norm(x, y, bias, gamma, norm_out, rows, H, eps);
   }
+  void head_rms_norm(ops::Act qkv, int64_t rows, int64_t stride, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                     const float* gamma_q, const float* gamma_k, float eps) override {
+    rec("head_rms_norm").head_rms_norm(qkv, rows, stride, q_heads, kv_heads, head_dim, gamma_q, gamma_k, eps);
+  }
+  void softcap(float* x, int64_t rows, int64_t N, float cap) override { rec("softcap").softcap(x, rows, N, cap); }
   void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override {
     rec("add_bias").add_bias(x, bias, rows, N);
   }

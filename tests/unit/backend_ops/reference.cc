@@ -174,7 +174,10 @@ void store_token(const float* row, const int32_t* table, int64_t pos, RefCache& 
 void attend(const float* q, int64_t h, int64_t q_pos, const int32_t* table, const RefCache& k, const RefCache& v,
             const ops::AttentionShape& sh, float* out, double* scale) {
   const int64_t d = sh.head_dim, kv_head = h / (sh.q_heads / sh.kv_heads);
-  const int64_t first = sh.memory_len > 0 ? std::max<int64_t>(0, q_pos - sh.memory_len + 1) : 0;
+  // The positions it sees: the circular cache's last memory_len, and a sliding window's last
+  // `window` (p > q_pos - window).
+  int64_t first = sh.memory_len > 0 ? std::max<int64_t>(0, q_pos - sh.memory_len + 1) : 0;
+  if (sh.window > 0) first = std::max<int64_t>(first, q_pos - sh.window + 1);
   const double slope = sh.alibi_slopes ? sh.alibi_slopes[h] : 0.0;
   std::vector<double> s, size;  // each score, and its magnitude: scale·Σ|q·k| + |alibi|
   for (int64_t p = first; p <= q_pos; ++p) {
@@ -185,7 +188,11 @@ void attend(const float* q, int64_t h, int64_t q_pos, const int32_t* table, cons
       mag += std::fabs(x);
     }
     const double alibi = slope * static_cast<double>(p - q_pos);
-    s.push_back(dot * sh.scale + alibi);
+    double score = dot * sh.scale;
+    // Gemma 2's attn_logit_softcapping: cap·tanh(s/cap), whose slope is at most 1, so the score's
+    // magnitude still bounds its error.
+    if (sh.softcap > 0.0f) score = sh.softcap * std::tanh(score / sh.softcap);
+    s.push_back(score + alibi);
     size.push_back(mag * sh.scale + std::fabs(alibi));
   }
   const double mx = *std::max_element(s.begin(), s.end());

@@ -71,8 +71,9 @@ struct RefCache {
 };
 
 // context_attention and decode_attention by lib/ops/backend.h's contract: K and V of each token
-// stored at its slot (position % memory_len when circular), then per query head softmax(scale ·
-// q·k + slope · (key position - query position)) over the slots the query sees, weights times V;
+// stored at its slot (position % memory_len when circular), then per query head softmax(cap(scale ·
+// q·k) + slope · (key position - query position)) over the slots the query sees (cap(s) = softcap ·
+// tanh(s / softcap) when AttentionShape::softcap is set; behind a sliding window none), weights times V;
 // padded query positions 0. Updates the caches; returns out and, per element, what it is compared
 // against: Σ p·|v|·(1 + |score|), |score| the score's magnitude (scale · Σ|q·k| + |alibi|), since an
 // fp32 score is off by a few of its ulps, which moves its softmax weight relatively as much.
