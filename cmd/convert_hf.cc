@@ -1,16 +1,42 @@
 // ftx convert-hf: flags only; the work is in lib/convert (see man/ftx-convert-hf.1).
+#include <cstdio>
 #include <memory>
+#include <string>
 
 #include "cmd/convert_common.h"
 #include "cmd/lambada_data.h"
+#include "lib/convert/hf_families.h"
 #include "lib/quant/smoothquant.h"
 
 namespace {
 
+std::string description() {
+  return "Convert a HuggingFace " + ftx::hf::display_list(" / ", " / ") + " model folder to FasterTransformer's layout";
+}
+
 ftx::cmd::Action setup(CLI::App* sub) {
+  // Hidden (group ""): prints the man page's SUPPORTED MODELS and CONFIG.JSON KEYS sections as the
+  // registered families make them, to paste into man/ftx-convert-hf.1 (tests/unit/hf_config_test.cc
+  // fails until they are).
+  // It is declared before the help flag: CLI11 2.1 ends --help with a blank line when the hidden
+  // group comes after the "Options" one.
+  const std::string help_name = sub->get_help_ptr()->get_name(false, true);
+  const std::string help_text = sub->get_help_ptr()->get_description();
+  sub->set_help_flag();
+  sub->add_flag_callback(
+         "--print-man-tables",
+         [] {
+           std::fputs(ftx::hf::man_tables().c_str(), stdout);
+           throw CLI::Success();
+         })
+      ->group("");
+  sub->set_help_flag(help_name, help_text);
   auto f = std::make_shared<ftx::cmd::ConvertFlags>();
   ftx::cmd::add_convert_flags(sub, *f);
-  sub->add_option("--model", f->opt.model, "override config.json model_type: gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
+  // The families register themselves (lib/convert/hf/family.h): their names are read here, in
+  // main(), never in a static initialiser (which may run before theirs).
+  sub->description(description());
+  sub->add_option("--model", f->opt.model, "override config.json model_type: " + ftx::hf::model_flag_list());
   // TensorRT-LLM's hf_gpt_convert.py flags: convert, then `ftx smoothquant` on the result.
   auto sq = std::make_shared<ftx::quant::SmoothQuantOptions>();
   auto alpha = std::make_shared<double>(0.0);
@@ -38,4 +64,5 @@ ftx::cmd::Action setup(CLI::App* sub) {
 
 }  // namespace
 
-FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace GPT-2 / GPTBigCode / GPT-J / GPT-NeoX / BLOOM / OPT / XGLM / Llama / Mistral / Qwen2 model folder to FasterTransformer's layout", setup);
+// The description is set in setup() from the registry (see there).
+FTX_SUBCOMMAND("convert-hf", "Convert a HuggingFace model folder to FasterTransformer's layout", setup);

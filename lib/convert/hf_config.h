@@ -50,8 +50,9 @@ struct KeyRule {
   const char* note;  // for kRead: what it becomes or which values are refused; kNoEffect: why
 };
 
-// The keys of transformers' configuration class for `model_type` (4.x and 5.x names), and the
-// keys every PretrainedConfig may carry. The man page's table is these lists.
+// The keys of transformers' configuration class for `model_type` (4.x and 5.x names; the family's
+// table, lib/convert/hf/<family>.cc, empty for a type no family has), and the keys every
+// PretrainedConfig may carry (hf_config_keys.cc). The man page's tables are these lists.
 const std::vector<KeyRule>& architecture_keys(const std::string& model_type);
 const std::vector<KeyRule>& common_keys();
 

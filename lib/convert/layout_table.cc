@@ -29,125 +29,9 @@ const Compiled& compiled(const ArchLayout& l) {
 }
 
 const std::string kL = R"(layers\.(\d+)\.)";
-const std::string kH = R"(h\.(\d+)\.)";
 const std::string kFL = "model.layers.$1.";
 
-ArchLayout make_hf_layout(const std::string& name, bool linear) {
-  // GPT-2 Conv1D weights are already [in, out]; GPTBigCode uses nn.Linear ([out, in]).
-  return ArchLayout{
-      name,
-      {
-          {R"(wte\.weight)", "model.wte", Role::kReplicated, false},
-          {R"(wpe\.weight)", "model.wpe", Role::kReplicated, false},
-          {R"(lm_head\.weight)", "model.lm_head.weight", Role::kReplicated, false},
-          {R"(ln_f\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
-          {kH + R"(ln_1\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
-          {kH + R"(attn\.c_attn\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, linear},
-          {kH + R"(attn\.c_proj\.weight)", kFL + "attention.dense.weight", Role::kRow, linear},
-          {kH + R"(attn\.c_proj\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
-          {kH + R"(ln_2\.(weight|bias))", kFL + "post_attention_layernorm.$2", Role::kReplicated, false},
-          {kH + R"(mlp\.c_fc\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, linear},
-          {kH + R"(mlp\.c_proj\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, linear},
-          {kH + R"(mlp\.c_proj\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
-      },
-      {kH + R"(attn\.(bias|masked_bias))"}};
-}
-
-// fairseq-style decoder layers (OPT, XGLM): separate q/k/v projections, fc1/fc2.
-ArchLayout make_fairseq_layout(const std::string& name, const std::string& final_norm) {
-  return ArchLayout{
-      name,
-      {
-          {final_norm + R"(\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
-          {kL + R"(self_attn_layer_norm\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
-          {kL + R"(self_attn\.q_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 0},
-          {kL + R"(self_attn\.k_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 1},
-          {kL + R"(self_attn\.v_proj\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true, 2},
-          {kL + R"(self_attn\.out_proj\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
-          {kL + R"(self_attn\.out_proj\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
-          {kL + R"(final_layer_norm\.(weight|bias))", kFL + "post_attention_layernorm.$2", Role::kReplicated, false},
-          {kL + R"(fc1\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, true},
-          {kL + R"(fc2\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
-          {kL + R"(fc2\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
-      },
-      {R"(embed_positions\.weights)", R"(.*\.inv_freq)"}};
-}
-
 }  // namespace
-
-const ArchLayout& hf_gptj_layout() {
-  static const ArchLayout l{
-      "hf-gptj",
-      {
-          {R"(wte\.weight)", "model.wte", Role::kReplicated, false},
-          {R"(ln_f\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
-          {R"(lm_head\.(weight|bias))", "model.lm_head.$1", Role::kReplicated, false},
-          {kH + R"(ln_1\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
-          {kH + R"(attn\.q_proj\.weight)", kFL + "attention.query_key_value.weight", Role::kQkv, true, 0},
-          {kH + R"(attn\.k_proj\.weight)", kFL + "attention.query_key_value.weight", Role::kQkv, true, 1},
-          {kH + R"(attn\.v_proj\.weight)", kFL + "attention.query_key_value.weight", Role::kQkv, true, 2},
-          {kH + R"(attn\.out_proj\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
-          {kH + R"(mlp\.fc_in\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, true},
-          {kH + R"(mlp\.fc_out\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
-          {kH + R"(mlp\.fc_out\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
-      },
-      {kH + R"(attn\.(bias|masked_bias|embed_positions))", R"(.*\.inv_freq)"}};
-  return l;
-}
-
-const ArchLayout& hf_gpt_neox_layout() {
-  static const ArchLayout l{
-      "hf-gpt_neox",
-      {
-          {R"(embed_in\.weight)", "model.wte", Role::kReplicated, false},
-          {R"(embed_out\.weight)", "model.lm_head.weight", Role::kReplicated, false},
-          {R"(final_layer_norm\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
-          {kL + R"(input_layernorm\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
-          {kL + R"(attention\.query_key_value\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true},
-          {kL + R"(attention\.dense\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
-          {kL + R"(attention\.dense\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
-          {kL + R"(post_attention_layernorm\.(weight|bias))", kFL + "post_attention_layernorm.$2", Role::kReplicated, false},
-          {kL + R"(mlp\.dense_h_to_4h\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, true},
-          {kL + R"(mlp\.dense_4h_to_h\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
-          {kL + R"(mlp\.dense_4h_to_h\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
-      },
-      {kL + R"(attention\.(bias|masked_bias))", R"(.*\.inv_freq)"}};
-  return l;
-}
-
-const ArchLayout& hf_bloom_layout() {
-  static const ArchLayout l{
-      "hf-bloom",
-      {
-          {R"(word_embeddings\.weight)", "model.wte", Role::kReplicated, false},
-          {R"(word_embeddings_layernorm\.(weight|bias))", "model.pre_decoder_layernorm.$1", Role::kReplicated, false},
-          {R"(ln_f\.(weight|bias))", "model.final_layernorm.$1", Role::kReplicated, false},
-          {kH + R"(input_layernorm\.(weight|bias))", kFL + "input_layernorm.$2", Role::kReplicated, false},
-          {kH + R"(self_attention\.query_key_value\.(weight|bias))", kFL + "attention.query_key_value.$2", Role::kQkv, true},
-          {kH + R"(self_attention\.dense\.weight)", kFL + "attention.dense.weight", Role::kRow, true},
-          {kH + R"(self_attention\.dense\.bias)", kFL + "attention.dense.bias", Role::kReplicated, false},
-          {kH + R"(post_attention_layernorm\.(weight|bias))", kFL + "post_attention_layernorm.$2", Role::kReplicated, false},
-          {kH + R"(mlp\.dense_h_to_4h\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumn, true},
-          {kH + R"(mlp\.dense_4h_to_h\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
-          {kH + R"(mlp\.dense_4h_to_h\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
-      },
-      {R"(.*\.inv_freq)"}};
-  return l;
-}
-
-const ArchLayout& hf_opt_layout() {
-  static const ArchLayout l = [] {
-    ArchLayout a = make_fairseq_layout("hf-opt", "final_layer_norm");
-    a.rules.push_back({R"(embed_positions\.weight)", "model.wpe", Role::kReplicated, false});
-    return a;
-  }();
-  return l;
-}
-
-const ArchLayout& hf_xglm_layout() {
-  static const ArchLayout l = make_fairseq_layout("hf-xglm", "layer_norm");
-  return l;
-}
 
 const ArchLayout& megatron_gpt_layout() {
   static const ArchLayout l{
@@ -193,16 +77,6 @@ const ArchLayout& mcore_gpt_layout() {
           {kL + R"(mlp\.linear_fc2\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
       },
       {R"(.*\._extra_state(/.*)?)", R"(.*\.inv_freq)"}};
-  return l;
-}
-
-const ArchLayout& hf_gpt2_layout() {
-  static const ArchLayout l = make_hf_layout("hf-gpt2", false);
-  return l;
-}
-
-const ArchLayout& hf_gpt_bigcode_layout() {
-  static const ArchLayout l = make_hf_layout("hf-gpt_bigcode", true);
   return l;
 }
 

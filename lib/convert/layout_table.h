@@ -42,13 +42,14 @@ const ArchLayout& megatron_gpt_layout();
 // (and NeMo's `model.`): the local layer spec's and TransformerEngine's (norms fused into
 // linear_qkv / linear_fc1 as layer_norm_weight/bias; `_extra_state` skipped).
 const ArchLayout& mcore_gpt_layout();
+// The HuggingFace families' tables are defined in their files, lib/convert/hf/<family>.cc.
 // HF GPT-2 (Conv1D, [in, out]) and GPTBigCode (nn.Linear, [out, in]); names without `transformer.`.
 const ArchLayout& hf_gpt2_layout();
 const ArchLayout& hf_gpt_bigcode_layout();
 // HF GPT-J (names without `transformer.`), GPT-NeoX (without `gpt_neox.`), BLOOM (without
 // `transformer.`), OPT (without `model.decoder.`), XGLM (without `model.`). Tensors FT computes
 // from several sources (OPT embed_tokens with project_in/out, XGLM embed_tokens, GPT-NeoX's summed
-// biases) are handled by the adapter (hf_arch_source.cc), not by rules.
+// biases) are handled by the family (lib/convert/hf/<family>.cc), not by rules.
 const ArchLayout& hf_gptj_layout();
 const ArchLayout& hf_gpt_neox_layout();
 const ArchLayout& hf_bloom_layout();

@@ -14,7 +14,7 @@
 #include "engine_test_util.h"
 #include "formats/error.h"
 #include "lib/convert/derived_tensor.h"
-#include "lib/convert/hf_arch.h"
+#include "lib/convert/hf/family.h"
 #include "lib/convert/layout_table.h"
 #include "lib/ops/backend.h"
 #include "lib/ops/host_math.h"
@@ -67,11 +67,16 @@ TEST(ArchLayout, NamesOfEachArchitecture) {
 }
 
 TEST(ArchLayout, ModelTypeAliases) {
-  EXPECT_EQ(hf_arch_model_type("gpt-j"), "gptj");
-  EXPECT_EQ(hf_arch_model_type("GPTNeoX"), "gpt_neox");
-  EXPECT_EQ(hf_arch_model_type("gpt-neox"), "gpt_neox");
-  EXPECT_EQ(hf_arch_model_type("xglm"), "xglm");
-  EXPECT_EQ(hf_arch_model_type("llama"), "");
+  auto family = [](const std::string& t) {
+    const hf::HfFamily* f = hf::find_family(t);
+    return f ? f->model_type : std::string();
+  };
+  EXPECT_EQ(family("gpt-j"), "gptj");
+  EXPECT_EQ(family("GPTNeoX"), "gpt_neox");
+  EXPECT_EQ(family("gpt-neox"), "gpt_neox");
+  EXPECT_EQ(family("xglm"), "xglm");
+  EXPECT_EQ(family("llama"), "llama");
+  EXPECT_EQ(family("gemma"), "");
 }
 
 TEST(DerivedTensor, MatmulTransposedAndNot) {

@@ -1,15 +1,17 @@
 // config.json's rotary settings as transformers 4.x and 5.x write them (lib/convert/hf_config.h):
 // read from every place, refused where places disagree or the type is not one ftx computes; the
-// typed keys (lib/convert/hf_common.h), refused in config.json's own names; and the key tables
-// against man/ftx-convert-hf.1, which prints them.
+// typed keys (lib/convert/hf_common.h), refused in config.json's own names; the family registry
+// (lib/convert/hf/family.h) and the key tables against man/ftx-convert-hf.1, which prints them.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "formats/error.h"
+#include "lib/convert/hf/family.h"
 #include "lib/convert/hf_common.h"
 #include "lib/convert/hf_config.h"
+#include "lib/convert/hf_families.h"
 
 namespace ftx {
 namespace {
@@ -175,39 +177,80 @@ TEST(HfConfig, UnknownKeysAreListed) {
   EXPECT_EQ(u[0], "attn_logit_softcapping");
 }
 
-// Every key of every architecture's table appears in the man page's section for it, and each key
-// it reads with the table's note: what it becomes, which values are refused (D11: llama's list
-// carried Qwen2's attention_bias note, which refuses false).
-TEST(HfConfig, D11_ManPageSaysWhatTheTablesSay) {
-  std::ifstream in(std::string(FTX_TEST_SOURCE_DIR) + "/man/ftx-convert-hf.1");
+std::string read_source(const std::string& rel) {
+  std::ifstream in(std::string(FTX_TEST_SOURCE_DIR) + "/" + rel);
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string raw = ss.str();
-  std::string man;
-  for (size_t i = 0; i < raw.size(); ++i)  // roff's \- is a plain dash here
-    if (!(raw[i] == '\\' && i + 1 < raw.size() && raw[i + 1] == '-')) man += raw[i];
-  auto words = [](const std::string& s) {  // runs of white space as one space, none at the ends
-    std::string out;
-    std::istringstream is(s);
-    for (std::string w; is >> w;) out += (out.empty() ? "" : " ") + w;
-    return out;
+  return ss.str();
+}
+
+// Each family registers itself from its own file (lib/convert/hf/<family>.cc): one the linker
+// dropped, or one left out of the build, would take its model_types with it. So this list is
+// written by hand, here and nowhere else: a new family adds its line.
+TEST(HfFamilies, EveryFamilyIsRegistered) {
+  const std::vector<std::pair<std::string, std::string>> types = {
+      {"gpt2", "gpt2"},         {"gpt_bigcode", "gpt_bigcode"}, {"santacoder", "gpt_bigcode"},
+      {"starcoder", "gpt_bigcode"}, {"gptj", "gptj"},           {"gpt-j", "gptj"},
+      {"gpt_neox", "gpt_neox"}, {"gptneox", "gpt_neox"},        {"gpt-neox", "gpt_neox"},
+      {"GPTNeoX", "gpt_neox"},  {"bloom", "bloom"},             {"opt", "opt"},
+      {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
+      {"qwen2", "qwen2"},
   };
-  for (const char* arch : {"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm", "llama", "mistral", "qwen2"}) {
-    const size_t at = man.find(std::string(".SS ") + arch + "\n");
-    ASSERT_NE(at, std::string::npos) << arch;
-    const size_t end = man.find(".SS ", at + 4);
-    const std::string section = man.substr(at, end - at);
-    for (const hf::KeyRule& r : hf::architecture_keys(arch)) {
-      EXPECT_NE(section.find(r.key), std::string::npos) << arch << " key " << r.key;
-      if (r.use != hf::KeyUse::kRead) continue;
-      const std::string head = std::string("\\fB") + r.key + "\\fR\n";
-      const size_t k = section.find(head);
-      ASSERT_NE(k, std::string::npos) << arch << ": no entry for " << r.key;
-      const size_t from = k + head.size();
-      const size_t to = std::min(section.find("\n.TP", from), section.find("\n.PP", from));
-      EXPECT_EQ(words(section.substr(from, to - from)), words(r.note)) << arch << " key " << r.key;
-    }
+  for (const auto& [type, family] : types) {
+    const hf::HfFamily* f = hf::find_family(type);
+    ASSERT_NE(f, nullptr) << type << " is not registered (is lib/convert/hf/ linked whole-archive?)";
+    EXPECT_EQ(f->model_type, family) << type;
+    EXPECT_FALSE(f->keys().empty()) << type;
   }
+  std::vector<std::string> names;
+  for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
+  EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
+                                             "llama", "mistral", "qwen2"}));
+  EXPECT_EQ(hf::find_family("gemma"), nullptr);
+  EXPECT_EQ(hf::supported_list(),
+            "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
+  EXPECT_EQ(hf::model_flag_list(),
+            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
+}
+
+// The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf
+// --print-man-tables`), byte for byte: every key of every family's table, each key it reads with
+// the table's note (D11: llama's list carried Qwen2's attention_bias note, which refuses false). A
+// family added, or a key changed, without the man page fails here.
+TEST(HfConfig, D11_ManPageSaysWhatTheTablesSay) {
+  const std::string man = read_source("man/ftx-convert-hf.1");
+  const size_t sh = man.find(".SH CONFIG.JSON KEYS\n");
+  ASSERT_NE(sh, std::string::npos);
+  const size_t from = man.find(".SS ", sh);
+  const size_t to = man.find(".SH ", from);
+  ASSERT_NE(to, std::string::npos);
+  EXPECT_EQ(man.substr(from, to - from), hf::man_key_tables())
+      << "regenerate the section with `ftx convert-hf --print-man-tables`";
+}
+
+// The man page's SUPPORTED MODELS section is the registry's too (a model_type per family, its
+// aliases and example checkpoints).
+TEST(HfConfig, ManPageSupportedModelsAreTheRegistrys) {
+  const std::string man = read_source("man/ftx-convert-hf.1");
+  const size_t from = man.find(".SH SUPPORTED MODELS\n");
+  ASSERT_NE(from, std::string::npos);
+  const size_t to = man.find(".SH ", from + 4);
+  EXPECT_EQ(man.substr(from, to - from), hf::man_supported_table())
+      << "regenerate the section with `ftx convert-hf --print-man-tables`";
+}
+
+// The man page names the families the registry has: NAME's list and --model's values.
+TEST(HfConfig, ManPageListsTheRegistrysFamilies) {
+  std::string man;
+  for (const char ch : read_source("man/ftx-convert-hf.1"))  // roff's \- is a plain dash here
+    if (ch != '\\') man += ch;
+  std::string flat;  // runs of white space as one space
+  std::istringstream is(man);
+  for (std::string w; is >> w;) flat += (flat.empty() ? "" : " ") + w;
+  EXPECT_NE(flat.find("convert a HuggingFace " + hf::display_list(", ", " or ") + " model to"), std::string::npos)
+      << hf::display_list(", ", " or ");
+  EXPECT_NE(flat.find("Override config.json's model_type: " + hf::model_flag_list() + " ("), std::string::npos)
+      << hf::model_flag_list();
 }
 
 }  // namespace
