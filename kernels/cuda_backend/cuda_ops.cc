@@ -49,7 +49,7 @@ void CudaBackend::bias_activation(ops::Act x, const float* bias, ops::Act gate, 
                                   int64_t N, Activation act) {
   if (replaying()) return;
   invoke_add_bias_activation(stream_, same_act_kind({x, gate}, "bias_activation"), x.data, bias, gate.data,
-                             gate_bias, rows, N, static_cast<int>(act));
+                             gate_bias, rows, N, act.nonlinearity());
 }
 
 void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,

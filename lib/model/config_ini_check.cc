@@ -138,8 +138,8 @@ class Checker {
     try {
       return activation_from_name(trim(*v));
     } catch (const Error&) {
-      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU, squared-relu; HF: gelu, "
-              "gelu_new, relu, silu, swiglu, geglu)");
+      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU, geglu_tanh, squared-relu; HF: "
+              "gelu, gelu_new, relu, silu, swiglu, geglu)");
     }
   }
 
@@ -166,9 +166,12 @@ class Checker {
 };
 
 bool same_activation(Activation ft_or_exact, Activation exact, bool ft_spelling) {
-  // FT's activation_type has one GELU ("Gelu", computed with tanh): it stands for either of ftx's.
-  auto gelu = [](Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; };
-  if (ft_spelling && gelu(ft_or_exact)) return gelu(exact);
+  // FT's activation_type has one GELU ("Gelu", computed with tanh; its GeGLU gates it): it stands
+  // for either of ftx's, gated as FT's is.
+  auto gelu = [](Activation a) {
+    return a.nonlinearity() == Nonlinearity::kGeluErf || a.nonlinearity() == Nonlinearity::kGeluTanh;
+  };
+  if (ft_spelling && gelu(ft_or_exact)) return gelu(exact) && ft_or_exact.is_gated() == exact.is_gated();
   return ft_or_exact == exact;
 }
 

@@ -4,10 +4,6 @@
 
 namespace ftx {
 
-bool ft_is_gated(const ModelConfig& cfg) {
-  return cfg.activation == Activation::kSwiGlu || cfg.activation == Activation::kGeGlu;
-}
-
 int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp) {
   // [Q (n/T heads) | K | V (kv heads of this rank each)]; multi-query keeps its one K/V head whole.
   if (cfg.attention == AttentionKind::kMultiQuery) return cfg.hidden() / tp + 2 * cfg.size_per_head;
@@ -101,7 +97,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
     l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
     if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
-    if (ft_is_gated(cfg)) {
+    if (cfg.activation.is_gated()) {
       l.split(p + "mlp.dense_h_to_4h.gate.weight", {H, I / tp});
       if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.gate.bias", {I / tp});
     }

@@ -11,7 +11,8 @@
 //    storage_dtype, multi_query_mode, rotary_pct, rotary_base.
 //  * ftx's own keys, so that ftx never guesses what FT leaves implicit:
 //      architecture            gpt | gptj | gptneox | bloom | opt | xglm | gpt_bigcode
-//      activation              exact ftx activation: Gelu (erf), gelu_tanh, Relu, Silu, SiGLU, GeGLU
+//      activation              exact ftx activation: Gelu (erf), gelu_tanh, Relu, Silu, SiGLU, GeGLU (erf),
+//                              geglu_tanh (GELU tanh, gated), squared_relu
 //                              (FT's activation_type cannot tell erf-GELU from tanh-GELU)
 //      position_embedding_type learned | rope | alibi | sinusoidal | none
 //      position_offset         OPT/XGLM table offset (FT files already drop the offset rows)
@@ -94,32 +95,35 @@ PositionEmbedding position_from_name(const std::string& s, const std::string& or
                           "' (supported: learned, rope, alibi, sinusoidal, none)");
 }
 
-// FT's activation_type spelling (activation_types.h). FT has one GELU, the tanh approximation.
-const char* ft_activation_type(Activation a) {
-  switch (a) {
-    case Activation::kGelu: case Activation::kGeluTanh: return "Gelu";
-    case Activation::kRelu: return "Relu";
-    case Activation::kSilu: return "Silu";
-    case Activation::kSwiGlu: return "SiGLU";
-    case Activation::kGeGlu: return "GeGLU";
-    case Activation::kSquaredRelu: return "squared-relu";  // not in FT
-  }
-  return "Gelu";
+// Each activation's spellings: FT's activation_type (activation_types.h; FT has one GELU, the
+// tanh approximation, and its GeGLU gates it), HF/TensorRT-LLM's activation_function, and ftx's
+// activation key, which keeps erf and tanh apart.
+struct ActivationSpelling {
+  Activation act;
+  const char* ft;
+  const char* hf;
+  const char* ftx;
+};
+constexpr ActivationSpelling kActivationSpellings[] = {
+    {Activation::kGelu, "Gelu", "gelu", "Gelu"},
+    {Activation::kGeluTanh, "Gelu", "gelu_new", "gelu_tanh"},
+    {Activation::kRelu, "Relu", "relu", "Relu"},
+    {Activation::kSilu, "Silu", "silu", "Silu"},
+    {Activation::kSwiGlu, "SiGLU", "swiglu", "SiGLU"},
+    {Activation::kGeGlu, "GeGLU", "geglu", "GeGLU"},
+    {Activation::kGeGluTanh, "GeGLU", "geglu_tanh", "geglu_tanh"},  // Gemma
+    {Activation::kSquaredRelu, "squared-relu" /* not in FT */, "squared-relu", "squared_relu"},
+};
+
+const ActivationSpelling& spelling_of(Activation a) {
+  for (const ActivationSpelling& s : kActivationSpellings)
+    if (s.act == a) return s;
+  throw Error("activation (nonlinearity " + std::to_string(static_cast<int>(a.nonlinearity())) +
+              (a.is_gated() ? ", gated" : "") + ") has no config.ini spelling");
 }
 
-// HF/TensorRT-LLM activation_function spelling.
-const char* hf_activation(Activation a) {
-  switch (a) {
-    case Activation::kGelu: return "gelu";
-    case Activation::kGeluTanh: return "gelu_new";
-    case Activation::kRelu: return "relu";
-    case Activation::kSilu: return "silu";
-    case Activation::kSwiGlu: return "swiglu";
-    case Activation::kGeGlu: return "geglu";
-    case Activation::kSquaredRelu: return "squared-relu";
-  }
-  return "gelu";
-}
+const char* ft_activation_type(Activation a) { return spelling_of(a).ft; }
+const char* hf_activation(Activation a) { return spelling_of(a).hf; }
 
 const char* ft_dtype(DType t) {
   switch (t) {
@@ -177,18 +181,7 @@ Architecture architecture_from_name(const std::string& s) {
   throw Error("unknown architecture '" + s + "' (supported: gpt, gptj, gptneox, bloom, opt, xglm, gpt_bigcode)");
 }
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kGelu: return "Gelu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    case Activation::kRelu: return "Relu";
-    case Activation::kSilu: return "Silu";
-    case Activation::kSwiGlu: return "SiGLU";
-    case Activation::kGeGlu: return "GeGLU";
-    case Activation::kSquaredRelu: return "squared_relu";
-  }
-  return "Gelu";
-}
+const char* activation_name(Activation a) { return spelling_of(a).ftx; }
 
 // HF/NeMo "gelu" is the exact erf GELU; gelu_new/gelu_fast/gelu_pytorch_tanh/gelu_tanh the tanh one.
 Activation activation_from_name(const std::string& s) {
@@ -201,8 +194,9 @@ Activation activation_from_name(const std::string& s) {
   if (l == "silu" || l == "swish") return Activation::kSilu;
   if (l == "swiglu" || l == "siglu" || l == "gated-silu" || l == "fast-swiglu") return Activation::kSwiGlu;
   if (l == "geglu" || l == "gated-gelu" || l == "fast-geglu") return Activation::kGeGlu;
+  if (l == "geglu_tanh") return Activation::kGeGluTanh;
   if (l == "squared-relu" || l == "squared_relu" || l == "relu2") return Activation::kSquaredRelu;
-  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu, squared-relu)");
+  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu, geglu_tanh, squared-relu)");
 }
 
 namespace {

@@ -19,7 +19,7 @@ enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCod
 
 const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
 Architecture architecture_from_name(const std::string& s);  // Error listing the supported names
-const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh" for ftx
+const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh", "geglu_tanh" for ftx
 Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
 
 // Prompt learning: config.ini's num_tasks, prompt_learning_start_id,
