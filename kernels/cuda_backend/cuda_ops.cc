@@ -60,7 +60,7 @@ void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* w
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
   invoke_embedding_lookup(stream_, out.data, act_kind(out, "embedding"), wte.data, elem_kind(wte.dtype), wpe,
-                          static_cast<int>(table), position_offset, static_cast<const int32_t*>(dev[0]),
+                          table, position_offset, static_cast<const int32_t*>(dev[0]),
                           static_cast<const int32_t*>(dev[1]), rows, H, scale);
 }
 
