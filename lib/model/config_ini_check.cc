@@ -253,6 +253,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("has_lm_head_bias");
   c.real("embedding_scale", 0.0, true, 1e6);
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
+  const auto hidden_size = c.integer("hidden_size", 1, kMaxDim);
   c.choice("normalization", {{"layernorm"}, {"rmsnorm"}}, "layernorm, rmsnorm");
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
@@ -265,7 +266,8 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   same_int("inter_size", inter_size, "intermediate_size", intermediate);
   if (max_pos && n_positions && *max_pos != *n_positions) c.disagree("max_pos_seq_len", "n_positions");
   const auto heads = head_num ? head_num : n_head;
-  if (n_embd && heads && size_per_head && *n_embd != *heads * *size_per_head)
+  if (n_embd && hidden_size && *n_embd != *hidden_size) c.disagree("n_embd", "hidden_size");
+  if (n_embd && !hidden_size && heads && size_per_head && *n_embd != *heads * *size_per_head)
     c.disagree("n_embd", "size_per_head", "n_embd must be head_num x size_per_head = " +
                                               std::to_string(*heads * *size_per_head));
   if (n_embd && n_head && !size_per_head && *n_embd % *n_head != 0)

@@ -19,6 +19,8 @@
 //      rotary_dim, rotary_style (interleaved | half_split), rotary_base
 //      parallel_residual, shared_input_norm   (0/1)
 //      kv_head_num             1 for multi-query attention, < head_num for grouped-query attention
+//      hidden_size             the model width, when it is not head_num x size_per_head (Qwen3,
+//                              Gemma; written only then; n_embd says it too)
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
@@ -418,6 +420,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
     else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
   }
+  c.hidden_size = r.i_or("hidden_size", 0);
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
   if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
@@ -501,6 +504,7 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "parallel_residual", b01(parallel_residual));
   ini.set(s, "shared_input_norm", b01(shared_input_norm));
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
+  if (hidden() != q_width()) ini.set(s, "hidden_size", std::to_string(hidden()));
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
@@ -542,8 +546,10 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
                         {"max_pos_seq_len", max_pos_seq_len}})
     FTX_CHECK(v <= kMaxDim, origin, std::string(key) + " = " + std::to_string(v) + " is implausibly large (limit " +
                                         std::to_string(kMaxDim) + ")");
-  FTX_CHECK(head_num * size_per_head <= kMaxDim, origin,
-            "head_num x size_per_head = " + std::to_string(head_num * size_per_head) + " is implausibly large");
+  FTX_CHECK(q_width() <= kMaxDim, origin,
+            "head_num x size_per_head = " + std::to_string(q_width()) + " is implausibly large");
+  FTX_CHECK(hidden_size >= 0 && hidden_size <= kMaxDim, origin,
+            "hidden_size = " + std::to_string(hidden_size) + " is out of range (limit " + std::to_string(kMaxDim) + ")");
   FTX_CHECK(head_num % tp == 0, origin,
             "head_num " + std::to_string(head_num) + " is not divisible by tensor parallel size " + std::to_string(tp));
   FTX_CHECK(inter_size % tp == 0, origin,

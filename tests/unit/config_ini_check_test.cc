@@ -276,6 +276,7 @@ TEST(ConfigIniCheck, ContradictoryKeysNameBoth) {
       {"gpt2", "multi_query_mode", "True", "kv_head_num"},
       {"gpt2", "kv_head_num", "1", "multi_query_mode"},
       {"gpt2", "architecture", "gptj", "architecture"},
+      {"gpt2", "hidden_size", "48", "n_embd"},  // the model width, when it is not head_num x size_per_head
       {"bloom", "model_variant", "opt-pre", "architecture"},
       {"bloom", "use_attention_linear_bias", "False", "position_embedding_type"},
       {"gptnext", "rotary_pct", "0.25", "rotary_dim"},
