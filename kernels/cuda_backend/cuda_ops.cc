@@ -67,7 +67,7 @@ void CudaBackend::bias_activation(ops::Act x, const float* bias, ops::Act gate, 
                                   int64_t N, Activation act) {
   if (replaying()) return;
   invoke_add_bias_activation(stream_, same_act_kind({x, gate}, "bias_activation"), x.data, bias, gate.data,
-                             gate_bias, rows, N, static_cast<int>(act));
+                             gate_bias, rows, N, act.nonlinearity());
 }
 
 void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
@@ -78,7 +78,7 @@ void CudaBackend::embedding(ops::Act out, const ops::Weight& wte, const float* w
   const auto dev = stage({{ids, bytes}, {positions, bytes}});
   if (replaying()) return;
   invoke_embedding_lookup(stream_, out.data, act_kind(out, "embedding"), wte.data, elem_kind(wte.dtype), wpe,
-                          static_cast<int>(table), position_offset, static_cast<const int32_t*>(dev[0]),
+                          table, position_offset, static_cast<const int32_t*>(dev[0]),
                           static_cast<const int32_t*>(dev[1]), rows, H, scale);
 }
 

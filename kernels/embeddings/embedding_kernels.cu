@@ -22,7 +22,7 @@ namespace {
 // in double as the CPU; an odd last column gets no position term.
 // O: the activations' type (the row is summed in fp32 and rounded to O once).
 template <typename O, typename T>
-__global__ void embedding_kernel(O* out, const T* wte, const float* wpe, int table, int64_t offset,
+__global__ void embedding_kernel(O* out, const T* wte, const float* wpe, ops::PositionTable table, int64_t offset,
                                  const int32_t* ids, const int32_t* positions, int64_t H, float scale) {
   const int64_t r = blockIdx.x;
   const T* e = wte + static_cast<int64_t>(ids[r]) * H;
@@ -32,9 +32,9 @@ __global__ void embedding_kernel(O* out, const T* wte, const float* wpe, int tab
   const double step = log(10000.0) / static_cast<double>(half > 1 ? half - 1 : 1);
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     float v = to_float(e[i]) * scale;
-    if (table == 1) {
+    if (table == ops::PositionTable::kLearned) {
       v += wpe[pos * H + i];
-    } else if (table == 2 && i < 2 * half) {
+    } else if (table == ops::PositionTable::kSinusoidal && i < 2 * half) {
       const int64_t j = i < half ? i : i - half;
       const double a = static_cast<double>(pos) * exp(-static_cast<double>(j) * step);
       v += static_cast<float>(i < half ? sin(a) : cos(a));
@@ -44,7 +44,7 @@ __global__ void embedding_kernel(O* out, const T* wte, const float* wpe, int tab
 }
 
 template <typename O, typename T>
-void embedding_rows(cudaStream_t stream, O* out, const T* wte, const float* wpe, int table,
+void embedding_rows(cudaStream_t stream, O* out, const T* wte, const float* wpe, ops::PositionTable table,
                     int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows, int64_t H,
                     float scale) {
   const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, (H + 31) / 32 * 32)));
@@ -60,7 +60,7 @@ void embedding_rows(cudaStream_t stream, O* out, const T* wte, const float* wpe,
 }  // namespace
 
 void invoke_embedding_lookup(cudaStream_t stream, void* out, ElemKind out_kind, const void* wte, ElemKind wte_kind,
-                             const float* wpe, int table, int64_t position_offset, const int32_t* ids,
+                             const float* wpe, ops::PositionTable table, int64_t position_offset, const int32_t* ids,
                              const int32_t* positions, int64_t rows, int64_t H, float scale) {
   if (rows <= 0 || H <= 0) return;
   if (wte_kind == ElemKind::kInt8 || wte_kind == ElemKind::kFp8E4M3)

@@ -12,14 +12,14 @@
 #include <cstdint>
 
 #include "kernels/common/elem_kind.h"
+#include "lib/ops/op_types.h"
 
 namespace ftx::cuda {
 
-// Backend::embedding. table: 0 none, 1 learned, 2 sinusoidal (ops::PositionTable order). wte is
-// held in wte_kind.
+// Backend::embedding (table: where the position term comes from). wte is held in wte_kind.
 // out is held in out_kind (the activations': fp32, fp16 or bf16).
 void invoke_embedding_lookup(cudaStream_t stream, void* out, ElemKind out_kind, const void* wte, ElemKind wte_kind,
-                             const float* wpe, int table, int64_t position_offset, const int32_t* ids,
+                             const float* wpe, ops::PositionTable table, int64_t position_offset, const int32_t* ids,
                              const int32_t* positions, int64_t rows, int64_t H, float scale);
 
 }  // namespace ftx::cuda

@@ -86,26 +86,23 @@ __global__ void add_bias_kernel(T* x, const float* bias, int64_t rows, int64_t N
     x[i] = from_float<T>(to_float(x[i]) + bias[i % N]);
 }
 
-// ftx::Activation order: kGelu, kGeluTanh, kRelu, kSilu, kSwiGlu, kGeGlu, kSquaredRelu.
-__device__ float activate(int act, float x) {
-  switch (act) {
-    case 0:
-    case 5: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case 1: {
+__device__ float activate(Nonlinearity f, float x) {
+  switch (f) {
+    case Nonlinearity::kGeluErf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Nonlinearity::kGeluTanh: {
       const float k = 0.79788456080286536f;  // sqrt(2/pi)
       return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
     }
-    case 2: return x > 0.0f ? x : 0.0f;
-    case 3:
-    case 4: return x / (1.0f + expf(-x));
-    case 6: return x > 0.0f ? x * x : 0.0f;
+    case Nonlinearity::kRelu: return x > 0.0f ? x : 0.0f;
+    case Nonlinearity::kSilu: return x / (1.0f + expf(-x));
+    case Nonlinearity::kSquaredRelu: return x > 0.0f ? x * x : 0.0f;
   }
   return x;
 }
 
 template <typename T>
 __global__ void bias_activation_kernel(T* x, const float* bias, const T* gate, const float* gate_bias,
-                                       int64_t rows, int64_t N, int act) {
+                                       int64_t rows, int64_t N, Nonlinearity act) {
   const size_t n = static_cast<size_t>(rows) * N;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const size_t c = i % N;
@@ -168,12 +165,12 @@ void invoke_add_bias(cudaStream_t stream, ElemKind kind, void* x, const float* b
 }
 
 void invoke_add_bias_activation(cudaStream_t stream, ElemKind kind, void* x, const float* bias, const void* gate,
-                                const float* gate_bias, int64_t rows, int64_t N, int act) {
+                                const float* gate_bias, int64_t rows, int64_t N, Nonlinearity f) {
   if (rows <= 0 || N <= 0) return;
   with_act_type(kind, "bias_activation", [&](auto tag) {
     using T = decltype(tag);
     bias_activation_kernel<T><<<grid_for(static_cast<size_t>(rows) * N), 256, 0, stream>>>(
-        static_cast<T*>(x), bias, static_cast<const T*>(gate), gate_bias, rows, N, act);
+        static_cast<T*>(x), bias, static_cast<const T*>(gate), gate_bias, rows, N, f);
   });
   FTX_CUDA_CHECK(cudaGetLastError());
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/common/elem_kind.h"
+#include "lib/model/blocks.h"
 
 namespace ftx::cuda {
 
@@ -30,8 +31,9 @@ void invoke_add_residual_rms_norm(cudaStream_t stream, ElemKind kind, void* x, c
                                   const float* gamma, void* out, int64_t rows, int64_t H, float eps);
 // Backend::add_bias: x[rows, N] += bias[N].
 void invoke_add_bias(cudaStream_t stream, ElemKind kind, void* x, const float* bias, int64_t rows, int64_t N);
-// Backend::bias_activation; act is the int value of ftx::Activation.
+// Backend::bias_activation: x = f(x + bias), times (gate + gate_bias) when gate is set (a gated
+// Activation; the caller passes its nonlinearity).
 void invoke_add_bias_activation(cudaStream_t stream, ElemKind kind, void* x, const float* bias, const void* gate,
-                                const float* gate_bias, int64_t rows, int64_t N, int act);
+                                const float* gate_bias, int64_t rows, int64_t N, Nonlinearity f);
 
 }  // namespace ftx::cuda

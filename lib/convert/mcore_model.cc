@@ -220,7 +220,7 @@ JobContext mcore_job_context(const McoreArgs& a, int64_t shards) {
   ctx.hidden = a.hidden;
   ctx.qkv_groups = a.query_groups / shards;
   ctx.single_kv_head = a.query_groups == 1;
-  ctx.gated = a.activation == Activation::kSwiGlu || a.activation == Activation::kGeGlu;
+  ctx.gated = a.activation.is_gated();
   ctx.layernorm1p = a.layernorm1p;
   return ctx;
 }

@@ -101,8 +101,7 @@ struct DistTensor {
 void add_dist_job(const McoreArgs& a, const RuleMatch& m, const ChunkViews& chunks, std::vector<int64_t> shape,
                   const std::string& what, std::vector<TensorJob>& jobs) {
   const int axis = split_axis(m.rule->role, shape.size());
-  const bool gated = m.rule->role == Role::kColumnGated &&
-                     (a.activation == Activation::kSwiGlu || a.activation == Activation::kGeGlu);
+  const bool gated = m.rule->role == Role::kColumnGated && a.activation.is_gated();
   if (!gated) {
     std::vector<TensorView> shards = shards_along(chunks, shape, axis, what);
     add_layout_jobs(m, shards, what, mcore_job_context(a, static_cast<int64_t>(shards.size())), jobs);

@@ -181,7 +181,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
   ctx.head_dim = c.size_per_head;
   ctx.hidden = H;
   ctx.qkv = QkvOrder::kHeadQkv;  // NeMo is always [n_l, 3, d]
-  ctx.gated = c.activation == Activation::kSwiGlu || c.activation == Activation::kGeGlu;
+  ctx.gated = c.activation.is_gated();
   ctx.layernorm1p = norm == "layernorm1p";
   groups.build_jobs(megatron_gpt_layout(), ctx, opt.in_path, plan.jobs);
 

@@ -26,22 +26,21 @@ __attribute__((always_inline)) inline void activate_row_levels_t(float* x, const
                                                                  const float* gate_bias, int64_t n, Activation act) {
   if (bias)
     for (int64_t i = 0; i < n; ++i) x[i] += bias[i];
-  switch (act) {
-    case Activation::kGelu:
-    case Activation::kGeGlu:
+  // The gate comes with its pointer: a gated activation differs only there.
+  switch (act.nonlinearity()) {
+    case Nonlinearity::kGeluErf:
       for (int64_t i = 0; i < n; ++i) x[i] = gelu_exact(x[i]);
       break;
-    case Activation::kGeluTanh:
+    case Nonlinearity::kGeluTanh:
       for (int64_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i]);
       break;
-    case Activation::kRelu:
+    case Nonlinearity::kRelu:
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
       break;
-    case Activation::kSilu:
-    case Activation::kSwiGlu:
+    case Nonlinearity::kSilu:
       for (int64_t i = 0; i < n; ++i) x[i] = silu(x[i]);
       break;
-    case Activation::kSquaredRelu:  // Megatron Core's squared_relu: relu(x)²
+    case Nonlinearity::kSquaredRelu:  // Megatron Core's squared_relu: relu(x)²
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
       break;
   }

@@ -52,6 +52,7 @@ GemmModelDims gemm_dims_from_model(const ModelConfig& cfg, int64_t tensor_para_s
   GemmModelDims d;
   d.head_num = cfg.head_num;
   d.size_per_head = cfg.size_per_head;
+  d.hidden_size = cfg.hidden_size;
   d.inter_size = cfg.inter_size;
   d.vocab_size = cfg.vocab_size;
   d.tensor_para_size = tensor_para_size;
@@ -81,22 +82,24 @@ std::vector<GemmShape> gpt_gemm_shapes(const GemmModelDims& dims, int64_t batch_
   require_positive(max_input_len, "max_input_len");
   const int64_t B = batch_beam, S = max_input_len, Sp = round_up(S, 16);
   const int64_t tp = dims.tensor_para_size;
-  const int64_t H = dims.head_num * dims.size_per_head;
-  const int64_t Hl = H / tp, Dh = dims.size_per_head, Il = dims.inter_size / tp;
+  // H: the model width (GEMM inputs and outputs of the residual); Ql: this rank's Q columns, the
+  // attention output's width.
+  const int64_t Q = dims.head_num * dims.size_per_head, H = dims.hidden_size > 0 ? dims.hidden_size : Q;
+  const int64_t Ql = Q / tp, Dh = dims.size_per_head, Il = dims.inter_size / tp;
   const int64_t local_heads = dims.head_num / tp;
   // FT: N = ceil(V / 8.) * 8 / tp, assigned to int (truncating when tp does not divide it).
   const int64_t logits_n = round_up(dims.vocab_size, 8) / tp;
 
   struct Row { const char* label; int64_t m, n, k, batch_count; };
   const Row rows[kGptGemmCount] = {
-      {"context from_tensor * weightQKV", B * S, 3 * Hl, H, 1},
+      {"context from_tensor * weightQKV", B * S, 3 * Ql, H, 1},
       {"context batch gemm Q*K^T", Sp, Sp, Dh, B * local_heads},
       {"context batch gemm QK*V^T", Sp, Dh, Sp, B * local_heads},
-      {"context attr * output_kernel", B * S, H, Hl, 1},
+      {"context attr * output_kernel", B * S, H, Ql, 1},
       {"context ffn gemm 1", B * S, Il, H, 1},
       {"context ffn gemm 2", B * S, H, Il, 1},
-      {"from_tensor * weightQKV", B, 3 * Hl, H, 1},
-      {"attr * output_kernel", B, H, Hl, 1},
+      {"from_tensor * weightQKV", B, 3 * Ql, H, 1},
+      {"attr * output_kernel", B, H, Ql, 1},
       {"ffn gemm 1", B, Il, H, 1},
       {"ffn gemm 2", B, H, Il, 1},
       {"logits gemm", B, logits_n, H, 1},

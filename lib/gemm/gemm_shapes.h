@@ -22,6 +22,7 @@ bool gemm_dtype_is_valid(int code);        // 0..4, the codes FT's reader accept
 struct GemmModelDims {
   int64_t head_num = 0;
   int64_t size_per_head = 0;
+  int64_t hidden_size = 0;  // the model width; 0: head_num × size_per_head (FT's only case)
   int64_t inter_size = 0;
   int64_t vocab_size = 0;
   int64_t tensor_para_size = 1;

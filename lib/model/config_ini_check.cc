@@ -138,8 +138,8 @@ class Checker {
     try {
       return activation_from_name(trim(*v));
     } catch (const Error&) {
-      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU, squared-relu; HF: gelu, "
-              "gelu_new, relu, silu, swiglu, geglu)");
+      fail(k, "not an activation ftx runs (Gelu, gelu_tanh, Relu, Silu, SiGLU, GeGLU, geglu_tanh, squared-relu; HF: "
+              "gelu, gelu_new, relu, silu, swiglu, geglu)");
     }
   }
 
@@ -166,9 +166,12 @@ class Checker {
 };
 
 bool same_activation(Activation ft_or_exact, Activation exact, bool ft_spelling) {
-  // FT's activation_type has one GELU ("Gelu", computed with tanh): it stands for either of ftx's.
-  auto gelu = [](Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; };
-  if (ft_spelling && gelu(ft_or_exact)) return gelu(exact);
+  // FT's activation_type has one GELU ("Gelu", computed with tanh; its GeGLU gates it): it stands
+  // for either of ftx's, gated as FT's is.
+  auto gelu = [](Activation a) {
+    return a.nonlinearity() == Nonlinearity::kGeluErf || a.nonlinearity() == Nonlinearity::kGeluTanh;
+  };
+  if (ft_spelling && gelu(ft_or_exact)) return gelu(exact) && ft_or_exact.is_gated() == exact.is_gated();
   return ft_or_exact == exact;
 }
 
@@ -250,6 +253,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("has_lm_head_bias");
   c.real("embedding_scale", 0.0, true, 1e6);
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
+  const auto hidden_size = c.integer("hidden_size", 1, kMaxDim);
   c.choice("normalization", {{"layernorm"}, {"rmsnorm"}}, "layernorm, rmsnorm");
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
@@ -262,7 +266,8 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   same_int("inter_size", inter_size, "intermediate_size", intermediate);
   if (max_pos && n_positions && *max_pos != *n_positions) c.disagree("max_pos_seq_len", "n_positions");
   const auto heads = head_num ? head_num : n_head;
-  if (n_embd && heads && size_per_head && *n_embd != *heads * *size_per_head)
+  if (n_embd && hidden_size && *n_embd != *hidden_size) c.disagree("n_embd", "hidden_size");
+  if (n_embd && !hidden_size && heads && size_per_head && *n_embd != *heads * *size_per_head)
     c.disagree("n_embd", "size_per_head", "n_embd must be head_num x size_per_head = " +
                                               std::to_string(*heads * *size_per_head));
   if (n_embd && n_head && !size_per_head && *n_embd % *n_head != 0)

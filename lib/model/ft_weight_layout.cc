@@ -4,13 +4,9 @@
 
 namespace ftx {
 
-bool ft_is_gated(const ModelConfig& cfg) {
-  return cfg.activation == Activation::kSwiGlu || cfg.activation == Activation::kGeGlu;
-}
-
 int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp) {
   // [Q (n/T heads) | K | V (kv heads of this rank each)]; multi-query keeps its one K/V head whole.
-  if (cfg.attention == AttentionKind::kMultiQuery) return cfg.hidden() / tp + 2 * cfg.size_per_head;
+  if (cfg.attention == AttentionKind::kMultiQuery) return cfg.q_width() / tp + 2 * cfg.size_per_head;
   return (cfg.head_num / tp + 2 * cfg.kv_heads_per_rank(tp)) * cfg.size_per_head;
 }
 
@@ -33,7 +29,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
   cfg.validate(tp, "config");
   std::vector<FtWeightFile> files;
   Lister l{files, tp};
-  const int64_t H = cfg.hidden(), V = cfg.vocab_size, I = cfg.inter_size;
+  const int64_t H = cfg.hidden(), Q = cfg.q_width(), V = cfg.vocab_size, I = cfg.inter_size;
   const int64_t qkv = ft_qkv_columns_per_rank(cfg, tp);
   const bool gptj = cfg.arch == Architecture::kGptJ, neox = cfg.arch == Architecture::kGptNeoX;
   const bool rms = cfg.normalization == Normalization::kRmsNorm;  // norms without bias files
@@ -74,7 +70,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     if (!rms) l.repl(p + "input_layernorm.bias", {H});
     l.split(p + "attention.query_key_value.weight", {H, qkv});
     if (gptj) {
-      l.split(p + "attention.dense.weight", {H / tp, H});
+      l.split(p + "attention.dense.weight", {Q / tp, H});
       l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
       l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
       l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
@@ -83,7 +79,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     if (neox) {
       l.split(p + "attention.query_key_value.bias", {qkv});
-      l.split(p + "attention.dense.weight", {H / tp, H});
+      l.split(p + "attention.dense.weight", {Q / tp, H});
       if (!cfg.parallel_residual) l.repl(p + "attention.dense.bias", {H});
       l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
       l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
@@ -95,13 +91,13 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       continue;
     }
     if (cfg.has_bias || cfg.qkv_bias) l.split(p + "attention.query_key_value.bias", {qkv});
-    l.split(p + "attention.dense.weight", {H / tp, H});
+    l.split(p + "attention.dense.weight", {Q / tp, H});
     if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
     l.repl(p + "post_attention_layernorm.weight", {H});
     if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
     l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
     if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
-    if (ft_is_gated(cfg)) {
+    if (cfg.activation.is_gated()) {
       l.split(p + "mlp.dense_h_to_4h.gate.weight", {H, I / tp});
       if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.gate.bias", {I / tp});
     }

@@ -42,7 +42,4 @@ int64_t ft_qkv_columns_per_rank(const ModelConfig& cfg, int64_t tp);
 // floating-point loader ignores them; the INT8 modes read them.
 bool ft_is_int8_side_file(const std::string& file_name);
 
-// True for SwiGLU/GeGLU: the FFN has a second (gate) h_to_4h projection.
-bool ft_is_gated(const ModelConfig& cfg);
-
 }  // namespace ftx

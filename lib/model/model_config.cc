@@ -11,13 +11,16 @@
 //    storage_dtype, multi_query_mode, rotary_pct, rotary_base.
 //  * ftx's own keys, so that ftx never guesses what FT leaves implicit:
 //      architecture            gpt | gptj | gptneox | bloom | opt | xglm | gpt_bigcode
-//      activation              exact ftx activation: Gelu (erf), gelu_tanh, Relu, Silu, SiGLU, GeGLU
+//      activation              exact ftx activation: Gelu (erf), gelu_tanh, Relu, Silu, SiGLU, GeGLU (erf),
+//                              geglu_tanh (GELU tanh, gated), squared_relu
 //                              (FT's activation_type cannot tell erf-GELU from tanh-GELU)
 //      position_embedding_type learned | rope | alibi | sinusoidal | none
 //      position_offset         OPT/XGLM table offset (FT files already drop the offset rows)
 //      rotary_dim, rotary_style (interleaved | half_split), rotary_base
 //      parallel_residual, shared_input_norm   (0/1)
 //      kv_head_num             1 for multi-query attention, < head_num for grouped-query attention
+//      hidden_size             the model width, when it is not head_num x size_per_head (Qwen3,
+//                              Gemma; written only then; n_embd says it too)
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
@@ -94,32 +97,35 @@ PositionEmbedding position_from_name(const std::string& s, const std::string& or
                           "' (supported: learned, rope, alibi, sinusoidal, none)");
 }
 
-// FT's activation_type spelling (activation_types.h). FT has one GELU, the tanh approximation.
-const char* ft_activation_type(Activation a) {
-  switch (a) {
-    case Activation::kGelu: case Activation::kGeluTanh: return "Gelu";
-    case Activation::kRelu: return "Relu";
-    case Activation::kSilu: return "Silu";
-    case Activation::kSwiGlu: return "SiGLU";
-    case Activation::kGeGlu: return "GeGLU";
-    case Activation::kSquaredRelu: return "squared-relu";  // not in FT
-  }
-  return "Gelu";
+// Each activation's spellings: FT's activation_type (activation_types.h; FT has one GELU, the
+// tanh approximation, and its GeGLU gates it), HF/TensorRT-LLM's activation_function, and ftx's
+// activation key, which keeps erf and tanh apart.
+struct ActivationSpelling {
+  Activation act;
+  const char* ft;
+  const char* hf;
+  const char* ftx;
+};
+constexpr ActivationSpelling kActivationSpellings[] = {
+    {Activation::kGelu, "Gelu", "gelu", "Gelu"},
+    {Activation::kGeluTanh, "Gelu", "gelu_new", "gelu_tanh"},
+    {Activation::kRelu, "Relu", "relu", "Relu"},
+    {Activation::kSilu, "Silu", "silu", "Silu"},
+    {Activation::kSwiGlu, "SiGLU", "swiglu", "SiGLU"},
+    {Activation::kGeGlu, "GeGLU", "geglu", "GeGLU"},
+    {Activation::kGeGluTanh, "GeGLU", "geglu_tanh", "geglu_tanh"},  // Gemma
+    {Activation::kSquaredRelu, "squared-relu" /* not in FT */, "squared-relu", "squared_relu"},
+};
+
+const ActivationSpelling& spelling_of(Activation a) {
+  for (const ActivationSpelling& s : kActivationSpellings)
+    if (s.act == a) return s;
+  throw Error("activation (nonlinearity " + std::to_string(static_cast<int>(a.nonlinearity())) +
+              (a.is_gated() ? ", gated" : "") + ") has no config.ini spelling");
 }
 
-// HF/TensorRT-LLM activation_function spelling.
-const char* hf_activation(Activation a) {
-  switch (a) {
-    case Activation::kGelu: return "gelu";
-    case Activation::kGeluTanh: return "gelu_new";
-    case Activation::kRelu: return "relu";
-    case Activation::kSilu: return "silu";
-    case Activation::kSwiGlu: return "swiglu";
-    case Activation::kGeGlu: return "geglu";
-    case Activation::kSquaredRelu: return "squared-relu";
-  }
-  return "gelu";
-}
+const char* ft_activation_type(Activation a) { return spelling_of(a).ft; }
+const char* hf_activation(Activation a) { return spelling_of(a).hf; }
 
 const char* ft_dtype(DType t) {
   switch (t) {
@@ -177,18 +183,7 @@ Architecture architecture_from_name(const std::string& s) {
   throw Error("unknown architecture '" + s + "' (supported: gpt, gptj, gptneox, bloom, opt, xglm, gpt_bigcode)");
 }
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kGelu: return "Gelu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    case Activation::kRelu: return "Relu";
-    case Activation::kSilu: return "Silu";
-    case Activation::kSwiGlu: return "SiGLU";
-    case Activation::kGeGlu: return "GeGLU";
-    case Activation::kSquaredRelu: return "squared_relu";
-  }
-  return "Gelu";
-}
+const char* activation_name(Activation a) { return spelling_of(a).ftx; }
 
 // HF/NeMo "gelu" is the exact erf GELU; gelu_new/gelu_fast/gelu_pytorch_tanh/gelu_tanh the tanh one.
 Activation activation_from_name(const std::string& s) {
@@ -201,8 +196,9 @@ Activation activation_from_name(const std::string& s) {
   if (l == "silu" || l == "swish") return Activation::kSilu;
   if (l == "swiglu" || l == "siglu" || l == "gated-silu" || l == "fast-swiglu") return Activation::kSwiGlu;
   if (l == "geglu" || l == "gated-gelu" || l == "fast-geglu") return Activation::kGeGlu;
+  if (l == "geglu_tanh") return Activation::kGeGluTanh;
   if (l == "squared-relu" || l == "squared_relu" || l == "relu2") return Activation::kSquaredRelu;
-  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu, squared-relu)");
+  throw Error("unknown activation '" + s + "' (supported: gelu, gelu_new, relu, silu, swiglu, geglu, geglu_tanh, squared-relu)");
 }
 
 namespace {
@@ -424,6 +420,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
     else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
   }
+  c.hidden_size = r.i_or("hidden_size", 0);
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
   if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
@@ -507,6 +504,7 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "parallel_residual", b01(parallel_residual));
   ini.set(s, "shared_input_norm", b01(shared_input_norm));
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
+  if (hidden() != q_width()) ini.set(s, "hidden_size", std::to_string(hidden()));
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
@@ -548,8 +546,10 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
                         {"max_pos_seq_len", max_pos_seq_len}})
     FTX_CHECK(v <= kMaxDim, origin, std::string(key) + " = " + std::to_string(v) + " is implausibly large (limit " +
                                         std::to_string(kMaxDim) + ")");
-  FTX_CHECK(head_num * size_per_head <= kMaxDim, origin,
-            "head_num x size_per_head = " + std::to_string(head_num * size_per_head) + " is implausibly large");
+  FTX_CHECK(q_width() <= kMaxDim, origin,
+            "head_num x size_per_head = " + std::to_string(q_width()) + " is implausibly large");
+  FTX_CHECK(hidden_size >= 0 && hidden_size <= kMaxDim, origin,
+            "hidden_size = " + std::to_string(hidden_size) + " is out of range (limit " + std::to_string(kMaxDim) + ")");
   FTX_CHECK(head_num % tp == 0, origin,
             "head_num " + std::to_string(head_num) + " is not divisible by tensor parallel size " + std::to_string(tp));
   FTX_CHECK(inter_size % tp == 0, origin,

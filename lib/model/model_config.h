@@ -19,7 +19,7 @@ enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCod
 
 const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
 Architecture architecture_from_name(const std::string& s);  // Error listing the supported names
-const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh" for ftx
+const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh", "geglu_tanh" for ftx
 Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
 
 // Prompt learning: config.ini's num_tasks, prompt_learning_start_id,
@@ -48,6 +48,9 @@ struct ModelConfig {
   std::string model_name = "gpt";
   int64_t head_num = 0;
   int64_t size_per_head = 0;
+  // The model width (the residual stream, embeddings, norms, FFN input). 0: head_num ×
+  // size_per_head, which every model had before Qwen3/Gemma made head_dim a size of its own.
+  int64_t hidden_size = 0;
   int64_t kv_head_num = 0;          // 1 for multi-query; == head_num for multi-head; else grouped (GQA)
   int64_t inter_size = 0;
   int64_t num_layer = 0;
@@ -86,7 +89,9 @@ struct ModelConfig {
 
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 
-  int64_t hidden() const { return head_num * size_per_head; }
+  // The residual width, and the attention's: Q's columns and attention.dense's input.
+  int64_t hidden() const { return hidden_size > 0 ? hidden_size : q_width(); }
+  int64_t q_width() const { return head_num * size_per_head; }
   // Key/value heads held by one of `tp` ranks: all of them (1) for multi-query, else kv_head_num / tp.
   int64_t kv_heads_per_rank(int64_t tp) const;
 

@@ -18,7 +18,7 @@ const std::vector<std::string>& gemm_suffixes() {
 
 std::vector<std::string> quantized_gemms(const ModelConfig& cfg) {
   std::vector<std::string> g = gemm_suffixes();
-  if (ft_is_gated(cfg)) g.push_back("mlp.dense_h_to_4h.gate");
+  if (cfg.activation.is_gated()) g.push_back("mlp.dense_h_to_4h.gate");
   return g;
 }
 

@@ -71,7 +71,7 @@ void check_ft_format(const ModelConfig& cfg, const std::string& dir) {
   else if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
     why = "have one [3, H] layout for QKV: multi-head attention only (kv_head_num " + std::to_string(cfg.kv_head_num) +
           " of head_num " + std::to_string(cfg.head_num) + ")";
-  else if (ft_is_gated(cfg))
+  else if (cfg.activation.is_gated())
     why = std::string("have no gate projection (activation ") + activation_name(cfg.activation) + ")";
   if (!why.empty()) throw Error(dir, "--format ft: FasterTransformer's W8A8 files " + why + " (use --format trt-llm)");
 }

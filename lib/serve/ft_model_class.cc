@@ -115,7 +115,8 @@ const std::vector<const char*> kNormPlace = {"layernorm_type", "do_layer_norm_be
 const std::vector<const char*> kPosition = {"position_embedding_type", "has_positional_encoding",
                                             "use_attention_linear_bias", "rotary_pct"};
 
-// What no class has: grouped or multi-query attention, RMSNorm, a sliding window, scaled embeddings.
+// What no class has: grouped or multi-query attention, RMSNorm, a sliding window, scaled embeddings,
+// a model width other than head_num x size_per_head.
 void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.kv_head_num == 0 || cfg.kv_head_num == cfg.head_num, {"kv_head_num", "multi_query_mode"},
          "runs multi-head attention only: a key/value head for each of the " + std::to_string(cfg.head_num) +
@@ -123,6 +124,8 @@ void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.normalization == Normalization::kLayerNorm, {"normalization"}, "runs LayerNorm only (no RMSNorm)");
   r.need(cfg.sliding_window == 0, {"sliding_window"}, "attends to every earlier position (no sliding window)");
   r.need(cfg.embedding_scale == 1.0, {"embedding_scale"}, "does not scale the embeddings");
+  r.need(cfg.hidden() == cfg.q_width(), {"hidden_size", "n_embd"},
+         "has a model width of head_num x size_per_head = " + std::to_string(cfg.q_width()) + " only");
 }
 
 void check_gpt(const Refusals& r, const ModelConfig& cfg) {

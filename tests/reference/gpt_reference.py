@@ -7,10 +7,11 @@ with no KV cache, on logical (unsplit) weights in their natural orientation:
   wte [V,H], wpe [P,H] or None, lm_head [V,H] or None (tied), lm_head_bias [V] or None,
   pre_ln / final_ln: (gamma, beta) or None,
   layers[i]: ln1, ln2 (gamma, beta) or None; wq [H, nh*d], wk/wv [H, kvh*d], bq/bk/bv or None,
-             wo [H,H], bo; w1 [H,I], b1; wg [H,I], bg (gated FFN) or None; w2 [I,H], b2.
+             wo [nh*d, H] (nh*d need not be H: Qwen3, Gemma), bo; w1 [H,I], b1; wg [H,I], bg (gated
+             FFN) or None; w2 [I,H], b2.
 
 cfg keys: heads, kv_heads, head_dim, eps, norm ('pre'|'post'), parallel_residual, shared_input_norm,
-activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'), position ('learned'|'rope'|'alibi'|
+activation ('gelu'|'gelu_tanh'|'relu'|'silu'|'swiglu'|'geglu'|'geglu_tanh'), position ('learned'|'rope'|'alibi'|
 'none'|'sinusoidal'), rotary_dim, rotary_style ('interleaved'|'half_split'), rotary_base, embedding_scale,
 position_offset (learned: wpe row = position + offset, OPT's 2; sinusoidal: the fairseq/XGLM table
 row, offset 2 there).
@@ -40,7 +41,7 @@ def norm(x, p, eps, kind="layernorm"):
 def _act(name, x):
     if name in ("gelu", "geglu"):
         return F.gelu(x)  # exact erf GELU
-    if name == "gelu_tanh":
+    if name in ("gelu_tanh", "geglu_tanh"):
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     if name == "relu":
         return torch.relu(x)

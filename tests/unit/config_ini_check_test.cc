@@ -123,6 +123,23 @@ TEST(ConfigIniCheck, WhatFtxWritesLoadsBack) {
   }
 }
 
+// Gemma's GeGLU gates the tanh GELU: ftx's activation key keeps it apart from GeGLU (erf), and FT's
+// activation_type (GeGLU, which FT computes with tanh) agrees with it.
+TEST(ConfigIniCheck, GegluTanhLoadsBack) {
+  ModelConfig gemma = models()["gptnext"];
+  gemma.activation = Activation::kGeGluTanh;
+  const IniFile ini = gemma.to_ini();
+  EXPECT_EQ(ini.get("gpt", "activation"), "geglu_tanh");
+  EXPECT_EQ(ini.get("gpt", "activation_type"), "GeGLU");
+  const Result r = load(ini);
+  ASSERT_TRUE(r.cfg) << r.error;
+  EXPECT_EQ(r.cfg->activation, Activation::kGeGluTanh);
+  EXPECT_TRUE(r.cfg->activation.is_gated());
+  EXPECT_EQ(r.cfg->activation.nonlinearity(), Nonlinearity::kGeluTanh);
+  EXPECT_EQ(r.cfg->to_ini().to_string(), ini.to_string());
+  EXPECT_NE(load(edited(ini, "gpt", "activation_type", "SiGLU")).error.find("activation_type"), std::string::npos);
+}
+
 // A rope model in a [gpt] section (convert-hf's Llama, Megatron Core) records its context length
 // in max_pos_seq_len although it has no position table: reading and writing keep it, so a folder
 // rewritten from its config.ini (ftx smoothquant) says the same, not n_positions = 0 beside it.
@@ -259,6 +276,7 @@ TEST(ConfigIniCheck, ContradictoryKeysNameBoth) {
       {"gpt2", "multi_query_mode", "True", "kv_head_num"},
       {"gpt2", "kv_head_num", "1", "multi_query_mode"},
       {"gpt2", "architecture", "gptj", "architecture"},
+      {"gpt2", "hidden_size", "48", "n_embd"},  // the model width, when it is not head_num x size_per_head
       {"bloom", "model_variant", "opt-pre", "architecture"},
       {"bloom", "use_attention_linear_bias", "False", "position_embedding_type"},
       {"gptnext", "rotary_pct", "0.25", "rotary_dim"},

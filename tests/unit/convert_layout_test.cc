@@ -112,6 +112,25 @@ TEST(FtWeightFiles, MultiQueryGatedNoBiasAndErrors) {
   EXPECT_THROW(ft_weight_files(small(), 3), Error);
 }
 
+// hidden_size apart from head_num × size_per_head (Qwen3, Gemma): the residual's files are H wide,
+// Q and attention.dense's input Q = heads × head_dim; config.ini says hidden_size only then.
+TEST(FtWeightFiles, HiddenApartFromHeadsTimesHeadDim) {
+  ModelConfig c = small();  // 4 heads × 8: Q 32 wide
+  c.hidden_size = 24;
+  c.kv_head_num = 2;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  EXPECT_EQ(by.at("model.layers.0.attention.query_key_value.weight.1.bin").shape, (std::vector<int64_t>{24, 16 + 2 * 8}));
+  EXPECT_EQ(by.at("model.layers.0.attention.dense.weight.0.bin").shape, (std::vector<int64_t>{16, 24}));
+  EXPECT_EQ(by.at("model.layers.0.attention.dense.bias.bin").shape, (std::vector<int64_t>{24}));
+  EXPECT_EQ(by.at("model.layers.0.mlp.dense_h_to_4h.weight.0.bin").shape, (std::vector<int64_t>{24, 64}));
+  EXPECT_EQ(by.at("model.wte.bin").shape, (std::vector<int64_t>{100, 24}));
+  EXPECT_EQ(c.to_ini().get("gpt", "hidden_size"), "24");
+  EXPECT_EQ(c.to_ini().get("gpt", "n_embd"), "24");
+  EXPECT_EQ(ModelConfig::from_ini(IniFile::parse(c.to_ini().to_string(), "x/2-gpu/config.ini")).hidden(), 24);
+  EXPECT_FALSE(small().to_ini().has("gpt", "hidden_size"));
+}
+
 TEST(FtWeightFiles, GptJAndNeoX) {
   ModelConfig j = small();
   j.arch = Architecture::kGptJ;

@@ -44,7 +44,8 @@ TEST(CpuActivation, EveryKindMatchesDoubleFormulas) {
   };
   const Case cases[] = {{Activation::kGelu, gelu_ref, false},      {Activation::kGeluTanh, gelu_tanh_ref, false},
                         {Activation::kSilu, silu_ref, false},      {Activation::kSwiGlu, silu_ref, true},
-                        {Activation::kGeGlu, gelu_ref, true},      {Activation::kRelu, [](double x) { return x > 0 ? x : 0.0; }, false},
+                        {Activation::kGeGlu, gelu_ref, true},      {Activation::kGeGluTanh, gelu_tanh_ref, true},
+                        {Activation::kRelu, [](double x) { return x > 0 ? x : 0.0; }, false},
                         {Activation::kSquaredRelu, [](double x) { return x > 0 ? x * x : 0.0; }, false}};
   for (const Case& c : cases) {
     std::vector<float> x = base;

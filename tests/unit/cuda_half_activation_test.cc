@@ -22,6 +22,7 @@
 #include "formats/error.h"
 #include "gpu_test_util.h"
 #include "lib/cpu/cpu_backend.h"
+#include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
 
 #ifdef FTX_HAVE_CUDA
@@ -212,12 +213,12 @@ TEST_P(HalfActivations, AddResidualNorms) {
 
 TEST_P(HalfActivations, BiasAndActivation) {
   const Activation acts[] = {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu, Activation::kSilu,
-                             Activation::kSwiGlu, Activation::kGeGlu, Activation::kSquaredRelu};
+                             Activation::kSwiGlu, Activation::kGeGlu, Activation::kGeGluTanh, Activation::kSquaredRelu};
   for (Activation fn : acts)
     for (int64_t N : {7, 1024}) {
-      SCOPED_TRACE("act " + std::to_string(static_cast<int>(fn)) + " N " + std::to_string(N));
+      SCOPED_TRACE("act " + std::string(activation_name(fn)) + " N " + std::to_string(N));
       const int64_t rows = 3;
-      const bool gated = fn == Activation::kSwiGlu || fn == Activation::kGeGlu;
+      const bool gated = fn.is_gated();
       auto x = values(rows * N, -4.0f, 4.0f), bias = values(N), gate = values(rows * N), gate_bias = values(N);
       const ops::Act gx = act(x), gg = act(gate);
       gpu_->add_bias(gx, param(bias), rows, N);

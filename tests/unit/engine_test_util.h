@@ -24,8 +24,8 @@
 namespace ftx::test {
 
 inline const std::vector<std::string>& engine_model_names() {
-  static const std::vector<std::string> names = {"gpt2", "megatron", "gptnext", "santacoder",
-                                                 "gptj", "gptneox", "bloom", "opt_post"};
+  static const std::vector<std::string> names = {"gpt2",    "megatron", "gptnext", "santacoder", "gptj",
+                                                 "gptneox", "bloom",    "opt_post", "wide_heads"};
   return names;
 }
 

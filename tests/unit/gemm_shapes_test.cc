@@ -118,6 +118,19 @@ TEST(GemmShapes, PaddedSequenceAndTruncatedLogits) {
   }
 }
 
+// A model width apart from heads × head_dim (Qwen3, Gemma): hidden 24, 4 heads × 8 (Q 32 wide), tp 2.
+// QKV reads H = 24 and writes 3·Q/tp = 48; the attention output reads Q/tp = 16 and writes 24; the
+// FFN and logits read and write H.
+TEST(GemmShapes, HiddenApartFromHeadsTimesHeadDim) {
+  GemmModelDims d = dims(4, 8, 64, 300, 2);
+  d.hidden_size = 24;
+  auto got = gpt_gemm_shapes(d, 1, 16);
+  const Expect want[11] = {{16, 48, 24, 1}, {16, 16, 8, 2}, {16, 8, 16, 2}, {16, 24, 16, 1}, {16, 32, 24, 1},
+                           {16, 24, 32, 1}, {1, 48, 24, 1}, {1, 24, 16, 1}, {1, 32, 24, 1}, {1, 24, 32, 1},
+                           {1, 152, 24, 1}};
+  expect_shapes(got, 0, 1, 16, want);
+}
+
 TEST(GemmShapes, RejectsBadSizes) {
   EXPECT_THROW(gpt_gemm_shapes(dims(12, 64, 3072, 50257, 5), 1, 8), ftx::Error);  // 12 % 5
   EXPECT_THROW(gpt_gemm_shapes(dims(12, 64, 3070, 50257, 4), 1, 8), ftx::Error);  // 3070 % 4

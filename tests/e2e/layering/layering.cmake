@@ -1,5 +1,6 @@
 # The layering rule (formats/ <- lib/ <- kernels/, cmd/): no include from a lower layer into a higher
-# one, no FTX_HAVE_CUDA/NCCL branches in lib/ (layering_test.py).
+# one, no FTX_HAVE_CUDA/NCCL branches in lib/, no integer mirror of a lib/ enum in kernels/
+# (layering_test.py).
 add_test(NAME layering_sources COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/layering_test.py ${CMAKE_SOURCE_DIR})
 add_test(NAME layering_checker COMMAND ${FTX_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/layering_test.py --self-test)
 # Citations: every *.md a source names is in the repository, and no source cites a document outside

@@ -10,6 +10,13 @@ backend registry like the CUDA one: no file outside lib/cpu/ includes a lib/cpu/
 (lib/ops/) names the model's blocks (lib/model/blocks.h), never its config: no lib/ops/ file includes
 lib/model/model_config.h.
 
+And kernels/ holds no integer mirror of an enum of lib/ or formats/: it switches on the enum itself
+(kernels may include lib/ headers), so a reordered or extended enum cannot silently change what a
+kernel computes. An integer mirror has to cross from the enum to an integer somewhere, and an enum
+class does not convert implicitly, so the check finds the crossing: a cast to an integer type
+(static_cast, C-style or functional) of a name that lib/ or formats/ declares with an enum's type
+(a variable, parameter, member or function, e.g. `static_cast<int>(act.nonlinearity())`).
+
 Citations (--citations): whoever clones the repository can follow what its sources cite. Every
 *.md a source file under formats/ lib/ cmd/ kernels/ tests/ scripts/ bench/ names exists in the
 repository (its path from the root, or from docs/), with the heading a `#anchor` names; no source
@@ -55,6 +62,60 @@ LIB_TIERS = [
     ('quant',),
 ]
 TIER = {room: i for i, rooms in enumerate(LIB_TIERS) for room in rooms}
+
+
+ENUM_DECL = re.compile(r'\benum\s+class\s+(\w+)')
+INT_TYPE = r'(?:unsigned\s+|signed\s+)?(?:int|long|short|char|size_t|u?int(?:8|16|32|64)_t)'
+# The operand of a cast: a name, reached through members and calls (a.b->c(), ops::x).
+OPERAND = r'\s*((?:[\w:]+(?:\(\))?\s*(?:\.|->)\s*)*[\w:]+)(?:\(\))?\s*\)'
+INT_CAST = re.compile(r'static_cast\s*<\s*' + INT_TYPE + r'\s*>\s*\(' + OPERAND + '|'
+                      r'\(\s*' + INT_TYPE + r'\s*\)\s*\(?' + r'((?:[\w:]+(?:\(\))?\s*(?:\.|->)\s*)*[\w:]+)' + '|'
+                      r'\b' + INT_TYPE + r'\s*\(' + OPERAND)
+
+
+def source_files(root, tops):
+    for top in tops:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if name.endswith(SUFFIXES):
+                    path = os.path.join(dirpath, name)
+                    yield os.path.relpath(path, root), path
+
+
+def read_code(path):
+    with open(path, encoding='utf-8', errors='replace') as f:
+        return [strip_comment(l) for l in f]
+
+
+def enum_decl(enums, ends):
+    """Declarations `[ns::]E [const] [&*] name` followed by one of `ends`."""
+    return re.compile(r'(?<![\w:])(?:\w+::)*(?:' + '|'.join(sorted(enums)) + r')\s*(?:const\s*)?[&*]?\s*'
+                      r'(?<=[\s&*])(\w+)\s*[' + ends + ']')
+
+
+def integer_mirrors(root):
+    """kernels/ lines that cast an enum-typed name of lib/ or formats/ to an integer: a name the
+    kernels file declares with such an enum's type (a parameter, a variable), or a member or
+    function a lib/ or formats/ header declares with one."""
+    headers = ['\n'.join(read_code(p)) for rel, p in source_files(root, ('lib', 'formats'))
+               if rel.endswith(('.h', '.hh', '.hpp', '.cuh'))]
+    sources = ['\n'.join(read_code(p)) for _, p in source_files(root, ('lib', 'formats'))]
+    enums = {m.group(1) for t in sources for m in ENUM_DECL.finditer(t)}
+    if not enums:
+        return []
+    members = {m.group(1) for t in headers for m in enum_decl(enums, ';={(').finditer(t)} - enums
+    found = []
+    for rel, path in source_files(root, ('kernels',)):
+        code = read_code(path)
+        names = members | ({m.group(1) for m in enum_decl(enums, ';=,){(').finditer('\n'.join(code))} - enums)
+        for lineno, line in enumerate(code, 1):
+            for m in INT_CAST.finditer(line):
+                operand = next(g for g in m.groups() if g)
+                last = re.split(r'\.|->|::', operand.replace('()', ''))[-1].strip()
+                if last in names:
+                    found.append(f'{rel}:{lineno}: casts {operand} (an enum of lib/ or formats/) to an integer; '
+                                 'pass the enum and switch on it')
+    return found
 
 
 def strip_comment(line):
@@ -107,7 +168,7 @@ def violations(root):
                         elif layer == 'lib' and CUDA_MACRO.search(strip_comment(line)):
                             found.append(f'{rel}:{lineno}: lib/ tests {CUDA_MACRO.search(line).group(0)} '
                                          '(not defined for lib/; use a registry)')
-    return found
+    return found + integer_mirrors(root)
 
 
 def put(root, rel, text):
@@ -169,6 +230,22 @@ def self_test():
                 failures.append(f'{what}: flagged {got}, expected one violation in {rel}')
             else:
                 print(f'  {what}: {got[0]}')
+    with tempfile.TemporaryDirectory() as root:  # integer mirrors of lib/ enums in kernels/ (issue 46)
+        put(root, 'lib/model/blocks.h', 'enum class Nonlinearity { kGeluErf, kRelu };\nclass Activation {\n'
+            ' public:\n  constexpr Nonlinearity nonlinearity() const { return f_; }\n private:\n  Nonlinearity f_;\n};\n')
+        put(root, 'lib/ops/op_types.h', 'namespace ftx::ops {\nenum class PositionTable { kNone, kLearned };\n}\n'
+            'void embedding(ops::PositionTable table, int64_t rows);\n')
+        put(root, 'kernels/ok.cc', 'void f(Activation act, int64_t rows) {\n  launch(act.nonlinearity(), '
+            'static_cast<int>(rows), (int)rows);  // static_cast<int>(table) in a comment\n}\n')
+        put(root, 'kernels/a.cc', 'void f(Activation act) { launch(static_cast<int>(act.nonlinearity())); }\n')
+        put(root, 'kernels/b.cc', 'void g(ops::PositionTable table) {\n  run(static_cast<int32_t>( table ));\n}\n')
+        put(root, 'kernels/c.cu', 'void h(const ops::PositionTable table) { run((int)table, int(table)); }\n')
+        got = sorted(v.split(':')[0] + ':' + v.split(':')[1] for v in violations(root))
+        want = ['kernels/a.cc:1', 'kernels/b.cc:2', 'kernels/c.cu:1', 'kernels/c.cu:1']
+        if got != want:
+            failures.append(f'integer mirrors: flagged {got}, expected {want}')
+        else:
+            print(f'  integer mirrors: {len(got)} planted casts found, the integer casts beside them passed')
     with tempfile.TemporaryDirectory() as root:  # rooms beside each other, and a room not placed
         put(root, 'lib/cpu/x.cc', '#include "lib/dist/communicator.h"\n')
         put(root, 'lib/newroom/y.cc', '#include "lib/model/model_config.h"\n')
@@ -180,7 +257,8 @@ def self_test():
     if failures:
         return 1
     print(f'self-test passed: 4 planted layer violations, each of the {len(BACK_EDGES)} lib/ back-edges '
-          'alone, a room beside another and an unplaced room found; clean trees passed')
+          'alone, planted integer mirrors of lib/ enums in kernels/, a room beside another and an unplaced room '
+          'found; clean trees passed')
     return 0
 
 
@@ -334,7 +412,7 @@ def main():
     if found:
         print(f'{len(found)} layering violation(s)')
         return 1
-    print('layering: formats/ and lib/ clean, lib/ rooms in their tiers')
+    print('layering: formats/ and lib/ clean, lib/ rooms in their tiers, no integer mirror of an enum in kernels/')
     return 0
 
 

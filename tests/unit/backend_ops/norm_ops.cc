@@ -246,13 +246,15 @@ BACKEND_OP_TEST(AddBias, "add_bias") {
 
 // x = act(x + bias), gated: act(x + bias) · (gate + gate_bias); biases may be null.
 BACKEND_OP_TEST(BiasActivation, "bias_activation") {
-  const Activation acts[] = {Activation::kGelu,   Activation::kGeluTanh, Activation::kRelu,       Activation::kSilu,
-                             Activation::kSwiGlu, Activation::kGeGlu,    Activation::kSquaredRelu};
+  // kGeGluTanh: Gemma's GeGLU gates the tanh GELU.
+  const Activation acts[] = {Activation::kGelu,   Activation::kGeluTanh, Activation::kRelu,
+                             Activation::kSilu,   Activation::kSwiGlu,   Activation::kGeGlu,
+                             Activation::kGeGluTanh, Activation::kSquaredRelu};
   for (Activation act : acts)
     for (int64_t rows : {1, 3})
       for (int64_t N : {7, 1024})
         for (int flags = 0; flags < 4; ++flags) {
-          const bool with_bias = flags & 1, gated = is_gated(act), with_gate_bias = gated && (flags & 2);
+          const bool with_bias = flags & 1, gated = act.is_gated(), with_gate_bias = gated && (flags & 2);
           SCOPED_TRACE(std::string(activation_name(act)) + " " + dims(rows, N) + " flags " + std::to_string(flags));
           const auto x = random(rows * N, -4.0f, 4.0f), bias = random(N), gate = random(rows * N), gate_bias = random(N);
           expect_matches(
@@ -266,7 +268,7 @@ BACKEND_OP_TEST(BiasActivation, "bias_activation") {
               [&] {
                 std::vector<float> want(x.size());
                 for (int64_t i = 0; i < rows * N; ++i) {
-                  double v = activation_ref(act, static_cast<double>(x[i]) + (with_bias ? bias[i % N] : 0.0));
+                  double v = activation_ref(act.nonlinearity(), static_cast<double>(x[i]) + (with_bias ? bias[i % N] : 0.0));
                   if (gated) v *= static_cast<double>(gate[i]) + (with_gate_bias ? gate_bias[i % N] : 0.0);
                   want[i] = static_cast<float>(v);
                 }

@@ -104,17 +104,13 @@ NormRef rms_norm_ref(const std::vector<float>& x, const std::vector<float>& gamm
   return r;
 }
 
-bool is_gated(Activation act) { return act == Activation::kSwiGlu || act == Activation::kGeGlu; }
-
-double activation_ref(Activation act, double x) {
-  switch (act) {
-    case Activation::kGelu:
-    case Activation::kGeGlu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case Activation::kGeluTanh: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::kRelu: return x > 0.0 ? x : 0.0;
-    case Activation::kSilu:
-    case Activation::kSwiGlu: return x / (1.0 + std::exp(-x));
-    case Activation::kSquaredRelu: return x > 0.0 ? x * x : 0.0;
+double activation_ref(Nonlinearity f, double x) {
+  switch (f) {
+    case Nonlinearity::kGeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Nonlinearity::kGeluTanh: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Nonlinearity::kRelu: return x > 0.0 ? x : 0.0;
+    case Nonlinearity::kSilu: return x / (1.0 + std::exp(-x));
+    case Nonlinearity::kSquaredRelu: return x > 0.0 ? x * x : 0.0;
   }
   return std::nan("");
 }

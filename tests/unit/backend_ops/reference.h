@@ -46,8 +46,7 @@ NormRef layer_norm_ref(const std::vector<float>& x, const std::vector<float>& ga
 NormRef rms_norm_ref(const std::vector<float>& x, const std::vector<float>& gamma, int64_t rows, int64_t H, double eps);
 // act(x) (GELU with erf, GELU's tanh form, ReLU, SiLU, squared ReLU; SwiGLU and GeGLU apply SiLU and
 // GELU to x, the caller multiplies by the gate).
-double activation_ref(Activation act, double x);
-bool is_gated(Activation act);
+double activation_ref(Nonlinearity f, double x);
 
 // fairseq's SinusoidalPositionalEmbedding row for `pos`: [sin(pos·f_i) | cos(pos·f_i)], f_i =
 // exp(-i·ln(10000)/(H/2 - 1)), i < H/2; an odd last column 0.
