@@ -24,10 +24,15 @@
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
-//      rotary_scaling_type     linear | llama3 (written only when the frequencies are scaled), with
-//                              rotary_scaling_factor and, for llama3, rotary_scaling_low_freq_factor,
-//                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions
+//      rotary_scaling_type     linear | llama3 | yarn (written only when the frequencies are scaled),
+//                              with rotary_scaling_factor; for llama3 rotary_scaling_low_freq_factor,
+//                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions;
+//                              for yarn rotary_scaling_original_max_positions, rotary_scaling_beta_fast,
+//                              rotary_scaling_beta_slow, rotary_scaling_mscale,
+//                              rotary_scaling_mscale_all_dim (0: absent), rotary_scaling_truncate (0/1)
+//                              and rotary_scaling_attention_factor (absent: derived; rope_scaling.h)
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
+//      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
 // Defaults for absent keys follow FT's readers: layernorm_eps 1e-6 (FT's default, not the models'),
 // activation Gelu, pre layernorm, positional encoding on, post-decoder layernorm on, TP 1, fp32.
@@ -230,13 +235,23 @@ void read_prompt_learning(const Reader& r, ModelConfig& c, const std::string& or
 // rotary_scaling_* (check_config_ini has checked their types and ranges).
 void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
   RopeScaling& s = c.rope_scaling;
-  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type");
+  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type",
+                                  {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn});
   if (s.type == RopeScalingType::kNone) return;
   s.factor = r.d_or("rotary_scaling_factor", 0.0);
   if (s.type == RopeScalingType::kLlama3) {
     s.low_freq_factor = r.d_or("rotary_scaling_low_freq_factor", 0.0);
     s.high_freq_factor = r.d_or("rotary_scaling_high_freq_factor", 0.0);
     s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+  }
+  if (s.type == RopeScalingType::kYarn) {
+    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+    s.beta_fast = r.d_or("rotary_scaling_beta_fast", s.beta_fast);
+    s.beta_slow = r.d_or("rotary_scaling_beta_slow", s.beta_slow);
+    s.mscale = r.d_or("rotary_scaling_mscale", s.mscale);
+    s.mscale_all_dim = r.d_or("rotary_scaling_mscale_all_dim", s.mscale_all_dim);
+    s.truncate = r.b_or("rotary_scaling_truncate", s.truncate);
+    if (r.has("rotary_scaling_attention_factor")) s.attention_factor = r.d_or("rotary_scaling_attention_factor", 1.0);
   }
   check_rope_scaling(s, origin);
 }
@@ -407,6 +422,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   c.rotary_base = r.d_or("rotary_base", c.rotary_base);
   read_rope_scaling(r, c, origin);
   c.qkv_bias = r.b_or("qkv_bias", c.qkv_bias);
+  c.qk_norm = r.b_or("qk_norm", false);
   c.sliding_window = r.i_or("sliding_window", 0);
   c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
   c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
@@ -499,6 +515,16 @@ IniFile ModelConfig::to_ini() const {
         ini.set(s, "rotary_scaling_high_freq_factor", fmt_double(rope_scaling.high_freq_factor));
         ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
       }
+      if (rope_scaling.type == RopeScalingType::kYarn) {
+        ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
+        ini.set(s, "rotary_scaling_beta_fast", fmt_double(rope_scaling.beta_fast));
+        ini.set(s, "rotary_scaling_beta_slow", fmt_double(rope_scaling.beta_slow));
+        ini.set(s, "rotary_scaling_mscale", fmt_double(rope_scaling.mscale));
+        ini.set(s, "rotary_scaling_mscale_all_dim", fmt_double(rope_scaling.mscale_all_dim));
+        ini.set(s, "rotary_scaling_truncate", b01(rope_scaling.truncate));
+        if (rope_scaling.attention_factor)
+          ini.set(s, "rotary_scaling_attention_factor", fmt_double(*rope_scaling.attention_factor));
+      }
     }
   }
   ini.set(s, "parallel_residual", b01(parallel_residual));
@@ -508,6 +534,7 @@ IniFile ModelConfig::to_ini() const {
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
+  if (qk_norm) ini.set(s, "qk_norm", "1");
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
