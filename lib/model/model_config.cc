@@ -34,8 +34,10 @@
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
 //      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
-// Defaults for absent keys follow FT's readers: layernorm_eps 1e-6 (FT's default, not the models'),
-// activation Gelu, pre layernorm, positional encoding on, post-decoder layernorm on, TP 1, fp32.
+// Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
+// config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
+// layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
+// encoding on, post-decoder layernorm on, TP 1, fp32.
 #include "lib/model/model_config.h"
 
 #include <cmath>
@@ -44,15 +46,13 @@
 
 #include "formats/error.h"
 #include "lib/model/config_ini_check.h"
+#include "lib/model/config_ini_keys.h"
 
 namespace ftx {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using config_ini::lower;
 
 // Shortest text that reads back as the same double (configparser-style, no '%').
 std::string fmt_double(double v) {
@@ -89,17 +89,6 @@ const char* position_name(PositionEmbedding p) {
     case PositionEmbedding::kNone: return "none";
   }
   return "learned";
-}
-
-PositionEmbedding position_from_name(const std::string& s, const std::string& origin) {
-  std::string l = lower(s);
-  if (l == "learned" || l == "learned_absolute") return PositionEmbedding::kLearned;
-  if (l == "rope" || l == "rotary") return PositionEmbedding::kRotary;
-  if (l == "alibi") return PositionEmbedding::kAlibi;
-  if (l == "sinusoidal") return PositionEmbedding::kSinusoidal;
-  if (l == "none") return PositionEmbedding::kNone;
-  throw Error(origin, "unknown position_embedding_type '" + s +
-                          "' (supported: learned, rope, alibi, sinusoidal, none)");
 }
 
 // Each activation's spellings: FT's activation_type (activation_types.h; FT has one GELU, the
@@ -148,19 +137,6 @@ const char* section_for(Architecture a) {
   }
 }
 
-// Section-aware reader over one IniFile section.
-struct Reader {
-  const IniFile& ini;
-  std::string sec;
-  bool has(const std::string& k) const { return ini.has(sec, k); }
-  std::string get(const std::string& k) const { return ini.get(sec, k); }
-  std::string get_or(const std::string& k, const std::string& d) const { return ini.get_or(sec, k, d); }
-  int64_t i(const std::string& k) const { return ini.get_int(sec, k); }
-  int64_t i_or(const std::string& k, int64_t d) const { return ini.get_int_or(sec, k, d); }
-  double d_or(const std::string& k, double d) const { return ini.get_double_or(sec, k, d); }
-  bool b_or(const std::string& k, bool d) const { return ini.get_bool_or(sec, k, d); }
-};
-
 }  // namespace
 
 const char* architecture_name(Architecture a) {
@@ -208,52 +184,42 @@ Activation activation_from_name(const std::string& s) {
 
 namespace {
 
-// [gpt] num_tasks, prompt_learning_type, prompt_learning_start_id (default end_id + 1) and the
-// sections [task_K] (the Triton model folder's) or [<model_name>_task_K] (FT's C++ example's).
-void read_prompt_learning(const Reader& r, ModelConfig& c, const std::string& origin) {
-  const int64_t n = r.i_or("num_tasks", 0);
-  const int64_t type = r.i_or("prompt_learning_type", 0);
-  FTX_CHECK(type >= 0 && type <= 3, origin, "prompt_learning_type = " + std::to_string(type) +
-                                                " is not 0 (none), 1 (soft), 2 (prefix) or 3 (p-tuning)");
-  FTX_CHECK(n >= 0 && n <= 100000, origin, "num_tasks = " + std::to_string(n) + " is out of range");
-  c.prompt.type = static_cast<PromptLearningType>(type);
-  c.prompt.start_id = r.i_or("prompt_learning_start_id", c.end_id + 1);
-  for (int64_t k = 0; k < n; ++k) {
-    std::string sec = "task_" + std::to_string(k);
-    if (!r.ini.has_section(sec)) sec = c.model_name + "_task_" + std::to_string(k);
-    FTX_CHECK(r.ini.has_section(sec), origin,
-              "num_tasks = " + std::to_string(n) + " but there is no section [task_" + std::to_string(k) + "]");
-    PromptTask t{r.ini.get(sec, "task_name"), r.ini.get_int(sec, "prompt_length")};
-    FTX_CHECK(!t.name.empty() && t.name.find('/') == std::string::npos, origin,
-              "[" + sec + "] task_name '" + t.name + "' is not a plain name");
-    FTX_CHECK(t.length > 0 && t.length <= (int64_t(1) << 24), origin,
-              "[" + sec + "] prompt_length = " + std::to_string(t.length) + " is out of range");
-    c.prompt.tasks.push_back(std::move(t));
+// The architecture: ftx's key, else the section and FT's model_variant/ALiBi hints.
+Architecture architecture_of(const config_ini::Reader& r) {
+  if (r.has("architecture")) {
+    try {
+      return architecture_from_name(r.get("architecture"));
+    } catch (const Error& e) {
+      throw Error(r.origin(), e.what());
+    }
   }
+  if (r.sec == "gptj") return Architecture::kGptJ;
+  if (r.sec == "gptneox") return Architecture::kGptNeoX;
+  const std::string variant = lower(r.get_or("model_variant", ""));
+  if (variant.rfind("bloom", 0) == 0) return Architecture::kBloom;
+  if (variant.rfind("opt", 0) == 0) return Architecture::kOpt;
+  if (r.b_or("use_attention_linear_bias", false)) return Architecture::kBloom;
+  return Architecture::kGpt;
 }
 
-// rotary_scaling_* (check_config_ini has checked their types and ranges).
-void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
-  RopeScaling& s = c.rope_scaling;
-  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type",
-                                  {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn});
-  if (s.type == RopeScalingType::kNone) return;
-  s.factor = r.d_or("rotary_scaling_factor", 0.0);
-  if (s.type == RopeScalingType::kLlama3) {
-    s.low_freq_factor = r.d_or("rotary_scaling_low_freq_factor", 0.0);
-    s.high_freq_factor = r.d_or("rotary_scaling_high_freq_factor", 0.0);
-    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+// Architecture-shaped defaults, overridden by the keys read after them.
+void architecture_defaults(ModelConfig& c) {
+  if (c.arch == Architecture::kGptJ) {
+    c.position = PositionEmbedding::kRotary;
+    c.rotary_style = RotaryStyle::kInterleaved;
+    c.parallel_residual = true;
+    c.shared_input_norm = true;
+    c.tied_embeddings = false;
+    c.has_lm_head_bias = true;
+    c.activation = Activation::kGeluTanh;
+  } else if (c.arch == Architecture::kGptNeoX) {
+    c.position = PositionEmbedding::kRotary;
+    c.rotary_style = RotaryStyle::kHalfSplit;
+    c.tied_embeddings = false;
+  } else if (c.arch == Architecture::kBloom) {
+    c.position = PositionEmbedding::kAlibi;
+    c.has_pre_decoder_layernorm = true;
   }
-  if (s.type == RopeScalingType::kYarn) {
-    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
-    s.beta_fast = r.d_or("rotary_scaling_beta_fast", s.beta_fast);
-    s.beta_slow = r.d_or("rotary_scaling_beta_slow", s.beta_slow);
-    s.mscale = r.d_or("rotary_scaling_mscale", s.mscale);
-    s.mscale_all_dim = r.d_or("rotary_scaling_mscale_all_dim", s.mscale_all_dim);
-    s.truncate = r.b_or("rotary_scaling_truncate", s.truncate);
-    if (r.has("rotary_scaling_attention_factor")) s.attention_factor = r.d_or("rotary_scaling_attention_factor", 1.0);
-  }
-  check_rope_scaling(s, origin);
 }
 
 }  // namespace
@@ -276,175 +242,19 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
     if (ini.has_section(s)) { sec = s; break; }
   if (sec.empty()) throw Error(origin, "no [gpt], [gptj] or [gptneox] section");
   check_config_ini(ini, sec);  // every key's type and range, and keys that must agree, named with their values
-  Reader r{ini, sec};
+  const config_ini::Reader r{ini, sec};
   ModelConfig c;
 
-  // Architecture: ftx key, else the section and FT's model_variant/ALiBi hints.
-  if (r.has("architecture")) {
-    try {
-      c.arch = architecture_from_name(r.get("architecture"));
-    } catch (const Error& e) {
-      throw Error(origin, e.what());
-    }
-  } else if (sec == "gptj") {
-    c.arch = Architecture::kGptJ;
-  } else if (sec == "gptneox") {
-    c.arch = Architecture::kGptNeoX;
-  } else {
-    std::string variant = lower(r.get_or("model_variant", ""));
-    if (variant.rfind("bloom", 0) == 0) c.arch = Architecture::kBloom;
-    else if (variant.rfind("opt", 0) == 0) c.arch = Architecture::kOpt;
-    else if (r.b_or("use_attention_linear_bias", false)) c.arch = Architecture::kBloom;
-    else c.arch = Architecture::kGpt;
-  }
+  c.arch = architecture_of(r);
+  architecture_defaults(c);
 
-  // Architecture-shaped defaults, overridden by explicit keys below.
-  if (c.arch == Architecture::kGptJ) {
-    c.position = PositionEmbedding::kRotary;
-    c.rotary_style = RotaryStyle::kInterleaved;
-    c.parallel_residual = true;
-    c.shared_input_norm = true;
-    c.tied_embeddings = false;
-    c.has_lm_head_bias = true;
-    c.activation = Activation::kGeluTanh;
-  } else if (c.arch == Architecture::kGptNeoX) {
-    c.position = PositionEmbedding::kRotary;
-    c.rotary_style = RotaryStyle::kHalfSplit;
-    c.tied_embeddings = false;
-  } else if (c.arch == Architecture::kBloom) {
-    c.position = PositionEmbedding::kAlibi;
-    c.has_pre_decoder_layernorm = true;
-  }
-
-  const bool tl_dialect = !r.has("head_num") && r.has("n_head");
-  if (!tl_dialect) {
-    c.model_name = r.get("model_name");
-    c.head_num = r.i("head_num");
-    c.size_per_head = r.i("size_per_head");
-    c.inter_size = r.i("inter_size");
-    c.num_layer = r.i("num_layer");
-    c.vocab_size = r.i("vocab_size");
-    c.start_id = r.i("start_id");
-    c.end_id = r.i("end_id");
-  } else {
-    // A TensorRT-LLM-only folder (hf_gpt_convert.py / nemo_ckpt_convert.py): HF-style names.
-    c.model_name = r.get_or("model_name", r.get_or("model", "gpt"));
-    const int64_t n_embd = r.i("n_embd");
-    c.head_num = r.i("n_head");
-    FTX_CHECK(c.head_num > 0 && n_embd % c.head_num == 0, origin,
-              "n_embd " + std::to_string(n_embd) + " is not a multiple of n_head " + std::to_string(c.head_num));
-    c.size_per_head = n_embd / c.head_num;
-    c.inter_size = r.i_or("intermediate_size", 0);
-    if (c.inter_size == 0 && r.get_or("n_inner", "None") != "None") c.inter_size = r.i("n_inner");
-    if (c.inter_size == 0) c.inter_size = 4 * n_embd;
-    c.num_layer = r.i("n_layer");
-    c.vocab_size = r.i("vocab_size");
-    c.max_pos_seq_len = r.i("n_positions");
-    c.start_id = r.i_or("start_id", r.i_or("bos_token_id", 50256));
-    c.end_id = r.i_or("end_id", r.i_or("eos_token_id", 50256));
-    c.layernorm_eps = r.d_or("layer_norm_epsilon", 1e-5);
-    c.activation = activation_from_name(r.get("activation_function"));
-    c.norm = r.b_or("do_layer_norm_before", true) ? NormPlacement::kPre : NormPlacement::kPost;
-    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", c.norm == NormPlacement::kPre);  // TL: no ln_f after post-LN
-    c.has_bias = r.b_or("bias", true);
-    if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
-    double pct = r.d_or("rotary_pct", 0.0);
-    if (pct > 0) {
-      c.position = PositionEmbedding::kRotary;
-      c.rotary_dim = static_cast<int64_t>(c.size_per_head * pct);
-      c.max_pos_seq_len = 0;
-    }
-    c.rotary_base = r.d_or("rotary_base", 10000.0);
-    c.weight_data_type = dtype_from_name(lower(r.get_or("storage_dtype", "float32")));
-  }
-
-  // FT optional keys (defaults as FT's readers).
-  if (!tl_dialect) {
-    c.layernorm_eps = r.has("layernorm_eps") ? r.d_or("layernorm_eps", 1e-6) : r.d_or("layer_norm_epsilon", 1e-6);
-    // Absent keys take what another dialect's key says before FT's default (check_config_ini made
-    // sure that keys present agree).
-    std::string lt = lower(r.get_or("layernorm_type", r.b_or("do_layer_norm_before", true) ? "pre_layernorm" : "post_layernorm"));
-    if (lt == "pre_layernorm") c.norm = NormPlacement::kPre;
-    else if (lt == "post_layernorm") c.norm = NormPlacement::kPost;
-    else throw Error(origin, "layernorm_type '" + lt + "' is neither pre_layernorm nor post_layernorm");
-    if (r.has("activation_type")) {
-      // FT computes its "Gelu" with the tanh approximation, so an FT-only folder means gelu_tanh.
-      Activation a = activation_from_name(r.get("activation_type"));
-      c.activation = (a == Activation::kGelu) ? Activation::kGeluTanh : a;
-    } else if (r.has("activation_function")) {
-      c.activation = activation_from_name(r.get("activation_function"));  // TensorRT-LLM's key is exact
-    } else if (c.arch != Architecture::kGptJ) {
-      c.activation = Activation::kGeluTanh;
-    }
-    if (c.arch == Architecture::kGpt || c.arch == Architecture::kBloom || c.arch == Architecture::kOpt ||
-        c.arch == Architecture::kXglm || c.arch == Architecture::kGptBigCode) {
-      const std::string pe = r.has("position_embedding_type") ? lower(r.get("position_embedding_type")) : "";
-      const bool pe_has_pos = pe.empty() ? c.position == PositionEmbedding::kLearned
-                                         : pe == "learned" || pe == "learned_absolute" || pe == "sinusoidal";
-      bool has_pos = r.b_or("has_positional_encoding", pe_has_pos);
-      if (!has_pos && c.position == PositionEmbedding::kLearned) c.position = PositionEmbedding::kNone;
-      // Without a position table the value only records the model's context (a rope model's
-      // max_position_embeddings): kept when given, so that the folder's config.ini round-trips.
-      if (has_pos || r.has("max_pos_seq_len")) c.max_pos_seq_len = r.i("max_pos_seq_len");
-      if (r.b_or("use_attention_linear_bias", false)) c.position = PositionEmbedding::kAlibi;
-      // Rotary positions in a [gpt] section (NeMo GPT-Next): FT has no key for them, ftx's and
-      // TensorRT-LLM's say so.
-      if (!has_pos && (r.i_or("rotary_dim", 0) > 0 || r.d_or("rotary_pct", 0.0) > 0)) c.position = PositionEmbedding::kRotary;
-    } else {
-      c.max_pos_seq_len = r.i_or("max_pos_seq_len", 0);
-      c.rotary_dim = r.i("rotary_embedding");
-    }
-    if (c.arch == Architecture::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
-    c.has_pre_decoder_layernorm = r.b_or("has_pre_decoder_layernorm", c.has_pre_decoder_layernorm);
-    // TensorRT-LLM: do_layer_norm_before = False also means no final layernorm.
-    c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", r.b_or("do_layer_norm_before", true));
-    c.weight_data_type = dtype_from_name(lower(r.get_or("weight_data_type", r.get_or("storage_dtype", "fp32"))));
-    if (r.b_or("multi_query_mode", false)) c.attention = AttentionKind::kMultiQuery;
-    if (r.has("bias")) c.has_bias = r.b_or("bias", true);
-  }
-  // FT takes the TP size from config.pbtxt; its converters' folder name OUT/<N>-gpu says it too.
+  // One dialect or the other: a folder without head_num but with n_head is TensorRT-LLM's only.
+  if (!r.has("head_num") && r.has("n_head")) config_ini::read_trtllm_keys(r, c);
+  else config_ini::read_ft_keys(r, c);
+  // Both dialects: FT takes the TP size from config.pbtxt; its converters' folder name OUT/<N>-gpu says it too.
   c.tensor_para_size = r.i_or("tensor_para_size", tp_of_folder_name(origin));
-
-  // ftx keys: explicit facts win over everything above.
-  if (r.has("activation")) c.activation = activation_from_name(r.get("activation"));
-  if (r.has("position_embedding_type"))
-    c.position = position_from_name(r.get("position_embedding_type"), origin);
-  c.position_offset = r.i_or("position_offset", c.position_offset);
-  c.rotary_dim = r.i_or("rotary_dim", c.rotary_dim);
-  if (c.position == PositionEmbedding::kRotary && c.rotary_dim == 0 && r.d_or("rotary_pct", 0.0) > 0)
-    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.size_per_head) * r.d_or("rotary_pct", 0.0) + 0.5);
-  if (r.has("rotary_style")) {
-    std::string s = lower(r.get("rotary_style"));
-    if (s == "interleaved" || s == "gptj") c.rotary_style = RotaryStyle::kInterleaved;
-    else if (s == "half_split" || s == "neox") c.rotary_style = RotaryStyle::kHalfSplit;
-    else throw Error(origin, "rotary_style '" + s + "' is neither interleaved nor half_split");
-  }
-  c.rotary_base = r.d_or("rotary_base", c.rotary_base);
-  read_rope_scaling(r, c, origin);
-  c.qkv_bias = r.b_or("qkv_bias", c.qkv_bias);
-  c.qk_norm = r.b_or("qk_norm", false);
-  c.sliding_window = r.i_or("sliding_window", 0);
-  c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
-  c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
-  c.has_bias = r.b_or("has_bias", c.has_bias);
-  c.tied_embeddings = r.b_or("tied_embeddings", c.tied_embeddings);
-  c.has_lm_head_bias = r.b_or("has_lm_head_bias", c.has_lm_head_bias);
-  c.embedding_scale = r.d_or("embedding_scale", c.embedding_scale);
-  if (r.has("normalization")) {
-    const std::string n = lower(r.get("normalization"));
-    if (n == "rmsnorm") c.normalization = Normalization::kRmsNorm;
-    else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
-    else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
-  }
-  c.hidden_size = r.i_or("hidden_size", 0);
-  c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
-  if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
-  if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
-    c.kv_head_num = 1;
-  if (c.position != PositionEmbedding::kLearned && c.position != PositionEmbedding::kSinusoidal &&
-      c.arch != Architecture::kGptJ && c.arch != Architecture::kGptNeoX && !r.has("max_pos_seq_len"))
-    c.max_pos_seq_len = 0;
-  read_prompt_learning(r, c, origin);
+  config_ini::read_ftx_keys(r, c);
+  config_ini::read_prompt_learning(r, c);
   return c;
 }
 
