@@ -22,7 +22,9 @@ struct RopePlaces {
 };
 
 const char* const kRopeFields[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
-                                   "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+                                   "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                                   "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
+                                   "attention_factor"};
 
 RopePlaces rope_places(const json& j, const std::string& origin) {
   RopePlaces p;
@@ -62,7 +64,8 @@ void check_rope_fields(const RopePlaces& p, const std::string& origin) {
       for (const char* f : kRopeFields) known = known || k == f;
       FTX_CHECK(known, origin, name + "." + k + " = " + v.dump() +
                                    " is not supported (ftx reads rope_type, rope_theta, partial_rotary_factor, factor, "
-                                   "low_freq_factor, high_freq_factor, original_max_position_embeddings)");
+                                   "low_freq_factor, high_freq_factor, original_max_position_embeddings, beta_fast, beta_slow, "
+                                   "mscale, mscale_all_dim, truncate, attention_factor)");
     }
   }
 }
@@ -92,6 +95,46 @@ double number(const std::vector<Found>& v, double d, const std::string& origin) 
   return x->get<double>();
 }
 
+int64_t positive_int(double x, const std::string& what, const std::string& origin) {
+  FTX_CHECK(x == std::floor(x) && x > 0 && x < 1e9, origin, what + " = " + json(x).dump() + " is not a positive integer");
+  return static_cast<int64_t>(x);
+}
+
+// yarn as transformers 5.23 reads it: original_max_position_embeddings absent -> max_positions
+// (a top-level copy must agree, see gather); factor absent -> max_positions / original; beta_fast
+// and beta_slow absent, null or 0 -> 32 and 1; mscale, mscale_all_dim absent -> 0 (not used);
+// truncate absent -> true; attention_factor absent -> derived (rope_attention_factor).
+template <class Gather>
+void read_yarn(const Gather& gather, const std::vector<Found>& factor, int64_t max_positions,
+               const std::string& origin, RopeScaling& s) {
+  const std::vector<Found> L = gather("original_max_position_embeddings", {}, true);
+  FTX_CHECK(!L.empty() || max_positions > 0, origin,
+            "rope scaling yarn needs original_max_position_embeddings (or max_position_embeddings)");
+  const int64_t original = L.empty() ? max_positions
+                                     : positive_int(number(L, 0.0, origin), L[0].where, origin);
+  double f = 0.0;
+  if (!factor.empty()) {
+    f = number(factor, 1.0, origin);
+  } else {
+    FTX_CHECK(max_positions > 0, origin, "rope scaling yarn needs a factor (or max_position_embeddings)");
+    f = static_cast<double>(max_positions) / static_cast<double>(original);
+  }
+  s = RopeScaling::yarn(f, original);
+  const double fast = number(gather("beta_fast", {}, true), 0.0, origin);
+  const double slow = number(gather("beta_slow", {}, true), 0.0, origin);
+  s.beta_fast = fast != 0.0 ? fast : 32.0;
+  s.beta_slow = slow != 0.0 ? slow : 1.0;
+  s.mscale = number(gather("mscale", {}, true), 0.0, origin);
+  s.mscale_all_dim = number(gather("mscale_all_dim", {}, true), 0.0, origin);
+  const std::vector<Found> truncate = gather("truncate", {}, true);
+  if (const json* t = agreed(truncate, origin)) {
+    FTX_CHECK(t->is_boolean(), origin, truncate[0].where + " = " + t->dump() + " is not true or false");
+    s.truncate = t->get<bool>();
+  }
+  const std::vector<Found> af = gather("attention_factor", {}, true);
+  if (!af.empty()) s.attention_factor = number(af, 1.0, origin);
+}
+
 }  // namespace
 
 HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys) {
@@ -116,7 +159,7 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
   const json* type = agreed(types, origin);
   if (type) {
     FTX_CHECK(type->is_string(), origin, types[0].where + " = " + type->dump() + " is not a string");
-    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin, types[0].where);
+    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin, types[0].where, keys.accepted);
   } else {
     FTX_CHECK(!p.scaling, origin, "rope_scaling = " + p.scaling->dump() + " names no rope_type");
   }
@@ -135,6 +178,11 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
     // meant some scaling, which ftx cannot guess.
     FTX_CHECK(number(factor, 1.0, origin) == 1.0, origin,
               factor.empty() ? "" : factor[0].where + " = " + factor[0].value.dump() + " with the default rope_type (no scaling) is ambiguous");
+    return r;
+  }
+  if (r.scaling.type == RopeScalingType::kYarn) {
+    read_yarn(gather, factor, keys.max_positions, origin, r.scaling);
+    check_rope_scaling(r.scaling, origin);
     return r;
   }
   FTX_CHECK(!factor.empty(), origin, std::string("rope scaling ") + rope_scaling_name(r.scaling.type) + " needs a factor");

@@ -22,6 +22,10 @@ struct RopeKeys {
   std::vector<std::string> partial_aliases;  // older top-level names of partial_rotary_factor (rotary_pct)
   double default_theta = 10000.0;
   double default_partial = 1.0;
+  std::vector<RopeScalingType> accepted = rope_scalings_read();  // the scaling types the family computes
+  // max_position_embeddings: yarn's original_max_position_embeddings when absent, and its factor
+  // (max / original) when that is absent (transformers' _compute_yarn_parameters).
+  int64_t max_positions = 0;
 };
 
 struct HfRope {

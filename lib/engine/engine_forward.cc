@@ -113,6 +113,9 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
 
     be_.gemm(n, qkv_cols_, H_, in, lw.qkv_w, false, qkv_, 0.0f);
     be_.add_bias(qkv_, lw.qkv_b, n, qkv_cols_);
+    if (lw.q_norm_gamma)
+      be_.head_rms_norm(qkv_, n, qkv_cols_, shape_.q_heads, shape_.kv_heads, shape_.head_dim, lw.q_norm_gamma,
+                        lw.k_norm_gamma, static_cast<float>(cfg_.layernorm_eps));
     if (rotary)
       be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
                  cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));

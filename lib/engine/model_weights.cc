@@ -256,6 +256,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         {"input_layernorm.bias", &LayerWeights::ln1_beta},
         {"attention.query_key_value.weight", &LayerWeights::qkv_w},
         {"attention.query_key_value.bias", &LayerWeights::qkv_b},
+        {"attention.q_layernorm.weight", &LayerWeights::q_norm_gamma},
+        {"attention.k_layernorm.weight", &LayerWeights::k_norm_gamma},
         {"attention.dense.weight", &LayerWeights::dense_w},
         {"attention.dense.bias", &LayerWeights::dense_b},
         {"post_attention_layernorm.weight", &LayerWeights::ln2_gamma},

@@ -26,6 +26,8 @@ struct LayerWeights {
   const float *ln1_gamma = nullptr, *ln1_beta = nullptr;
   ops::Weight qkv_w;                     // [H, qkv_cols]
   const float* qkv_b = nullptr;          // [qkv_cols]
+  const float* q_norm_gamma = nullptr;   // [head_dim], qk_norm only
+  const float* k_norm_gamma = nullptr;   // [head_dim], qk_norm only
   ops::Weight dense_w;                   // [H/T, H]
   const float* dense_b = nullptr;        // [H]
   const float *ln2_gamma = nullptr, *ln2_beta = nullptr;

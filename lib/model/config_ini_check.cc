@@ -218,21 +218,29 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto mqa = c.boolean("multi_query_mode");
   const auto rotary_pct = c.real("rotary_pct", 0.0, false, 1.0);
   c.real("rotary_base", 0.0, true, 1e10);
-  const auto scaling = c.choice("rotary_scaling_type", {{"none", ""}, {"linear"}, {"llama3"}}, "none, linear, llama3");
+  const auto scaling =
+      c.choice("rotary_scaling_type", {{"none", ""}, {"linear"}, {"llama3"}, {"yarn"}}, "none, linear, llama3, yarn");
   c.real("rotary_scaling_factor", 0.0, true, 1e6);
   c.real("rotary_scaling_low_freq_factor", 0.0, true, 1e6);
   c.real("rotary_scaling_high_freq_factor", 0.0, true, 1e6);
   c.integer("rotary_scaling_original_max_positions", 1, kMaxDim);
+  c.real("rotary_scaling_beta_fast", 0.0, true, 1e6);
+  c.real("rotary_scaling_beta_slow", 0.0, true, 1e6);
+  c.real("rotary_scaling_mscale", 0.0, false, 1e6);
+  c.real("rotary_scaling_mscale_all_dim", 0.0, false, 1e6);
+  c.boolean("rotary_scaling_truncate");
+  c.real("rotary_scaling_attention_factor", 0.0, true, 1e6);
   if (scaling && *scaling != "none") {
-    const std::vector<std::string> need =
-        *scaling == "llama3" ? std::vector<std::string>{"rotary_scaling_factor", "rotary_scaling_low_freq_factor",
-                                                        "rotary_scaling_high_freq_factor",
-                                                        "rotary_scaling_original_max_positions"}
-                             : std::vector<std::string>{"rotary_scaling_factor"};
+    std::vector<std::string> need = {"rotary_scaling_factor"};
+    if (*scaling == "llama3")
+      need.insert(need.end(), {"rotary_scaling_low_freq_factor", "rotary_scaling_high_freq_factor",
+                               "rotary_scaling_original_max_positions"});
+    if (*scaling == "yarn") need.push_back("rotary_scaling_original_max_positions");
     for (const auto& k : need)
       if (!c.has(k)) c.fail("rotary_scaling_type", "needs " + k + " (absent)");
   }
   c.boolean("qkv_bias");
+  c.boolean("qk_norm");
   c.integer("sliding_window", 0, INT32_MAX);
 
   const auto arch = c.choice("architecture",

@@ -23,13 +23,23 @@ PositionEmbedding position_from_name(const std::string& s, const std::string& or
 // rotary_scaling_* (check_config_ini has checked their types and ranges).
 void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
   RopeScaling& s = c.rope_scaling;
-  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type");
+  s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type",
+                                  {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn});
   if (s.type == RopeScalingType::kNone) return;
   s.factor = r.d_or("rotary_scaling_factor", 0.0);
   if (s.type == RopeScalingType::kLlama3) {
     s.low_freq_factor = r.d_or("rotary_scaling_low_freq_factor", 0.0);
     s.high_freq_factor = r.d_or("rotary_scaling_high_freq_factor", 0.0);
     s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+  }
+  if (s.type == RopeScalingType::kYarn) {
+    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+    s.beta_fast = r.d_or("rotary_scaling_beta_fast", s.beta_fast);
+    s.beta_slow = r.d_or("rotary_scaling_beta_slow", s.beta_slow);
+    s.mscale = r.d_or("rotary_scaling_mscale", s.mscale);
+    s.mscale_all_dim = r.d_or("rotary_scaling_mscale_all_dim", s.mscale_all_dim);
+    s.truncate = r.b_or("rotary_scaling_truncate", s.truncate);
+    if (r.has("rotary_scaling_attention_factor")) s.attention_factor = r.d_or("rotary_scaling_attention_factor", 1.0);
   }
   check_rope_scaling(s, origin);
 }
@@ -54,6 +64,7 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.rotary_base = r.d_or("rotary_base", c.rotary_base);
   read_rope_scaling(r, c, origin);
   c.qkv_bias = r.b_or("qkv_bias", c.qkv_bias);
+  c.qk_norm = r.b_or("qk_norm", false);
   c.sliding_window = r.i_or("sliding_window", 0);
   c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
   c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);

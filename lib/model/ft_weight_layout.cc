@@ -91,6 +91,10 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       continue;
     }
     if (cfg.has_bias || cfg.qkv_bias) l.split(p + "attention.query_key_value.bias", {qkv});
+    if (cfg.qk_norm) {  // one gamma for every head, so every rank holds it whole
+      l.repl(p + "attention.q_layernorm.weight", {cfg.size_per_head});
+      l.repl(p + "attention.k_layernorm.weight", {cfg.size_per_head});
+    }
     l.split(p + "attention.dense.weight", {Q / tp, H});
     if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
     l.repl(p + "post_attention_layernorm.weight", {H});

@@ -24,10 +24,15 @@
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
-//      rotary_scaling_type     linear | llama3 (written only when the frequencies are scaled), with
-//                              rotary_scaling_factor and, for llama3, rotary_scaling_low_freq_factor,
-//                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions
+//      rotary_scaling_type     linear | llama3 | yarn (written only when the frequencies are scaled),
+//                              with rotary_scaling_factor; for llama3 rotary_scaling_low_freq_factor,
+//                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions;
+//                              for yarn rotary_scaling_original_max_positions, rotary_scaling_beta_fast,
+//                              rotary_scaling_beta_slow, rotary_scaling_mscale,
+//                              rotary_scaling_mscale_all_dim (0: absent), rotary_scaling_truncate (0/1)
+//                              and rotary_scaling_attention_factor (absent: derived; rope_scaling.h)
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
+//      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
@@ -320,6 +325,16 @@ IniFile ModelConfig::to_ini() const {
         ini.set(s, "rotary_scaling_high_freq_factor", fmt_double(rope_scaling.high_freq_factor));
         ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
       }
+      if (rope_scaling.type == RopeScalingType::kYarn) {
+        ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
+        ini.set(s, "rotary_scaling_beta_fast", fmt_double(rope_scaling.beta_fast));
+        ini.set(s, "rotary_scaling_beta_slow", fmt_double(rope_scaling.beta_slow));
+        ini.set(s, "rotary_scaling_mscale", fmt_double(rope_scaling.mscale));
+        ini.set(s, "rotary_scaling_mscale_all_dim", fmt_double(rope_scaling.mscale_all_dim));
+        ini.set(s, "rotary_scaling_truncate", b01(rope_scaling.truncate));
+        if (rope_scaling.attention_factor)
+          ini.set(s, "rotary_scaling_attention_factor", fmt_double(*rope_scaling.attention_factor));
+      }
     }
   }
   ini.set(s, "parallel_residual", b01(parallel_residual));
@@ -329,6 +344,7 @@ IniFile ModelConfig::to_ini() const {
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
+  if (qk_norm) ini.set(s, "qk_norm", "1");
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));

@@ -65,7 +65,7 @@ struct ModelConfig {
   RotaryStyle rotary_style = RotaryStyle::kHalfSplit;
   int64_t rotary_dim = 0;           // rotary dims per head (0 when no rotary)
   double rotary_base = 10000.0;
-  RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear); none by default
+  RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear, Qwen3 yarn); none by default
   NormPlacement norm = NormPlacement::kPre;
   bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
@@ -74,6 +74,9 @@ struct ModelConfig {
   AttentionKind attention = AttentionKind::kMultiHead;
   bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
   bool qkv_bias = false;            // without has_bias: the QKV projection alone has a bias (Qwen2)
+  // RMSNorm over each head of Q and of K (gamma [size_per_head] per layer, eps layernorm_eps), after
+  // the QKV bias and before rotary (Qwen3's q_norm / k_norm).
+  bool qk_norm = false;
   // > 0: each token attends only to the last sliding_window positions (itself included; Mistral).
   // The engine runs it with a circular cache of exactly that length and refuses positions beyond
   // it otherwise.

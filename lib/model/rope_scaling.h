@@ -91,8 +91,8 @@ struct RopeScaling {
   }
 };
 
-// The types converters and config.ini read today (yarn and longrope join per family as their
-// readers land).
+// The types converters read by default (a family that computes yarn or longrope names them; config.ini
+// reads yarn too).
 inline const std::vector<RopeScalingType>& rope_scalings_read() {
   static const std::vector<RopeScalingType> v = {RopeScalingType::kLinear, RopeScalingType::kLlama3};
   return v;

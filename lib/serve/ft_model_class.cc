@@ -35,6 +35,7 @@
 // normalization                       fixed LayerNorm         fixed LayerNorm         fixed LayerNorm
 // has_bias, qkv_bias (bias)           fixed: every bias       the class's fixed biases: ftx's layout for it
 // sliding_window                      fixed none              fixed none              fixed none
+// qk_norm                             fixed none              fixed none              fixed none
 // tied_embeddings                     model.lm_head.weight.bin's presence, for FT as for ftx; GPT-J, NeoX: never
 // has_lm_head_bias                    the files: GPT and GPT-NeoX have none, GPT-J always (ftx's layout)
 // embedding_scale                     fixed 1                 fixed 1                 fixed 1
@@ -115,7 +116,7 @@ const std::vector<const char*> kNormPlace = {"layernorm_type", "do_layer_norm_be
 const std::vector<const char*> kPosition = {"position_embedding_type", "has_positional_encoding",
                                             "use_attention_linear_bias", "rotary_pct"};
 
-// What no class has: grouped or multi-query attention, RMSNorm, a sliding window, scaled embeddings,
+// What no class has: grouped or multi-query attention, RMSNorm, a sliding window, Q/K norms, scaled embeddings,
 // a model width other than head_num x size_per_head.
 void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.kv_head_num == 0 || cfg.kv_head_num == cfg.head_num, {"kv_head_num", "multi_query_mode"},
@@ -123,6 +124,7 @@ void check_common(const Refusals& r, const ModelConfig& cfg) {
              " query heads (no multi-query or grouped-query attention)");
   r.need(cfg.normalization == Normalization::kLayerNorm, {"normalization"}, "runs LayerNorm only (no RMSNorm)");
   r.need(cfg.sliding_window == 0, {"sliding_window"}, "attends to every earlier position (no sliding window)");
+  r.need(!cfg.qk_norm, {"qk_norm"}, "has no per-head norm of queries and keys");
   r.need(cfg.embedding_scale == 1.0, {"embedding_scale"}, "does not scale the embeddings");
   r.need(cfg.hidden() == cfg.q_width(), {"hidden_size", "n_embd"},
          "has a model width of head_num x size_per_head = " + std::to_string(cfg.q_width()) + " only");

@@ -18,7 +18,8 @@ row, offset 2 there).
 Optional cfg keys of the Llama family: normalization 'rmsnorm' (every norm is x / sqrt(mean(x²) + eps)
 · gamma, LlamaRMSNorm; the norms' beta is None), rope_scaling None or {"type": "linear", "factor"} (every
 frequency / factor) or {"type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
-"original_max_position_embeddings"} (Llama 3.1's frequencies, below).
+"original_max_position_embeddings"} (Llama 3.1's frequencies, below). Optional layer entries q_norm,
+k_norm [head_dim] (Qwen3): RMSNorm gammas over each head of q and k after the projections, before rotary.
 Optional cfg key gemm: a function (x, w, kind) -> x @ w used for every product with a weight matrix,
 kind 'layer' (QKV, attention output, FFN), 'head' (lm_head) or 'project' (OPT's projections); an
 emulation of reduced-precision GEMMs rounds x there (tests/reference/half_reference.py).
@@ -167,6 +168,9 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         q = lin(h, L["wq"], L["bq"]).view(S, nh, d)
         k = lin(h, L["wk"], L["bk"]).view(S, kvh, d)
         v = lin(h, L["wv"], L["bv"]).view(S, kvh, d)
+        if L.get("q_norm") is not None:  # Qwen3: RMSNorm over each head of q and of k, before rotary
+            q = norm(q, (L["q_norm"], None), eps, "rmsnorm")
+            k = norm(k, (L["k_norm"], None), eps, "rmsnorm")
         if cfg["position"] == "rope":
             rope = (pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"], cfg.get("rope_scaling"))
             q, k = _rotary(q, *rope), _rotary(k, *rope)

@@ -1,7 +1,7 @@
 """Float64 references for HF GPT-J, GPT-NeoX, BLOOM, OPT, XGLM and Llama-family (Llama, Mistral,
 Qwen2) checkpoints, written from the HuggingFace model definitions (modeling_gptj.py,
 modeling_gpt_neox.py, modeling_bloom.py, modeling_opt.py, modeling_xglm.py, modeling_llama.py,
-modeling_mistral.py, modeling_qwen2.py), independent of ftx's converter and engine.
+modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py), independent of ftx's converter and engine.
 
 `build(hf_dir)` reads config.json and the state dict (HF parameter names) and returns (cfg, W) for
 gpt_reference.forward, the weights in their natural orientation (nn.Linear weight [out, in] is used
@@ -23,7 +23,9 @@ as x @ weight.T, so W holds weight.T):
     biases), rotate_half rotary on the whole head with rope_theta and rope scaling (linear, llama3)
     read from transformers 5's rope_parameters or 4.x's rope_theta / rope_scaling,
     down(silu(gate(x)) · up(x)), lm_head or the tied embed_tokens; Mistral's sliding_window is
-    returned in cfg["sliding_window"] for the caller (gpt_reference.forward's `window`).
+    returned in cfg["sliding_window"] for the caller (gpt_reference.forward's `window`);
+    Qwen3: as Qwen2 without biases, head_dim (default 128) apart from hidden_size, q_norm / k_norm
+    (RMSNorm over each head of q and k, before rotary); its default rope only (yarn is not here).
 """
 import json
 import math
@@ -202,7 +204,8 @@ def llama(c, sd):
     g = lambda k: sd[k].double()  # noqa: E731
     opt = lambda k: sd[k].double() if k in sd else None  # noqa: E731
     H, nh = c["hidden_size"], c["num_attention_heads"]
-    d = c.get("head_dim") or H // nh
+    # Qwen3Config's head_dim is a field with default 128; the others' is hidden_size / heads.
+    d = c.get("head_dim") or (128 if c["model_type"] == "qwen3" else H // nh)
     layers = []
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -214,7 +217,8 @@ def llama(c, sd):
                        "wo": g(a + "o_proj.weight").T, "bo": None,
                        "w1": g(p + "mlp.gate_proj.weight").T, "b1": None,
                        "wg": g(p + "mlp.up_proj.weight").T, "bg": None,
-                       "w2": g(p + "mlp.down_proj.weight").T, "b2": None})
+                       "w2": g(p + "mlp.down_proj.weight").T, "b2": None,
+                       "q_norm": opt(a + "q_norm.weight"), "k_norm": opt(a + "k_norm.weight")})
     W = {"wte": g("model.embed_tokens.weight"), "final_ln": (g("model.norm.weight"), None), "layers": layers}
     W["lm_head"] = None if c.get("tie_word_embeddings", False) else g("lm_head.weight")
     theta, scaling = _rope_of(c)
@@ -229,4 +233,4 @@ def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
     return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
-            "mistral": llama, "qwen2": llama}[c["model_type"]](c, sd)
+            "mistral": llama, "qwen2": llama, "qwen3": llama}[c["model_type"]](c, sd)

@@ -131,6 +131,18 @@ TEST(FtWeightFiles, HiddenApartFromHeadsTimesHeadDim) {
   EXPECT_FALSE(small().to_ini().has("gpt", "hidden_size"));
 }
 
+// Qwen3's per-head q/k norm gammas: one [head_dim] file each per layer, whole on every rank.
+TEST(FtWeightFiles, I46_QkNormGammasReplicated) {
+  ModelConfig c = small();  // 4 heads x 8
+  c.qk_norm = true;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  for (const char* n : {"model.layers.0.attention.q_layernorm.weight.bin", "model.layers.1.attention.k_layernorm.weight.bin"})
+    EXPECT_EQ(by.at(n).shape, (std::vector<int64_t>{8})) << n;
+  for (auto& f : ft_weight_files(small(), 2))
+    EXPECT_EQ(f.file_name().find("attention.q_layernorm"), std::string::npos) << f.file_name();
+}
+
 TEST(FtWeightFiles, GptJAndNeoX) {
   ModelConfig j = small();
   j.arch = Architecture::kGptJ;

@@ -47,6 +47,39 @@ TEST(HfConfig, RopeFromEveryPlace) {
   EXPECT_EQ(r.theta, 10000);
 }
 
+// yarn where the family accepts it (Qwen3), with transformers 5.23's defaults: original absent ->
+// max_position_embeddings, factor absent -> max / original, beta_fast / beta_slow 0 or null -> 32 / 1,
+// mscale absent -> 0, truncate absent -> true, attention_factor absent -> derived.
+TEST(HfConfig, I46_YarnWithTransformersDefaults) {
+  hf::RopeKeys k{{}, {}, 10000.0, 1.0, {RopeScalingType::kYarn}, 256};
+  auto r = hf::read_rope(json::parse(R"({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 2,
+                                      "beta_slow": 0.5, "original_max_position_embeddings": 8, "rope_theta": 100.0}})"),
+                         "c", k);
+  EXPECT_TRUE(r.scaling == [] {
+    RopeScaling s = RopeScaling::yarn(4.0, 8);
+    s.beta_fast = 2;
+    s.beta_slow = 0.5;
+    return s;
+  }());
+  EXPECT_EQ(r.theta, 100.0);
+  r = hf::read_rope(json::parse(R"({"rope_parameters": {"rope_type": "yarn", "beta_fast": 0, "beta_slow": null,
+                                  "original_max_position_embeddings": 64, "mscale": 0.707, "mscale_all_dim": 1.0,
+                                  "truncate": false, "attention_factor": 1.5}})"), "c", k);
+  EXPECT_EQ(r.scaling.factor, 4.0);  // 256 / 64
+  EXPECT_EQ(r.scaling.beta_fast, 32.0);
+  EXPECT_EQ(r.scaling.beta_slow, 1.0);
+  EXPECT_EQ(r.scaling.mscale, 0.707);
+  EXPECT_EQ(r.scaling.mscale_all_dim, 1.0);
+  EXPECT_FALSE(r.scaling.truncate);
+  EXPECT_EQ(r.scaling.attention_factor, std::optional<double>(1.5));
+  r = hf::read_rope(json::parse(R"({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}})"), "c", k);
+  EXPECT_EQ(r.scaling.original_max_position_embeddings, 256);
+  EXPECT_TRUE(r.scaling.truncate);
+  EXPECT_FALSE(r.scaling.attention_factor.has_value());
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "truncate": 1}})"), k),
+            "config.json: rope_parameters.truncate = 1 is not true or false");
+}
+
 TEST(HfConfig, RopeScalingOfBothVersions) {
   auto r = hf::read_rope(json::parse(R"({"rope_scaling": {"type": "linear", "factor": 2.0}})"), "c", kNeox);
   EXPECT_EQ(r.scaling.type, RopeScalingType::kLinear);
@@ -95,7 +128,8 @@ TEST(HfConfig, R3_UnsupportedRopeTypeIsRefusedByItsName) {
   // A field ftx does not read beside a type it computes is still named.
   EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"rope_type": "linear", "factor": 2.0, "foo": 1}})")),
             "config.json: rope_scaling.foo = 1 is not supported (ftx reads rope_type, rope_theta, "
-            "partial_rotary_factor, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)");
+            "partial_rotary_factor, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, "
+            "beta_fast, beta_slow, mscale, mscale_all_dim, truncate, attention_factor)");
 }
 
 template <class F>
@@ -194,7 +228,7 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
       {"gpt_neox", "gpt_neox"}, {"gptneox", "gpt_neox"},        {"gpt-neox", "gpt_neox"},
       {"GPTNeoX", "gpt_neox"},  {"bloom", "bloom"},             {"opt", "opt"},
       {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
-      {"qwen2", "qwen2"},
+      {"qwen2", "qwen2"},       {"qwen3", "qwen3"},
   };
   for (const auto& [type, family] : types) {
     const hf::HfFamily* f = hf::find_family(type);
@@ -205,12 +239,12 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
   std::vector<std::string> names;
   for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
   EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
-                                             "llama", "mistral", "qwen2"}));
+                                             "llama", "mistral", "qwen2", "qwen3"}));
   EXPECT_EQ(hf::find_family("gemma"), nullptr);
   EXPECT_EQ(hf::supported_list(),
-            "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
+            "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3");
   EXPECT_EQ(hf::model_flag_list(),
-            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2");
+            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3");
 }
 
 // The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf

@@ -264,6 +264,39 @@ TEST(RopeScaling, ConfigIniKeepsScalingQkvBiasAndWindow) {
   EXPECT_EQ(ModelConfig::from_ini(rope_model().to_ini()).rope_scaling.type, RopeScalingType::kNone);
 }
 
+// Qwen3's yarn (every field, the attention factor given or derived) and its q/k norm flag survive
+// config.ini, and a yarn without its original length is refused naming the key.
+TEST(RopeScaling, I46_ConfigIniKeepsYarnAndQkNorm) {
+  ModelConfig c = rope_model();
+  c.rope_scaling = RopeScaling::yarn(4, 8);
+  c.rope_scaling.beta_fast = 2;
+  c.rope_scaling.beta_slow = 0.5;
+  c.rope_scaling.mscale = 0.707;
+  c.rope_scaling.mscale_all_dim = 1.1;
+  c.rope_scaling.truncate = false;
+  c.qk_norm = true;
+  ModelConfig back = ModelConfig::from_ini(IniFile::parse(c.to_ini().to_string(), "x/config.ini"));
+  EXPECT_TRUE(back.rope_scaling == c.rope_scaling);
+  EXPECT_FALSE(back.rope_scaling.attention_factor.has_value());
+  EXPECT_TRUE(back.qk_norm);
+  c.rope_scaling.attention_factor = 1.25;
+  back = ModelConfig::from_ini(IniFile::parse(c.to_ini().to_string(), "x/config.ini"));
+  EXPECT_TRUE(back.rope_scaling == c.rope_scaling);
+  EXPECT_EQ(c.to_ini().get("gpt", "rotary_scaling_type"), "yarn");
+  EXPECT_EQ(c.to_ini().get("gpt", "qk_norm"), "1");
+  EXPECT_FALSE(rope_model().to_ini().has("gpt", "qk_norm"));
+  EXPECT_FALSE(ModelConfig::from_ini(rope_model().to_ini()).qk_norm);
+  std::string text = c.to_ini().to_string();
+  const size_t at = text.find("rotary_scaling_original_max_positions");
+  text.erase(at, text.find('\n', at) + 1 - at);
+  try {
+    ModelConfig::from_ini(IniFile::parse(text, "x/config.ini"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotary_scaling_original_max_positions"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RopeScaling, ConfigIniRefusesUnknownTypeAndMissingFields) {
   IniFile ini = rope_model().to_ini();
   ini.set("gpt", "rotary_scaling_type", "dynamic");

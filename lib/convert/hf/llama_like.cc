@@ -1,4 +1,4 @@
-// HuggingFace LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM -> the FT layout of a
+// HuggingFace LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM -> the FT layout of a
 // rope/SwiGLU/RMSNorm/GQA model (section [gpt], as convert-megatron writes Megatron Core's):
 //  * q_proj [n·d, H], k_proj and v_proj [g·d, H] -> query_key_value [H, (n + 2g)·d / T] per rank,
 //    [Q | K | V] of the rank's heads; with T > g > 1 each K/V head is copied to the T/g ranks
@@ -7,9 +7,12 @@
 //    down_proj -> mlp.dense_4h_to_h, as FT's gated FFN computes act(x·W) · (x·W_gate);
 //  * RMSNorm weights -> the layernorm files without biases (normalization = rmsnorm);
 //  * rotary on half-split pairs (transformers' rotate_half), rope_theta and rope scaling (linear,
-//    llama3) read from rope_parameters (5.x) or the top level / rope_scaling (4.x).
+//    llama3; yarn where the family computes it) read from rope_parameters (5.x) or the top level /
+//    rope_scaling (4.x);
+//  * Qwen3's per-head q_norm / k_norm -> attention.{q,k}_layernorm.weight, whole on every rank.
 #include "lib/convert/hf/llama_like.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "formats/error.h"
@@ -48,6 +51,18 @@ const ArchLayout& llama_layout() {
   return l;
 }
 
+// Qwen3's: llama's plus the per-head q/k norms, one gamma for all heads, on every rank.
+const ArchLayout& qk_norm_layout() {
+  static const ArchLayout l = [] {
+    ArchLayout a = llama_layout();
+    a.name = "hf-llama-qk-norm";
+    a.rules.push_back({kL + R"(self_attn\.q_norm\.weight)", kFL + "attention.q_layernorm.weight", Role::kReplicated, false});
+    a.rules.push_back({kL + R"(self_attn\.k_norm\.weight)", kFL + "attention.k_layernorm.weight", Role::kReplicated, false});
+    return a;
+  }();
+  return l;
+}
+
 void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
@@ -58,14 +73,21 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   if (c.model_name.empty()) c.model_name = type;
   const int64_t H = dim_key(j, "hidden_size", origin);
   const int64_t heads = dim_key(j, "num_attention_heads", origin);
-  FTX_CHECK(H % heads == 0, origin,
-            "hidden_size " + std::to_string(H) + " is not a multiple of num_attention_heads " + std::to_string(heads));
   c.head_num = heads;
-  c.size_per_head = H / heads;
-  const int64_t head_dim = int_or(j, "head_dim", c.size_per_head, origin);
-  FTX_CHECK(head_dim == c.size_per_head, origin,
-            "head_dim = " + std::to_string(head_dim) + " is not hidden_size / num_attention_heads = " +
-                std::to_string(c.size_per_head) + " (not supported)");
+  if (spec.default_head_dim > 0) {
+    // head_dim is the config's own field: absent means its default, not hidden_size / heads.
+    c.size_per_head = j.contains("head_dim") && !j["head_dim"].is_null() ? dim_key(j, "head_dim", origin)
+                                                                          : spec.default_head_dim;
+    if (c.q_width() != H) c.hidden_size = H;
+  } else {
+    FTX_CHECK(H % heads == 0, origin,
+              "hidden_size " + std::to_string(H) + " is not a multiple of num_attention_heads " + std::to_string(heads));
+    c.size_per_head = H / heads;
+    const int64_t head_dim = int_or(j, "head_dim", c.size_per_head, origin);
+    FTX_CHECK(head_dim == c.size_per_head, origin,
+              "head_dim = " + std::to_string(head_dim) + " is not hidden_size / num_attention_heads = " +
+                  std::to_string(c.size_per_head) + " (not supported)");
+  }
   c.kv_head_num = int_or(j, "num_key_value_heads", heads, origin);
   FTX_CHECK(c.kv_head_num > 0 && heads % c.kv_head_num == 0, origin,
             "num_key_value_heads = " + std::to_string(c.kv_head_num) + " does not divide num_attention_heads " +
@@ -83,12 +105,16 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   c.layernorm_eps = eps_or(j, "rms_norm_eps", 1e-6, origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
-  const HfRope rope = read_rope(j, origin, {{}, {}, 10000.0, 1.0});
+  const HfRope rope = read_rope(j, origin, {{}, {}, 10000.0, 1.0, spec.rope_types, c.max_pos_seq_len});
+  FTX_CHECK(spec.partial_rotary || rope.partial_factor == 1.0, origin,
+            rope.partial_where + " = " + json(rope.partial_factor).dump() + " is not supported (" + type +
+                " rotates the whole head)");
   c.rotary_dim = rotary_dims(rope, c.size_per_head, origin);
   c.rotary_base = rope.theta;
   c.rope_scaling = rope.scaling;
   spec.biases(j, origin, c);
   c.sliding_window = spec.sliding_window(j, c.num_layer, origin);
+  c.qk_norm = spec.qk_norm;
   c.tied_embeddings = bool_or(j, "tie_word_embeddings", false, origin);
   c.end_id = token_id_or(j, "eos_token_id", spec.default_eos, origin, &plan.warnings);
   c.start_id = token_id_or(j, "bos_token_id", c.end_id, origin);
@@ -150,13 +176,13 @@ class Hooks : public TensorHooks {
 
 }  // namespace
 
-std::vector<KeyRule> llama_like_keys() {
+std::vector<KeyRule> llama_like_keys(const char* head_dim) {
   return join(
       {
-          {"hidden_size", R, "head_num x size_per_head"},
+          {"hidden_size", R, head_dim ? "hidden_size" : "head_num x size_per_head"},
           {"num_attention_heads", R, "head_num"},
           {"num_key_value_heads", R, "kv_head_num (null: num_attention_heads)"},
-          {"head_dim", R, "must be hidden_size / num_attention_heads (others refused)"},
+          {"head_dim", R, head_dim ? head_dim : "must be hidden_size / num_attention_heads (others refused)"},
           {"num_hidden_layers", R, "num_layer"},
           {"intermediate_size", R, "inter_size"},
           {"vocab_size", R, "vocab_size"},
@@ -177,6 +203,24 @@ int64_t sliding_window_key(const json& j, const std::string& origin) {
   return w->get<int64_t>();
 }
 
+int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& origin) {
+  const int64_t w = sliding_window_key(j, origin);
+  if (w == 0 || !bool_or(j, "use_sliding_window", false, origin)) return 0;
+  int64_t sliding = 0;
+  auto lt = j.find("layer_types");
+  if (lt != j.end() && lt->is_array()) {
+    for (auto& t : *lt) sliding += t == "sliding_attention";
+  } else {
+    const int64_t from = int_or(j, "max_window_layers", 0, origin);
+    sliding = from >= layers ? 0 : layers - std::max<int64_t>(from, 0);
+  }
+  if (sliding == 0) return 0;
+  FTX_CHECK(sliding == layers, origin,
+            "use_sliding_window true with " + std::to_string(sliding) + " of " + std::to_string(layers) +
+                " layers sliding (layer_types / max_window_layers) is not supported: ftx's window is the same for every layer");
+  return w;
+}
+
 HfFamily llama_like_family(const LlamaLike& spec) {
   HfFamily f;
   f.model_type = spec.model_type;
@@ -188,7 +232,9 @@ HfFamily llama_like_family(const LlamaLike& spec) {
   f.prefixes = {"model."};
   f.qkv = QkvOrder::kQkvMajor;
   f.read = [spec](HfCheckpoint& in, ConversionPlan& plan) { read(spec, in, plan); };
-  f.layout = [](HfCheckpoint&, const ModelConfig&) -> const ArchLayout& { return llama_layout(); };
+  f.layout = [](HfCheckpoint&, const ModelConfig& c) -> const ArchLayout& {
+    return c.qk_norm ? qk_norm_layout() : llama_layout();
+  };
   f.hooks = [] { return std::make_unique<Hooks>(); };
   return f;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// What Llama, Mistral and Qwen2 share (llama_like.cc): rotary, grouped-query attention, SwiGLU,
+// What Llama, Mistral, Qwen2 and Qwen3 share (llama_like.cc): rotary, grouped-query attention, SwiGLU,
 // RMSNorm, into the FT layout the Megatron Core conversions write for the same pieces. Each
 // family's file adds its own keys, biases and sliding window.
 #include <cstdint>
@@ -22,10 +22,24 @@ struct LlamaLike {
   void (*biases)(const json& j, const std::string& origin, ModelConfig& c) = nullptr;
   // The sliding window the model attends with, 0 for none.
   int64_t (*sliding_window)(const json& j, int64_t layers, const std::string& origin) = nullptr;
+  // > 0: head_dim is the family's own key with this default (Qwen3: 128), free of hidden_size;
+  // 0: head_dim must be hidden_size / num_attention_heads (Llama, Mistral, Qwen2).
+  int64_t default_head_dim = 0;
+  // Per-head RMSNorm of Q and K (self_attn.q_norm / k_norm -> attention.{q,k}_layernorm).
+  bool qk_norm = false;
+  // The rope scaling types the family computes.
+  std::vector<RopeScalingType> rope_types = rope_scalings_read();
+  // false: the family's default rope ignores partial_rotary_factor (Qwen3), so a value other than
+  // 1 is refused rather than guessed.
+  bool partial_rotary = true;
 };
 
-// The keys every llama-like config has (the family's file adds its own).
-std::vector<KeyRule> llama_like_keys();
+// The keys every llama-like config has (the family's file adds its own); `head_dim` says how the
+// family reads head_dim (null: must be hidden_size / num_attention_heads).
+std::vector<KeyRule> llama_like_keys(const char* head_dim = nullptr);
+// Qwen2's and Qwen3's window: none unless use_sliding_window is true, and then on the layers
+// layer_types (5.x) or max_window_layers (4.x) say; Error unless every layer slides or none.
+int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& origin);
 // sliding_window: 0 when absent or null, else a positive integer (Error naming it otherwise).
 int64_t sliding_window_key(const json& j, const std::string& origin);
 HfFamily llama_like_family(const LlamaLike& spec);

@@ -1,7 +1,5 @@
 // HuggingFace Qwen2 (llama_like.cc has what it shares with Llama and Mistral): q/k/v biases only
 // (qkv_bias = 1); a sliding window only where use_sliding_window is true, and then on every layer.
-#include <algorithm>
-
 #include "formats/error.h"
 #include "lib/convert/hf/llama_like.h"
 #include "lib/convert/hf_common.h"
@@ -31,26 +29,6 @@ void biases(const json& j, const std::string& origin, ModelConfig& c) {
   FTX_CHECK(bool_or(j, "attention_bias", true, origin), origin, "attention_bias false is not supported (Qwen2 has q/k/v biases)");
 }
 
-// Qwen2 slides only where use_sliding_window is true, on the layers layer_types (5.x) or
-// max_window_layers (4.x) say.
-int64_t sliding_window(const json& j, int64_t layers, const std::string& origin) {
-  const int64_t w = sliding_window_key(j, origin);
-  if (w == 0 || !bool_or(j, "use_sliding_window", false, origin)) return 0;
-  int64_t sliding = 0;
-  auto lt = j.find("layer_types");
-  if (lt != j.end() && lt->is_array()) {
-    for (auto& t : *lt) sliding += t == "sliding_attention";
-  } else {
-    const int64_t from = int_or(j, "max_window_layers", 0, origin);
-    sliding = from >= layers ? 0 : layers - std::max<int64_t>(from, 0);
-  }
-  if (sliding == 0) return 0;
-  FTX_CHECK(sliding == layers, origin,
-            "use_sliding_window true with " + std::to_string(sliding) + " of " + std::to_string(layers) +
-                " layers sliding (layer_types / max_window_layers) is not supported: ftx's window is the same for every layer");
-  return w;
-}
-
 HfFamily qwen2() {
   LlamaLike s;
   s.model_type = "qwen2";
@@ -60,7 +38,7 @@ HfFamily qwen2() {
   s.keys = keys;
   s.default_eos = 151643;
   s.biases = biases;
-  s.sliding_window = sliding_window;
+  s.sliding_window = qwen_sliding_window;
   return llama_like_family(s);
 }
 

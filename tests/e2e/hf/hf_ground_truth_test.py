@@ -38,7 +38,7 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             within 1e-4 (top-k: renormalised over the k, FT's semantics; top-p: full softmax).
             tf5: greedy as top_p 1e-6 (the top token alone), each token's log probability (full
             softmax) equal to log_softmax of transformers' float64 logits within 1e-4; also at TP 4 for
-            llama and qwen2 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for llama,
+            llama, qwen2 and qwen3 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for llama,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
             --memory-len 6.
   errors    each configuration of the set's refused/ (what man ftx-convert-hf lists; tf5: transformers
@@ -195,6 +195,17 @@ def config_ini_records(tmp):
         ("llama", 4): {"kv_head_num": "4", "source_kv_head_num": "2"},
         ("qwen2", 1): {"qkv_bias": "1", "has_bias": "0", "rotary_base": "1e+06", "tied_embeddings": "1"},
         ("mistral", 1): {"sliding_window": "6", "kv_head_num": "1", "multi_query_mode": "True"},
+        # head_dim 16 with hidden_size 32 (4 heads x 16 = 64), q_norm / k_norm, no biases.
+        ("qwen3", 1): {"qk_norm": "1", "size_per_head": "16", "hidden_size": "32", "kv_head_num": "2",
+                       "has_bias": "0", "qkv_bias": None, "tied_embeddings": "0"},
+        ("qwen3", 4): {"kv_head_num": "4", "source_kv_head_num": "2"},
+        ("qwen3_tied", 1): {"qk_norm": "1", "tied_embeddings": "1"},
+        # rope_parameters: yarn, factor 4, original 8, beta_fast 2, beta_slow 0.5, no attention_factor.
+        ("qwen3_yarn", 1): {"rotary_scaling_type": "yarn", "rotary_scaling_factor": "4",
+                            "rotary_scaling_original_max_positions": "8", "rotary_scaling_beta_fast": "2",
+                            "rotary_scaling_beta_slow": "0.5", "rotary_scaling_mscale": "0",
+                            "rotary_scaling_mscale_all_dim": "0", "rotary_scaling_truncate": "1",
+                            "rotary_scaling_attention_factor": None, "rotary_dim": "16"},
     }
     for (name, T), keys in want.items():
         sec = ini_of(convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name + "_ini"), T, "fp32"))
@@ -333,7 +344,7 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
         if T == 1 and name == "llama":  # two pipeline stages over the 1-gpu folder
@@ -526,6 +537,42 @@ def test_R18_R19_R28_R34_config_values_in_config_jsons_names(tmp):
         convert_refused(tmp, copy_model(tmp, base, name, lambda cfg: cfg.__setitem__(key, value)), "{cfg}: " + want)
 
 
+def test_I46_qwen3_refusals_name_their_key(tmp):
+    """Qwen3 configurations transformers computes and ftx does not: one line naming the key and value.
+    A config.json without head_dim means Qwen3Config's 128, not hidden_size / heads (16 here), so
+    the fixture's 16-wide heads (its 16-wide q_norm / k_norm first) no longer match."""
+    def set_(**kv):
+        return lambda cfg: cfg.update(kv)
+
+    def partial(cfg):
+        cfg["rope_parameters"]["partial_rotary_factor"] = 0.5
+
+    def top_original(cfg):
+        cfg["original_max_position_embeddings"] = 16
+
+    cases = (
+        ("I46_bias", "qwen3", set_(attention_bias=True),
+         "attention_bias true is not supported (Qwen3's q/k/v and o biases without MLP biases)"),
+        ("I46_partial", "qwen3", partial,
+         "rope_parameters.partial_rotary_factor = 0.5 is not supported (qwen3 rotates the whole head)"),
+        ("I46_slide", "qwen3", set_(use_sliding_window=True, sliding_window=4,
+                                    layer_types=["full_attention", "sliding_attention"]),
+         "use_sliding_window true with 1 of 2 layers sliding (layer_types / max_window_layers) is not supported: "
+         "ftx's window is the same for every layer"),
+        ("I46_yarn_original", "qwen3_yarn", top_original,
+         "original_max_position_embeddings = 16 and rope_parameters.original_max_position_embeddings = 8 disagree "
+         "(which one transformers uses depends on its version); make them equal"),
+    )
+    for name, base, edit, want in cases:
+        convert_refused(tmp, copy_model(tmp, base, name, edit), "{cfg}: " + want)
+    src = copy_model(tmp, "qwen3", "I46_no_head_dim", lambda cfg: cfg.pop("head_dim"))
+    out = os.path.join(tmp, "out_I46_no_head_dim")
+    r = run_ftx(["convert-hf", "-i", src, "-o", out, "--quiet"])
+    line = one_error_line(r, "qwen3 without head_dim", "the configuration implies [128]", out)
+    if line:
+        print(f"ok   I46 qwen3 without head_dim (128): {line}")
+
+
 def st_read(path):
     """A safetensors file as [(name, dtype, shape, bytes)] in file order, and its metadata."""
     with open(path, "rb") as f:
@@ -589,7 +636,8 @@ def test_B9_missing_tensor_named_as_the_checkpoint_names_it(tmp):
         ("gptj", "transformer.h.1.mlp.fc_out.weight"), ("neox_linear", "gpt_neox.layers.1.mlp.dense_4h_to_h.weight"),
         ("bloom", "transformer.h.1.mlp.dense_4h_to_h.weight"), ("opt", "model.decoder.layers.1.fc2.weight"),
         ("xglm", "model.layers.1.fc2.weight"), ("llama", "model.layers.1.mlp.down_proj.weight"),
-        ("mistral", "model.layers.1.mlp.down_proj.weight"), ("qwen2", "model.layers.1.mlp.down_proj.weight"))]
+        ("mistral", "model.layers.1.mlp.down_proj.weight"), ("qwen2", "model.layers.1.mlp.down_proj.weight"),
+        ("qwen3", "model.layers.1.self_attn.k_norm.weight"))]
     for base, gone in cases:
         src = copy_model(tmp, base, "B9_" + base)
         edit_weights(src, lambda t: [x for x in t if x[0] != gone])
@@ -675,7 +723,7 @@ def tf5_refusals(tmp):
         print(f"ok   errors unknown key: {warned[0]}")
     for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
                  test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it,
-                 test_L15_sliding_window_refusal_names_the_prompt):
+                 test_L15_sliding_window_refusal_names_the_prompt, test_I46_qwen3_refusals_name_their_key):
         test(tmp)
 
 

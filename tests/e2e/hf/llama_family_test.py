@@ -8,11 +8,11 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
   reference    tests/reference/hf_arch_reference.py, the float64 oracle of the Llama family's quantised
                tests (weight_only here, w8a8_test.py, fp8_test.py, engine_w8a8/engine_fp8), on the
                transformers-5 checkpoints Llama, Mistral (sliding window 6, as gpt_reference's window)
-               and Qwen2: the logits of every step along transformers' greedy paths (expected.json's
+               Qwen2 and Qwen3: the logits of every step along transformers' greedy paths (expected.json's
                greedy_logits) within REF_TOL of the row's largest |logit| of transformers' float64
                logits, and the same greedy tokens.
   weight_only  generate --int8-mode 1 (FT's weight-only INT8) on Llama (2 of 4 KV heads, llama3 rope)
-               and Qwen2 (Q/K/V biases, tied): greedy output_ids equal the float64 emulation's
+               Qwen2 (Q/K/V biases, tied) and Qwen3 (q/k norms, which stay fp32): greedy output_ids equal the float64 emulation's
                (tests/reference/int8_reference.py weight_only_int8 on tests/reference/hf_arch_reference.py's
                model of the checkpoint) at TP 1, and at TP 2 under mpirun (one KV head per rank; each
                rank quantises its own row blocks).
@@ -75,7 +75,7 @@ def generate(folder, requests, tmp, extra=(), tp=1):
 
 
 def test_reference(tmp):
-    for name in ("llama", "mistral", "qwen2"):
+    for name in ("llama", "mistral", "qwen2", "qwen3"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         worst = 0.0
@@ -96,7 +96,7 @@ def test_reference(tmp):
 
 
 def test_weight_only(tmp):
-    for name in ("llama", "qwen2"):
+    for name in ("llama", "qwen2", "qwen3"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         for tp in (1, 2) if MPI else (1,):

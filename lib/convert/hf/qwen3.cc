@@ -1,0 +1,74 @@
+// HuggingFace Qwen3 (dense; llama_like.cc has what it shares with Llama, Mistral and Qwen2):
+// head_dim is its own key (default 128, not hidden_size / heads, so hidden_size may differ from
+// heads x head_dim); per-head RMSNorm of Q and K after the projections (q_norm / k_norm ->
+// attention.{q,k}_layernorm, qk_norm = 1); yarn rope scaling; no biases by default.
+#include <string>
+
+#include "formats/error.h"
+#include "lib/convert/hf/llama_like.h"
+#include "lib/convert/hf_common.h"
+
+namespace ftx::hf {
+
+namespace {
+
+constexpr KeyUse R = KeyUse::kRead;
+
+std::vector<KeyRule> with_yarn(std::vector<KeyRule> k) {
+  for (KeyRule& r : k)
+    if (std::string(r.key) == "rope_parameters")
+      r.note = "5.x: rope_type (default, linear, llama3, yarn; others refused), rope_theta, factor, "
+               "original_max_position_embeddings, low_freq_factor, high_freq_factor (llama3), beta_fast, beta_slow, "
+               "mscale, mscale_all_dim, truncate, attention_factor (yarn); partial_rotary_factor other than 1 "
+               "refused; any other field refused";
+    else if (std::string(r.key) == "partial_rotary_factor")
+      r.note = "1 only (Qwen3 rotates the whole head; others refused)";
+  return k;
+}
+
+const std::vector<KeyRule>& keys() {
+  static const std::vector<KeyRule> k = join(
+      with_yarn(llama_like_keys(
+          "size_per_head (absent: 128, Qwen3Config's default); hidden_size may differ from heads x head_dim")),
+      {
+          {"sliding_window", R, "sliding_window (null: none); see use_sliding_window"},
+          {"use_sliding_window", R, "false: no window; true: window on the layers layer_types says"},
+          {"max_window_layers", R, "4.x: layers from this index on slide; some sliding, some not is refused"},
+          {"layer_types", R, "5.x: full_attention / sliding_attention per layer; a mix is refused"},
+          {"attention_bias", R, "false: no biases; true (q/k/v and o biases) refused"},
+          {"original_max_position_embeddings", R, "yarn's original length when given at the top level (must agree with rope_parameters')"},
+      });
+  return k;
+}
+
+// Qwen3's attention_bias puts biases on q, k, v and o but none on the MLP: ftx has no such
+// combination (has_bias is every bias, qkv_bias the QKV alone).
+void biases(const json& j, const std::string& origin, ModelConfig& c) {
+  c.has_bias = false;
+  c.qkv_bias = false;
+  FTX_CHECK(!bool_or(j, "attention_bias", false, origin), origin,
+            "attention_bias true is not supported (Qwen3's q/k/v and o biases without MLP biases)");
+}
+
+HfFamily qwen3() {
+  LlamaLike s;
+  s.model_type = "qwen3";
+  s.order = 110;
+  s.display = "Qwen3";
+  s.examples = "Qwen3 dense (not Qwen3-MoE)";
+  s.keys = keys;
+  s.default_eos = 151643;
+  s.biases = biases;
+  s.sliding_window = qwen_sliding_window;
+  s.default_head_dim = 128;
+  s.qk_norm = true;
+  s.rope_types = {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn};
+  s.partial_rotary = false;
+  return llama_like_family(s);
+}
+
+}  // namespace
+
+FTX_HF_FAMILY(qwen3);
+
+}  // namespace ftx::hf
