@@ -11,6 +11,30 @@
 
 namespace ftx::test {
 
+namespace {
+
+// Rows of `stride` blocks each, drawn from a pool of `blocks` shuffled by `seed`: a prefill of
+// `lengths`, an append of `more` after it and three decode steps, the cache one call writes read
+// by the next.
+void prefill_append_decode(OpTest& t, AttnScenario& sc, int64_t blocks, int64_t stride, uint32_t seed,
+                           std::vector<int32_t> lengths, const std::vector<int32_t>& more) {
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  std::vector<int32_t> ids(static_cast<size_t>(blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+  ids.resize(static_cast<size_t>(B * stride));
+  sc.prefill(t, *std::max_element(lengths.begin(), lengths.end()), lengths, ids).stride = stride;
+  sc.prefill(t, *std::max_element(more.begin(), more.end()), more, ids, lengths).stride = stride;
+  for (int64_t b = 0; b < B; ++b) lengths[static_cast<size_t>(b)] += more[static_cast<size_t>(b)];
+  for (int step = 0; step < 3; ++step) {
+    sc.decode(t, ids, lengths).stride = stride;
+    for (auto& l : lengths) ++l;
+  }
+  expect_attention_matches(t, sc);
+}
+
+}  // namespace
+
 // Prefill of a right-padded batch into permuted cache rows (one row unused); padded query
 // positions give zeros.
 BACKEND_OP_TEST(ContextAttention, "context_attention") {
@@ -96,20 +120,7 @@ BACKEND_OP_TEST(PagedAttention, "context_attention", "decode_attention") {
       SCOPED_TRACE(attn_name(c) + " block size " + std::to_string(bs));
       const int64_t max_seq = 192, B = 3, stride = max_seq / bs, blocks = B * stride + 5;
       AttnScenario sc(*this, c, max_seq, blocks, bs);
-      std::vector<int32_t> ids(static_cast<size_t>(blocks));
-      std::iota(ids.begin(), ids.end(), 0);
-      std::shuffle(ids.begin(), ids.end(), std::mt19937(static_cast<uint32_t>(bs)));
-      ids.resize(static_cast<size_t>(B * stride));
-      std::vector<int32_t> lengths = {37, 20, 1};
-      const std::vector<int32_t> more = {3, 30, 17};
-      sc.prefill(*this, 37, lengths, ids).stride = stride;
-      sc.prefill(*this, 30, more, ids, lengths).stride = stride;
-      for (int64_t b = 0; b < B; ++b) lengths[b] += more[b];
-      for (int step = 0; step < 3; ++step) {
-        sc.decode(*this, ids, lengths).stride = stride;
-        for (auto& l : lengths) ++l;
-      }
-      expect_attention_matches(*this, sc);
+      prefill_append_decode(*this, sc, blocks, stride, static_cast<uint32_t>(bs), {37, 20, 1}, {3, 30, 17});
     }
 }
 
@@ -159,20 +170,7 @@ BACKEND_OP_TEST(SlidingWindowAttention, "context_attention", "decode_attention")
         AttnScenario sc(*this, c, max_seq, blocks, bs);
         sc.shape.window = window;
         sc.shape.softcap = cap;
-        std::vector<int32_t> ids(static_cast<size_t>(blocks));
-        std::iota(ids.begin(), ids.end(), 0);
-        std::shuffle(ids.begin(), ids.end(), std::mt19937(static_cast<uint32_t>(window)));
-        ids.resize(static_cast<size_t>(B * stride));
-        std::vector<int32_t> lengths = {70, 33};
-        const std::vector<int32_t> more = {30, 5};
-        sc.prefill(*this, 70, lengths, ids).stride = stride;
-        sc.prefill(*this, 30, more, ids, lengths).stride = stride;
-        for (int64_t b = 0; b < B; ++b) lengths[b] += more[b];
-        for (int step = 0; step < 3; ++step) {
-          sc.decode(*this, ids, lengths).stride = stride;
-          for (auto& l : lengths) ++l;
-        }
-        expect_attention_matches(*this, sc);
+        prefill_append_decode(*this, sc, blocks, stride, static_cast<uint32_t>(window), {70, 33}, {30, 5});
       }
 }
 
