@@ -74,7 +74,8 @@ int run_generate(GenerateFlags& f) {
     if (leader) {
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned ||
                            cfg.position == ftx::PositionEmbedding::kSinusoidal;
-      ftx::PromptLimits limits{cfg.vocab_size, learned ? cfg.max_pos_seq_len : 0, cfg.sliding_window, d.memory_len};
+      ftx::PromptLimits limits{cfg.vocab_size, learned ? cfg.max_pos_seq_len : 0, cfg.sliding_window, d.memory_len,
+                               cfg.rope_scaling};
       const bool csv = !f.input_ids.empty();
       reader = std::make_unique<ftx::PromptReader>(csv ? f.input_ids : f.prompts,
                                                    csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,

@@ -113,6 +113,17 @@ TensorView repeated_row_blocks(const TensorView& t, int64_t block, int64_t times
   return owned_tensor(std::move(out), std::move(shape), origin);
 }
 
+TensorView row_range(const TensorView& t, int64_t begin, int64_t count, const std::string& origin) {
+  FTX_CHECK(!t.shape.empty() && begin >= 0 && count > 0 && begin + count <= t.shape[0], origin,
+            "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") are not inside shape " +
+                shape_to_string(t.shape));
+  std::vector<int64_t> tmp;
+  TensorView v = t;
+  v.offset += begin * t.effective_strides(tmp)[0];
+  v.shape[0] = count;
+  return v;
+}
+
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin) {
   const std::vector<double> v = as_double(t);
   std::vector<float> out(v.size());

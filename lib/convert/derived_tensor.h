@@ -33,6 +33,11 @@ TensorView sinusoidal_table(int64_t first, int64_t rows, int64_t H, const std::s
 // they have heads (as TensorRT-LLM does). Exact: the values are only copied.
 TensorView repeated_row_blocks(const TensorView& t, int64_t block, int64_t times, const std::string& origin);
 
+// Rows [begin, begin + count) of t (axis 0), a view of the same storage: the parts of a tensor a
+// checkpoint stores fused (Phi-3's qkv_proj and gate_up_proj). Error naming `origin` when the range
+// is not inside t.
+TensorView row_range(const TensorView& t, int64_t begin, int64_t count, const std::string& origin);
+
 // t · s (float64 product rounded once).
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin);
 

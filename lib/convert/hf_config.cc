@@ -24,7 +24,7 @@ struct RopePlaces {
 const char* const kRopeFields[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
                                    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
                                    "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
-                                   "attention_factor"};
+                                   "attention_factor", "short_factor", "long_factor"};
 
 RopePlaces rope_places(const json& j, const std::string& origin) {
   RopePlaces p;
@@ -65,7 +65,7 @@ void check_rope_fields(const RopePlaces& p, const std::string& origin) {
       FTX_CHECK(known, origin, name + "." + k + " = " + v.dump() +
                                    " is not supported (ftx reads rope_type, rope_theta, partial_rotary_factor, factor, "
                                    "low_freq_factor, high_freq_factor, original_max_position_embeddings, beta_fast, beta_slow, "
-                                   "mscale, mscale_all_dim, truncate, attention_factor)");
+                                   "mscale, mscale_all_dim, truncate, attention_factor, short_factor, long_factor)");
     }
   }
 }
@@ -135,6 +135,57 @@ void read_yarn(const Gather& gather, const std::vector<Found>& factor, int64_t m
   if (!af.empty()) s.attention_factor = number(af, 1.0, origin);
 }
 
+// A list of positive numbers (longrope's short_factor, long_factor).
+std::vector<double> factor_list(const std::vector<Found>& v, const std::string& what, const std::string& origin) {
+  const json* x = agreed(v, origin);
+  FTX_CHECK(x != nullptr, origin, "rope scaling longrope needs " + what);
+  FTX_CHECK(x->is_array() && !x->empty(), origin, v[0].where + " = " + x->dump() + " is not a list of numbers");
+  std::vector<double> out;
+  for (const json& e : *x) {
+    FTX_CHECK(e.is_number() && std::isfinite(e.get<double>()) && e.get<double>() > 0, origin,
+              v[0].where + " holds " + e.dump() + ", not a positive number");
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+// longrope as transformers 5.23 reads it (_compute_longrope_parameters): short_factor and
+// long_factor required; original_max_position_embeddings from the top level (a family's default
+// when absent there, Phi3Config's 4096) or rope_parameters, which must agree; factor absent ->
+// max_positions / original; attention_factor absent -> derived (rope_attention_factor).
+// transformers 4.x derived the factor from max / original whenever the top-level key existed, so a
+// factor given that differs from that ratio, with no attention_factor to make it moot, is refused.
+template <class Gather>
+void read_longrope(const Gather& gather, const std::vector<Found>& factor, const RopeKeys& keys, const json& j,
+                   const std::string& origin, RopeScaling& s) {
+  std::vector<Found> L = gather("original_max_position_embeddings", {}, true);
+  const bool top_level = j.contains("original_max_position_embeddings") && !j["original_max_position_embeddings"].is_null();
+  if (!top_level && keys.default_original_max_positions > 0)
+    L.insert(L.begin(), Found{"original_max_position_embeddings (absent: " +
+                                  std::to_string(keys.default_original_max_positions) + ")",
+                              json(keys.default_original_max_positions)});
+  FTX_CHECK(!L.empty(), origin, "rope scaling longrope needs original_max_position_embeddings");
+  const int64_t original = positive_int(number(L, 0.0, origin), L[0].where, origin);
+  const std::vector<Found> af = gather("attention_factor", {}, true);
+  double f = 0.0;
+  if (!factor.empty()) {
+    f = number(factor, 1.0, origin);
+    if (af.empty() && (top_level || keys.default_original_max_positions > 0) && keys.max_positions > 0) {
+      const double ratio = static_cast<double>(keys.max_positions) / static_cast<double>(original);
+      FTX_CHECK(f == ratio, origin,
+                factor[0].where + " = " + json(f).dump() + " is not max_position_embeddings / original_max_position_embeddings = " +
+                    json(ratio).dump() + " (transformers 4.x derives the attention factor from the ratio, 5.x from " +
+                    factor[0].where + "); give attention_factor, or make them agree");
+    }
+  } else {
+    FTX_CHECK(keys.max_positions > 0, origin, "rope scaling longrope needs a factor (or max_position_embeddings)");
+    f = static_cast<double>(keys.max_positions) / static_cast<double>(original);
+  }
+  s = RopeScaling::longrope(factor_list(gather("short_factor", {}, true), "short_factor", origin),
+                            factor_list(gather("long_factor", {}, true), "long_factor", origin), original, f);
+  if (!af.empty()) s.attention_factor = number(af, 1.0, origin);
+}
+
 }  // namespace
 
 HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys) {
@@ -164,6 +215,12 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
     FTX_CHECK(!p.scaling, origin, "rope_scaling = " + p.scaling->dump() + " names no rope_type");
   }
   check_rope_fields(p, origin);
+  if (r.scaling.type != RopeScalingType::kLongrope)
+    for (const char* k : {"short_factor", "long_factor"}) {
+      const std::vector<Found> v = gather(k, {}, true);
+      FTX_CHECK(v.empty(), origin, v.empty() ? "" : v[0].where + " is given with rope_type " +
+                                                        rope_scaling_name(r.scaling.type) + " (only longrope reads it)");
+    }
 
   r.theta = number(gather("rope_theta", keys.theta_aliases, false), keys.default_theta, origin);
   FTX_CHECK(r.theta > 0, origin, "rope_theta = " + json(r.theta).dump() + " must be positive");
@@ -182,6 +239,11 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
   }
   if (r.scaling.type == RopeScalingType::kYarn) {
     read_yarn(gather, factor, keys.max_positions, origin, r.scaling);
+    check_rope_scaling(r.scaling, origin);
+    return r;
+  }
+  if (r.scaling.type == RopeScalingType::kLongrope) {
+    read_longrope(gather, factor, keys, j, origin, r.scaling);
     check_rope_scaling(r.scaling, origin);
     return r;
   }

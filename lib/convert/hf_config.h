@@ -23,9 +23,12 @@ struct RopeKeys {
   double default_theta = 10000.0;
   double default_partial = 1.0;
   std::vector<RopeScalingType> accepted = rope_scalings_read();  // the scaling types the family computes
-  // max_position_embeddings: yarn's original_max_position_embeddings when absent, and its factor
-  // (max / original) when that is absent (transformers' _compute_yarn_parameters).
+  // max_position_embeddings: yarn's original_max_position_embeddings when absent, and yarn's and
+  // longrope's factor (max / original) when that is absent (transformers' _compute_<type>_parameters).
   int64_t max_positions = 0;
+  // longrope: the top-level original_max_position_embeddings when config.json has none (Phi3Config's
+  // field default, 4096; transformers puts it over rope_parameters'); 0: no default.
+  int64_t default_original_max_positions = 0;
 };
 
 struct HfRope {

@@ -36,8 +36,13 @@ void plan_tensors(const hf::HfFamily& f, hf::HfCheckpoint& in, const ArchLayout&
   hf::TensorHooks& hooks = own ? *own : plain;
   hooks.in = &in;
   hooks.layout = &layout;
+  std::vector<hf::Source> unfused;  // the sources with fused tensors in parts (HfFamily::unfuse)
+  if (f.unfuse)
+    for (const hf::Source& s : in.sources())
+      for (hf::Source& part : f.unfuse(in, c, s)) unfused.push_back(std::move(part));
+  const std::vector<hf::Source>& sources = f.unfuse ? unfused : in.sources();
   std::map<std::string, std::array<const hf::Source*, 3>> parts;  // ft name -> q, k, v
-  for (const hf::Source& s : in.sources()) {
+  for (const hf::Source& s : sources) {
     std::string name = s.name;
     std::vector<TensorView> shards{s.t};
     if (!hooks.layout_takes(s, name, shards, plan)) continue;

@@ -19,6 +19,7 @@
 
 #include "formats/error.h"
 #include "lib/engine/sliding_window.h"
+#include "lib/model/rope_scaling.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/ops/host_math.h"
 
@@ -98,6 +99,7 @@ void Engine::check_positions(int64_t first, int64_t last) const {
                 " is beyond the model's position table (max_pos_seq_len " + std::to_string(cfg_.max_pos_seq_len) + ")");
   const int64_t beyond = first_position_beyond_window(cfg_.sliding_window, memory_len_, first, last);
   if (beyond >= 0) throw Error(beyond_window_message(beyond, cfg_.sliding_window));
+  if (rope_beyond_original(cfg_.rope_scaling, last + 1)) throw Error(rope_beyond_original_message(cfg_.rope_scaling, last + 1));
 }
 
 }  // namespace ftx

@@ -67,6 +67,7 @@ class Engine {
   int64_t max_seq() const { return max_seq_ - max_prefix_; }
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t sliding_window() const { return cfg_.sliding_window; }
+  const RopeScaling& rope_scaling() const { return cfg_.rope_scaling; }
   int64_t hidden() const { return H_; }
   int64_t row_length(int64_t row) const {
     const kv::BlockTable& t = kv_->table(row);

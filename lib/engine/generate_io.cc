@@ -318,6 +318,10 @@ bool PromptReader::read_next() {
         throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
                     " new tokens run through position " + std::to_string(last) + "; " +
                     beyond_window_message(beyond, limits_.sliding_window));
+      if (rope_beyond_original(limits_.rope_scaling, last + 1))
+        throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
+                    " new tokens run through position " + std::to_string(last) + "; " +
+                    rope_beyond_original_message(limits_.rope_scaling, last + 1));
     }
     try {
       check_decode_request(r.decode, limits_.vocab_size);

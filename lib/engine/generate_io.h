@@ -12,6 +12,7 @@
 #include "formats/output_file.h"
 #include "lib/engine/prompt_tables.h"
 #include "lib/engine/scheduler.h"
+#include "lib/model/rope_scaling.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace ftx {
@@ -35,6 +36,7 @@ struct PromptLimits {
   int64_t max_positions = 0;  // learned/sinusoidal position tables: prompt + new tokens; 0: none
   int64_t sliding_window = 0;  // config.ini sliding_window (sliding_window.h); 0: none
   int64_t memory_len = 0;      // --memory-len (0: none)
+  RopeScaling rope_scaling;    // longrope: positions beyond its original length are refused (rope_scaling.h)
 };
 
 enum class PromptFormat {

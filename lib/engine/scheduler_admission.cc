@@ -14,6 +14,7 @@
 #include "formats/error.h"
 #include "lib/engine/scheduler_plan.h"
 #include "lib/engine/sliding_window.h"
+#include "lib/model/rope_scaling.h"
 
 namespace ftx {
 
@@ -67,6 +68,8 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   const int64_t last = first + static_cast<int64_t>(ids.size()) - 1 + std::max<int64_t>(r.decode.max_new_tokens - 1, 0);
   const int64_t beyond = first_position_beyond_window(engine_.sliding_window(), opt_.memory_len, first, last);
   if (beyond >= 0) throw Error(who + ": " + beyond_window_message(beyond, engine_.sliding_window()));
+  if (rope_beyond_original(engine_.rope_scaling(), last + 1))
+    throw Error(who + ": " + rope_beyond_original_message(engine_.rope_scaling(), last + 1));
   context.insert(context.end(), ids.begin(), ids.end());
   const int64_t need = static_cast<int64_t>(context.size()) + r.decode.max_new_tokens;
   if (opt_.max_seq_len > 0 && opt_.memory_len == 0 && need > opt_.max_seq_len)

@@ -112,6 +112,31 @@ class Checker {
     return d;
   }
 
+  // Comma-separated numbers, each as real() takes them (longrope's factor lists).
+  std::optional<std::vector<double>> reals(const std::string& k, double lo, bool lo_open, double hi) const {
+    const auto v = text(k);
+    if (!v) return std::nullopt;
+    std::vector<double> out;
+    size_t at = 0;
+    const std::string t = trim(*v);
+    if (t.empty()) fail(k, "empty; expected comma-separated numbers");
+    while (at <= t.size()) {
+      const size_t comma = std::min(t.find(',', at), t.size());
+      const std::string item = trim(t.substr(at, comma - at));
+      char* end = nullptr;
+      const double d = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0') fail(k, "'" + item + "' is not a number");
+      if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi) {
+        std::ostringstream why;
+        why << "'" << item << "' is not a finite number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
+        fail(k, why.str());
+      }
+      out.push_back(d);
+      at = comma + 1;
+    }
+    return out;
+  }
+
   // inih's GetBoolean spellings; anything else is an error (FT would silently use the default).
   std::optional<bool> boolean(const std::string& k) const {
     const auto v = text(k);
@@ -219,7 +244,8 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto rotary_pct = c.real("rotary_pct", 0.0, false, 1.0);
   c.real("rotary_base", 0.0, true, 1e10);
   const auto scaling =
-      c.choice("rotary_scaling_type", {{"none", ""}, {"linear"}, {"llama3"}, {"yarn"}}, "none, linear, llama3, yarn");
+      c.choice("rotary_scaling_type", {{"none"}, {"linear"}, {"llama3"}, {"yarn"}, {"longrope"}},
+               "none, linear, llama3, yarn, longrope");
   c.real("rotary_scaling_factor", 0.0, true, 1e6);
   c.real("rotary_scaling_low_freq_factor", 0.0, true, 1e6);
   c.real("rotary_scaling_high_freq_factor", 0.0, true, 1e6);
@@ -230,12 +256,24 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.real("rotary_scaling_mscale_all_dim", 0.0, false, 1e6);
   c.boolean("rotary_scaling_truncate");
   c.real("rotary_scaling_attention_factor", 0.0, true, 1e6);
-  if (scaling && *scaling != "none") {
+  c.reals("rotary_scaling_short_factor", 0.0, true, 1e6);
+  c.reals("rotary_scaling_long_factor", 0.0, true, 1e6);
+  if (!scaling || *scaling == "none") {
+    // Without a type they would be dropped silently: the folder's writer meant some scaling.
+    for (const char* k : {"rotary_scaling_factor", "rotary_scaling_low_freq_factor", "rotary_scaling_high_freq_factor",
+                          "rotary_scaling_original_max_positions", "rotary_scaling_beta_fast", "rotary_scaling_beta_slow",
+                          "rotary_scaling_mscale", "rotary_scaling_mscale_all_dim", "rotary_scaling_truncate",
+                          "rotary_scaling_attention_factor", "rotary_scaling_short_factor", "rotary_scaling_long_factor"})
+      if (c.has(k)) c.fail(k, "given without a rotary_scaling_type (linear, llama3, yarn, longrope)");
+  } else {
     std::vector<std::string> need = {"rotary_scaling_factor"};
     if (*scaling == "llama3")
       need.insert(need.end(), {"rotary_scaling_low_freq_factor", "rotary_scaling_high_freq_factor",
                                "rotary_scaling_original_max_positions"});
     if (*scaling == "yarn") need.push_back("rotary_scaling_original_max_positions");
+    if (*scaling == "longrope")
+      need.insert(need.end(), {"rotary_scaling_original_max_positions", "rotary_scaling_short_factor",
+                               "rotary_scaling_long_factor"});
     for (const auto& k : need)
       if (!c.has(k)) c.fail("rotary_scaling_type", "needs " + k + " (absent)");
   }

@@ -1,6 +1,9 @@
 // ftx's own keys of config.ini (config_ini_keys.h): the facts FT leaves implicit. They are read
 // last, so they win over what the FT or TensorRT-LLM keys implied.
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "formats/error.h"
 #include "lib/model/config_ini_keys.h"
@@ -20,11 +23,24 @@ PositionEmbedding position_from_name(const std::string& s, const std::string& or
                           "' (supported: learned, rope, alibi, sinusoidal, none)");
 }
 
+// "1,1.25,2.5" (check_config_ini has checked that every item is a number).
+std::vector<double> number_list(const std::string& text) {
+  std::vector<double> v;
+  size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    v.push_back(std::strtod(text.substr(at, comma - at).c_str(), nullptr));
+    at = comma + 1;
+  }
+  return v;
+}
+
 // rotary_scaling_* (check_config_ini has checked their types and ranges).
 void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origin) {
   RopeScaling& s = c.rope_scaling;
   s.type = rope_scaling_from_name(lower(r.get_or("rotary_scaling_type", "none")), origin, "rotary_scaling_type",
-                                  {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn});
+                                  {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn,
+                                   RopeScalingType::kLongrope});
   if (s.type == RopeScalingType::kNone) return;
   s.factor = r.d_or("rotary_scaling_factor", 0.0);
   if (s.type == RopeScalingType::kLlama3) {
@@ -41,7 +57,13 @@ void read_rope_scaling(const Reader& r, ModelConfig& c, const std::string& origi
     s.truncate = r.b_or("rotary_scaling_truncate", s.truncate);
     if (r.has("rotary_scaling_attention_factor")) s.attention_factor = r.d_or("rotary_scaling_attention_factor", 1.0);
   }
-  check_rope_scaling(s, origin);
+  if (s.type == RopeScalingType::kLongrope) {
+    s.original_max_position_embeddings = r.i_or("rotary_scaling_original_max_positions", 0);
+    s.short_factor = number_list(r.get_or("rotary_scaling_short_factor", ""));
+    s.long_factor = number_list(r.get_or("rotary_scaling_long_factor", ""));
+    if (r.has("rotary_scaling_attention_factor")) s.attention_factor = r.d_or("rotary_scaling_attention_factor", 1.0);
+  }
+  check_rope_scaling(s, origin, c.rotary_dim);
 }
 
 }  // namespace

@@ -24,13 +24,16 @@
 //      normalization           rmsnorm (written only then; absent: layernorm)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
-//      rotary_scaling_type     linear | llama3 | yarn (written only when the frequencies are scaled),
+//      rotary_scaling_type     linear | llama3 | yarn | longrope (written only when the frequencies are scaled),
 //                              with rotary_scaling_factor; for llama3 rotary_scaling_low_freq_factor,
 //                              rotary_scaling_high_freq_factor, rotary_scaling_original_max_positions;
 //                              for yarn rotary_scaling_original_max_positions, rotary_scaling_beta_fast,
 //                              rotary_scaling_beta_slow, rotary_scaling_mscale,
 //                              rotary_scaling_mscale_all_dim (0: absent), rotary_scaling_truncate (0/1)
-//                              and rotary_scaling_attention_factor (absent: derived; rope_scaling.h)
+//                              and rotary_scaling_attention_factor (absent: derived; rope_scaling.h);
+//                              for longrope rotary_scaling_original_max_positions,
+//                              rotary_scaling_short_factor and rotary_scaling_long_factor (rotary_dim/2
+//                              comma-separated numbers each) and rotary_scaling_attention_factor
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
 //      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
@@ -332,6 +335,18 @@ IniFile ModelConfig::to_ini() const {
         ini.set(s, "rotary_scaling_mscale", fmt_double(rope_scaling.mscale));
         ini.set(s, "rotary_scaling_mscale_all_dim", fmt_double(rope_scaling.mscale_all_dim));
         ini.set(s, "rotary_scaling_truncate", b01(rope_scaling.truncate));
+        if (rope_scaling.attention_factor)
+          ini.set(s, "rotary_scaling_attention_factor", fmt_double(*rope_scaling.attention_factor));
+      }
+      if (rope_scaling.type == RopeScalingType::kLongrope) {
+        auto list = [](const std::vector<double>& v) {
+          std::string t;
+          for (double x : v) t += (t.empty() ? "" : ",") + fmt_double(x);
+          return t;
+        };
+        ini.set(s, "rotary_scaling_original_max_positions", std::to_string(rope_scaling.original_max_position_embeddings));
+        ini.set(s, "rotary_scaling_short_factor", list(rope_scaling.short_factor));
+        ini.set(s, "rotary_scaling_long_factor", list(rope_scaling.long_factor));
         if (rope_scaling.attention_factor)
           ini.set(s, "rotary_scaling_attention_factor", fmt_double(*rope_scaling.attention_factor));
       }

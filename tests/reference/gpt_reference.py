@@ -18,7 +18,9 @@ row, offset 2 there).
 Optional cfg keys of the Llama family: normalization 'rmsnorm' (every norm is x / sqrt(mean(x²) + eps)
 · gamma, LlamaRMSNorm; the norms' beta is None), rope_scaling None or {"type": "linear", "factor"} (every
 frequency / factor) or {"type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
-"original_max_position_embeddings"} (Llama 3.1's frequencies, below). Optional layer entries q_norm,
+"original_max_position_embeddings"} (Llama 3.1's frequencies, below) or {"type": "longrope", "short_factor",
+"attention_factor"} (Phi-3: frequency i / short_factor[i], cos and sin times attention_factor; the caller
+keeps sequences within original_max_position_embeddings, where short_factor holds). Optional layer entries q_norm,
 k_norm [head_dim] (Qwen3): RMSNorm gammas over each head of q and k after the projections, before rotary.
 Optional cfg key gemm: a function (x, w, kind) -> x @ w used for every product with a weight matrix,
 kind 'layer' (QKV, attention output, FFN), 'head' (lm_head) or 'project' (OPT's projections); an
@@ -74,6 +76,8 @@ def inv_freq(rot, base, scaling=None):
         return f
     if scaling["type"] == "linear":
         return f / scaling["factor"]
+    if scaling["type"] == "longrope":
+        return f / torch.tensor(scaling["short_factor"], dtype=torch.float64)
     assert scaling["type"] == "llama3", scaling
     k, lo, hi, L = (scaling[n] for n in ("factor", "low_freq_factor", "high_freq_factor",
                                          "original_max_position_embeddings"))
@@ -87,7 +91,8 @@ def _rotary(x, pos, rot, style, base, scaling=None):
     """x [S, heads, d]; rotates the first `rot` dims of each head by pos · inv_freq(rot, base, scaling)."""
     inv = inv_freq(rot, base, scaling)
     ang = pos.to(torch.float64)[:, None] * inv[None, :]          # [S, rot/2]
-    cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+    m = scaling.get("attention_factor", 1.0) if scaling else 1.0  # longrope: the rotated dims grow by it
+    cos, sin = m * torch.cos(ang)[:, None, :], m * torch.sin(ang)[:, None, :]
     xr, rest = x[..., :rot], x[..., rot:]
     if style == "half_split":   # GPT-NeoX: (i, i + rot/2)
         a, b = xr[..., : rot // 2], xr[..., rot // 2:]

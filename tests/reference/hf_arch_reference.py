@@ -25,7 +25,10 @@ as x @ weight.T, so W holds weight.T):
     down(silu(gate(x)) · up(x)), lm_head or the tied embed_tokens; Mistral's sliding_window is
     returned in cfg["sliding_window"] for the caller (gpt_reference.forward's `window`);
     Qwen3: as Qwen2 without biases, head_dim (default 128) apart from hidden_size, q_norm / k_norm
-    (RMSNorm over each head of q and k, before rotary); its default rope only (yarn is not here).
+    (RMSNorm over each head of q and k, before rotary); its default rope only (yarn is not here);
+    Phi-3 / Phi-4-mini: Llama's math with q/k/v in one qkv_proj and gate/up in one gate_up_proj,
+    rotary on int(head_dim · partial_rotary_factor) dims, longrope's short_factor and attention factor
+    (sequences within original_max_position_embeddings only).
 """
 import json
 import math
@@ -194,13 +197,44 @@ def _rope_of(c):
         return theta, None
     if kind == "linear":
         return theta, {"type": "linear", "factor": float(sc["factor"])}
+    if kind == "longrope":
+        # Phi-3: short_factor within original_max_position_embeddings; the attention factor given, or
+        # sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original when absent.
+        L = int(c.get("original_max_position_embeddings", 4096))
+        factor = float(sc.get("factor") or c["max_position_embeddings"] / L)
+        af = sc.get("attention_factor")
+        if af is None:
+            af = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
+        return theta, {"type": "longrope", "short_factor": [float(x) for x in sc["short_factor"]],
+                       "attention_factor": float(af)}
     assert kind == "llama3", kind
     return theta, {"type": "llama3", "factor": float(sc["factor"]), "low_freq_factor": float(sc["low_freq_factor"]),
                    "high_freq_factor": float(sc["high_freq_factor"]),
                    "original_max_position_embeddings": int(sc["original_max_position_embeddings"])}
 
 
+def _unfused(c, sd):
+    """Phi-3's fused self_attn.qkv_proj ([q heads | k heads | v heads] rows) and mlp.gate_up_proj
+    ([gate | up] rows) as Llama's separate tensors."""
+    H, nh = c["hidden_size"], c["num_attention_heads"]
+    d, kvh, inter = H // nh, c.get("num_key_value_heads") or nh, c["intermediate_size"]
+    out = {}
+    for k, v in sd.items():
+        if k.endswith("self_attn.qkv_proj.weight"):
+            a = k[: -len("qkv_proj.weight")]
+            out[a + "q_proj.weight"], out[a + "k_proj.weight"], out[a + "v_proj.weight"] = \
+                v[: nh * d], v[nh * d: (nh + kvh) * d], v[(nh + kvh) * d:]
+        elif k.endswith("mlp.gate_up_proj.weight"):
+            m = k[: -len("gate_up_proj.weight")]
+            out[m + "gate_proj.weight"], out[m + "up_proj.weight"] = v[:inter], v[inter:]
+        else:
+            out[k] = v
+    return out
+
+
 def llama(c, sd):
+    if c["model_type"] == "phi3":
+        sd = _unfused(c, sd)
     g = lambda k: sd[k].double()  # noqa: E731
     opt = lambda k: sd[k].double() if k in sd else None  # noqa: E731
     H, nh = c["hidden_size"], c["num_attention_heads"]
@@ -223,7 +257,9 @@ def llama(c, sd):
     W["lm_head"] = None if c.get("tie_word_embeddings", False) else g("lm_head.weight")
     theta, scaling = _rope_of(c)
     cfg = _base_cfg(nh, d, c.get("rms_norm_eps", 1e-6), "swiglu")
-    cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=d,
+    rp = c.get("rope_parameters") or {}
+    rot = int(d * float(rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
+    cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=rot,
                rotary_style="half_split", rotary_base=theta, rope_scaling=scaling,
                sliding_window=(c.get("sliding_window") or 0) if c.get("use_sliding_window", True) else 0)
     return cfg, W
@@ -233,4 +269,4 @@ def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
     return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
-            "mistral": llama, "qwen2": llama, "qwen3": llama}[c["model_type"]](c, sd)
+            "mistral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama}[c["model_type"]](c, sd)

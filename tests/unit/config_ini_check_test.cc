@@ -58,6 +58,19 @@ std::map<std::string, ModelConfig> models() {
   mcore.kv_head_num = 2, mcore.tensor_para_size = 2, mcore.normalization = Normalization::kRmsNorm;
   mcore.activation = Activation::kSquaredRelu;
   m["mcore_gqa"] = mcore;
+  ModelConfig llama = next;  // convert-hf's Llama family: half-split rope over the whole head, RMSNorm
+  llama.rotary_dim = 16, llama.rotary_style = RotaryStyle::kHalfSplit, llama.normalization = Normalization::kRmsNorm;
+  llama.kv_head_num = 2;
+  ModelConfig phi3 = llama;  // Phi-3 / Phi-4-mini: partial rotary with longrope
+  phi3.rotary_dim = 12;
+  phi3.rope_scaling = RopeScaling::longrope({1, 1.1, 1.5, 2, 3.5, 5}, {1, 2, 4, 8, 16, 32}, 32, 4);
+  phi3.rope_scaling.attention_factor = 1.25;
+  m["phi3_longrope"] = phi3;
+  ModelConfig qwen3 = llama;  // Qwen3: per-head q/k norms, yarn
+  qwen3.qk_norm = true;
+  qwen3.rope_scaling = RopeScaling::yarn(4, 16);
+  qwen3.rope_scaling.mscale = 0.707, qwen3.rope_scaling.mscale_all_dim = 1, qwen3.rope_scaling.truncate = false;
+  m["qwen3_yarn"] = qwen3;
   return m;
 }
 
@@ -105,6 +118,14 @@ std::string meaning(const ModelConfig& c) {
                 int(c.has_post_decoder_layernorm), int(c.tied_embeddings), int(c.has_lm_head_bias)})
     s += " " + std::to_string(v);
   s += " " + std::to_string(c.layernorm_eps) + " " + std::to_string(c.rotary_base) + " " + std::to_string(c.embedding_scale);
+  s += " " + std::to_string(c.hidden()) + " " + std::to_string(int(c.qk_norm)) + " " + std::to_string(c.sliding_window);
+  const RopeScaling& r = c.rope_scaling;
+  s += std::string(" ") + rope_scaling_name(r.type);
+  for (double v : {r.factor, r.low_freq_factor, r.high_freq_factor, r.beta_fast, r.beta_slow, r.mscale, r.mscale_all_dim,
+                   r.attention_factor.value_or(-1.0), double(r.original_max_position_embeddings), double(r.truncate)})
+    s += " " + std::to_string(v);
+  for (const auto* list : {&r.short_factor, &r.long_factor})
+    for (double v : *list) s += " " + std::to_string(v);
   return s;
 }
 
@@ -168,7 +189,15 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
       // QKV matrix's size, checked at load, tells (ModelWeights names the file). Without
       // normalization (ftx's key, written only for RMSNorm, as no FT or TensorRT-LLM key states
       // it) the model reads as a LayerNorm one and nothing in the folder says otherwise.
-      if (name == "mcore_gqa" && (key == "kv_head_num" || key == "normalization")) continue;
+      if (cfg.kv_head_num != cfg.head_num && key == "kv_head_num") continue;
+      if (cfg.normalization == Normalization::kRmsNorm && key == "normalization") continue;
+      // Absent, yarn's and longrope's attention factor is derived from the factor, and yarn's
+      // mscale, mscale_all_dim and truncate take transformers' defaults (rope_scaling.h).
+      if (key == "rotary_scaling_attention_factor" || key == "rotary_scaling_mscale" ||
+          key == "rotary_scaling_mscale_all_dim" || key == "rotary_scaling_truncate")
+        continue;
+      // Without qk_norm the folder's attention.{q,k}_layernorm files tell (ModelWeights refuses them).
+      if (key == "qk_norm") continue;
       const Result r = load(edited(ini, sec, key, std::nullopt));
       const std::string what = name + " without " + key;
       if (r.cfg) EXPECT_EQ(meaning(*r.cfg), want) << what << " loads as another model";
@@ -178,7 +207,7 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
 }
 
 // Keys by what their values may be; the walk below tries each kind's bad values.
-enum class Kind { kSize, kCount, kId, kBool, kBool01, kPositiveReal, kFraction, kName, kEnum };
+enum class Kind { kSize, kCount, kId, kBool, kBool01, kPositiveReal, kNonNegativeReal, kRealList, kFraction, kName, kEnum };
 
 Kind kind_of(const std::string& key) {
   static const std::set<std::string> sizes = {"head_num", "size_per_head", "inter_size", "num_layer", "vocab_size",
@@ -190,14 +219,23 @@ Kind kind_of(const std::string& key) {
   static const std::set<std::string> bools = {"has_positional_encoding", "has_pre_decoder_layernorm",
                                               "has_post_decoder_layernorm", "use_attention_linear_bias",
                                               "do_layer_norm_before", "bias", "multi_query_mode", "parallel_residual",
-                                              "shared_input_norm", "has_bias", "tied_embeddings", "has_lm_head_bias"};
-  static const std::set<std::string> reals = {"layernorm_eps", "layer_norm_epsilon", "rotary_base", "embedding_scale"};
+                                              "shared_input_norm", "has_bias", "tied_embeddings", "has_lm_head_bias",
+                                              "qk_norm", "rotary_scaling_truncate"};
+  static const std::set<std::string> reals = {"layernorm_eps", "layer_norm_epsilon", "rotary_base", "embedding_scale",
+                                              "rotary_scaling_factor", "rotary_scaling_beta_fast",
+                                              "rotary_scaling_beta_slow", "rotary_scaling_attention_factor"};
+  // yarn's mscale and mscale_all_dim: 0 means absent (transformers tests `mscale and mscale_all_dim`).
+  static const std::set<std::string> non_negative = {"rotary_scaling_mscale", "rotary_scaling_mscale_all_dim"};
+  static const std::set<std::string> lists = {"rotary_scaling_short_factor", "rotary_scaling_long_factor"};
+  if (key == "rotary_scaling_original_max_positions") return Kind::kSize;
   if (sizes.count(key)) return Kind::kSize;
   if (counts.count(key)) return Kind::kCount;
   if (ids.count(key)) return Kind::kId;
   if (bools.count(key)) return Kind::kBool;
   if (key == "use_gptj_residual") return Kind::kBool01;
   if (reals.count(key)) return Kind::kPositiveReal;
+  if (non_negative.count(key)) return Kind::kNonNegativeReal;
+  if (lists.count(key)) return Kind::kRealList;
   if (key == "rotary_pct") return Kind::kFraction;
   if (key == "model_name") return Kind::kName;
   return Kind::kEnum;  // weight_data_type, storage_dtype, activation*, layernorm_type, architecture, ...
@@ -212,6 +250,8 @@ std::vector<std::string> bad_values(Kind k) {
     case Kind::kBool: v.insert(v.end(), {"2", "-1", "truee", "none"}); break;
     case Kind::kBool01: v.insert(v.end(), {"2", "-1", "True"}); break;
     case Kind::kPositiveReal: v.insert(v.end(), {"0", "-1e-5", "inf"}); break;
+    case Kind::kNonNegativeReal: v.insert(v.end(), {"-1e-5", "inf"}); break;
+    case Kind::kRealList: v = {"", "abc", "1,,2", "1,nan", "1,1e999", "1 2", "0,1", "1,-2", "1,2,"}; break;
     case Kind::kFraction: v.insert(v.end(), {"-0.1", "1.5", "inf"}); break;
     case Kind::kName: v = {""}; break;
     case Kind::kEnum: v.insert(v.end(), {"0", "-5", "fp8", "Gelu2"}); break;

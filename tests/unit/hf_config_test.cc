@@ -111,6 +111,41 @@ TEST(HfConfig, RopeRefusalsNameTheKeyAndValue) {
             std::string::npos);
 }
 
+// longrope where the family accepts it (Phi-3), as transformers 5.23 reads it: the top-level
+// original_max_position_embeddings (the family's 4096 when absent) over rope_parameters', which must
+// agree; factor absent -> max / original; a factor given that differs from max / original, with no
+// attention_factor, refused (4.x derived the attention factor from the ratio); short_factor and
+// long_factor required; either list with another rope type refused.
+TEST(HfConfig, I46_LongropeWithTransformersDefaults) {
+  hf::RopeKeys k{{}, {}, 10000.0, 1.0, {RopeScalingType::kLongrope}, 128, 4096};
+  auto r = hf::read_rope(json::parse(R"({"original_max_position_embeddings": 32, "rope_parameters": {"rope_type":
+      "longrope", "short_factor": [1, 2], "long_factor": [3, 4], "original_max_position_embeddings": 32}})"), "c", k);
+  EXPECT_TRUE(r.scaling == RopeScaling::longrope({1, 2}, {3, 4}, 32, 4.0));
+  EXPECT_FALSE(r.scaling.attention_factor.has_value());
+  r = hf::read_rope(json::parse(R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1, 2],
+      "long_factor": [3, 4], "attention_factor": 1.25, "factor": 8}})"), "c", k);
+  EXPECT_EQ(r.scaling.original_max_position_embeddings, 4096);
+  EXPECT_EQ(r.scaling.factor, 8.0);
+  EXPECT_EQ(r.scaling.attention_factor, std::optional<double>(1.25));
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1, 2],
+      "long_factor": [3, 4], "original_max_position_embeddings": 32}})"), k),
+            "config.json: original_max_position_embeddings (absent: 4096) = 4096 and "
+            "rope_parameters.original_max_position_embeddings = 32 disagree (which one transformers uses depends on "
+            "its version); make them equal");
+  EXPECT_EQ(error_of(json::parse(R"({"original_max_position_embeddings": 32, "rope_parameters": {"rope_type":
+      "longrope", "short_factor": [1, 2], "long_factor": [3, 4], "factor": 2}})"), k),
+            "config.json: rope_parameters.factor = 2.0 is not max_position_embeddings / original_max_position_embeddings "
+            "= 4.0 (transformers 4.x derives the attention factor from the ratio, 5.x from rope_parameters.factor); give "
+            "attention_factor, or make them agree");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "longrope", "long_factor": [3, 4]}})"), k),
+            "config.json: rope scaling longrope needs short_factor");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1, 0],
+      "long_factor": [3, 4]}})"), k),
+            "config.json: rope_parameters.short_factor holds 0, not a positive number");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"type": "linear", "factor": 2, "short_factor": [1, 2]}})")),
+            "config.json: rope_scaling.short_factor is given with rope_type linear (only longrope reads it)");
+}
+
 // longrope (Phi-3's; "su" is its 4.x name) and the others ftx does not compute are refused by their
 // type, before the fields that come with them (long_factor, beta_fast) could be blamed.
 TEST(HfConfig, R3_UnsupportedRopeTypeIsRefusedByItsName) {
@@ -129,7 +164,7 @@ TEST(HfConfig, R3_UnsupportedRopeTypeIsRefusedByItsName) {
   EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"rope_type": "linear", "factor": 2.0, "foo": 1}})")),
             "config.json: rope_scaling.foo = 1 is not supported (ftx reads rope_type, rope_theta, "
             "partial_rotary_factor, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, "
-            "beta_fast, beta_slow, mscale, mscale_all_dim, truncate, attention_factor)");
+            "beta_fast, beta_slow, mscale, mscale_all_dim, truncate, attention_factor, short_factor, long_factor)");
 }
 
 template <class F>
@@ -228,7 +263,7 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
       {"gpt_neox", "gpt_neox"}, {"gptneox", "gpt_neox"},        {"gpt-neox", "gpt_neox"},
       {"GPTNeoX", "gpt_neox"},  {"bloom", "bloom"},             {"opt", "opt"},
       {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
-      {"qwen2", "qwen2"},       {"qwen3", "qwen3"},
+      {"qwen2", "qwen2"},       {"qwen3", "qwen3"},           {"phi3", "phi3"},
   };
   for (const auto& [type, family] : types) {
     const hf::HfFamily* f = hf::find_family(type);
@@ -239,12 +274,13 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
   std::vector<std::string> names;
   for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
   EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
-                                             "llama", "mistral", "qwen2", "qwen3"}));
+                                             "llama", "mistral", "qwen2", "qwen3", "phi3"}));
   EXPECT_EQ(hf::find_family("gemma"), nullptr);
   EXPECT_EQ(hf::supported_list(),
-            "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3");
+            "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, "
+            "phi3");
   EXPECT_EQ(hf::model_flag_list(),
-            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3");
+            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, phi3");
 }
 
 // The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf

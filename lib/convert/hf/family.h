@@ -5,8 +5,9 @@
 // what every family refuses, loads the weights, strips the family's name prefixes, checks that
 // weights are floats, maps names through the family's layout table, gathers q/k/v parts, copies
 // the tokenizer and warns about config keys no table names. The family says only what is its own:
-// the config keys (KeyRule table), how config.json becomes a ModelConfig, its layout table, and the
-// tensors no single layout rule makes (TensorHooks).
+// the config keys (KeyRule table), how config.json becomes a ModelConfig, its layout table, the
+// tensors it stores fused where others store them apart (unfuse), and the tensors no single layout
+// rule makes (TensorHooks).
 //
 // The list of supported types, `convert-hf --help`, the subcommand's description and the man
 // page's tables are built from the registry (hf_families.cc); nothing else lists the families.
@@ -92,6 +93,10 @@ struct HfFamily {
   std::function<void(HfCheckpoint& in, ConversionPlan& plan)> read;
   std::function<const ArchLayout&(HfCheckpoint& in, const ModelConfig& c)> layout;
   std::function<std::unique_ptr<TensorHooks>()> hooks;  // null: layout rules only
+  // The parts of a tensor the family stores fused, under the names of the families that store them
+  // apart (Phi-3's qkv_proj -> q_proj, k_proj, v_proj), so that one layout table and one QKV fusion
+  // serve both; {s} for a tensor stored as the layout wants it. Null: every tensor as stored.
+  std::function<std::vector<Source>(HfCheckpoint& in, const ModelConfig& c, const Source& s)> unfuse;
   // The JobContext the layout jobs get, after the driver's defaults (heads, head size, hidden, qkv).
   std::function<void(HfCheckpoint& in, const ModelConfig& c, JobContext& ctx)> job_context;
 };

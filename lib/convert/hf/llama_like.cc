@@ -105,13 +105,15 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   c.layernorm_eps = eps_or(j, "rms_norm_eps", 1e-6, origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
-  const HfRope rope = read_rope(j, origin, {{}, {}, 10000.0, 1.0, spec.rope_types, c.max_pos_seq_len});
+  const HfRope rope = read_rope(j, origin, {{}, {}, 10000.0, 1.0, spec.rope_types, c.max_pos_seq_len,
+                                          spec.default_original_max_positions});
   FTX_CHECK(spec.partial_rotary || rope.partial_factor == 1.0, origin,
             rope.partial_where + " = " + json(rope.partial_factor).dump() + " is not supported (" + type +
                 " rotates the whole head)");
   c.rotary_dim = rotary_dims(rope, c.size_per_head, origin);
   c.rotary_base = rope.theta;
   c.rope_scaling = rope.scaling;
+  check_rope_scaling(c.rope_scaling, origin, c.rotary_dim);  // longrope's lists against the rotary dims
   spec.biases(j, origin, c);
   c.sliding_window = spec.sliding_window(j, c.num_layer, origin);
   c.qk_norm = spec.qk_norm;

@@ -32,6 +32,8 @@ struct LlamaLike {
   // false: the family's default rope ignores partial_rotary_factor (Qwen3), so a value other than
   // 1 is refused rather than guessed.
   bool partial_rotary = true;
+  // longrope's original_max_position_embeddings when the top level has none (RopeKeys).
+  int64_t default_original_max_positions = 0;
 };
 
 // The keys every llama-like config has (the family's file adds its own); `head_dim` says how the

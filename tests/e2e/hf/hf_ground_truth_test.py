@@ -573,6 +573,53 @@ def test_I46_qwen3_refusals_name_their_key(tmp):
         print(f"ok   I46 qwen3 without head_dim (128): {line}")
 
 
+def test_I46_phi3_refusals_name_their_key(tmp):
+    """Phi-3 configurations transformers computes and ftx does not, one line naming the key and value;
+    and a request whose positions pass longrope's original_max_position_embeddings (32 here), where
+    transformers switches the whole sequence to long_factor: refused naming the prompt and the key,
+    while one that stays within it runs."""
+    def rope(**kv):
+        return lambda cfg: cfg["rope_parameters"].update(kv)
+
+    def set_(**kv):
+        return lambda cfg: cfg.update(kv)
+
+    cases = (
+        ("I46_phi3_linear", "phi3_longrope", rope(rope_type="linear", factor=2.0),
+         "rope_parameters.rope_type = 'linear' is not supported (supported: longrope)"),
+        ("I46_phi3_factor", "phi3_longrope", rope(factor=2.0),
+         "rope_parameters.factor = 2.0 is not max_position_embeddings / original_max_position_embeddings = 4.0 "
+         "(transformers 4.x derives the attention factor from the ratio, 5.x from rope_parameters.factor); give "
+         "attention_factor, or make them agree"),
+        ("I46_phi3_original", "phi3_longrope", set_(original_max_position_embeddings=64),
+         "original_max_position_embeddings = 64 and rope_parameters.original_max_position_embeddings = 32 disagree "
+         "(which one transformers uses depends on its version); make them equal"),
+        ("I46_phi3_head_dim", "phi3_longrope", set_(head_dim=8),
+         "head_dim = 8 is not hidden_size / num_attention_heads = 16 (not supported)"),
+        ("I46_phi3_short", "phi3_longrope", rope(short_factor=[1.0, 2.0]),
+         "rope scaling longrope: short_factor and long_factor must hold 4 numbers (rotary dims 8 / 2), not 2 and 4"),
+    )
+    for name, base, edit, want in cases:
+        convert_refused(tmp, copy_model(tmp, base, name, edit), "{cfg}: " + want)
+    folder = convert(os.path.join(FIX, "phi3_longrope", "safetensors"), os.path.join(tmp, "I46_phi3"), 1, "fp32")
+    nine = expected("phi3_longrope")["prompts"][2]
+    ids = (nine * 4)[:30]
+    tail = ("a sequence of 33 positions is longer than the longrope rotary's original_max_position_embeddings = 32 "
+            "(config.ini rotary_scaling_original_max_positions), beyond which the model rotates by long_factor, which "
+            "ftx does not compute; keep prompt + new tokens within 32")
+    req, out = os.path.join(tmp, "I46_phi3.jsonl"), os.path.join(tmp, "I46_phi3_out.jsonl")
+    with open(req, "w") as f:
+        f.write(json.dumps({"ids": ids, "max_new_tokens": 4}) + "\n")
+    r = run_ftx(["generate", "-m", folder, "--prompts", req, "--output", out, "--quiet", "--max-new-tokens", "1"])
+    want = f"{req}: line 1 (prompt 1): 30 prompt tokens + 4 new tokens run through position 32; {tail}"
+    if exact_error(r, "I46 phi3 beyond the original length", want, out):
+        print(f"ok   I46 phi3 beyond original_max_position_embeddings: {want}")
+    # 30 + 3 new tokens run positions 0..31 (the last token is never fed): within it.
+    got = generate_jsonl(folder, [{"ids": ids, "max_new_tokens": 3}], extra=("--max-new-tokens", "3", "--min-length", "3"))
+    if got is not None and check(len(got[0]["output_ids"]) == 3, f"I46 phi3 within the original length: {got}"):
+        print("ok   I46 phi3: 30 prompt tokens + 3 new tokens (positions 0 to 31) run")
+
+
 def st_read(path):
     """A safetensors file as [(name, dtype, shape, bytes)] in file order, and its metadata."""
     with open(path, "rb") as f:
@@ -723,7 +770,8 @@ def tf5_refusals(tmp):
         print(f"ok   errors unknown key: {warned[0]}")
     for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
                  test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it,
-                 test_L15_sliding_window_refusal_names_the_prompt, test_I46_qwen3_refusals_name_their_key):
+                 test_L15_sliding_window_refusal_names_the_prompt, test_I46_qwen3_refusals_name_their_key,
+                 test_I46_phi3_refusals_name_their_key):
         test(tmp)
 
 

@@ -8,11 +8,13 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
   reference    tests/reference/hf_arch_reference.py, the float64 oracle of the Llama family's quantised
                tests (weight_only here, w8a8_test.py, fp8_test.py, engine_w8a8/engine_fp8), on the
                transformers-5 checkpoints Llama, Mistral (sliding window 6, as gpt_reference's window)
-               Qwen2 and Qwen3: the logits of every step along transformers' greedy paths (expected.json's
+               Qwen2, Qwen3, Phi-3 (longrope, half the head rotated) and Phi-4-mini (tied, 3/4 rotated,
+               attention factor given): the logits of every step along transformers' greedy paths (expected.json's
                greedy_logits) within REF_TOL of the row's largest |logit| of transformers' float64
                logits, and the same greedy tokens.
   weight_only  generate --int8-mode 1 (FT's weight-only INT8) on Llama (2 of 4 KV heads, llama3 rope)
-               Qwen2 (Q/K/V biases, tied) and Qwen3 (q/k norms, which stay fp32): greedy output_ids equal the float64 emulation's
+               Qwen2 (Q/K/V biases, tied), Qwen3 (q/k norms, which stay fp32) and Phi-4-mini (fused
+               projections taken apart, partial longrope): greedy output_ids equal the float64 emulation's
                (tests/reference/int8_reference.py weight_only_int8 on tests/reference/hf_arch_reference.py's
                model of the checkpoint) at TP 1, and at TP 2 under mpirun (one KV head per rank; each
                rank quantises its own row blocks).
@@ -21,7 +23,7 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
   prefix       the paged cache with its prefix cache (a small --kv-cache-memory, 2-token blocks,
                repeated prompts and a prompt extending another): every result equals transformers'
                greedy tokens (the checkpoint's expected.json), prompt tokens come from the prefix
-               cache, and --no-prefix-cache gives the same output, for Llama and Qwen2.
+               cache, and --no-prefix-cache gives the same output, for Llama, Qwen2 and Phi-3.
   lambada      eval-lambada on a tiny Llama with GPT-2's vocabulary (transformers' save_pretrained,
                here; GPT-2's tokenizer through --tokenizer) against lambada_test.py's float64 reference
                of both protocols on the first 12 LAMBADA texts, TP 1 and 2.
@@ -75,7 +77,7 @@ def generate(folder, requests, tmp, extra=(), tp=1):
 
 
 def test_reference(tmp):
-    for name in ("llama", "mistral", "qwen2", "qwen3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3_longrope", "phi4mini"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         worst = 0.0
@@ -96,7 +98,7 @@ def test_reference(tmp):
 
 
 def test_weight_only(tmp):
-    for name in ("llama", "qwen2", "qwen3"):
+    for name in ("llama", "qwen2", "qwen3", "phi4mini"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         for tp in (1, 2) if MPI else (1,):
@@ -128,7 +130,7 @@ def prefix_tokens(stderr):
 
 
 def test_prefix(tmp):
-    for name in ("llama", "qwen2"):
+    for name in ("llama", "qwen2", "phi3_longrope"):
         e = expected(name)
         folder = convert_hf5(name, os.path.join(tmp, name), 1)
         p, g = e["prompts"], e["greedy"]
@@ -137,8 +139,11 @@ def test_prefix(tmp):
         reqs = [{"ids": p[i], "max_new_tokens": 8} for i in order]
         reqs.append({"ids": p[0] + g[0][:3], "max_new_tokens": 5})
         want = [g[i] for i in order] + [g[0][3:]]
-        # Each sequence's K and V: 2 layers, 2 KV heads of 8, fp32, at most 17 positions -> 9 blocks of 2.
-        block = 2 * 2 * 2 * 8 * 4 * 2
+        # One block: K and V of 2 positions in every layer (fp32); each sequence has at most 17
+        # positions -> 9 blocks of 2. Llama and Qwen2: 2 layers, 2 KV heads of 8; Phi-3: of 16.
+        c = json.load(open(os.path.join(HF5, name, "safetensors", "config.json")))
+        d = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        block = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * d * 4 * 2
         flags = ["--batch-size", "2", "--tokens-per-block", "2", "--kv-cache-memory", str(24 * block)]
         got, err = generate(folder, reqs, tmp, flags)
         off, _ = generate(folder, reqs, tmp, flags + ["--no-prefix-cache"])
