@@ -11,6 +11,7 @@
 #include "lib/tokenizer/byte_level_bpe.h"
 #include "lib/tokenizer/gpt2_pretokenizer.h"
 #include "lib/tokenizer/regex_split.h"
+#include "lib/tokenizer/split_behavior.h"
 #include "lib/tokenizer/utf8.h"
 
 namespace ftx {
@@ -45,13 +46,16 @@ bool flag(const nlohmann::json& spec, const char* name, bool default_value) {
 
 // One way of splitting a piece into pieces.
 struct HfPreTokenizer::Step {
-  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex, kMetaspace } kind;
+  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex, kMetaspace, kLiteral } kind;
   // kMetaspace: the replacement for " ", when to put it in front ("always", "first", "never"), and
   // whether to cut before each one.
   std::string replacement;
   std::string prepend_scheme;
   bool metaspace_split = true;
   std::shared_ptr<const RegexSplit> regex;  // kRegex: any other pattern (Llama 3's, Qwen2's)
+  // kLiteral: a {"String": ...} pattern (Gemma's " ") and what becomes of its matches.
+  std::string literal;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
   // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
   bool optional_space = false;
   bool excludes_white_space = false;
@@ -73,6 +77,13 @@ struct HfPreTokenizer::Step {
       return;
     }
     if (kind == kRegex) return regex->split(piece, out);
+    if (kind == kLiteral) {
+      // tokenizers matches the escaped string as a regex: leftmost, not overlapping.
+      std::vector<std::pair<size_t, size_t>> matches;
+      for (size_t at = piece.find(literal); at != std::string::npos; at = piece.find(literal, at + literal.size()))
+        matches.emplace_back(at, at + literal.size());
+      return split_with_behavior(piece, matches, behavior, out);
+    }
     // Decode once, then scan: at each position the regex either matches (an optional space that a
     // class character follows, then the longest run of class characters) or does not; the text
     // between matches is a piece of its own ("Isolated").
@@ -240,14 +251,28 @@ void HfPreTokenizer::add(const nlohmann::json& spec, const std::string& path) {
     have_byte_level_ = true;
   } else if (type == "Split") {
     auto pattern = spec.find("pattern");
-    if (pattern == spec.end() || !pattern->is_object() || !pattern->contains("Regex") || !(*pattern)["Regex"].is_string())
+    const bool literal = pattern != spec.end() && pattern->is_object() && pattern->contains("String") &&
+                         (*pattern)["String"].is_string() && !(*pattern)["String"].get<std::string>().empty();
+    if (!literal && (pattern == spec.end() || !pattern->is_object() || !pattern->contains("Regex") ||
+                     !(*pattern)["Regex"].is_string()))
       throw Error(path, "pre_tokenizer Split pattern " + (pattern == spec.end() ? std::string("(none)") : pattern->dump()) +
-                            " is not supported; ftx knows {\"Regex\": ...} patterns");
+                            " is not supported; ftx knows {\"Regex\": ...} and non-empty {\"String\": ...} patterns");
     std::string behavior = spec.value("behavior", std::string("(none)"));
-    if (behavior != "Isolated")
-      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows \"Isolated\"");
+    SplitBehavior how;
+    if (!parse_split_behavior(behavior, &how) || (!literal && how != SplitBehavior::kIsolated))
+      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported" +
+                            (literal ? "" : " with a Regex pattern") +
+                            "; ftx knows \"Isolated\" (Regex patterns) and, for String patterns, \"Removed\", "
+                            "\"MergedWithPrevious\", \"MergedWithNext\" and \"Contiguous\" too");
     if (flag(spec, "invert", false)) throw Error(path, "pre_tokenizer Split with invert: true is not supported");
-    steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+    if (literal) {
+      steps_.push_back(std::make_unique<Step>());
+      steps_.back()->kind = Step::kLiteral;
+      steps_.back()->literal = (*pattern)["String"].get<std::string>();
+      steps_.back()->behavior = how;
+    } else {
+      steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+    }
   } else if (type == "Metaspace") {
     auto step = std::make_unique<Step>();
     step->kind = Step::kMetaspace;
