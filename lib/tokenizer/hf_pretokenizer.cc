@@ -53,9 +53,11 @@ struct HfPreTokenizer::Step {
   std::string prepend_scheme;
   bool metaspace_split = true;
   std::shared_ptr<const RegexSplit> regex;  // kRegex: any other pattern (Llama 3's, Qwen2's)
-  // kLiteral: a {"String": ...} pattern (Gemma's " ") and what becomes of its matches.
+  // kLiteral: a {"String": ...} pattern (Gemma's " "). For it and kRegex: what becomes of the
+  // matches, and whether the text between them is what the behavior takes as matches.
   std::string literal;
   SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
   // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
   bool optional_space = false;
   bool excludes_white_space = false;
@@ -76,13 +78,14 @@ struct HfPreTokenizer::Step {
       for (std::string_view p : Gpt2PreTokenizer::split(piece)) out->emplace_back(p);
       return;
     }
-    if (kind == kRegex) return regex->split(piece, out);
+    if (kind == kRegex && behavior == SplitBehavior::kIsolated && !invert) return regex->split(piece, out);
+    if (kind == kRegex) return split_with_behavior(piece, regex->matches(piece), behavior, invert, out);
     if (kind == kLiteral) {
       // tokenizers matches the escaped string as a regex: leftmost, not overlapping.
       std::vector<std::pair<size_t, size_t>> matches;
       for (size_t at = piece.find(literal); at != std::string::npos; at = piece.find(literal, at + literal.size()))
         matches.emplace_back(at, at + literal.size());
-      return split_with_behavior(piece, matches, behavior, out);
+      return split_with_behavior(piece, matches, behavior, invert, out);
     }
     // Decode once, then scan: at each position the regex either matches (an optional space that a
     // class character follows, then the longest run of class characters) or does not; the text
@@ -259,20 +262,32 @@ void HfPreTokenizer::add(const nlohmann::json& spec, const std::string& path) {
                             " is not supported; ftx knows {\"Regex\": ...} and non-empty {\"String\": ...} patterns");
     std::string behavior = spec.value("behavior", std::string("(none)"));
     SplitBehavior how;
-    if (!parse_split_behavior(behavior, &how) || (!literal && how != SplitBehavior::kIsolated))
-      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported" +
-                            (literal ? "" : " with a Regex pattern") +
-                            "; ftx knows \"Isolated\" (Regex patterns) and, for String patterns, \"Removed\", "
-                            "\"MergedWithPrevious\", \"MergedWithNext\" and \"Contiguous\" too");
-    if (flag(spec, "invert", false)) throw Error(path, "pre_tokenizer Split with invert: true is not supported");
+    if (!parse_split_behavior(behavior, &how))
+      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows "
+                        "\"Isolated\", \"Removed\", \"MergedWithPrevious\", \"MergedWithNext\" and \"Contiguous\"");
+    const bool invert = flag(spec, "invert", false);
+    std::unique_ptr<Step> step;
     if (literal) {
-      steps_.push_back(std::make_unique<Step>());
-      steps_.back()->kind = Step::kLiteral;
-      steps_.back()->literal = (*pattern)["String"].get<std::string>();
-      steps_.back()->behavior = how;
+      step = std::make_unique<Step>();
+      step->kind = Step::kLiteral;
+      step->literal = (*pattern)["String"].get<std::string>();
     } else {
-      steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+      const std::string regex = (*pattern)["Regex"].get<std::string>();
+      step = parse_split_pattern(regex, path);
+      // Other behaviors (tiktoken-style files: Removed with invert: true) act on the matches of a
+      // general regex; GPT-2's pattern is one, the ' ?[^SET]+' scanner keeps to Isolated.
+      if ((how != SplitBehavior::kIsolated || invert) && step->kind == Step::kGpt2Regex) {
+        step->kind = Step::kRegex;
+        step->regex = std::make_shared<const RegexSplit>(regex, path);
+      }
+      if ((how != SplitBehavior::kIsolated || invert) && step->kind != Step::kRegex)
+        throw Error(path, "pre_tokenizer Split pattern " + quote_for_message(regex) + " with behavior " +
+                              quote_for_message(behavior) + (invert ? " and invert: true" : "") +
+                              " is not supported; ftx reads a ' ?[^SET]+' pattern with \"Isolated\" only");
     }
+    step->behavior = how;
+    step->invert = invert;
+    steps_.push_back(std::move(step));
   } else if (type == "Metaspace") {
     auto step = std::make_unique<Step>();
     step->kind = Step::kMetaspace;

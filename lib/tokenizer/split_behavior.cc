@@ -17,7 +17,7 @@ bool parse_split_behavior(const std::string& name, SplitBehavior* out) {
 }
 
 void split_with_behavior(const std::string& piece, const std::vector<std::pair<size_t, size_t>>& matches,
-                         SplitBehavior behavior, std::vector<std::string>* out) {
+                         SplitBehavior behavior, bool invert, std::vector<std::string>* out) {
   // The segments as tokenizers' NormalizedString::split sees them: gaps and matches, in order.
   struct Segment {
     size_t begin, end;
@@ -31,6 +31,8 @@ void split_with_behavior(const std::string& piece, const std::vector<std::pair<s
     gap = b;
   }
   if (gap < piece.size()) segments.push_back({gap, piece.size(), false});
+  if (invert)
+    for (Segment& s : segments) s.match = !s.match;
 
   std::vector<Segment> pieces;
   bool previous_match = false;
@@ -44,7 +46,7 @@ void split_with_behavior(const std::string& piece, const std::vector<std::pair<s
       break;
     case SplitBehavior::kContiguous:
       for (const Segment& s : segments) {
-        if (s.match && previous_match) pieces.back().end = s.end;
+        if (s.match == previous_match && !pieces.empty()) pieces.back().end = s.end;
         else pieces.push_back(s);
         previous_match = s.match;
       }
