@@ -484,24 +484,61 @@ def test_I46_phi3_tokenizer_model(folder, texts):
     print("I46 phi3: tokenizer.model: %d texts equal LlamaTokenizer (slow, legacy false)" % len(texts))
 
 
-def test_I46_split_behaviors(folder, texts):
-    """Split with a String pattern, all five behaviors (Gemma's is " " MergedWithPrevious, which its
-    Replace normalizer leaves nothing to match): Gemma's tokenizer.json without its normalizer, so
-    the spaces stay and are split on, each behavior against tokenizers."""
+def test_I46_added_token_flags(base, texts):
+    """lstrip, rstrip and single_word as tokenizers reads them (Phi-3's rstrip tokens are in the
+    phi3 check): Qwen3's tokenizer.json with <|im_start|> lstrip, <|im_end|> lstrip and rstrip,
+    <think> single_word, <|endoftext|> all three, against tokenizers."""
     import tokenizers
-    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+    with open(os.path.join(base, "qwen3", "tokenizer.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    flags = {"<|im_start|>": ("lstrip",), "<|im_end|>": ("lstrip", "rstrip"), "<think>": ("single_word",),
+             "<|endoftext|>": ("lstrip", "rstrip", "single_word")}
+    for t in doc["added_tokens"]:
+        for f in flags.get(t["content"], ()):
+            t[f] = True
+    folder = os.path.join(WORK, "flags")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+    tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    plain = tokenizers.Tokenizer.from_file(os.path.join(base, "qwen3", "tokenizer.json"))
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    changed = sum(1 for t, w in zip(texts, want) if w != plain.encode(t, add_special_tokens=False).ids)
+    if changed < 20:
+        fail("I46 flags: only %d texts change with the flags; the check would not cover them" % changed)
+    encode_decode("I46_flags", folder, texts, want, [tok.decode(w, skip_special_tokens=False) for w in want])
+    print("I46 flags: %d texts equal tokenizers, %d of them changed by the flags" % (len(texts), changed))
+
+
+def test_I46_split_behaviors(base, texts):
+    """Split's behaviors and invert, against tokenizers: a String pattern with all five behaviors,
+    inverted or not (Gemma's is " " MergedWithPrevious, which its Replace normalizer leaves nothing
+    to match, so here Gemma's tokenizer.json without its normalizer: the spaces stay and are split
+    on); and Phi-4-mini's regex with Removed and invert: true (how tiktoken-style conversions such as
+    GPT-4o's write it), MergedWithNext and Contiguous."""
+    import tokenizers
+    variants = []
+    with open(os.path.join(base, "gemma", "tokenizer.json"), encoding="utf-8") as f:
         doc = json.load(f)
     doc["normalizer"] = None
     for behavior in ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
-        doc["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": behavior, "invert": False}
-        variant = os.path.join(WORK, "split_" + behavior)
-        os.makedirs(variant, exist_ok=True)
-        with open(os.path.join(variant, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False)
-        tok = tokenizers.Tokenizer.from_file(os.path.join(variant, "tokenizer.json"))
+        for invert in (False, True):
+            doc["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": behavior, "invert": invert}
+            variants.append(("string_%s_%s" % (behavior, invert), json.loads(json.dumps(doc))))
+    with open(os.path.join(base, "phi4mini", "tokenizer.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    for behavior, invert in (("Removed", True), ("MergedWithNext", False), ("Contiguous", True)):
+        doc["pre_tokenizer"]["pretokenizers"][0].update(behavior=behavior, invert=invert)
+        variants.append(("regex_%s_%s" % (behavior, invert), json.loads(json.dumps(doc))))
+    for name, variant in variants:
+        folder = os.path.join(WORK, "split_" + name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(variant, f, ensure_ascii=False)
+        tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
         want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
-        encode_decode("I46_split_" + behavior, variant, texts, want, [tok.decode(w, skip_special_tokens=False) for w in want])
-
+        encode_decode("I46_split_" + name, folder, texts, want, [tok.decode(w, skip_special_tokens=False) for w in want])
+    print("I46 Split: %d variants equal tokenizers" % len(variants))
 
 def check_pipelines():
     """I46: Gemma's, Phi-3's, Phi-4-mini's and Qwen3's tokenizer pipelines (the fixtures of
@@ -514,7 +551,8 @@ def check_pipelines():
     checks = [(f + " tokenizer.json", test_I46_tokenizer_json, (f, os.path.join(base, f), texts)) for f in I46_FAMILIES]
     checks.append(("gemma tokenizer.model", test_I46_gemma_tokenizer_model, (os.path.join(base, "gemma"), texts)))
     checks.append(("phi3 tokenizer.model", test_I46_phi3_tokenizer_model, (os.path.join(base, "phi3"), texts)))
-    checks.append(("Split behaviors", test_I46_split_behaviors, (os.path.join(base, "gemma"), texts)))
+    checks.append(("Split behaviors", test_I46_split_behaviors, (base, texts)))
+    checks.append(("added token flags", test_I46_added_token_flags, (base, texts)))
     for name, check, args in checks:
         try:
             check(*args)
