@@ -29,6 +29,20 @@ class AddedTokenMatcher {
   template <class TextFn, class TokenFn>
   void split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const;
 
+  // A token found by split_like_tokenizers and the bytes it covers, or (token null) text between.
+  struct Span {
+    size_t begin, end;
+    const AddedToken* token;
+  };
+  // tokenizers' AddedVocabulary::find_matches, with the flags as tokenizers reads them (not as
+  // transformers' slow tokenizers, which act on the text pieces instead; SentencePieceTokenizer's
+  // business): a single_word match with a word character (regex \w) right before or after it is
+  // skipped (text), lstrip / rstrip widen the match over the Unicode White_Space before / after it
+  // (so that white space is not encoded), lstrip not back into the match before. Phi-3's
+  // <|assistant|>, <|end|>, <|user|>... are rstrip. A span may begin before the previous one ends
+  // (a token after white space eaten by rstrip), as tokenizers' offsets then do.
+  std::vector<Span> split_like_tokenizers(std::string_view text) const;
+
  private:
   std::vector<AddedToken> tokens_;  // longest first
   bool starts_[256] = {};           // some token starts with this byte

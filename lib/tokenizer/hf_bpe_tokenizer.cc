@@ -151,9 +151,11 @@ void HfBpeTokenizer::load_added_tokens(const nlohmann::json& added) {
     token.id = static_cast<int32_t>(t["id"].get<int64_t>());
     token.special = t.value("special", false);
     for (const char* f : {"lstrip", "rstrip", "single_word"})
-      if (t.value(f, false))
-        throw Error(path_, where + " " + quote_for_message(token.content) + " has " + f +
-                               ": true, which ftx does not support");
+      if (t.contains(f) && !t[f].is_boolean() && !t[f].is_null())
+        throw Error(path_, where + " " + quote_for_message(token.content) + " has " + f + ": " + t[f].dump() +
+                               ", expected true or false");
+    auto flag = [&](const char* f) { return t.contains(f) && t[f].is_boolean() && t[f].get<bool>(); };
+    token.lstrip = flag("lstrip"), token.rstrip = flag("rstrip"), token.single_word = flag("single_word");
     if (t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= (int64_t{1} << 24))
       throw Error(path_, where + " has id " + t["id"].dump() + ", expected an integer in [0, 16777216)");
     for (const AddedToken& other : added_)
@@ -200,17 +202,19 @@ void HfBpeTokenizer::encode_normalized_piece(std::string_view text, bool at_star
 void HfBpeTokenizer::encode_text(std::string_view text, bool at_start, std::vector<int32_t>* out) const {
   std::string normalized = normalizer_->is_identity() ? std::string() : normalizer_->normalize(text);
   std::string_view view = normalizer_->is_identity() ? text : std::string_view(normalized);
-  normalized_tokens_.split(
-      view, [&](std::string_view piece) { encode_normalized_piece(piece, at_start && piece.data() == view.data(), out); },
-      [&](const AddedToken& t) { out->push_back(t.id); });
+  for (const AddedTokenMatcher::Span& s : normalized_tokens_.split_like_tokenizers(view)) {
+    if (s.token) out->push_back(s.token->id);
+    else encode_normalized_piece(view.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, out);
+  }
 }
 
 std::vector<int32_t> HfBpeTokenizer::encode(std::string_view utf8) const {
   std::vector<int32_t> out;
   out.reserve(utf8.size() / 3 + 4);
-  raw_tokens_.split(
-      utf8, [&](std::string_view piece) { encode_text(piece, piece.data() == utf8.data(), &out); },
-      [&](const AddedToken& t) { out.push_back(t.id); });
+  for (const AddedTokenMatcher::Span& s : raw_tokens_.split_like_tokenizers(utf8)) {
+    if (s.token) out.push_back(s.token->id);
+    else encode_text(utf8.substr(s.begin, s.end - s.begin), s.begin == 0, &out);
+  }
   return out;
 }
 

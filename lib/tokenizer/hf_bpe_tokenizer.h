@@ -11,7 +11,8 @@
 //      "normalized": false, in the raw text, then, after normalization, those with "normalized":
 //      true. At each position the longest one wins, leftmost first (tokenizers' Aho-Corasick,
 //      LeftmostLongest). So "<|endoftext|>" in a NeoX text IS the special id, unlike GPT-2's
-//      vocab.json + merges.txt (encoder.py). Tokens with lstrip, rstrip or single_word are refused.
+//      vocab.json + merges.txt (encoder.py). lstrip / rstrip / single_word act as tokenizers' do
+//      (AddedTokenMatcher::split_like_tokenizers: Phi-3's rstrip tokens eat the white space after them).
 //   2. the rest is normalized (HfNormalizer), each piece between added tokens on its own, and
 //      pre-tokenized (HfPreTokenizer; Metaspace's "first" is the piece at the text's start);
 //   3. each piece is merged with the BPE model.

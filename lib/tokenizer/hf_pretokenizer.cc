@@ -11,6 +11,7 @@
 #include "lib/tokenizer/byte_level_bpe.h"
 #include "lib/tokenizer/gpt2_pretokenizer.h"
 #include "lib/tokenizer/regex_split.h"
+#include "lib/tokenizer/split_behavior.h"
 #include "lib/tokenizer/utf8.h"
 
 namespace ftx {
@@ -45,13 +46,18 @@ bool flag(const nlohmann::json& spec, const char* name, bool default_value) {
 
 // One way of splitting a piece into pieces.
 struct HfPreTokenizer::Step {
-  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex, kMetaspace } kind;
+  enum Kind { kGpt2Regex, kNegatedClass, kPrefixSpace, kRegex, kMetaspace, kLiteral } kind;
   // kMetaspace: the replacement for " ", when to put it in front ("always", "first", "never"), and
   // whether to cut before each one.
   std::string replacement;
   std::string prepend_scheme;
   bool metaspace_split = true;
   std::shared_ptr<const RegexSplit> regex;  // kRegex: any other pattern (Llama 3's, Qwen2's)
+  // kLiteral: a {"String": ...} pattern (Gemma's " "). For it and kRegex: what becomes of the
+  // matches, and whether the text between them is what the behavior takes as matches.
+  std::string literal;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
   // kNegatedClass: ` ?[^SET]+` (with optional_space) or `[^SET]+`.
   bool optional_space = false;
   bool excludes_white_space = false;
@@ -72,7 +78,15 @@ struct HfPreTokenizer::Step {
       for (std::string_view p : Gpt2PreTokenizer::split(piece)) out->emplace_back(p);
       return;
     }
-    if (kind == kRegex) return regex->split(piece, out);
+    if (kind == kRegex && behavior == SplitBehavior::kIsolated && !invert) return regex->split(piece, out);
+    if (kind == kRegex) return split_with_behavior(piece, regex->matches(piece), behavior, invert, out);
+    if (kind == kLiteral) {
+      // tokenizers matches the escaped string as a regex: leftmost, not overlapping.
+      std::vector<std::pair<size_t, size_t>> matches;
+      for (size_t at = piece.find(literal); at != std::string::npos; at = piece.find(literal, at + literal.size()))
+        matches.emplace_back(at, at + literal.size());
+      return split_with_behavior(piece, matches, behavior, invert, out);
+    }
     // Decode once, then scan: at each position the regex either matches (an optional space that a
     // class character follows, then the longest run of class characters) or does not; the text
     // between matches is a piece of its own ("Isolated").
@@ -240,14 +254,40 @@ void HfPreTokenizer::add(const nlohmann::json& spec, const std::string& path) {
     have_byte_level_ = true;
   } else if (type == "Split") {
     auto pattern = spec.find("pattern");
-    if (pattern == spec.end() || !pattern->is_object() || !pattern->contains("Regex") || !(*pattern)["Regex"].is_string())
+    const bool literal = pattern != spec.end() && pattern->is_object() && pattern->contains("String") &&
+                         (*pattern)["String"].is_string() && !(*pattern)["String"].get<std::string>().empty();
+    if (!literal && (pattern == spec.end() || !pattern->is_object() || !pattern->contains("Regex") ||
+                     !(*pattern)["Regex"].is_string()))
       throw Error(path, "pre_tokenizer Split pattern " + (pattern == spec.end() ? std::string("(none)") : pattern->dump()) +
-                            " is not supported; ftx knows {\"Regex\": ...} patterns");
+                            " is not supported; ftx knows {\"Regex\": ...} and non-empty {\"String\": ...} patterns");
     std::string behavior = spec.value("behavior", std::string("(none)"));
-    if (behavior != "Isolated")
-      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows \"Isolated\"");
-    if (flag(spec, "invert", false)) throw Error(path, "pre_tokenizer Split with invert: true is not supported");
-    steps_.push_back(parse_split_pattern((*pattern)["Regex"].get<std::string>(), path));
+    SplitBehavior how;
+    if (!parse_split_behavior(behavior, &how))
+      throw Error(path, "pre_tokenizer Split behavior " + quote_for_message(behavior) + " is not supported; ftx knows "
+                        "\"Isolated\", \"Removed\", \"MergedWithPrevious\", \"MergedWithNext\" and \"Contiguous\"");
+    const bool invert = flag(spec, "invert", false);
+    std::unique_ptr<Step> step;
+    if (literal) {
+      step = std::make_unique<Step>();
+      step->kind = Step::kLiteral;
+      step->literal = (*pattern)["String"].get<std::string>();
+    } else {
+      const std::string regex = (*pattern)["Regex"].get<std::string>();
+      step = parse_split_pattern(regex, path);
+      // Other behaviors (tiktoken-style files: Removed with invert: true) act on the matches of a
+      // general regex; GPT-2's pattern is one, the ' ?[^SET]+' scanner keeps to Isolated.
+      if ((how != SplitBehavior::kIsolated || invert) && step->kind == Step::kGpt2Regex) {
+        step->kind = Step::kRegex;
+        step->regex = std::make_shared<const RegexSplit>(regex, path);
+      }
+      if ((how != SplitBehavior::kIsolated || invert) && step->kind != Step::kRegex)
+        throw Error(path, "pre_tokenizer Split pattern " + quote_for_message(regex) + " with behavior " +
+                              quote_for_message(behavior) + (invert ? " and invert: true" : "") +
+                              " is not supported; ftx reads a ' ?[^SET]+' pattern with \"Isolated\" only");
+    }
+    step->behavior = how;
+    step->invert = invert;
+    steps_.push_back(std::move(step));
   } else if (type == "Metaspace") {
     auto step = std::make_unique<Step>();
     step->kind = Step::kMetaspace;

@@ -4,6 +4,10 @@
 //   ByteLevel {add_prefix_space, use_regex}: with use_regex, each piece is split with GPT-2's
 //     pattern (Gpt2PreTokenizer); with add_prefix_space, a space is put in front of each piece that
 //     reaches it and does not start with one. It must come last: its byte spelling is what BPE takes.
+//   Split {pattern: {"String": S}, behavior: any, invert: any}: the occurrences of S split the
+//     piece as the behavior says (split_behavior.h; Gemma's tokenizer.json: " ", MergedWithPrevious).
+//     A Regex pattern (below) other than a ' ?[^SET]+' one takes any behavior and invert too
+//     (tiktoken-style files: Removed with invert: true, which keeps the matches as pieces).
 //   Split {pattern: {"Regex": P}, behavior: "Isolated", invert: false}: the matches of P and the
 //     text between them become pieces. P is GPT-2's pattern, or one of the form ` ?[^SET]+` or
 //     `[^SET]+` (BLOOM: ` ?[^(\s|[.,!?…。，、।۔،])]+`), where SET lists literal characters,

@@ -79,7 +79,7 @@ RegexSplit::RegexSplit(const std::string& pattern, const std::string& path) {
 
 RegexSplit::~RegexSplit() = default;
 
-void RegexSplit::split(const std::string& piece, std::vector<std::string>* out) const {
+std::vector<std::pair<size_t, size_t>> RegexSplit::matches(const std::string& piece) const {
   // UTF-16 for ICU, and the UTF-8 offset of every UTF-16 index, to cut the original bytes.
   icu::UnicodeString text;
   std::vector<size_t> byte_at;
@@ -97,18 +97,26 @@ void RegexSplit::split(const std::string& piece, std::vector<std::string>* out) 
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> m(pattern_->matcher(text, status));
   if (U_FAILURE(status)) throw Error(std::string("regex matcher: ") + u_errorName(status));
+  std::vector<std::pair<size_t, size_t>> spans;
+  while (m->find(status) && U_SUCCESS(status)) {
+    const size_t a = byte_at[static_cast<size_t>(m->start(status))], b = byte_at[static_cast<size_t>(m->end(status))];
+    if (b == a) continue;  // empty matches split nothing (tokenizers skips them too)
+    spans.emplace_back(a, b);
+  }
+  if (U_FAILURE(status)) throw Error(std::string("regex match: ") + u_errorName(status));
+  return spans;
+}
+
+void RegexSplit::split(const std::string& piece, std::vector<std::string>* out) const {
   size_t gap = 0;
   auto emit = [&](size_t a, size_t b) {
     if (b > a) out->push_back(piece.substr(a, b - a));
   };
-  while (m->find(status) && U_SUCCESS(status)) {
-    const size_t a = byte_at[static_cast<size_t>(m->start(status))], b = byte_at[static_cast<size_t>(m->end(status))];
-    if (b == a) continue;  // empty matches split nothing (tokenizers skips them too)
+  for (const auto& [a, b] : matches(piece)) {
     emit(gap, a);
     emit(a, b);
     gap = b;
   }
-  if (U_FAILURE(status)) throw Error(std::string("regex match: ") + u_errorName(status));
   emit(gap, piece.size());
 }
 

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 U_NAMESPACE_BEGIN
@@ -28,6 +29,9 @@ class RegexSplit {
   // Error(path, ...) naming the pattern when ICU cannot compile it.
   RegexSplit(const std::string& pattern, const std::string& path);
   ~RegexSplit();
+  // The [begin, end) byte spans of the non-empty matches in `piece`, in order.
+  std::vector<std::pair<size_t, size_t>> matches(const std::string& piece) const;
+  // The matches and the text between them, as pieces (behavior "Isolated").
   void split(const std::string& piece, std::vector<std::string>* out) const;
 
  private:

@@ -79,6 +79,11 @@ TokenizerConfig read_tokenizer_config(const std::string& folder) {
     if (std::string(name) == "tokenizer_config.json") {
       out.legacy = flag(config, "legacy");
       out.add_prefix_space = flag(config, "add_prefix_space");
+      // transformers' GemmaTokenizer takes neither key: each piece between added tokens is the
+      // model's own encoding (Gemma's has no dummy prefix), ftx's legacy path, whatever they say.
+      auto cls = config.find("tokenizer_class");
+      if (cls != config.end() && cls->is_string() && cls->get<std::string>().rfind("Gemma", 0) == 0)
+        out.legacy = true, out.add_prefix_space.reset();
       if (config.contains("added_tokens_decoder")) read_added_tokens(config["added_tokens_decoder"], path.string(), &out);
     }
     for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {

@@ -14,6 +14,8 @@ struct TokenizerConfig {
   // Either file is there (a HuggingFace tokenizer folder).
   bool present = false;
   // Bare booleans only; absent (or null, as transformers then takes its default) otherwise.
+  // A tokenizer_class of Gemma's (GemmaTokenizer, GemmaTokenizerFast) reads as legacy true and no
+  // add_prefix_space, as GemmaTokenizer ignores both.
   std::optional<bool> legacy, add_prefix_space;
   // tokenizer_config.json's added_tokens_decoder ({"ID": {"content": ..., "lstrip": ..., ...}}).
   std::vector<AddedToken> added_tokens;

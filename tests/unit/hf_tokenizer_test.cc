@@ -329,10 +329,14 @@ TEST(HfBpe, UnsupportedPartsAreNamed) {
   expect_error(d, "Split pattern \"\\\\w+\" is not supported");
   d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "[^a-z]+"}}}, {"behavior", "Isolated"}, {"invert", false}};
   expect_error(d, "ranges");
-  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}, {"invert", false}};
-  expect_error(d, "Split pattern {\"String\":\" \"} is not supported");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", ""}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_error(d, "Split pattern {\"String\":\"\"} is not supported");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}, {"invert", false}};
+  expect_error(d, "Split behavior \"Sideways\" is not supported");
   d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Removed"}, {"invert", false}};
-  expect_error(d, "Split behavior \"Removed\"");
+  expect_error(d, "with behavior \"Removed\" is not supported");
+  d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Isolated"}, {"invert", true}};
+  expect_error(d, "with behavior \"Isolated\" and invert: true is not supported");
   d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", kBloomPattern}}}, {"behavior", "Isolated"}, {"invert", false}};
   expect_error(d, "no ByteLevel step");
   d = gpt2_style(false);
@@ -353,8 +357,8 @@ TEST(HfBpe, UnsupportedPartsAreNamed) {
   d["decoder"] = {{"type", "Metaspace"}};
   expect_error(d, "decoder \"Metaspace\" is not supported");
   d = gpt2_style(false);
-  d["added_tokens"][0]["lstrip"] = true;
-  expect_error(d, "added_tokens[0] \"<|endoftext|>\" has lstrip: true");
+  d["added_tokens"][0]["lstrip"] = "yes";
+  expect_error(d, "added_tokens[0] \"<|endoftext|>\" has lstrip: \"yes\", expected true or false");
   d = gpt2_style(false);
   d["added_tokens"].push_back(added(50256, "<|other|>", true, false));
   expect_error(d, "id 50256 is given to both added tokens");

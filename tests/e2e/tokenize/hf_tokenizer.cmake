@@ -12,9 +12,23 @@
 # with legacy false / true, and with LlamaTokenizerFast's tokenizer.json beside it): K2, special
 # tokens typed in the text with tokenizer.model, against LlamaTokenizer; K3, tokenizer.json chosen
 # over tokenizer.model, against AutoTokenizer.
+# `pipelines` (issue 46, I46): small tokenizers with Gemma's, Phi-3's, Phi-4-mini's and Qwen3's
+# pipelines (scripts/fixtures/make_tokenizer_pipelines.py, the tok_pipelines_fx fixture below): ids
+# and decodings of texts in other scripts, emoji, white space runs, digits, contractions, byte
+# fallback and added tokens in the text against tokenizers (tokenizer.json), transformers'
+# GemmaTokenizer and sentencepiece (Gemma's tokenizer.model).
 # Under the pinned test venv (scripts/requirements/test.txt).
+add_test(NAME tokenizer_pipeline_fixtures
+         COMMAND ${FTX_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/fixtures/make_tokenizer_pipelines.py
+                 ${FTX_FIXTURES}/tokenizer_pipelines)
+set_tests_properties(tokenizer_pipeline_fixtures PROPERTIES FIXTURES_SETUP tok_pipelines_fx ENVIRONMENT "${FTX_TEST_ENV}"
+                     LABELS "tokenize" TIMEOUT 300)
 foreach(check neox bloom prefix xglm trained modern llama)
   add_test(NAME hf_tokenizer_${check}
            COMMAND ${FTX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/hf_tokenizer_test.py ${check})
   set_tests_properties(hf_tokenizer_${check} PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS "tokenize" TIMEOUT 600)
 endforeach()
+add_test(NAME hf_tokenizer_pipelines
+         COMMAND ${FTX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/hf_tokenizer_test.py pipelines)
+set_tests_properties(hf_tokenizer_pipelines PROPERTIES ENVIRONMENT "${FTX_TEST_ENV}" LABELS "tokenize" TIMEOUT 600
+                     FIXTURES_REQUIRED tok_pipelines_fx)

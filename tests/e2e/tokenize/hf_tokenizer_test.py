@@ -23,6 +23,11 @@
         it): K2, special tokens typed in the text give LlamaTokenizer's ids with tokenizer.model
         (and the bare model, as NeMo's, sentencepiece's); K3, a folder with tokenizer.json gives
         AutoTokenizer's (fast) ids and decodings, tokenizer.model named alone LlamaTokenizer's
+  hf_tokenizer_test.py  pipelines           I46: the folders of scripts/fixtures/make_tokenizer_pipelines.py
+        (Gemma's, Phi-3's, Phi-4-mini's and Qwen3's pipelines on small vocabularies): ftx's ids and
+        decodings of texts in other scripts, emoji, white space runs, digits, contractions, unknown
+        characters and added tokens in the text equal `tokenizers`' on tokenizer.json, and on Gemma's
+        tokenizer.model transformers' GemmaTokenizer's (folder) and sentencepiece's (model alone)
   hf_tokenizer_test.py  xglm                a SentencePiece BPE model trained here with spm_train and
         saved as sentencepiece.bpe.model: ids equal python3-sentencepiece's ids moved to fairseq's
         order as HF XGLMTokenizer defines it (spm 0 -> 3, p -> p + 1), decoding equals
@@ -355,6 +360,208 @@ def check_llama():
     test_K3_tokenizer_json_before_tokenizer_model(folders, texts)
 
 
+# I46: texts for Gemma's, Phi-3's, Phi-4-mini's and Qwen3's pipelines: other scripts, emoji (ZWJ
+# sequences, skin tones, flags), runs of white space at the start, middle and end, digit runs,
+# contractions in both cases, text no small vocabulary has (byte fallback), and each family's
+# special / added tokens inside text, beside spaces and newlines (Phi-3's eat the white space after
+# them; a token of another family is plain text).
+I46_TEXTS = [
+    "東京と大阪に行きました。 你好，世界！ 한국어 텍스트", "Привет, мир! Съешь же ещё этих мягких булок.",
+    "مرحبا بالعالم، كيف حالك؟ ١٢٣", "नमस्ते दुनिया, आप कैसे हैं? क्षत्रिय", "ελληνικά Ἀθῆναι ქართული ᚠᚢᚦ",
+    "👨\u200d👩\u200d👧\u200d👦 family, 👩🏽\u200d💻 coder, 👍🏻👍🏼👍🏽👍🏾👍🏿, 🏳️\u200d🌈 🇫🇷🇯🇵, ❤️\u200d🔥 ✊🏿",
+    "😀", "a😀b", "🧑\u200d🤝\u200d🧑", "  two", "   three", "\tleading tab", "\n\nleading newlines",
+    "trailing spaces   ", "trailing newline\n", "trailing tab\t", "a  b   c    d     e", "tabs\t\t\tin\tthe middle",
+    "line\nbreaks\n\n\nand\r\nCRLF\r\n", " \n \n ", "   ", " ", "\t", "\n", "", "x",
+    "\u00a0nbsp\u2003em\u3000ideo \u000b\u0085 ",
+    "1 12 123 1234 12345 123456 1234567890123", "3.14159 1,000,000 2026-11-29 0x1F 1e-10", "٣٤٥ ①② ⅷ ½",
+    "I'm you're he's we've they'll she'd I'M YOU'RE HE'S WE'VE THEY'LL SHE'D don't DON'T",
+    "'s 't 're 's's 'S' 'tis", "café naïve résumé Å A\u030a ﬁ", "e\u0301 vs é (NFC)",
+    "\U0001F9EC\U0001FAE0 \U00010348 \u2fd5 \ue000 \U000F0000 \u0378", "\x01\x02\x7f control",
+    "zero\u200bwidth\u200djoiner",
+    "<start_of_turn>user\nHello there<end_of_turn>\n<start_of_turn>model\nHi!<end_of_turn>\n",
+    "<start_of_turn> spaced <end_of_turn>  ", "text<start_of_turn><end_of_turn>text", "<bos><eos><pad><unk><mask>",
+    "a\n\nb\n\n\nc\n\n\n\nd", "\u2581\u2581 typed \u2581 marks \u2581\u2581\u2581", "<table><h1>Title</h1></table>",
+    "[@BOS@] <unused0><unused1>",
+    "<|user|>\nWhat is 2+2?<|end|>\n<|assistant|>\n4<|end|>\n<|endoftext|>", "<|user|>   spaces eaten<|end|>  \n  x",
+    "<|system|>\tsys\t<|end|>\t\t<|user|>\u3000wide", "<|endoftext|>  kept <|endoftext|>", "a<|user|>b<|assistant|>",
+    "<|user|>", "<|end|>   ", "  <|user|>", "<s>hi</s> <s>", "<unk>",
+    "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    "<think>\n\n</think>\n\nHello!<|im_end|>", "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<think>x</think>",
+    "<|vision_start|><|image_pad|><|image_pad|><|vision_end|>", "<|fim_prefix|>def f(<|fim_suffix|>)<|fim_middle|>",
+    "<|system|>You are Phi.<|end|><|user|>Hi<|end|><|assistant|><|tool_call|>[]<|/tool_call|>", "<|tag|><|tool|>",
+    "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\n", "https://example.com/a/b?c=d&e=f#g path/to/file",
+    "!!! ??? ... --- *** /// \\\\ \"\"\" ''", "MixedCASEWords camelCase snake_case kebab-case HTTPServer",
+]
+
+# The fixture folders of make_tokenizer_pipelines.py, each with an added token some text's ids
+# must hold (so the check covers added tokens).
+I46_FAMILIES = {"gemma": "<start_of_turn>", "phi3": "<|assistant|>", "phi4mini": "<|tool_call|>", "qwen3": "<think>"}
+
+
+def i46_texts():
+    lambada = read_jsonl(LAMBADA, "text")
+    rng = random.Random(46)
+    parts = ["<start_of_turn>", "<end_of_turn>", "<|user|>", "<|end|>", "<|endoftext|>", "<|im_start|>", "<think>",
+             "</think>", "<|tool|>", " ", "  ", "\n", "\t", "\n\n", "hi", " the", "ж", "東京", "😀", "👍🏽", "12345",
+             "I'm", "\u2581", "<bos>", "\u00a0"]
+    mixed = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 10))) for _ in range(300)]
+    return I46_TEXTS + lambada[:400] + mixed + gpt2_bpe_reference.fuzz_strings(seed=20261129, count=300)
+
+
+def test_I46_tokenizer_json(family, folder, texts):
+    """ftx's ids and decodings on the folder (tokenizer.json chosen) equal `tokenizers`' own on
+    the same file (no special tokens added, none skipped in decoding)."""
+    import tokenizers
+    tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    probe = tok.token_to_id(I46_FAMILIES[family])
+    if not any(probe in w for w in want):
+        fail("I46 %s: no text has %s; the check would not cover added tokens" % (family, I46_FAMILIES[family]))
+    back = [tok.decode(w, skip_special_tokens=False) for w in want]
+    encode_decode("I46_" + family, folder, texts, want, back)
+    print("I46 %s: %d texts equal tokenizers %s (tokenizer.json); %d of them decode back to the text itself" %
+          (family, len(texts), tokenizers.__version__, sum(1 for t, b in zip(texts, back) if t == b)))
+
+
+def test_I46_gemma_tokenizer_model(folder, texts):
+    """Gemma's tokenizer.model: in its HF folder (tokenizer_config.json beside it, also with a
+    `legacy`: false that GemmaTokenizer ignores), ftx's ids equal transformers' slow GemmaTokenizer's
+    (added tokens cut out of the text, the rest SentencePiece's, no dummy prefix); alone,
+    sentencepiece's own; decodings sentencepiece's."""
+    import sentencepiece as spm
+    from transformers import GemmaTokenizer
+    model = os.path.join(folder, "tokenizer.model")
+    sp = spm.SentencePieceProcessor(model_file=model)
+    slow = GemmaTokenizer.from_pretrained(folder)
+    want = [slow(t, add_special_tokens=False)["input_ids"] for t in texts]
+    if not any(any(sp.id_to_piece(i).startswith("<0x") for i in w) for w in want):
+        fail("I46 gemma: no text used a byte-fallback piece")
+    encode_decode("I46_gemma_model", model, texts, want, [sp.decode(w) for w in want])
+    # GemmaTokenizer takes no `legacy` (LlamaTokenizer's): a config that sets it changes nothing.
+    legacy = os.path.join(WORK, "gemma_legacy_false")
+    os.makedirs(legacy, exist_ok=True)
+    shutil.copy(model, legacy)
+    with open(os.path.join(folder, "tokenizer_config.json")) as f:
+        config = json.load(f)
+    config.update(legacy=False, add_prefix_space=True)
+    with open(os.path.join(legacy, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f)
+    if [GemmaTokenizer.from_pretrained(legacy)(t, add_special_tokens=False)["input_ids"] for t in texts] != want:
+        fail("I46 gemma: GemmaTokenizer was expected to ignore legacy / add_prefix_space")
+    encode_decode("I46_gemma_legacy_false", os.path.join(legacy, "tokenizer.model"), texts, want,
+                  [sp.decode(w) for w in want])
+    bare = os.path.join(WORK, "gemma_bare")
+    os.makedirs(bare, exist_ok=True)
+    shutil.copy(model, bare)
+    want = [sp.encode(t) for t in texts]
+    encode_decode("I46_gemma_bare", bare, texts, want, [sp.decode(w) for w in want])
+    print("I46 gemma: tokenizer.model: %d texts equal GemmaTokenizer (slow) in its folder and sentencepiece %s "
+          "alone" % (len(texts), spm.__version__))
+
+
+def test_I46_phi3_tokenizer_model(folder, texts):
+    """Phi-3's tokenizer.model named alone (its folder's tokenizer_config.json with legacy: false
+    and the rstrip added tokens past the model's pieces): ftx's ids equal transformers' slow
+    LlamaTokenizer's, decodings sentencepiece's with the added tokens' content between."""
+    import sentencepiece as spm
+    from transformers import LlamaTokenizer
+    slow = LlamaTokenizer.from_pretrained(folder)
+    if slow.legacy:
+        fail("I46 phi3: the fixture's tokenizer_config.json was expected to say legacy: false")
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+    n = sp.get_piece_size()
+    want = [slow(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+    def decode(ids):  # sentencepiece's runs, an added token past the model as its content
+        out, run = "", []
+        for i in ids:
+            if i < n:
+                run.append(i)
+            else:
+                out, run = out + sp.decode(run) + slow.convert_ids_to_tokens(i), []
+        return out + sp.decode(run)
+    encode_decode("I46_phi3_model", os.path.join(folder, "tokenizer.model"), texts, want, [decode(w) for w in want])
+    print("I46 phi3: tokenizer.model: %d texts equal LlamaTokenizer (slow, legacy false)" % len(texts))
+
+
+def test_I46_added_token_flags(base, texts):
+    """lstrip, rstrip and single_word as tokenizers reads them (Phi-3's rstrip tokens are in the
+    phi3 check): Qwen3's tokenizer.json with <|im_start|> lstrip, <|im_end|> lstrip and rstrip,
+    <think> single_word, <|endoftext|> all three, against tokenizers."""
+    import tokenizers
+    with open(os.path.join(base, "qwen3", "tokenizer.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    flags = {"<|im_start|>": ("lstrip",), "<|im_end|>": ("lstrip", "rstrip"), "<think>": ("single_word",),
+             "<|endoftext|>": ("lstrip", "rstrip", "single_word")}
+    for t in doc["added_tokens"]:
+        for f in flags.get(t["content"], ()):
+            t[f] = True
+    folder = os.path.join(WORK, "flags")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+    tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    plain = tokenizers.Tokenizer.from_file(os.path.join(base, "qwen3", "tokenizer.json"))
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    changed = sum(1 for t, w in zip(texts, want) if w != plain.encode(t, add_special_tokens=False).ids)
+    if changed < 20:
+        fail("I46 flags: only %d texts change with the flags; the check would not cover them" % changed)
+    encode_decode("I46_flags", folder, texts, want, [tok.decode(w, skip_special_tokens=False) for w in want])
+    print("I46 flags: %d texts equal tokenizers, %d of them changed by the flags" % (len(texts), changed))
+
+
+def test_I46_split_behaviors(base, texts):
+    """Split's behaviors and invert, against tokenizers: a String pattern with all five behaviors,
+    inverted or not (Gemma's is " " MergedWithPrevious, which its Replace normalizer leaves nothing
+    to match, so here Gemma's tokenizer.json without its normalizer: the spaces stay and are split
+    on); and Phi-4-mini's regex with Removed and invert: true (how tiktoken-style conversions such as
+    GPT-4o's write it), MergedWithNext and Contiguous."""
+    import tokenizers
+    variants = []
+    with open(os.path.join(base, "gemma", "tokenizer.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["normalizer"] = None
+    for behavior in ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
+        for invert in (False, True):
+            doc["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": behavior, "invert": invert}
+            variants.append(("string_%s_%s" % (behavior, invert), json.loads(json.dumps(doc))))
+    with open(os.path.join(base, "phi4mini", "tokenizer.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    for behavior, invert in (("Removed", True), ("MergedWithNext", False), ("Contiguous", True)):
+        doc["pre_tokenizer"]["pretokenizers"][0].update(behavior=behavior, invert=invert)
+        variants.append(("regex_%s_%s" % (behavior, invert), json.loads(json.dumps(doc))))
+    for name, variant in variants:
+        folder = os.path.join(WORK, "split_" + name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(variant, f, ensure_ascii=False)
+        tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+        encode_decode("I46_split_" + name, folder, texts, want, [tok.decode(w, skip_special_tokens=False) for w in want])
+    print("I46 Split: %d variants equal tokenizers" % len(variants))
+
+def check_pipelines():
+    """I46: Gemma's, Phi-3's, Phi-4-mini's and Qwen3's tokenizer pipelines (the fixtures of
+    scripts/fixtures/make_tokenizer_pipelines.py, made by the ctest fixture tok_pipelines_fx); every
+    family is checked before the test fails."""
+    require_spm_tools()
+    base = os.path.join(os.environ["FTX_FIXTURES"], "tokenizer_pipelines")
+    texts = i46_texts()
+    failed = []
+    checks = [(f + " tokenizer.json", test_I46_tokenizer_json, (f, os.path.join(base, f), texts)) for f in I46_FAMILIES]
+    checks.append(("gemma tokenizer.model", test_I46_gemma_tokenizer_model, (os.path.join(base, "gemma"), texts)))
+    checks.append(("phi3 tokenizer.model", test_I46_phi3_tokenizer_model, (os.path.join(base, "phi3"), texts)))
+    checks.append(("Split behaviors", test_I46_split_behaviors, (base, texts)))
+    checks.append(("added token flags", test_I46_added_token_flags, (base, texts)))
+    for name, check, args in checks:
+        try:
+            check(*args)
+        except SystemExit:
+            failed.append(name)
+    if failed:
+        fail("I46: ftx differs on " + ", ".join(failed))
+
+
 def check_trained():
     lambada = read_jsonl(LAMBADA, "text")
     texts = lambada + gpt2_bpe_reference.fuzz_strings(seed=20250101, count=500) + ref.extra_strings()
@@ -435,6 +642,8 @@ if __name__ == "__main__":
         check_modern()
     elif what == "llama":
         check_llama()
+    elif what == "pipelines":
+        check_pipelines()
     else:
         check_tokenizer_json(what)
     print("OK")
