@@ -1,6 +1,7 @@
 #include "lib/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -77,11 +78,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const std::string spm = (fs::path(dir) / "tokenizer.model").string();
   if (has("tokenizer.json")) {
     // transformers' AutoTokenizer takes tokenizer.json (the fast tokenizer), whose ids differ from
-    // tokenizer.model's on spaces; a kind ftx does not read (Unigram, ...) leaves tokenizer.model.
+    // tokenizer.model's on spaces and added tokens; a kind ftx does not read (Unigram, ...) leaves
+    // tokenizer.model, said on stderr since its ids may not be the fast tokenizer's.
     try {
       return std::make_unique<HfBpeTokenizer>((fs::path(dir) / "tokenizer.json").string());
-    } catch (const Error&) {
+    } catch (const Error& e) {
       if (!has("tokenizer.model")) throw;
+      std::fprintf(stderr,
+                   "ftx: warning: %s; reading %s instead, whose ids can differ from transformers' fast tokenizer's\n",
+                   e.what(), spm.c_str());
     }
   }
   if (has("tokenizer.model")) return std::make_unique<SentencePieceTokenizer>(spm);
