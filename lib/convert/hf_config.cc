@@ -210,7 +210,10 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
   const json* type = agreed(types, origin);
   if (type) {
     FTX_CHECK(type->is_string(), origin, types[0].where + " = " + type->dump() + " is not a string");
-    r.scaling.type = rope_scaling_from_name(type->get<std::string>(), origin, types[0].where, keys.accepted);
+    std::string name = type->get<std::string>();
+    for (const auto& [older, now] : keys.type_aliases)
+      if (name == older) name = rope_scaling_name(now);
+    r.scaling.type = rope_scaling_from_name(name, origin, types[0].where, keys.accepted);
   } else {
     FTX_CHECK(!p.scaling, origin, "rope_scaling = " + p.scaling->dump() + " names no rope_type");
   }
@@ -222,9 +225,9 @@ HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys)
                                                         rope_scaling_name(r.scaling.type) + " (only longrope reads it)");
     }
 
-  r.theta = number(gather("rope_theta", keys.theta_aliases, false), keys.default_theta, origin);
+  r.theta = number(gather("rope_theta", keys.theta_aliases, true), keys.default_theta, origin);
   FTX_CHECK(r.theta > 0, origin, "rope_theta = " + json(r.theta).dump() + " must be positive");
-  const std::vector<Found> partial = gather("partial_rotary_factor", keys.partial_aliases, false);
+  const std::vector<Found> partial = gather("partial_rotary_factor", keys.partial_aliases, true);
   r.partial_factor = number(partial, keys.default_partial, origin);
   if (!partial.empty()) r.partial_where = partial[0].where;
   FTX_CHECK(r.partial_factor > 0 && r.partial_factor <= 1, origin,

@@ -7,6 +7,7 @@
 // transformers 5.x only in rope_parameters {rope_type, rope_theta, partial_rotary_factor, factor,
 // low_freq_factor, ...}. A value given in several places must agree there, else it is refused.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ struct RopeKeys {
   // longrope: the top-level original_max_position_embeddings when config.json has none (Phi3Config's
   // field default, 4096; transformers puts it over rope_parameters'); 0: no default.
   int64_t default_original_max_positions = 0;
+  // Older names of a type the family computes, read as that type (Phi3Config renames su and yarn
+  // to longrope).
+  std::vector<std::pair<std::string, RopeScalingType>> type_aliases;
 };
 
 struct HfRope {

@@ -144,6 +144,28 @@ TEST(HfConfig, I46_LongropeWithTransformersDefaults) {
             "config.json: rope_parameters.short_factor holds 0, not a positive number");
   EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"type": "linear", "factor": 2, "short_factor": [1, 2]}})")),
             "config.json: rope_scaling.short_factor is given with rope_type linear (only longrope reads it)");
+  // su and yarn are Phi3Config's older names of longrope, where the family says so.
+  hf::RopeKeys phi3 = k;
+  phi3.type_aliases = {{"su", RopeScalingType::kLongrope}, {"yarn", RopeScalingType::kLongrope}};
+  r = hf::read_rope(json::parse(R"({"original_max_position_embeddings": 32, "rope_scaling": {"type": "su",
+      "short_factor": [1, 2], "long_factor": [3, 4]}})"), "c", phi3);
+  EXPECT_TRUE(r.scaling == RopeScaling::longrope({1, 2}, {3, 4}, 32, 4.0));
+  EXPECT_EQ(error_of(json::parse(R"({"rope_scaling": {"type": "su", "short_factor": [1, 2], "long_factor": [3, 4]}})"), k),
+            "config.json: rope_scaling.type = 'su' is not supported (supported: longrope)");
+}
+
+// rope_theta and partial_rotary_factor inside 4.x's rope_scaling: transformers 5 moves rope_scaling
+// into rope_parameters and reads them there, so ftx does too (a top-level copy must agree).
+TEST(HfConfig, I46_ThetaAndPartialInsideRopeScaling) {
+  auto r = hf::read_rope(json::parse(R"({"rope_scaling": {"type": "linear", "factor": 2, "rope_theta": 5000,
+      "partial_rotary_factor": 0.5}})"), "c", kNeox);
+  EXPECT_EQ(r.theta, 5000.0);
+  EXPECT_EQ(r.partial_factor, 0.5);
+  EXPECT_EQ(r.partial_where, "rope_scaling.partial_rotary_factor");
+  EXPECT_EQ(error_of(json::parse(R"({"rope_theta": 10000, "rope_scaling": {"type": "linear", "factor": 2,
+      "rope_theta": 5000}})")),
+            "config.json: rope_theta = 10000 and rope_scaling.rope_theta = 5000 disagree (which one transformers uses "
+            "depends on its version); make them equal");
 }
 
 // longrope (Phi-3's; "su" is its 4.x name) and the others ftx does not compute are refused by their

@@ -34,6 +34,7 @@ struct LlamaLike {
   bool partial_rotary = true;
   // longrope's original_max_position_embeddings when the top level has none (RopeKeys).
   int64_t default_original_max_positions = 0;
+  std::vector<std::pair<std::string, RopeScalingType>> rope_type_aliases;  // RopeKeys::type_aliases
 };
 
 // The keys every llama-like config has (the family's file adds its own); `head_dim` says how the

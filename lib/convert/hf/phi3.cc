@@ -34,7 +34,8 @@ const std::vector<KeyRule>& keys() {
         });
     for (KeyRule& r : v)
       if (std::string(r.key) == "rope_parameters")
-        r.note = "5.x: rope_type default or longrope (others refused, as Phi3Config refuses them), rope_theta, "
+        r.note = "5.x: rope_type default or longrope (su and yarn, 4.x names, read as longrope, as Phi3Config "
+                 "does; others refused, as Phi3Config refuses them), rope_theta, "
                  "partial_rotary_factor, short_factor, long_factor (rotary dims / 2 numbers each), factor (absent: "
                  "max_position_embeddings / original_max_position_embeddings), attention_factor (absent: derived), "
                  "original_max_position_embeddings; any other field refused";
@@ -93,6 +94,8 @@ HfFamily phi3() {
   s.sliding_window = [](const json& j, int64_t, const std::string& origin) { return sliding_window_key(j, origin); };
   s.rope_types = {RopeScalingType::kLongrope};
   s.default_original_max_positions = 4096;
+  // Phi-3's first 128k checkpoints say "su"; Phi3Config reads su and yarn as longrope.
+  s.rope_type_aliases = {{"su", RopeScalingType::kLongrope}, {"yarn", RopeScalingType::kLongrope}};
   HfFamily f = llama_like_family(s);
   f.unfuse = unfuse;
   return f;

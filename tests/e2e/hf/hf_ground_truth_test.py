@@ -602,6 +602,21 @@ def test_I46_phi3_refusals_name_their_key(tmp):
     for name, base, edit, want in cases:
         convert_refused(tmp, copy_model(tmp, base, name, edit), "{cfg}: " + want)
     folder = convert(os.path.join(FIX, "phi3_longrope", "safetensors"), os.path.join(tmp, "I46_phi3"), 1, "fp32")
+    # su and yarn, longrope's older names in 4.x rope_scaling, are longrope to Phi3Config: the same folder.
+    for older in ("su", "yarn"):
+        def as_rope_scaling(cfg, older=older):
+            sc = cfg.pop("rope_parameters")  # as 4.x wrote Phi-3: theta and partial at the top level
+            cfg["rope_theta"], cfg["partial_rotary_factor"] = sc.pop("rope_theta"), sc.pop("partial_rotary_factor")
+            sc["type"] = older
+            del sc["rope_type"]
+            cfg["rope_scaling"] = sc
+        src = copy_model(tmp, "phi3_longrope", "I46_phi3_" + older, as_rope_scaling)
+        other = convert(src, os.path.join(tmp, "I46_phi3_out_" + older), 1, "fp32")
+        same = all(open(os.path.join(folder, f), "rb").read() == open(os.path.join(other, f), "rb").read()
+                   for f in os.listdir(folder) if f.endswith(".bin") or f == "config.ini")
+        if check(same and sorted(os.listdir(folder)) == sorted(os.listdir(other)),
+                 f"I46 phi3 rope_scaling type {older}: another folder than rope_type longrope's"):
+            print(f"ok   I46 phi3: rope_scaling type '{older}' converts as longrope")
     nine = expected("phi3_longrope")["prompts"][2]
     ids = (nine * 4)[:30]
     tail = ("a sequence of 33 positions is longer than the longrope rotary's original_max_position_embeddings = 32 "
