@@ -38,7 +38,8 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             within 1e-4 (top-k: renormalised over the k, FT's semantics; top-p: full softmax).
             tf5: greedy as top_p 1e-6 (the top token alone), each token's log probability (full
             softmax) equal to log_softmax of transformers' float64 logits within 1e-4; also at TP 4 for
-            llama, qwen2 and qwen3 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for llama,
+            llama, qwen2, qwen3 and phi3_longrope (2 KV heads, and qwen2's K/V biases, copied to 4 ranks),
+            at PP 2 for llama and phi3_longrope,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
             --memory-len 6.
   errors    each configuration of the set's refused/ (what man ftx-convert-hf lists; tf5: transformers
@@ -200,6 +201,16 @@ def config_ini_records(tmp):
                        "has_bias": "0", "qkv_bias": None, "tied_embeddings": "0"},
         ("qwen3", 4): {"kv_head_num": "4", "source_kv_head_num": "2"},
         ("qwen3_tied", 1): {"qk_norm": "1", "tied_embeddings": "1"},
+        # Phi-3: half of each 16-wide head rotated, longrope with the attention factor derived (4 = 128 / 32);
+        # Phi-4-mini: 3/4 rotated, attention factor 1.25 given, tied; both 2 KV heads (copied at TP 4).
+        ("phi3_longrope", 1): {"rotary_dim": "8", "rotary_scaling_type": "longrope", "rotary_scaling_factor": "4",
+                               "rotary_scaling_original_max_positions": "32",
+                               "rotary_scaling_short_factor": "1,1.25,2.5,6",
+                               "rotary_scaling_long_factor": "1.5,3,9,2e+01",
+                               "rotary_scaling_attention_factor": None, "kv_head_num": "2", "tied_embeddings": "0"},
+        ("phi3_longrope", 4): {"kv_head_num": "4", "source_kv_head_num": "2"},
+        ("phi4mini", 1): {"rotary_dim": "12", "rotary_scaling_type": "longrope",
+                          "rotary_scaling_attention_factor": "1.25", "tied_embeddings": "1"},
         # rope_parameters: yarn, factor 4, original 8, beta_fast 2, beta_slow 0.5, no attention_factor.
         ("qwen3_yarn", 1): {"rotary_scaling_type": "yarn", "rotary_scaling_factor": "4",
                             "rotary_scaling_original_max_positions": "8", "rotary_scaling_beta_fast": "2",
@@ -344,10 +355,10 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
-        if T == 1 and name == "llama":  # two pipeline stages over the 1-gpu folder
+        if T == 1 and name in ("llama", "phi3_longrope"):  # two pipeline stages over the 1-gpu folder
             runs.append((name + " PP 2", folder, 2, e["greedy"], e["greedy_logits"],
                          extra + ["--pipeline-para-size", "2"]))
     if "bf16" in m["layouts"]:
@@ -633,6 +644,16 @@ def test_I46_phi3_refusals_name_their_key(tmp):
     got = generate_jsonl(folder, [{"ids": ids, "max_new_tokens": 3}], extra=("--max-new-tokens", "3", "--min-length", "3"))
     if got is not None and check(len(got[0]["output_ids"]) == 3, f"I46 phi3 within the original length: {got}"):
         print("ok   I46 phi3: 30 prompt tokens + 3 new tokens (positions 0 to 31) run")
+    # A session's second round after 20 + 4 tokens of context: 8 more + 2 new run through position 32
+    # (33 positions; the last new token is never fed).
+    req, out = os.path.join(tmp, "I46_phi3s.jsonl"), os.path.join(tmp, "I46_phi3s_out.jsonl")
+    with open(req, "w") as f:
+        f.write(json.dumps({"ids": ids[:20], "max_new_tokens": 4, "min_length": 4, "session": "a"}) + "\n")
+        f.write(json.dumps({"ids": ids[:8], "max_new_tokens": 2, "session": "a"}) + "\n")
+    r = run_ftx(["generate", "-m", folder, "--prompts", req, "--output", out, "--quiet", "--max-new-tokens", "1"])
+    want = 'ftx: error: request 2 (session "a"): ' + tail
+    if check(r.returncode == 1 and r.stderr.startswith(want), f"I46 phi3 session: exit {r.returncode}, {r.stderr!r}"):
+        print(f"ok   I46 phi3 session: {want}")
 
 
 def st_read(path):

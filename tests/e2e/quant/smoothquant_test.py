@@ -454,8 +454,9 @@ def convert_hf5(name, out, tp):
 
 def test_gqa():
     """The Llama family (checkpoints of tests/fixtures/hf5 converted by convert-hf): Llama (GQA, 2 of 4
-    KV heads, untied, llama3 rope), Qwen2 (GQA with Q/K/V biases, tied) and Mistral (one KV head,
-    sliding window 6). Calibrated ranges (the gate projection's too) against float64 forward hooks
+    KV heads, untied, llama3 rope), Qwen2 (GQA with Q/K/V biases, tied), Mistral (one KV head,
+    sliding window 6) and Phi-3 (fused projections taken apart, partial longrope; calibrated on 32
+    tokens, its original_max_position_embeddings). Calibrated ranges (the gate projection's too) against float64 forward hooks
     on transformers' weights (tests/reference/hf_arch_reference.py): 1e-4 relative. Given ftx's
     ranges: smoothed weights (RMSNorm gamma; FC1 and gate with one s) within 1e-6 (fp32) or equal
     (fp16), the INT8 files equal TensorRT-LLM's (QKV per-tensor scales one per Q, K and V of their
@@ -466,7 +467,7 @@ def test_gqa():
     with tempfile.TemporaryDirectory() as tmp:
         calib, samples = calib_file(tmp, n=6, vocab=64)
         seq_len = 32
-        for name in ("llama", "qwen2", "mistral"):
+        for name in ("llama", "qwen2", "mistral", "phi3_longrope"):
             src1 = convert_hf5(name, os.path.join(tmp, name + "-ft"), 1)
             src2 = convert_hf5(name, os.path.join(tmp, name + "-ft"), 2)
             rpath = os.path.join(tmp, name + ".json")
