@@ -206,6 +206,15 @@ int64_t sliding_window_key(const json& j, const std::string& origin) {
 }
 
 int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& origin) {
+  // transformers refuses a layer type it does not know when it loads the config, whatever the window.
+  auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {
+    FTX_CHECK(types->is_array() && static_cast<int64_t>(types->size()) == layers, origin,
+              "layer_types = " + types->dump() + " is not a list of " + std::to_string(layers) + " layer types");
+    for (const json& t : *types)
+      FTX_CHECK(t == "full_attention" || t == "sliding_attention", origin,
+                "layer_types holds " + t.dump() + " (full_attention or sliding_attention)");
+  }
   const int64_t w = sliding_window_key(j, origin);
   if (w == 0 || !bool_or(j, "use_sliding_window", false, origin)) return 0;
   int64_t sliding = 0;

@@ -91,6 +91,13 @@ class Hooks : public EmbeddingHooks {
               "word_embed_proj_dim " + std::to_string(wp) + " vs hidden_size " + std::to_string(H) +
                   ": project_in/project_out must exist exactly when they differ");
     if (pin) {
+      // nn.Linear(word_embed_proj_dim, hidden) and back: the products below would take any inner
+      // size, so a word_embed_proj_dim the tensors do not have is named here.
+      const std::vector<int64_t> in_shape{H, wp}, out_shape{wp, H};
+      FTX_CHECK(pin->t.shape == in_shape && pout->t.shape == out_shape, in->cfg_path,
+                "word_embed_proj_dim = " + std::to_string(wp) + " does not match project_in " +
+                    shape_to_string(pin->t.shape) + " and project_out " + shape_to_string(pout->t.shape) +
+                    " (expected [hidden_size, word_embed_proj_dim] and its transpose)");
       // inputs: project_in(embed_tokens[id]); logits: embed_tokens · project_out(h).
       plan.jobs.push_back(replicated_job("model.wte", matmul_tensor(emb->t, pin->t, true, "model.wte"),
                                          emb->origin + " x " + pin->origin + "^T"));
