@@ -143,10 +143,17 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
       }
       add_residual_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else if (pre) {
-      const float* b = reduce(a_, lw.dense_b);
+      // Sandwich norms (Gemma): the completed sum, its bias added, is normalised before the residual add.
+      auto post_norm = [&](ops::Act y, const float* b, const float* gamma, const float* beta) -> const float* {
+        if (!gamma) return b;
+        if (b) be_.add_bias(y, b, n, H_);
+        norm(y, y, gamma, beta, n);
+        return nullptr;
+      };
+      const float* b = post_norm(a_, reduce(a_, lw.dense_b), lw.post_attn_gamma, lw.post_attn_beta);
       add_residual_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n);
       ffn(lw, ln_, f_, n);
-      b = reduce(f_, lw.proj_b);
+      b = post_norm(f_, reduce(f_, lw.proj_b), lw.post_ffn_gamma, lw.post_ffn_beta);
       add_residual_norm(x_, f_, b, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else {
       // Post-LN (OPT-post): x = LN1(x + attn(x)); x = LN2(x + ffn(x)).

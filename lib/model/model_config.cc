@@ -34,6 +34,8 @@
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
 //      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
+//      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
+//                              add (Gemma 2/3; written only then)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -346,6 +348,7 @@ IniFile ModelConfig::to_ini() const {
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
   if (qk_norm) ini.set(s, "qk_norm", "1");
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
+  if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
@@ -407,6 +410,8 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   }
   if (position == PositionEmbedding::kRotary) check_rope_scaling(rope_scaling, origin);
   FTX_CHECK(sliding_window >= 0, origin, "sliding_window must not be negative, got " + std::to_string(sliding_window));
+  FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
+            "sandwich_norm needs a pre-norm model with sequential residuals");
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));
 }

@@ -67,6 +67,10 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear, Qwen3 yarn); none by default
   NormPlacement norm = NormPlacement::kPre;
+  // Pre-norm models only: the attention's and the FFN's outputs are normalised too, each with its
+  // own gamma, after the all-reduce and before the residual add (Gemma 2/3's post_attention_layernorm
+  // and post_feedforward_layernorm): x += norm(attn(norm1 x)); x += norm(ffn(norm2 x)).
+  bool sandwich_norm = false;
   bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
   Activation activation = Activation::kGelu;
