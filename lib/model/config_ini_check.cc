@@ -264,6 +264,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
   const auto hidden_size = c.integer("hidden_size", 1, kMaxDim);
   c.choice("normalization", {{"layernorm"}, {"rmsnorm"}}, "layernorm, rmsnorm");
+  c.boolean("norm_unit_offset");
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
   // ---- keys that state the same fact ----

@@ -79,6 +79,7 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
     else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
     else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
   }
+  c.norm_unit_offset = r.b_or("norm_unit_offset", false);
   c.hidden_size = r.i_or("hidden_size", 0);
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;

@@ -22,6 +22,8 @@
 //      hidden_size             the model width, when it is not head_num x size_per_head (Qwen3,
 //                              Gemma; written only then; n_embd says it too)
 //      normalization           rmsnorm (written only then; absent: layernorm)
+//      norm_unit_offset        1: every norm scales by 1 + gamma, the files holding gamma (Gemma;
+//                              written only then)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
 //      rotary_scaling_type     linear | llama3 | yarn (written only when the frequencies are scaled),
@@ -344,6 +346,7 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
   if (hidden() != q_width()) ini.set(s, "hidden_size", std::to_string(hidden()));
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
+  if (norm_unit_offset) ini.set(s, "norm_unit_offset", "1");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
   if (qk_norm) ini.set(s, "qk_norm", "1");

@@ -75,6 +75,9 @@ struct ModelConfig {
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
   Activation activation = Activation::kGelu;
   Normalization normalization = Normalization::kLayerNorm;  // of every norm (RMSNorm: no bias files)
+  // Every norm scales by (1 + γ) (Gemma's RMSNorm): the files keep the checkpoint's γ, and the
+  // loader adds 1 in fp32 to each norm's gamma (the layers', the final and the per-head Q/K norms).
+  bool norm_unit_offset = false;
   AttentionKind attention = AttentionKind::kMultiHead;
   bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
   bool qkv_bias = false;            // without has_bias: the QKV projection alone has a bias (Qwen2)
