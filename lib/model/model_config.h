@@ -84,6 +84,8 @@ struct ModelConfig {
   // RMSNorm over each head of Q and of K (gamma [size_per_head] per layer, eps layernorm_eps), after
   // the QKV bias and before rotary (Qwen3's q_norm / k_norm).
   bool qk_norm = false;
+  // > 0: the factor of Q·Kᵀ in place of 1/sqrt(size_per_head) (Gemma's query_pre_attn_scalar^-1/2).
+  double attention_scale = 0.0;
   // > 0: each token attends only to the last sliding_window positions (itself included; Mistral).
   // The engine runs it with a circular cache of exactly that length and refuses positions beyond
   // it otherwise.
