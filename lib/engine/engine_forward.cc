@@ -176,6 +176,8 @@ void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
   float* out = logits_ + first * Vp;
   be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
   be_.add_bias(out, w_.lm_head_b, n, Vp);
+  // Gemma 2's final softcap; the padding rows stay 0 (softcap(0) = 0), as the decoder expects.
+  if (cfg_.final_logit_softcap > 0) be_.softcap(out, n, Vp, static_cast<float>(cfg_.final_logit_softcap));
 }
 
 }  // namespace ftx

@@ -244,6 +244,8 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.integer("sliding_window", 0, INT32_MAX);
   c.boolean("sandwich_norm");
   c.real("attention_scale", 0.0, true, 1e6);
+  c.real("attention_softcap", 0.0, true, 1e6);
+  c.real("final_logit_softcap", 0.0, true, 1e6);
 
   const auto arch = c.choice("architecture",
                              {{"gpt", "gpt2"}, {"gptj", "gpt-j"}, {"gptneox", "gpt_neox", "gpt-neox"}, {"bloom"},

@@ -68,6 +68,8 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.sliding_window = r.i_or("sliding_window", 0);
   c.sandwich_norm = r.b_or("sandwich_norm", false);
   c.attention_scale = r.d_or("attention_scale", 0.0);
+  c.attention_softcap = r.d_or("attention_softcap", 0.0);
+  c.final_logit_softcap = r.d_or("final_logit_softcap", 0.0);
   c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
   c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
   c.has_bias = r.b_or("has_bias", c.has_bias);

@@ -38,6 +38,8 @@
 //      sliding_window          attention window in positions (Mistral; written only when set)
 //      attention_scale         the factor of Q·K, when it is not 1/sqrt(size_per_head) (Gemma's
 //                              query_pre_attn_scalar^-1/2; written only then)
+//      attention_softcap, final_logit_softcap   softcaps of the scores and of the logits, cap·tanh(x/cap)
+//                              (Gemma 2; written only when set)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
@@ -355,6 +357,8 @@ IniFile ModelConfig::to_ini() const {
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
+  if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
+  if (final_logit_softcap > 0) ini.set(s, "final_logit_softcap", fmt_double(final_logit_softcap));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
@@ -418,6 +422,9 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   FTX_CHECK(sliding_window >= 0, origin, "sliding_window must not be negative, got " + std::to_string(sliding_window));
   FTX_CHECK(attention_scale >= 0 && std::isfinite(attention_scale), origin,
             "attention_scale must be a positive number, got " + fmt_double(attention_scale));
+  for (auto [key, cap] : {std::pair<const char*, double>{"attention_softcap", attention_softcap},
+                          {"final_logit_softcap", final_logit_softcap}})
+    FTX_CHECK(cap >= 0 && std::isfinite(cap), origin, std::string(key) + " must be a positive number, got " + fmt_double(cap));
   FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
             "sandwich_norm needs a pre-norm model with sequential residuals");
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,

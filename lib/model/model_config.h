@@ -86,6 +86,10 @@ struct ModelConfig {
   bool qk_norm = false;
   // > 0: the factor of Q·Kᵀ in place of 1/sqrt(size_per_head) (Gemma's query_pre_attn_scalar^-1/2).
   double attention_scale = 0.0;
+  // > 0: softcaps, x = cap·tanh(x / cap): of the attention scores after the scale, before the mask
+  // (Gemma 2's attn_logit_softcapping), and of the logits after the lm_head (final_logit_softcapping).
+  double attention_softcap = 0.0;
+  double final_logit_softcap = 0.0;
   // > 0: each token attends only to the last sliding_window positions (itself included; Mistral).
   // The engine runs it with a circular cache of exactly that length and refuses positions beyond
   // it otherwise.
