@@ -119,6 +119,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
     if (rotary)
       be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
                  cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
+    shape_.window = cfg_.window_of(w_.first_layer() + l);  // Gemma's sliding layers; 0: all positions
     attend(l);
     be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
 

@@ -1,5 +1,6 @@
 // ftx's own keys of config.ini (config_ini_keys.h): the facts FT leaves implicit. They are read
 // last, so they win over what the FT or TensorRT-LLM keys implied.
+#include <algorithm>
 #include <string>
 
 #include "formats/error.h"
@@ -67,6 +68,15 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.qk_norm = r.b_or("qk_norm", false);
   c.sliding_window = r.i_or("sliding_window", 0);
   c.sandwich_norm = r.b_or("sandwich_norm", false);
+  c.layer_window.clear();
+  if (r.has("layer_window")) {  // "4,0": check_config_ini has checked the integers and their count
+    const std::string list = r.get("layer_window");
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      c.layer_window.push_back(std::stoll(list.substr(at, end - at)));
+      at = end + 1;
+    }
+  }
   c.attention_scale = r.d_or("attention_scale", 0.0);
   c.attention_softcap = r.d_or("attention_softcap", 0.0);
   c.final_logit_softcap = r.d_or("final_logit_softcap", 0.0);

@@ -40,6 +40,8 @@
 //                              query_pre_attn_scalar^-1/2; written only then)
 //      attention_softcap, final_logit_softcap   softcaps of the scores and of the logits, cap·tanh(x/cap)
 //                              (Gemma 2; written only when set)
+//      layer_window            per-layer sliding windows, one per layer, 0 for a full layer ("4,0";
+//                              Gemma 2/3's layer_types; written only when a layer has one)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
@@ -48,6 +50,7 @@
 // encoding on, post-decoder layernorm on, TP 1, fp32.
 #include "lib/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -355,6 +358,11 @@ IniFile ModelConfig::to_ini() const {
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
   if (qk_norm) ini.set(s, "qk_norm", "1");
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
+  if (std::any_of(layer_window.begin(), layer_window.end(), [](int64_t w) { return w > 0; })) {
+    std::string list;
+    for (int64_t w : layer_window) list += (list.empty() ? "" : ",") + std::to_string(w);
+    ini.set(s, "layer_window", list);
+  }
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
   if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
@@ -425,6 +433,11 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   for (auto [key, cap] : {std::pair<const char*, double>{"attention_softcap", attention_softcap},
                           {"final_logit_softcap", final_logit_softcap}})
     FTX_CHECK(cap >= 0 && std::isfinite(cap), origin, std::string(key) + " must be a positive number, got " + fmt_double(cap));
+  FTX_CHECK(layer_window.empty() || static_cast<int64_t>(layer_window.size()) == num_layer, origin,
+            "layer_window has " + std::to_string(layer_window.size()) + " entries for " + std::to_string(num_layer) +
+                " layers");
+  for (int64_t w : layer_window)
+    FTX_CHECK(w >= 0, origin, "layer_window must not be negative, got " + std::to_string(w));
   FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
             "sandwich_norm needs a pre-norm model with sequential residuals");
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,

@@ -94,6 +94,14 @@ struct ModelConfig {
   // The engine runs it with a circular cache of exactly that length and refuses positions beyond
   // it otherwise.
   int64_t sliding_window = 0;
+  // Per-layer sliding windows (Gemma 2/3's layer_types): empty, or one entry per layer; w > 0: the
+  // layer's query at position p sees positions p - w + 1 .. p only (AttentionShape::window), 0: every
+  // earlier position. Unlike sliding_window, the KV cache keeps every position of every layer and
+  // the windowed layers mask the older keys: nothing is freed or wrapped.
+  std::vector<int64_t> layer_window;
+  int64_t window_of(int64_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
   bool has_pre_decoder_layernorm = false;   // BLOOM word_embeddings_layernorm
   bool has_post_decoder_layernorm = true;   // final layernorm
   bool tied_embeddings = true;      // no model.lm_head.weight.bin: logits use wte
