@@ -39,7 +39,7 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             within 1e-4 (top-k: renormalised over the k, FT's semantics; top-p: full softmax).
             tf5: greedy as top_p 1e-6 (the top token alone), each token's log probability (full
             softmax) equal to log_softmax of transformers' float64 logits within 1e-4; also at TP 4 for
-            llama, qwen2 and qwen3 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for llama,
+            llama, qwen2, qwen3 and gemma2 (2 KV heads, and qwen2's K/V biases, copied to 4 ranks), at PP 2 for llama,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
             --memory-len 6.
   errors    each configuration of the set's refused/ (what man ftx-convert-hf lists; tf5: transformers
@@ -354,7 +354,7 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "gemma2") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
         if T == 1 and name == "llama":  # two pipeline stages over the 1-gpu folder
