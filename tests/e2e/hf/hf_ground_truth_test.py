@@ -602,6 +602,13 @@ def test_I46_gemma2_refusals_name_their_key(tmp):
     )
     for name, edit, want in cases:
         convert_refused(tmp, copy_model(tmp, "gemma2", name, edit), "{cfg}: " + want)
+    # SmoothQuant folds its smoothing into the norms' gammas, which Gemma's files hold as gamma - 1.
+    folder = convert(os.path.join(FIX, "gemma2", "safetensors"), os.path.join(tmp, "I46_g2_sq"), 1, "fp32")
+    out = os.path.join(tmp, "out_I46_g2_sq")
+    r = run_ftx(["smoothquant", "-i", folder, "-o", out, "--alpha", "0.5", "--quiet"])
+    if exact_error(r, "I46_g2_sq", os.path.join(folder, "config.ini") + ": norm_unit_offset = 1: --alpha 0.5 would fold "
+                   "the smoothing into norms that scale by 1 + gamma, which ftx smoothquant does not (use --alpha 0)", out):
+        print("ok   I46_g2_sq: smoothquant --alpha 0.5 of gemma2 refused naming norm_unit_offset")
 
 
 def st_read(path):
