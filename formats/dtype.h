@@ -84,5 +84,17 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+// `v` as a float of type `t` holds it (fp32, fp16, bf16; other types: v): a constant that a model
+// multiplies in its weights' dtype, as transformers casts Gemma's embedding normaliser
+// sqrt(hidden_size) (bf16: sqrt(48) = 6.928... -> 6.9375). Rounded through fp32, which for such
+// constants is the same as rounding once.
+inline double round_to_dtype(double v, DType t) {
+  const float f = static_cast<float>(v);
+  if (t == DType::kFloat32) return f;
+  if (t == DType::kFloat16) return half_to_float(float_to_half(f));
+  if (t == DType::kBFloat16) return bf16_to_float(float_to_bf16(f));
+  return v;
+}
+
 
 }  // namespace ftx

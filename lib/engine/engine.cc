@@ -62,8 +62,10 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
   shape_.q_heads = cfg_.head_num / tp;
   shape_.kv_heads = cfg_.kv_heads_per_rank(tp);
   shape_.head_dim = cfg_.size_per_head;
-  shape_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg_.size_per_head)));
+  shape_.scale = static_cast<float>(cfg_.attention_scale > 0 ? cfg_.attention_scale
+                                                             : 1.0 / std::sqrt(static_cast<double>(cfg_.size_per_head)));
   shape_.memory_len = memory_len_;
+  shape_.softcap = static_cast<float>(cfg_.attention_softcap);
   if (cfg_.position == PositionEmbedding::kAlibi) {
     const auto all = ops::alibi_slopes(cfg_.head_num);
     alibi_.assign(all.begin() + weights.rank() * shape_.q_heads,

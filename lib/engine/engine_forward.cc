@@ -119,6 +119,7 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
     if (rotary)
       be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
                  cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
+    shape_.window = cfg_.window_of(w_.first_layer() + l);  // Gemma's sliding layers; 0: all positions
     attend(l);
     be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
 
@@ -143,10 +144,17 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
       }
       add_residual_norm(x_, a_, bias, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else if (pre) {
-      const float* b = reduce(a_, lw.dense_b);
+      // Sandwich norms (Gemma): the completed sum, its bias added, is normalised before the residual add.
+      auto post_norm = [&](ops::Act y, const float* b, const float* gamma, const float* beta) -> const float* {
+        if (!gamma) return b;
+        if (b) be_.add_bias(y, b, n, H_);
+        norm(y, y, gamma, beta, n);
+        return nullptr;
+      };
+      const float* b = post_norm(a_, reduce(a_, lw.dense_b), lw.post_attn_gamma, lw.post_attn_beta);
       add_residual_norm(x_, a_, b, lw.ln2_gamma, lw.ln2_beta, ln_, n);
       ffn(lw, ln_, f_, n);
-      b = reduce(f_, lw.proj_b);
+      b = post_norm(f_, reduce(f_, lw.proj_b), lw.post_ffn_gamma, lw.post_ffn_beta);
       add_residual_norm(x_, f_, b, next ? next->ln1_gamma : nullptr, next ? next->ln1_beta : nullptr, ln_, n);
     } else {
       // Post-LN (OPT-post): x = LN1(x + attn(x)); x = LN2(x + ffn(x)).
@@ -169,6 +177,8 @@ void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
   float* out = logits_ + first * Vp;
   be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
   be_.add_bias(out, w_.lm_head_b, n, Vp);
+  // Gemma 2's final softcap; the padding rows stay 0 (softcap(0) = 0), as the decoder expects.
+  if (cfg_.final_logit_softcap > 0) be_.softcap(out, n, Vp, static_cast<float>(cfg_.final_logit_softcap));
 }
 
 }  // namespace ftx

@@ -260,6 +260,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         {"attention.k_layernorm.weight", &LayerWeights::k_norm_gamma},
         {"attention.dense.weight", &LayerWeights::dense_w},
         {"attention.dense.bias", &LayerWeights::dense_b},
+        {"attention.post_layernorm.weight", &LayerWeights::post_attn_gamma},
+        {"attention.post_layernorm.bias", &LayerWeights::post_attn_beta},
+        {"mlp.post_layernorm.weight", &LayerWeights::post_ffn_gamma},
+        {"mlp.post_layernorm.bias", &LayerWeights::post_ffn_beta},
         {"post_attention_layernorm.weight", &LayerWeights::ln2_gamma},
         {"post_attention_layernorm.bias", &LayerWeights::ln2_beta},
         {"mlp.dense_h_to_4h.weight", &LayerWeights::fc_w},
@@ -410,11 +414,15 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       float* dst = backend.alloc(n);
       w.owned_.push_back(dst);
       w.bytes_ += n * sizeof(float);
-      if (file_dtype == DType::kFloat32) {
+      // A (1 + γ) norm's files hold γ: 1 is added here, in fp32, as transformers adds it.
+      const bool unit_offset = cfg.norm_unit_offset && ends_with(f.name, "layernorm.weight");
+      if (file_dtype == DType::kFloat32 && !unit_offset) {
         backend.upload(dst, reinterpret_cast<const float*>(src), n);
       } else {
         host.resize(n);
         ops::convert_weight(src, file_dtype, host.data(), DType::kFloat32, n);
+        if (unit_offset)
+          for (float& g : host) g += 1.0f;
         backend.upload(dst, host.data(), n);
       }
       *slot.vector = dst;

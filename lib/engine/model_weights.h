@@ -30,6 +30,9 @@ struct LayerWeights {
   const float* k_norm_gamma = nullptr;   // [head_dim], qk_norm only
   ops::Weight dense_w;                   // [H/T, H]
   const float* dense_b = nullptr;        // [H]
+  // sandwich_norm only: the norms of the attention's and the FFN's outputs.
+  const float *post_attn_gamma = nullptr, *post_attn_beta = nullptr;
+  const float *post_ffn_gamma = nullptr, *post_ffn_beta = nullptr;
   const float *ln2_gamma = nullptr, *ln2_beta = nullptr;
   ops::Weight fc_w;                      // [H, I/T]
   const float* fc_b = nullptr;           // [I/T]

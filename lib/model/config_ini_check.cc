@@ -3,11 +3,13 @@
 // ftx's: docs/ft-layout.md#configini), which must agree.
 #include "lib/model/config_ini_check.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "formats/dtype.h"
 #include "formats/error.h"
@@ -93,6 +95,28 @@ class Checker {
       fail(k, why + (range_why.empty() ? "" : " " + range_why));
     }
     return n;
+  }
+
+  // A comma-separated list of integers in [lo, hi] ("4,0").
+  std::optional<std::vector<int64_t>> integer_list(const std::string& k, int64_t lo, int64_t hi) const {
+    const auto v = text(k);
+    if (!v) return std::nullopt;
+    std::vector<int64_t> out;
+    const std::string t = *v;
+    for (size_t at = 0; at <= t.size();) {
+      const size_t end = std::min(t.find(',', at), t.size());
+      const std::string item = trim(t.substr(at, end - at));
+      if (item.empty()) fail(k, "an empty entry; expected integers separated by commas");
+      errno = 0;
+      char* stop = nullptr;
+      const long long n = std::strtoll(item.c_str(), &stop, 10);
+      if (*stop != '\0') fail(k, "'" + item + "' is not an integer");
+      if (errno == ERANGE || n < lo || n > hi)
+        fail(k, "'" + item + "' is out of range: each must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      out.push_back(n);
+      at = end + 1;
+    }
+    return out;
   }
 
   std::optional<double> real(const std::string& k, double lo, bool lo_open, double hi) const {
@@ -280,6 +304,11 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("qkv_bias");
   c.boolean("qk_norm");
   c.integer("sliding_window", 0, INT32_MAX);
+  c.boolean("sandwich_norm");
+  const auto layer_window = c.integer_list("layer_window", 0, INT32_MAX);
+  c.real("attention_scale", 0.0, true, 1e6);
+  c.real("attention_softcap", 0.0, true, 1e6);
+  c.real("final_logit_softcap", 0.0, true, 1e6);
 
   const auto arch = c.choice("architecture",
                              {{"gpt", "gpt2"}, {"gptj", "gpt-j"}, {"gptneox", "gpt_neox", "gpt-neox"}, {"bloom"},
@@ -301,12 +330,17 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto kv_heads = c.integer("kv_head_num", 1, kMaxDim);
   const auto hidden_size = c.integer("hidden_size", 1, kMaxDim);
   c.choice("normalization", {{"layernorm"}, {"rmsnorm"}}, "layernorm, rmsnorm");
+  c.boolean("norm_unit_offset");
   c.integer("prompt_learning_start_id", INT32_MIN, INT32_MAX);
 
   // ---- keys that state the same fact ----
   auto same_int = [&](const char* a, const std::optional<int64_t>& va, const char* b, const std::optional<int64_t>& vb) {
     if (va && vb && *va != *vb) c.disagree(a, b);
   };
+  const auto layers = num_layer ? num_layer : n_layer;
+  if (layer_window && layers && static_cast<int64_t>(layer_window->size()) != *layers)
+    c.fail("layer_window", "one window per layer: " + std::to_string(layer_window->size()) + " entries for " +
+                               std::to_string(*layers) + " layers");
   same_int("head_num", head_num, "n_head", n_head);
   same_int("num_layer", num_layer, "n_layer", n_layer);
   same_int("inter_size", inter_size, "intermediate_size", intermediate);

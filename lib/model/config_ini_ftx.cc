@@ -88,6 +88,19 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.qkv_bias = r.b_or("qkv_bias", c.qkv_bias);
   c.qk_norm = r.b_or("qk_norm", false);
   c.sliding_window = r.i_or("sliding_window", 0);
+  c.sandwich_norm = r.b_or("sandwich_norm", false);
+  c.layer_window.clear();
+  if (r.has("layer_window")) {  // "4,0": check_config_ini has checked the integers and their count
+    const std::string list = r.get("layer_window");
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      c.layer_window.push_back(std::stoll(list.substr(at, end - at)));
+      at = end + 1;
+    }
+  }
+  c.attention_scale = r.d_or("attention_scale", 0.0);
+  c.attention_softcap = r.d_or("attention_softcap", 0.0);
+  c.final_logit_softcap = r.d_or("final_logit_softcap", 0.0);
   c.parallel_residual = r.b_or("parallel_residual", c.parallel_residual);
   c.shared_input_norm = r.b_or("shared_input_norm", c.shared_input_norm);
   c.has_bias = r.b_or("has_bias", c.has_bias);
@@ -100,6 +113,7 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
     else if (n == "layernorm") c.normalization = Normalization::kLayerNorm;
     else throw Error(origin, "normalization '" + n + "' is neither layernorm nor rmsnorm");
   }
+  c.norm_unit_offset = r.b_or("norm_unit_offset", false);
   c.hidden_size = r.i_or("hidden_size", 0);
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;

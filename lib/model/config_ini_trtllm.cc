@@ -13,9 +13,11 @@ void read_trtllm_keys(const Reader& r, ModelConfig& c) {
   c.model_name = r.get_or("model_name", r.get_or("model", "gpt"));
   const int64_t n_embd = r.i("n_embd");
   c.head_num = r.i("n_head");
-  FTX_CHECK(c.head_num > 0 && n_embd % c.head_num == 0, origin,
+  // n_embd is the model width: the head size is n_embd / n_head unless size_per_head says it (a
+  // folder of ftx's whose width is not heads x head size, Qwen3's and Gemma's, without head_num).
+  FTX_CHECK(c.head_num > 0 && (r.has("size_per_head") || n_embd % c.head_num == 0), origin,
             "n_embd " + std::to_string(n_embd) + " is not a multiple of n_head " + std::to_string(c.head_num));
-  c.size_per_head = n_embd / c.head_num;
+  c.size_per_head = r.has("size_per_head") ? r.i("size_per_head") : n_embd / c.head_num;
   c.inter_size = r.i_or("intermediate_size", 0);
   if (c.inter_size == 0 && r.get_or("n_inner", "None") != "None") c.inter_size = r.i("n_inner");
   if (c.inter_size == 0) c.inter_size = 4 * n_embd;

@@ -97,6 +97,10 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     l.split(p + "attention.dense.weight", {Q / tp, H});
     if (cfg.has_bias) l.repl(p + "attention.dense.bias", {H});
+    if (cfg.sandwich_norm) {  // the attention output's norm; post_attention_layernorm is the FFN's input norm
+      l.repl(p + "attention.post_layernorm.weight", {H});
+      if (!rms) l.repl(p + "attention.post_layernorm.bias", {H});
+    }
     l.repl(p + "post_attention_layernorm.weight", {H});
     if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
     l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
@@ -107,6 +111,10 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
     if (cfg.has_bias) l.repl(p + "mlp.dense_4h_to_h.bias", {H});
+    if (cfg.sandwich_norm) {
+      l.repl(p + "mlp.post_layernorm.weight", {H});
+      if (!rms) l.repl(p + "mlp.post_layernorm.bias", {H});
+    }
   }
   return files;
 }

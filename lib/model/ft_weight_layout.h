@@ -29,7 +29,8 @@ struct FtWeightFile {
 //  * GPT family (gpt, bloom, opt, xglm, gpt_bigcode): wpe when the position table is stored,
 //    wte, optional lm_head (required when !tied_embeddings), pre/post decoder layernorms, per layer
 //    input/post-attention layernorms, fused QKV [H, 3H/T] (multi-query: [H, H/T + 2d]),
-//    attention.dense, mlp (+ `mlp.dense_h_to_4h.gate.*` for gated activations), biases when has_bias.
+//    attention.dense, mlp (+ `mlp.dense_h_to_4h.gate.*` for gated activations), biases when has_bias;
+//    with sandwich_norm the output norms `attention.post_layernorm.*` and `mlp.post_layernorm.*`.
 //  * GPT-J and GPT-NeoX: their own lists (no position table, an lm_head always).
 std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp);
 

@@ -22,6 +22,8 @@
 //      hidden_size             the model width, when it is not head_num x size_per_head (Qwen3,
 //                              Gemma; written only then; n_embd says it too)
 //      normalization           rmsnorm (written only then; absent: layernorm)
+//      norm_unit_offset        1: every norm scales by 1 + gamma, the files holding gamma (Gemma;
+//                              written only then)
 //      has_bias, tied_embeddings, has_lm_head_bias   (0/1)
 //      embedding_scale         XGLM sqrt(H) when not folded into wte
 //      rotary_scaling_type     linear | llama3 | yarn | longrope (written only when the frequencies are scaled),
@@ -37,12 +39,21 @@
 //      qkv_bias                1 when only the QKV projection has a bias (Qwen2; written only then)
 //      qk_norm                 1: per-head RMSNorm of Q and K before rotary (Qwen3; written only then)
 //      sliding_window          attention window in positions (Mistral; written only when set)
+//      attention_scale         the factor of Q·K, when it is not 1/sqrt(size_per_head) (Gemma's
+//                              query_pre_attn_scalar^-1/2; written only then)
+//      attention_softcap, final_logit_softcap   softcaps of the scores and of the logits, cap·tanh(x/cap)
+//                              (Gemma 2; written only when set)
+//      layer_window            per-layer sliding windows, one per layer, 0 for a full layer ("4,0";
+//                              Gemma 2/3's layer_types; written only when a layer has one)
+//      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
+//                              add (Gemma 2/3; written only then)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
 // encoding on, post-decoder layernorm on, TP 1, fp32.
 #include "lib/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -357,10 +368,20 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "kv_head_num", std::to_string(kv_head_num > 0 ? kv_head_num : head_num));
   if (hidden() != q_width()) ini.set(s, "hidden_size", std::to_string(hidden()));
   if (normalization == Normalization::kRmsNorm) ini.set(s, "normalization", "rmsnorm");
+  if (norm_unit_offset) ini.set(s, "norm_unit_offset", "1");
   ini.set(s, "has_bias", b01(has_bias));
   if (qkv_bias && !has_bias) ini.set(s, "qkv_bias", "1");
   if (qk_norm) ini.set(s, "qk_norm", "1");
   if (sliding_window > 0) ini.set(s, "sliding_window", std::to_string(sliding_window));
+  if (std::any_of(layer_window.begin(), layer_window.end(), [](int64_t w) { return w > 0; })) {
+    std::string list;
+    for (int64_t w : layer_window) list += (list.empty() ? "" : ",") + std::to_string(w);
+    ini.set(s, "layer_window", list);
+  }
+  if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
+  if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
+  if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
+  if (final_logit_softcap > 0) ini.set(s, "final_logit_softcap", fmt_double(final_logit_softcap));
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
@@ -422,6 +443,18 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
   }
   if (position == PositionEmbedding::kRotary) check_rope_scaling(rope_scaling, origin);
   FTX_CHECK(sliding_window >= 0, origin, "sliding_window must not be negative, got " + std::to_string(sliding_window));
+  FTX_CHECK(attention_scale >= 0 && std::isfinite(attention_scale), origin,
+            "attention_scale must be a positive number, got " + fmt_double(attention_scale));
+  for (auto [key, cap] : {std::pair<const char*, double>{"attention_softcap", attention_softcap},
+                          {"final_logit_softcap", final_logit_softcap}})
+    FTX_CHECK(cap >= 0 && std::isfinite(cap), origin, std::string(key) + " must be a positive number, got " + fmt_double(cap));
+  FTX_CHECK(layer_window.empty() || static_cast<int64_t>(layer_window.size()) == num_layer, origin,
+            "layer_window has " + std::to_string(layer_window.size()) + " entries for " + std::to_string(num_layer) +
+                " layers");
+  for (int64_t w : layer_window)
+    FTX_CHECK(w >= 0, origin, "layer_window must not be negative, got " + std::to_string(w));
+  FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
+            "sandwich_norm needs a pre-norm model with sequential residuals");
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));
 }

@@ -67,20 +67,41 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear, Qwen3 yarn); none by default
   NormPlacement norm = NormPlacement::kPre;
+  // Pre-norm models only: the attention's and the FFN's outputs are normalised too, each with its
+  // own gamma, after the all-reduce and before the residual add (Gemma 2/3's post_attention_layernorm
+  // and post_feedforward_layernorm): x += norm(attn(norm1 x)); x += norm(ffn(norm2 x)).
+  bool sandwich_norm = false;
   bool parallel_residual = false;   // y = x + attn(ln1 x) + mlp(ln2 x)   (GPT-J: one LN, NeoX: two)
   bool shared_input_norm = false;   // GPT-J: attention and FFN read the same LN output
   Activation activation = Activation::kGelu;
   Normalization normalization = Normalization::kLayerNorm;  // of every norm (RMSNorm: no bias files)
+  // Every norm scales by (1 + γ) (Gemma's RMSNorm): the files keep the checkpoint's γ, and the
+  // loader adds 1 in fp32 to each norm's gamma (the layers', the final and the per-head Q/K norms).
+  bool norm_unit_offset = false;
   AttentionKind attention = AttentionKind::kMultiHead;
   bool has_bias = true;             // linear biases (NeMo GPT-Next may have none)
   bool qkv_bias = false;            // without has_bias: the QKV projection alone has a bias (Qwen2)
   // RMSNorm over each head of Q and of K (gamma [size_per_head] per layer, eps layernorm_eps), after
   // the QKV bias and before rotary (Qwen3's q_norm / k_norm).
   bool qk_norm = false;
+  // > 0: the factor of Q·Kᵀ in place of 1/sqrt(size_per_head) (Gemma's query_pre_attn_scalar^-1/2).
+  double attention_scale = 0.0;
+  // > 0: softcaps, x = cap·tanh(x / cap): of the attention scores after the scale, before the mask
+  // (Gemma 2's attn_logit_softcapping), and of the logits after the lm_head (final_logit_softcapping).
+  double attention_softcap = 0.0;
+  double final_logit_softcap = 0.0;
   // > 0: each token attends only to the last sliding_window positions (itself included; Mistral).
   // The engine runs it with a circular cache of exactly that length and refuses positions beyond
   // it otherwise.
   int64_t sliding_window = 0;
+  // Per-layer sliding windows (Gemma 2/3's layer_types): empty, or one entry per layer; w > 0: the
+  // layer's query at position p sees positions p - w + 1 .. p only (AttentionShape::window), 0: every
+  // earlier position. Unlike sliding_window, the KV cache keeps every position of every layer and
+  // the windowed layers mask the older keys: nothing is freed or wrapped.
+  std::vector<int64_t> layer_window;
+  int64_t window_of(int64_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
   bool has_pre_decoder_layernorm = false;   // BLOOM word_embeddings_layernorm
   bool has_post_decoder_layernorm = true;   // final layernorm
   bool tied_embeddings = true;      // no model.lm_head.weight.bin: logits use wte

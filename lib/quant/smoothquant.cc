@@ -118,6 +118,13 @@ void run_smoothquant(const SmoothQuantOptions& o) {
     throw Error(final_dir, "output folder exists (--force replaces it)");
   HostModel model = HostModel::read(o.model_dir);
   if (o.format == "ft") check_ft_format(model.cfg, o.model_dir);
+  // Smoothing divides the norms' gammas by s; a (1 + γ) norm's file holds γ, which that would not
+  // divide (Gemma). Unsmoothed W8A8 (--alpha 0) leaves the norms alone.
+  if (o.alpha && *o.alpha > 0 && model.cfg.norm_unit_offset)
+    throw Error(o.model_dir + "/config.ini",
+                "norm_unit_offset = 1: --alpha " + format_double(*o.alpha) +
+                    " would fold the smoothing into norms that scale by 1 + gamma, which ftx smoothquant does not "
+                    "(use --alpha 0)");
   {
     ModelConfig out_cfg = model.cfg;  // as written: K/V heads copied for more ranks than it has (below)
     out_cfg.kv_head_num = kv_heads_for(model.cfg, o.tp, o.model_dir + "/config.ini");

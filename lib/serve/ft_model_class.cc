@@ -36,6 +36,9 @@
 // has_bias, qkv_bias (bias)           fixed: every bias       the class's fixed biases: ftx's layout for it
 // sliding_window                      fixed none              fixed none              fixed none
 // qk_norm                             fixed none              fixed none              fixed none
+// sandwich_norm, norm_unit_offset,
+//   attention_scale, attention_softcap,
+//   final_logit_softcap, layer_window  fixed none              fixed none              fixed none
 // tied_embeddings                     model.lm_head.weight.bin's presence, for FT as for ftx; GPT-J, NeoX: never
 // has_lm_head_bias                    the files: GPT and GPT-NeoX have none, GPT-J always (ftx's layout)
 // embedding_scale                     fixed 1                 fixed 1                 fixed 1
@@ -117,7 +120,7 @@ const std::vector<const char*> kPosition = {"position_embedding_type", "has_posi
                                             "use_attention_linear_bias", "rotary_pct"};
 
 // What no class has: grouped or multi-query attention, RMSNorm, a sliding window, Q/K norms, scaled embeddings,
-// a model width other than head_num x size_per_head.
+// a model width other than head_num x size_per_head, Gemma's norms, scale, softcaps and per-layer windows.
 void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.kv_head_num == 0 || cfg.kv_head_num == cfg.head_num, {"kv_head_num", "multi_query_mode"},
          "runs multi-head attention only: a key/value head for each of the " + std::to_string(cfg.head_num) +
@@ -125,6 +128,13 @@ void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.normalization == Normalization::kLayerNorm, {"normalization"}, "runs LayerNorm only (no RMSNorm)");
   r.need(cfg.sliding_window == 0, {"sliding_window"}, "attends to every earlier position (no sliding window)");
   r.need(!cfg.qk_norm, {"qk_norm"}, "has no per-head norm of queries and keys");
+  r.need(!cfg.sandwich_norm, {"sandwich_norm"}, "has no norms on the attention's and the FFN's outputs");
+  r.need(!cfg.norm_unit_offset, {"norm_unit_offset"}, "scales its norms by gamma, not 1 + gamma");
+  r.need(cfg.attention_scale == 0, {"attention_scale"}, "scales the attention scores by 1/sqrt(size_per_head) only");
+  r.need(cfg.attention_softcap == 0, {"attention_softcap"}, "does not cap the attention scores");
+  r.need(cfg.final_logit_softcap == 0, {"final_logit_softcap"}, "does not cap the logits");
+  r.need(cfg.layer_window.empty() || cfg.layer_window == std::vector<int64_t>(cfg.layer_window.size(), 0),
+         {"layer_window"}, "attends to every earlier position on every layer (no per-layer windows)");
   r.need(cfg.embedding_scale == 1.0, {"embedding_scale"}, "does not scale the embeddings");
   r.need(cfg.hidden() == cfg.q_width(), {"hidden_size", "n_embd"},
          "has a model width of head_num x size_per_head = " + std::to_string(cfg.q_width()) + " only");

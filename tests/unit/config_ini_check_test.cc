@@ -71,6 +71,14 @@ std::map<std::string, ModelConfig> models() {
   qwen3.rope_scaling = RopeScaling::yarn(4, 16);
   qwen3.rope_scaling.mscale = 0.707, qwen3.rope_scaling.mscale_all_dim = 1, qwen3.rope_scaling.truncate = false;
   m["qwen3_yarn"] = qwen3;
+  // Gemma 2 (issue 46): sandwich and (1 + γ) norms, its attention scale, both softcaps, a window on
+  // layer 0 only, sqrt(H) in bf16, head_dim apart from the width.
+  ModelConfig gemma = mcore;
+  gemma.activation = Activation::kGeGluTanh, gemma.hidden_size = 48, gemma.tied_embeddings = true;
+  gemma.sandwich_norm = true, gemma.norm_unit_offset = true, gemma.attention_scale = 0.2041241452319315;
+  gemma.attention_softcap = 5.0, gemma.final_logit_softcap = 3.0, gemma.layer_window = {4, 0};
+  gemma.embedding_scale = 6.9375, gemma.weight_data_type = DType::kBFloat16;
+  m["gemma2"] = gemma;
   return m;
 }
 
@@ -126,6 +134,9 @@ std::string meaning(const ModelConfig& c) {
     s += " " + std::to_string(v);
   for (const auto* list : {&r.short_factor, &r.long_factor})
     for (double v : *list) s += " " + std::to_string(v);
+  s += " " + std::to_string(int(c.sandwich_norm)) + std::to_string(int(c.norm_unit_offset));
+  for (double v : {c.attention_scale, c.attention_softcap, c.final_logit_softcap}) s += " " + std::to_string(v);
+  for (int64_t w : c.layer_window) s += " w" + std::to_string(w);
   return s;
 }
 
@@ -198,6 +209,15 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
         continue;
       // Without qk_norm the folder's attention.{q,k}_layernorm files tell (ModelWeights refuses them).
       if (key == "qk_norm") continue;
+      // Gemma's keys, written only when set, are the one statement of their fact (the norm files
+      // tell sandwich_norm at load).
+      static const std::set<std::string> gemma = {"sandwich_norm", "norm_unit_offset", "attention_scale",
+                                                  "attention_softcap", "final_logit_softcap", "layer_window",
+                                                  "embedding_scale", "hidden_size"};
+      if (name == "gemma2" && gemma.count(key)) continue;
+      // FT's GeGLU and TensorRT-LLM's geglu do not say which GELU is gated: ftx's activation is the
+      // one key that tells Gemma's tanh GELU (GegluTanhLoadsBack).
+      if (name == "gemma2" && key == "activation") continue;
       const Result r = load(edited(ini, sec, key, std::nullopt));
       const std::string what = name + " without " + key;
       if (r.cfg) EXPECT_EQ(meaning(*r.cfg), want) << what << " loads as another model";
@@ -207,7 +227,8 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
 }
 
 // Keys by what their values may be; the walk below tries each kind's bad values.
-enum class Kind { kSize, kCount, kId, kBool, kBool01, kPositiveReal, kNonNegativeReal, kRealList, kFraction, kName, kEnum };
+enum class Kind { kSize, kCount, kId, kBool, kBool01, kPositiveReal, kNonNegativeReal, kRealList, kFraction, kName, kEnum,
+                  kWindows };
 
 Kind kind_of(const std::string& key) {
   static const std::set<std::string> sizes = {"head_num", "size_per_head", "inter_size", "num_layer", "vocab_size",
@@ -220,14 +241,16 @@ Kind kind_of(const std::string& key) {
                                               "has_post_decoder_layernorm", "use_attention_linear_bias",
                                               "do_layer_norm_before", "bias", "multi_query_mode", "parallel_residual",
                                               "shared_input_norm", "has_bias", "tied_embeddings", "has_lm_head_bias",
-                                              "qk_norm", "rotary_scaling_truncate"};
+                                              "qk_norm", "rotary_scaling_truncate", "sandwich_norm", "norm_unit_offset"};
   static const std::set<std::string> reals = {"layernorm_eps", "layer_norm_epsilon", "rotary_base", "embedding_scale",
                                               "rotary_scaling_factor", "rotary_scaling_beta_fast",
-                                              "rotary_scaling_beta_slow", "rotary_scaling_attention_factor"};
+                                              "rotary_scaling_beta_slow", "rotary_scaling_attention_factor",
+                                              "attention_scale", "attention_softcap", "final_logit_softcap"};
   // yarn's mscale and mscale_all_dim: 0 means absent (transformers tests `mscale and mscale_all_dim`).
   static const std::set<std::string> non_negative = {"rotary_scaling_mscale", "rotary_scaling_mscale_all_dim"};
   static const std::set<std::string> lists = {"rotary_scaling_short_factor", "rotary_scaling_long_factor"};
   if (key == "rotary_scaling_original_max_positions") return Kind::kSize;
+  if (key == "layer_window") return Kind::kWindows;
   if (sizes.count(key)) return Kind::kSize;
   if (counts.count(key)) return Kind::kCount;
   if (ids.count(key)) return Kind::kId;
@@ -255,6 +278,7 @@ std::vector<std::string> bad_values(Kind k) {
     case Kind::kFraction: v.insert(v.end(), {"-0.1", "1.5", "inf"}); break;
     case Kind::kName: v = {""}; break;
     case Kind::kEnum: v.insert(v.end(), {"0", "-5", "fp8", "Gelu2"}); break;
+    case Kind::kWindows: v = {"", "abc", "4", "4,0,0", "4,-1", "4,", ",0", "4;0", "4.5,0", "99999999999,0"}; break;
   }
   return v;
 }
@@ -342,6 +366,39 @@ TEST(ConfigIniCheck, ContradictoryKeysNameBoth) {
     expect_names(r.error, c.other, what);
     EXPECT_NE(r.error.find(c.value), std::string::npos) << what << ": the value is named: " << r.error;
   }
+}
+
+// Gemma 2's keys (issue 46) read back as written: what the engine runs, and the same text again.
+TEST(ConfigIniCheck, I46_GemmaKeysLoadBack) {
+  const ModelConfig gemma = models()["gemma2"];
+  const IniFile ini = gemma.to_ini();
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"sandwich_norm", "1"}, {"norm_unit_offset", "1"}, {"attention_scale", "0.2041241452319315"},
+           {"attention_softcap", "5"}, {"final_logit_softcap", "3"}, {"layer_window", "4,0"},
+           {"embedding_scale", "6.9375"}, {"hidden_size", "48"}})
+    EXPECT_EQ(ini.get("gpt", key), value) << key;
+  const Result r = load(ini);
+  ASSERT_TRUE(r.cfg) << r.error;
+  EXPECT_TRUE(r.cfg->sandwich_norm);
+  EXPECT_TRUE(r.cfg->norm_unit_offset);
+  EXPECT_EQ(r.cfg->attention_scale, gemma.attention_scale);
+  EXPECT_EQ(r.cfg->attention_softcap, 5.0);
+  EXPECT_EQ(r.cfg->final_logit_softcap, 3.0);
+  EXPECT_EQ(r.cfg->layer_window, (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(r.cfg->embedding_scale, 6.9375);
+  EXPECT_EQ(r.cfg->to_ini().to_string(), ini.to_string());
+  // None of them is written for a model without it; a window list of zeros is no window.
+  const IniFile plain = models()["mcore_gqa"].to_ini();
+  for (const char* key : {"sandwich_norm", "norm_unit_offset", "attention_scale", "attention_softcap",
+                          "final_logit_softcap", "layer_window"})
+    EXPECT_FALSE(plain.has("gpt", key)) << key;
+  ModelConfig zeros = models()["mcore_gqa"];
+  zeros.layer_window = {0, 0};
+  EXPECT_FALSE(zeros.to_ini().has("gpt", "layer_window"));
+  // One window per layer: a list of another length names the key and the layer count.
+  const std::string error = load(edited(ini, "gpt", "layer_window", std::string("4,0,4"))).error;
+  EXPECT_NE(error.find("[gpt] layer_window = 4,0,4: one window per layer: 3 entries for 2 layers"), std::string::npos)
+      << error;
 }
 
 // The issue's cases, as a user saw them.

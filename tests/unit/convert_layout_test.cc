@@ -143,6 +143,28 @@ TEST(FtWeightFiles, I46_QkNormGammasReplicated) {
     EXPECT_EQ(f.file_name().find("attention.q_layernorm"), std::string::npos) << f.file_name();
 }
 
+// Gemma's sandwich norms: the attention's and the FFN's output norms, [H] each, replicated, with
+// bias files only for LayerNorm; post_attention_layernorm stays the FFN's input norm.
+TEST(FtWeightFiles, I46_SandwichNormFiles) {
+  ModelConfig c = small();
+  c.sandwich_norm = true;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  for (const char* n : {"model.layers.1.attention.post_layernorm.weight.bin", "model.layers.1.attention.post_layernorm.bias.bin",
+                        "model.layers.1.mlp.post_layernorm.weight.bin", "model.layers.1.mlp.post_layernorm.bias.bin",
+                        "model.layers.1.post_attention_layernorm.weight.bin"})
+    EXPECT_EQ(by.at(n).shape, (std::vector<int64_t>{c.hidden()})) << n;
+  c.normalization = Normalization::kRmsNorm;
+  by.clear();
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  EXPECT_EQ(by.count("model.layers.0.mlp.post_layernorm.weight.bin"), 1u);
+  EXPECT_EQ(by.count("model.layers.0.mlp.post_layernorm.bias.bin"), 0u);
+  for (auto& f : ft_weight_files(small(), 2))
+    EXPECT_EQ(f.file_name().find("post_layernorm"), std::string::npos) << f.file_name();
+  c.norm = NormPlacement::kPost;  // a post-norm block has no place for them
+  EXPECT_THROW(ft_weight_files(c, 1), Error);
+}
+
 TEST(FtWeightFiles, GptJAndNeoX) {
   ModelConfig j = small();
   j.arch = Architecture::kGptJ;

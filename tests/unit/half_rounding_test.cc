@@ -76,5 +76,15 @@ TEST(HalfRounding, Bf16EqualsTheScalarDefinition) {
   }
 }
 
+// Gemma's embedding normaliser sqrt(hidden_size), cast to the weights' dtype as transformers does
+// (torch.tensor(hidden_size**0.5, dtype=...)): values torch prints for these casts.
+TEST(HalfRounding, I46_ConstantRoundedToTheWeightsDtype) {
+  EXPECT_EQ(round_to_dtype(std::sqrt(48.0), DType::kBFloat16), 6.9375);
+  EXPECT_EQ(round_to_dtype(std::sqrt(48.0), DType::kFloat16), 6.9296875);
+  EXPECT_EQ(round_to_dtype(std::sqrt(2304.0), DType::kBFloat16), 48.0);
+  EXPECT_EQ(round_to_dtype(std::sqrt(3584.0), DType::kBFloat16), 59.75);
+  EXPECT_EQ(round_to_dtype(std::sqrt(48.0), DType::kFloat32), static_cast<double>(static_cast<float>(std::sqrt(48.0))));
+}
+
 }  // namespace
 }  // namespace ftx::cpu

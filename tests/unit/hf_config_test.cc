@@ -286,6 +286,7 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
       {"GPTNeoX", "gpt_neox"},  {"bloom", "bloom"},             {"opt", "opt"},
       {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
       {"qwen2", "qwen2"},       {"qwen3", "qwen3"},           {"phi3", "phi3"},
+      {"gemma2", "gemma2"},
   };
   for (const auto& [type, family] : types) {
     const hf::HfFamily* f = hf::find_family(type);
@@ -296,13 +297,14 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
   std::vector<std::string> names;
   for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
   EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
-                                             "llama", "mistral", "qwen2", "qwen3", "phi3"}));
+                                             "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"}));
   EXPECT_EQ(hf::find_family("gemma"), nullptr);
   EXPECT_EQ(hf::supported_list(),
             "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, "
-            "phi3");
+            "phi3, gemma2");
   EXPECT_EQ(hf::model_flag_list(),
-            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, phi3");
+            "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, phi3, "
+            "gemma2");
 }
 
 // The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf

@@ -1,15 +1,18 @@
-// HuggingFace LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM -> the FT layout of a
-// rope/SwiGLU/RMSNorm/GQA model (section [gpt], as convert-megatron writes Megatron Core's):
+// HuggingFace LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Gemma2ForCausalLM
+// -> the FT layout of a rope/gated FFN/RMSNorm/GQA model (section [gpt], as convert-megatron writes Megatron Core's):
 //  * q_proj [n·d, H], k_proj and v_proj [g·d, H] -> query_key_value [H, (n + 2g)·d / T] per rank,
 //    [Q | K | V] of the rank's heads; with T > g > 1 each K/V head is copied to the T/g ranks
 //    whose query heads use it (TensorRT-LLM's layout), so the folder has kv_head_num = T;
-//  * gate_proj (activated: silu) -> mlp.dense_h_to_4h, up_proj -> mlp.dense_h_to_4h.gate,
+//  * gate_proj (activated: silu; Gemma: the tanh GELU) -> mlp.dense_h_to_4h, up_proj -> mlp.dense_h_to_4h.gate,
 //    down_proj -> mlp.dense_4h_to_h, as FT's gated FFN computes act(x·W) · (x·W_gate);
 //  * RMSNorm weights -> the layernorm files without biases (normalization = rmsnorm);
 //  * rotary on half-split pairs (transformers' rotate_half), rope_theta and rope scaling (linear,
 //    llama3; yarn where the family computes it) read from rope_parameters (5.x) or the top level /
 //    rope_scaling (4.x);
-//  * Qwen3's per-head q_norm / k_norm -> attention.{q,k}_layernorm.weight, whole on every rank.
+//  * Qwen3's per-head q_norm / k_norm -> attention.{q,k}_layernorm.weight, whole on every rank;
+//  * Gemma's four norms a layer: its post_attention_layernorm (on the attention's output) ->
+//    attention.post_layernorm, pre_feedforward_layernorm -> post_attention_layernorm (the FFN's
+//    input norm, as Llama's post_attention_layernorm), post_feedforward_layernorm -> mlp.post_layernorm.
 #include "lib/convert/hf/llama_like.h"
 
 #include <algorithm>
@@ -63,6 +66,23 @@ const ArchLayout& qk_norm_layout() {
   return l;
 }
 
+// Gemma's: llama's norms renamed (its post_attention_layernorm is the attention output's norm) and
+// the FFN's two; with q/k norms when `qk` (Gemma 3).
+const ArchLayout& sandwich_layout(bool qk) {
+  auto make = [](const ArchLayout& base, const char* name) {
+    ArchLayout a = base;
+    a.name = name;
+    for (LayoutRule& r : a.rules)
+      if (r.ft_name == kFL + "post_attention_layernorm.weight") r.ft_name = kFL + "attention.post_layernorm.weight";
+    a.rules.push_back({kL + R"(pre_feedforward_layernorm\.weight)", kFL + "post_attention_layernorm.weight", Role::kReplicated, false});
+    a.rules.push_back({kL + R"(post_feedforward_layernorm\.weight)", kFL + "mlp.post_layernorm.weight", Role::kReplicated, false});
+    return a;
+  };
+  static const ArchLayout plain = make(llama_layout(), "hf-llama-sandwich");
+  static const ArchLayout with_qk = make(qk_norm_layout(), "hf-llama-qk-norm-sandwich");
+  return qk ? with_qk : plain;
+}
+
 void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
@@ -97,10 +117,11 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   c.num_layer = dim_key(j, "num_hidden_layers", origin);
   c.vocab_size = dim_key(j, "vocab_size", origin);
   c.max_pos_seq_len = positions_or(j, "max_position_embeddings", origin);
-  const Activation act = activation_key(j, "hidden_act", "silu", origin);
-  FTX_CHECK(act == Activation::kSilu, origin,
-            "hidden_act = '" + str_or(j, "hidden_act", "", origin) + "' is not supported (" + type + ": silu, i.e. SwiGLU)");
-  c.activation = Activation::kSwiGlu;
+  const Activation act = activation_key(j, spec.act_key, spec.act_default, origin);
+  FTX_CHECK(act == Activation(spec.act.nonlinearity()), origin,
+            std::string(spec.act_key) + " = '" + str_or(j, spec.act_key, "", origin) + "' is not supported (" + type +
+                ": " + spec.act_says + ")");
+  c.activation = spec.act;
   c.normalization = Normalization::kRmsNorm;
   c.layernorm_eps = eps_or(j, "rms_norm_eps", 1e-6, origin);
   c.position = PositionEmbedding::kRotary;
@@ -115,11 +136,13 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   c.rope_scaling = rope.scaling;
   check_rope_scaling(c.rope_scaling, origin, c.rotary_dim);  // longrope's lists against the rotary dims
   spec.biases(j, origin, c);
-  c.sliding_window = spec.sliding_window(j, c.num_layer, origin);
+  c.sliding_window = spec.sliding_window ? spec.sliding_window(j, c.num_layer, origin) : 0;
   c.qk_norm = spec.qk_norm;
-  c.tied_embeddings = bool_or(j, "tie_word_embeddings", false, origin);
+  c.sandwich_norm = spec.sandwich_norm;
+  c.tied_embeddings = bool_or(j, "tie_word_embeddings", spec.tied_default, origin);
   c.end_id = token_id_or(j, "eos_token_id", spec.default_eos, origin, &plan.warnings);
-  c.start_id = token_id_or(j, "bos_token_id", c.end_id, origin);
+  c.start_id = token_id_or(j, "bos_token_id", spec.default_bos >= 0 ? spec.default_bos : c.end_id, origin);
+  if (spec.more) spec.more(in, plan);
 
   const int64_t g_source = c.kv_head_num;
   const int tp = in.opt.tp;
@@ -232,6 +255,13 @@ int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& or
   return w;
 }
 
+void no_attention_bias(const json& j, const std::string& origin, const std::string& display, ModelConfig& c) {
+  c.has_bias = false;
+  c.qkv_bias = false;
+  FTX_CHECK(!bool_or(j, "attention_bias", false, origin), origin,
+            "attention_bias true is not supported (" + display + "'s q/k/v and o biases without MLP biases)");
+}
+
 HfFamily llama_like_family(const LlamaLike& spec) {
   HfFamily f;
   f.model_type = spec.model_type;
@@ -244,6 +274,7 @@ HfFamily llama_like_family(const LlamaLike& spec) {
   f.qkv = QkvOrder::kQkvMajor;
   f.read = [spec](HfCheckpoint& in, ConversionPlan& plan) { read(spec, in, plan); };
   f.layout = [](HfCheckpoint&, const ModelConfig& c) -> const ArchLayout& {
+    if (c.sandwich_norm) return sandwich_layout(c.qk_norm);
     return c.qk_norm ? qk_norm_layout() : llama_layout();
   };
   f.hooks = [] { return std::make_unique<Hooks>(); };

@@ -1,7 +1,7 @@
 #pragma once
-// What Llama, Mistral, Qwen2 and Qwen3 share (llama_like.cc): rotary, grouped-query attention, SwiGLU,
-// RMSNorm, into the FT layout the Megatron Core conversions write for the same pieces. Each
-// family's file adds its own keys, biases and sliding window.
+// What Llama, Mistral, Qwen2, Qwen3 and Gemma 2 share (llama_like.cc): rotary, grouped-query
+// attention, a gated FFN, RMSNorm, into the FT layout the Megatron Core conversions write for the
+// same pieces. Each family's file adds its own keys, biases and sliding window.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,13 +20,27 @@ struct LlamaLike {
   int64_t default_eos = 2;  // eos_token_id when absent
   // has_bias / qkv_bias from the family's bias keys.
   void (*biases)(const json& j, const std::string& origin, ModelConfig& c) = nullptr;
-  // The sliding window the model attends with, 0 for none.
+  // The sliding window the model attends with, 0 for none (null: none).
   int64_t (*sliding_window)(const json& j, int64_t layers, const std::string& origin) = nullptr;
   // > 0: head_dim is the family's own key with this default (Qwen3: 128), free of hidden_size;
   // 0: head_dim must be hidden_size / num_attention_heads (Llama, Mistral, Qwen2).
   int64_t default_head_dim = 0;
   // Per-head RMSNorm of Q and K (self_attn.q_norm / k_norm -> attention.{q,k}_layernorm).
   bool qk_norm = false;
+  // Gemma's four norms a layer (sandwich_norm): post_attention_layernorm on the attention's output
+  // (-> attention.post_layernorm), pre_feedforward_layernorm (-> FT's post_attention_layernorm, the
+  // FFN's input norm) and post_feedforward_layernorm (-> mlp.post_layernorm).
+  bool sandwich_norm = false;
+  // The MLP's activation: its key, the key's default, the one nonlinearity ftx runs for the family
+  // (gated) and how messages name it. Llama's hidden_act silu (SwiGLU); Gemma's hidden_activation.
+  const char* act_key = "hidden_act";
+  const char* act_default = "silu";
+  Activation act = Activation::kSwiGlu;
+  const char* act_says = "silu, i.e. SwiGLU";
+  bool tied_default = false;  // tie_word_embeddings when absent
+  int64_t default_bos = -1;   // bos_token_id when absent; -1: the eos id
+  // The family's own keys, read after the shared ones (Gemma's norms, scale, softcaps, windows).
+  void (*more)(HfCheckpoint& in, ConversionPlan& plan) = nullptr;
   // The rope scaling types the family computes.
   std::vector<RopeScalingType> rope_types = rope_scalings_read();
   // false: the family's default rope ignores partial_rotary_factor (Qwen3), so a value other than
@@ -45,6 +59,10 @@ std::vector<KeyRule> llama_like_keys(const char* head_dim = nullptr);
 int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& origin);
 // sliding_window: 0 when absent or null, else a positive integer (Error naming it otherwise).
 int64_t sliding_window_key(const json& j, const std::string& origin);
+// attention_bias (Qwen3, Gemma) puts biases on q, k, v and o but none on the MLP, a combination ftx
+// lacks (has_bias is every bias, qkv_bias the QKV alone): no biases, and true refused naming
+// `display`'s biases.
+void no_attention_bias(const json& j, const std::string& origin, const std::string& display, ModelConfig& c);
 HfFamily llama_like_family(const LlamaLike& spec);
 
 }  // namespace ftx::hf

@@ -41,14 +41,7 @@ const std::vector<KeyRule>& keys() {
   return k;
 }
 
-// Qwen3's attention_bias puts biases on q, k, v and o but none on the MLP: ftx has no such
-// combination (has_bias is every bias, qkv_bias the QKV alone).
-void biases(const json& j, const std::string& origin, ModelConfig& c) {
-  c.has_bias = false;
-  c.qkv_bias = false;
-  FTX_CHECK(!bool_or(j, "attention_bias", false, origin), origin,
-            "attention_bias true is not supported (Qwen3's q/k/v and o biases without MLP biases)");
-}
+void biases(const json& j, const std::string& origin, ModelConfig& c) { no_attention_bias(j, origin, "Qwen3", c); }
 
 HfFamily qwen3() {
   LlamaLike s;

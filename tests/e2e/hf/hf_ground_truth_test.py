@@ -21,7 +21,8 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             GPT-NeoX config.json with only the newer key names (partial_rotary_factor, rope_theta)
             converts the same. tf5: config.ini records what changes the math: GPT-NeoX's rotary_pct 0.5
             and rotary_base 5000 read from rope_parameters (the case of issue 37), the rope scaling
-            keys, qkv_bias, sliding_window, the KV heads copied at TP 4.
+            keys, qkv_bias, sliding_window, the KV heads copied at TP 4, Gemma 2's norms, scales,
+            softcaps and per-layer windows.
   engine    each model converted at TP 1 and 2, then the gtest HfGroundTruth.LogitsMatchTransformers
             alone and under `mpirun -np 2`: the logits of the prefill and of every decode step along
             transformers' greedy paths within 1e-4 of the row's largest |logit| of transformers' float64
@@ -38,8 +39,8 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             within 1e-4 (top-k: renormalised over the k, FT's semantics; top-p: full softmax).
             tf5: greedy as top_p 1e-6 (the top token alone), each token's log probability (full
             softmax) equal to log_softmax of transformers' float64 logits within 1e-4; also at TP 4 for
-            llama, qwen2, qwen3 and phi3_longrope (2 KV heads, and qwen2's K/V biases, copied to 4 ranks),
-            at PP 2 for llama and phi3_longrope,
+            llama, qwen2, qwen3, phi3_longrope and gemma2 (2 KV heads, and qwen2's K/V biases, copied to 4
+            ranks), at PP 2 for llama and phi3_longrope,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
             --memory-len 6.
   errors    each configuration of the set's refused/ (what man ftx-convert-hf lists; tf5: transformers
@@ -212,6 +213,15 @@ def config_ini_records(tmp):
         ("phi4mini", 1): {"rotary_dim": "12", "rotary_scaling_type": "longrope",
                           "rotary_scaling_attention_factor": "1.25", "tied_embeddings": "1"},
         # rope_parameters: yarn, factor 4, original 8, beta_fast 2, beta_slow 0.5, no attention_factor.
+        # Gemma 2: GeGLU tanh, four (1 + w) norms a layer, sqrt(48) in fp32 (-t fp32), 24^-1/2, both
+        # softcaps, layer 0 sliding (window 4) and layer 1 full; no global sliding_window.
+        ("gemma2", 1): {"activation": "geglu_tanh", "normalization": "rmsnorm", "sandwich_norm": "1",
+                        "norm_unit_offset": "1", "size_per_head": "16", "hidden_size": "48", "kv_head_num": "2",
+                        "embedding_scale": "6.928203105926514", "attention_scale": "0.2041241452319315",
+                        "attention_softcap": "5", "final_logit_softcap": "3", "layer_window": "4,0",
+                        "sliding_window": None, "tied_embeddings": "1", "has_bias": "0", "start_id": "1",
+                        "end_id": "0"},
+        ("gemma2", 2): {"kv_head_num": "2", "layer_window": "4,0"},
         ("qwen3_yarn", 1): {"rotary_scaling_type": "yarn", "rotary_scaling_factor": "4",
                             "rotary_scaling_original_max_positions": "8", "rotary_scaling_beta_fast": "2",
                             "rotary_scaling_beta_slow": "0.5", "rotary_scaling_mscale": "0",
@@ -355,7 +365,7 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope", "gemma2") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
         if T == 1 and name in ("llama", "phi3_longrope"):  # two pipeline stages over the 1-gpu folder
@@ -584,6 +594,34 @@ def test_I46_qwen3_refusals_name_their_key(tmp):
         print(f"ok   I46 qwen3 without head_dim (128): {line}")
 
 
+def test_I46_gemma2_refusals_name_their_key(tmp):
+    """Gemma 2 configurations transformers computes and ftx does not run: one line naming the key and value."""
+    def set_(**kv):
+        return lambda cfg: cfg.update(kv)
+
+    cases = (
+        ("I46_g2_bias", set_(attention_bias=True),
+         "attention_bias true is not supported (Gemma 2's q/k/v and o biases without MLP biases)"),
+        ("I46_g2_act", set_(hidden_activation="silu"),
+         "hidden_activation = 'silu' is not supported (gemma2: gelu_pytorch_tanh, i.e. GeGLU with the tanh GELU)"),
+        ("I46_g2_window", set_(sliding_window=None),
+         "sliding_window = null with layer 0 sliding_attention (layer_types) is not supported"),
+        ("I46_g2_types", set_(layer_types=["sliding_attention", "chunked_attention"]),
+         'layer_types[1] = "chunked_attention" is not supported (sliding_attention, full_attention)'),
+        ("I46_g2_softcap", set_(attn_logit_softcapping=0.0),
+         "attn_logit_softcapping = 0.0 is not a positive number (null: no softcap)"),
+    )
+    for name, edit, want in cases:
+        convert_refused(tmp, copy_model(tmp, "gemma2", name, edit), "{cfg}: " + want)
+    # SmoothQuant folds its smoothing into the norms' gammas, which Gemma's files hold as gamma - 1.
+    folder = convert(os.path.join(FIX, "gemma2", "safetensors"), os.path.join(tmp, "I46_g2_sq"), 1, "fp32")
+    out = os.path.join(tmp, "out_I46_g2_sq")
+    r = run_ftx(["smoothquant", "-i", folder, "-o", out, "--alpha", "0.5", "--quiet"])
+    if exact_error(r, "I46_g2_sq", os.path.join(folder, "config.ini") + ": norm_unit_offset = 1: --alpha 0.5 would fold "
+                   "the smoothing into norms that scale by 1 + gamma, which ftx smoothquant does not (use --alpha 0)", out):
+        print("ok   I46_g2_sq: smoothquant --alpha 0.5 of gemma2 refused naming norm_unit_offset")
+
+
 def test_I46_phi3_refusals_name_their_key(tmp):
     """Phi-3 configurations transformers computes and ftx does not, one line naming the key and value;
     and a request whose positions pass longrope's original_max_position_embeddings (32 here), where
@@ -720,7 +758,8 @@ def test_B9_missing_tensor_named_as_the_checkpoint_names_it(tmp):
         ("bloom", "transformer.h.1.mlp.dense_4h_to_h.weight"), ("opt", "model.decoder.layers.1.fc2.weight"),
         ("xglm", "model.layers.1.fc2.weight"), ("llama", "model.layers.1.mlp.down_proj.weight"),
         ("mistral", "model.layers.1.mlp.down_proj.weight"), ("qwen2", "model.layers.1.mlp.down_proj.weight"),
-        ("qwen3", "model.layers.1.self_attn.k_norm.weight"))]
+        ("qwen3", "model.layers.1.self_attn.k_norm.weight"),
+        ("gemma2", "model.layers.1.post_feedforward_layernorm.weight"))]
     for base, gone in cases:
         src = copy_model(tmp, base, "B9_" + base)
         edit_weights(src, lambda t: [x for x in t if x[0] != gone])
@@ -807,7 +846,7 @@ def tf5_refusals(tmp):
     for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
                  test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it,
                  test_L15_sliding_window_refusal_names_the_prompt, test_I46_qwen3_refusals_name_their_key,
-                 test_I46_phi3_refusals_name_their_key):
+                 test_I46_phi3_refusals_name_their_key, test_I46_gemma2_refusals_name_their_key):
         test(tmp)
 
 
