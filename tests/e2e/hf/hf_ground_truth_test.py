@@ -342,9 +342,9 @@ def test_I49_context_log_probs(label, folder, T, prompts, want, want_logits, ext
     sequence run with no cache), so context_log_probs[len(prompt) - 1 + k] must equal
     log_softmax(greedy_logits[k])[greedy[k]] within TOL (the one-token prompt: every position).
     Returns (the largest difference, positions compared), None when it did not run."""
-    seqs = [p + w for p, w in zip(prompts, want)]
-    got = generate_jsonl(folder, [{"ids": s, "return_context_log_probs": True} for s in seqs], T,
-                         list(extra) + ["--max-new-tokens", "0"])
+    seqs = [p + w for p, w in zip(prompts, want)]  # each request's max_new_tokens 0: scoring alone
+    got = generate_jsonl(folder, [{"ids": s, "return_context_log_probs": True, "max_new_tokens": 0} for s in seqs], T,
+                         list(extra))
     if got is None:
         return None
     worst, n = 0.0, 0
