@@ -88,7 +88,10 @@ void add_fp8_flags(CLI::App* sub, bool& fp8, bool& fp8_kv_cache) {
 }
 
 void check_decoding_flags(const DecodingFlags& f) {
-  check_range("--max-new-tokens", f.max_new_tokens, 1, kMaxNewTokens);
+  if (f.max_new_tokens == 0 && !f.context_log_probs)
+    throw UsageError("--max-new-tokens 0 generates nothing (ftx generate allows it with --return-context-log-probs, "
+                     "which scores the prompts)");
+  check_range("--max-new-tokens", f.max_new_tokens, 0, kMaxNewTokens);
   check_range("--threads", f.threads, 0, kMaxThreads);
   check_range("--session-len", f.session_len, 0, kMaxFlagCount);
   check_range("--memory-len", f.memory_len, 0, kMaxFlagCount);
@@ -138,6 +141,8 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
   s.return_log_probs = f.log_probs || f.cum_log_probs;
   d.output.log_probs = f.log_probs;
   d.output.cum_log_probs = f.cum_log_probs;
+  d.output.context_log_probs = f.context_log_probs;
+  d.output.echo = f.echo_prompt;
   d.output.end_id = s.end_id;
   if (!f.stop_words.empty() || !f.bad_words.empty()) {
     if (!tok) throw Error(f.model_dir, "--stop-words/--bad-words need a tokenizer; pass --tokenizer DIR");

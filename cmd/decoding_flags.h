@@ -38,6 +38,8 @@ struct DecodingFlags {
   int64_t start_id = -1, end_id = -1;
   std::string stop_words, bad_words;
   bool log_probs = false, cum_log_probs = false;
+  bool context_log_probs = false;  // generate's --return-context-log-probs: also allows --max-new-tokens 0
+  bool echo_prompt = false;        // generate's --echo-prompt
   int64_t session_len = 0, memory_len = 0;
   // The paged KV cache: its memory (lib/engine/kv_cache/kv_cache_budget.h), tokens per block, and
   // whether prompts reuse the blocks of earlier ones with the same start.

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,14 +31,20 @@ struct GenerateFlags {
   ftx::cmd::DecodingFlags d;
   ftx::cmd::PromptFlags prompt;
   std::string input_ids, prompts, output, batching = "continuous";
+  std::vector<std::string> prompt_texts;  // --prompt, repeatable
   int64_t batch_size = 16, max_seq_len = 0;
   bool context_embeddings = false, stream = false, quiet = false, force = false, resume = false;
 };
 
 int run_generate(GenerateFlags& f) {
   ftx::cmd::DecodingFlags& d = f.d;
-  if (f.input_ids.empty() == f.prompts.empty())
-    throw ftx::UsageError("give exactly one of --input-ids FILE.csv and --prompts FILE");
+  if (!f.input_ids.empty() && !f.prompts.empty())
+    throw ftx::UsageError("give one of --input-ids FILE.csv and --prompts FILE, not both");
+  if (f.input_ids.empty() && f.prompts.empty() && f.prompt_texts.empty())
+    throw ftx::UsageError("give --prompt TEXT, --prompts FILE or --input-ids FILE.csv");
+  // The input as errors, warnings and --resume name it: the file, or the --prompt texts alone.
+  const std::string input = !f.input_ids.empty() ? f.input_ids : f.prompts;
+  const std::string input_name = input.empty() ? "--prompt" : ftx::input_display_name(input);
   if (f.output == "-" && f.stream) throw ftx::UsageError("--stream and --output - would both write to standard output");
   ftx::cmd::check_decoding_flags(d);
   ftx::cmd::check_seed_flag(d, !f.prompts.empty());
@@ -44,14 +52,19 @@ int run_generate(GenerateFlags& f) {
     throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " outside [1, " +
                           std::to_string(ftx::kMaxBatchSize) + "]");
   ftx::cmd::check_range("--max-seq-len", f.max_seq_len, 0, ftx::cmd::kMaxFlagCount);
-  ftx::cmd::check_distinct_files(f.prompts.empty() ? "--input-ids" : "--prompts",
-                                 f.prompts.empty() ? f.input_ids : f.prompts, "--output", f.output);
+  if (!input.empty())
+    ftx::cmd::check_distinct_files(f.prompts.empty() ? "--input-ids" : "--prompts", input, "--output", f.output);
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (d.memory_len > 0 && f.max_seq_len > 0)
     throw ftx::UsageError("--memory-len sets the KV cache length; --max-seq-len cannot be given with it");
 
   const auto cfg = ftx::read_model_config(d.model_dir);
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
+  if (!tokenizer && !f.prompt_texts.empty())
+    throw ftx::UsageError("--prompt TEXT needs a tokenizer: none found in " + d.model_dir + "; pass --tokenizer DIR");
+  if (!tokenizer && d.echo_prompt)
+    throw ftx::UsageError("--echo-prompt needs a tokenizer (for input_prompt and generated_text): none found in " +
+                          d.model_dir + "; pass --tokenizer DIR");
   const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
   ftx::cmd::StopOnSignal stop_signal;
 
@@ -77,9 +90,9 @@ int run_generate(GenerateFlags& f) {
       ftx::PromptLimits limits{cfg.vocab_size, learned ? cfg.max_pos_seq_len : 0, cfg.sliding_window, d.memory_len,
                                cfg.rope_scaling};
       const bool csv = !f.input_ids.empty();
-      reader = std::make_unique<ftx::PromptReader>(csv ? f.input_ids : f.prompts,
-                                                   csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,
+      reader = std::make_unique<ftx::PromptReader>(input, csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,
                                                    tokenizer.get(), defaults, limits);
+      reader->add_prompts(f.prompt_texts);
       reader->set_prompt_tables(prompt_tables.get(), default_task);
       // What must not change between a run and its --resume besides each request (which its
       // fingerprint covers): the model and arithmetic (run_identity.h), the circular cache, and the
@@ -108,8 +121,7 @@ int run_generate(GenerateFlags& f) {
   std::string failure;
   if (leader) {
     try {
-      ftx::skip_resumed(*reader, *journal, ftx::input_display_name(f.input_ids.empty() ? f.prompts : f.input_ids),
-                        &scheduler);
+      ftx::skip_resumed(*reader, *journal, input_name, &scheduler);
     } catch (const ftx::Error& e) {
       failure = e.what();
     }
@@ -146,8 +158,7 @@ int run_generate(GenerateFlags& f) {
 
   if (scheduler.stats().requests == 0 && journal->resumed() == 0) {
     // Not an error (an empty batch is a batch), but never a summary of nothing.
-    std::fprintf(stderr, "ftx: warning: %s has no prompts; %s holds no results\n",
-                 ftx::input_display_name(f.input_ids.empty() ? f.prompts : f.input_ids).c_str(),
+    std::fprintf(stderr, "ftx: warning: %s has no prompts; %s holds no results\n", input_name.c_str(),
                  ftx::output_display_name(f.output).c_str());
     return 0;
   }
@@ -185,6 +196,11 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   auto f = std::make_shared<GenerateFlags>();
   ftx::cmd::add_decoding_flags(sub, f->d, true);
   ftx::cmd::add_prompt_flags(sub, f->prompt);
+  sub->add_option("--prompt", f->prompt_texts,
+                  "A text prompt (repeatable); these come first, in the order given, before the prompts of "
+                  "--prompts or --input-ids")
+      ->expected(1)
+      ->take_all();
   sub->add_option("--input-ids", f->input_ids, "FT start_ids CSV: one prompt of comma-separated ids per line (-: stdin)");
   sub->add_option("--prompts", f->prompts,
                   "Text prompts: one per line, or JSON lines with \"text\" or \"ids\" and per-request parameters "
@@ -203,6 +219,11 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   sub->add_option("--max-seq-len", f->max_seq_len, "KV cache length per row (default: grows with the requests)");
   sub->add_flag("--return-log-probs", f->d.log_probs, "Add output_log_probs (and cum_log_prob)");
   sub->add_flag("--return-cum-log-probs", f->d.cum_log_probs, "Add cum_log_prob");
+  sub->add_flag("--return-context-log-probs", f->d.context_log_probs,
+                "Add context_log_probs: the log probability of each prompt token after the first given those "
+                "before it (with --max-new-tokens 0: scoring alone)");
+  sub->add_flag("--echo-prompt", f->d.echo_prompt,
+                "Add input_prompt, generated_text and generated_tokens (Megatron Core's result fields)");
   sub->add_flag("--return-context-embeddings", f->context_embeddings,
                 "Add context_embedding: sum of the last layer's outputs over the prompt tokens");
   sub->add_flag("--stream", f->stream, "Print one JSON line per new token on standard output as it is made");

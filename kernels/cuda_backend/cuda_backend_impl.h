@@ -131,6 +131,9 @@ class CudaBackend : public ops::Backend {
   // kernels/sampling/ (cuda_sampling.cc): only the tokens and log probs come back.
   void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
                    decoding::SampledToken* out) override;
+  // kernels/sampling/log_prob_kernels.h (cuda_sampling.cc): one float per row comes back.
+  void token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab, const int32_t* targets,
+                       float* out) override;
 
  private:
   // Host metadata for one op: each part is copied into a pinned slot, then with one async copy into

@@ -1,4 +1,4 @@
-// CudaBackend::sample_rows: packs each row's parameters as the CPU computes them (the inverse
+// CudaBackend::sample_rows and token_log_probs. sample_rows: packs each row's parameters as the CPU computes them (the inverse
 // temperature, the penalties as floats and whether they apply), stages them with the banned and
 // penalised ids, runs the sampling room's kernel on the logits where they are and downloads only
 // the per-row results (24 bytes a row).
@@ -9,6 +9,7 @@
 
 #include "formats/error.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
+#include "kernels/sampling/log_prob_kernels.h"
 #include "kernels/sampling/sampling_kernels.h"
 
 namespace ftx::cuda {
@@ -59,6 +60,17 @@ void CudaBackend::sample_rows(float* logits, int64_t stride, int64_t vocab, cons
     out[i].output_log_prob = host[i].output_log_prob;
     out[i].nonfinite = host[i].nonfinite != 0;
   }
+}
+
+void CudaBackend::token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab,
+                                  const int32_t* targets, float* out) {
+  check_not_in_step("token_log_probs");
+  if (rows == 0) return;
+  ops::check_log_prob_targets(targets, rows, vocab);
+  const std::vector<const void*> staged = stage({{targets, static_cast<size_t>(rows) * sizeof(int32_t)}});
+  float* results = scratch(static_cast<size_t>(rows));
+  invoke_token_log_probs(stream_, logits, rows, stride, vocab, static_cast<const int32_t*>(staged[0]), results);
+  download(out, results, static_cast<size_t>(rows));
 }
 
 }  // namespace ftx::cuda

@@ -41,6 +41,16 @@ namespace ftx {
 
 class PromptTables;
 
+// Prompt scoring (generate --return-context-log-probs): which rows of a prefill or append are scored
+// (`want`, one per row of the call, the same on every rank), and afterwards, on world rank 0, each
+// scored row's log_probs: for each of its tokens run after the first, the log probability the model
+// gives it after the tokens before it (log_softmax of the logits at the position before, over the
+// whole vocabulary); empty for rows not scored. A scored row's tokens must lie in the vocabulary.
+struct ContextScores {
+  std::vector<uint8_t> want;
+  std::vector<std::vector<float>> log_probs;
+};
+
 class Engine {
  public:
   // Tensor parallelism over `comm` (one stage).
@@ -77,17 +87,19 @@ class Engine {
   // Runs the prompts (any lengths ≥ 1) as one right-padded batch into cache rows `cache_rows`,
   // which start empty: their blocks are released, each takes the leading full blocks the prefix
   // cache holds for its tokens (at least its last token is always run, and none are taken when
-  // context_embeddings are asked for: they sum over the tokens run), then append().
+  // context_embeddings are asked for: they sum over the tokens run, nor for a row `scores` scores:
+  // its every token is scored), then append().
   void prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
-               float* logits, std::vector<float>* context_embeddings = nullptr);
+               float* logits, std::vector<float>* context_embeddings = nullptr, ContextScores* scores = nullptr);
   // Appends tokens[i] (≥ 1 of them) to cache row cache_rows[i] after the row's current length (its
   // positions continue from there), as one right-padded batch: a prefill that starts where the row
   // is, so the next round of a session, or a newcomer in a freed row, costs only its new tokens.
   // logits (rank 0; may be null elsewhere): [rows, V] host, after each row's last new token.
   // context_embeddings (optional): [rows, H] host, sum over the new tokens of the last layer's
   // output (before the final layernorm; padded positions excluded).
+  // scores (optional): the rows' new tokens scored (ContextScores; the first new token is not).
   void append(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-              float* logits, std::vector<float>* context_embeddings = nullptr);
+              float* logits, std::vector<float>* context_embeddings = nullptr, ContextScores* scores = nullptr);
   int64_t memory_len() const { return memory_len_; }
   // Appends tokens[i] to cache row cache_rows[i] (at position row_length) and returns the next
   // logits [n, V] (rank 0).
@@ -121,10 +133,13 @@ class Engine {
     int64_t blocks = 0;
     std::vector<uint64_t> new_keys;
   };
-  PrefillCost prefill_cost(const std::vector<int32_t>& tokens) const;
+  // shared false: a row that takes nothing from the prefix cache (a scored prompt's).
+  PrefillCost prefill_cost(const std::vector<int32_t>& tokens, bool shared = true) const;
   // What one prefill of all of `prompts` takes from available(): each one's uncached slots, and
-  // the cached blocks no row holds once, however many of the prompts share them.
-  int64_t prefill_blocks(const std::vector<std::vector<int32_t>>& prompts) const;
+  // the cached blocks no row holds once, however many of the prompts share them; a prompt with
+  // alone[i] set takes every slot anew.
+  int64_t prefill_blocks(const std::vector<std::vector<int32_t>>& prompts,
+                         const std::vector<uint8_t>* alone = nullptr) const;
   // Slots a row holding `tokens` takes (a prefix prompt's marker stands for its K/V).
   int64_t slots_for(const std::vector<int32_t>& tokens) const { return static_cast<int64_t>(slot_keys(tokens).size()); }
   // Blocks from available() that appending n tokens to a row, or one token to each of `rows`,
@@ -146,15 +161,24 @@ class Engine {
   // ---- prefill and append (engine_append.cc)
   // Appends after the rows' ends (no prefix markers): blocks, the forward, the commit.
   void append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                   float* logits, std::vector<float>* context_embeddings);
+                   float* logits, std::vector<float>* context_embeddings, ContextScores* scores);
   // One micro-batch of a prefill/append (rows `first`.. of the call): the embedding or the previous
   // stage's hidden states, this stage's layers, then the send to the next stage or (last stage) the
   // logits into logits_ rows [first, first + B) and the context embeddings (host, [B, H], added to).
   void append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                    int64_t first, float* context_embeddings);
-  // A circular cache's append that wraps: one decode step per token.
+                    int64_t first, float* context_embeddings, ContextScores* scores);
+  // A circular cache's append that wraps: one decode step per token (scored on rank 0's host).
   void append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                       float* logits);
+                       float* logits, ContextScores* scores);
+  // ---- prompt scoring (engine_scores.cc)
+  // Every rank: Error unless each scored row's tokens lie in the vocabulary; sizes scores->log_probs.
+  void check_scored(const std::vector<std::vector<int32_t>>& tokens, ContextScores* scores) const;
+  // The last stage's TP rank 0, after a micro-batch's layers (x_: [B, S, H], rows `first`.. of the
+  // call): the final norm (in place) and the lm_head on each scored row's positions but its last, a
+  // chunk of positions at a time, and the log probability of each next token.
+  void score_batch(const std::vector<std::vector<int32_t>>& tokens, int64_t S, int64_t first, ContextScores* scores);
+  // The last stage's scores to world rank 0 (pipeline parallelism only).
+  void deliver_scores(ContextScores* scores);
 
   // ---- decode (engine_decode.cc)
   // slots: where each token's K/V go (its position plus the row's prefix-prompt length).
@@ -177,6 +201,8 @@ class Engine {
   // The last stage's TP rank 0: final layernorm (in place on hidden) and lm_head into logits_ rows
   // [first, first + n).
   void compute_logits(ops::Act hidden, int64_t n, int64_t first);
+  // out[n, padded vocab] = hidden (normed) · lm_head + bias.
+  void lm_head(ops::Act hidden, int64_t n, float* out);
   // A row-parallel partial sum (or the stage's hidden states) completed over the TP group.
   void all_reduce(ops::Act x, int64_t n);
 
@@ -254,6 +280,8 @@ class Engine {
   // Activations, in the backend's act_dtype(); the logits are fp32.
   ops::Act x_, ln_, qkv_, attn_, a_, f_, inter_, gate_, last_;
   float* logits_ = nullptr;
+  float* score_logits_ = nullptr;  // prompt scoring's chunk of logits, [score_rows_, padded vocab]
+  int64_t score_rows_ = 0;
 };
 
 }  // namespace ftx

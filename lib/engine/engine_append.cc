@@ -13,21 +13,24 @@
 namespace ftx {
 
 void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int32_t>& cache_rows,
-                     float* logits, std::vector<float>* context_embeddings) {
+                     float* logits, std::vector<float>* context_embeddings, ContextScores* scores) {
   const int64_t B = static_cast<int64_t>(prompts.size());
   FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "prefill: one cache row per prompt");
   for (int32_t row : cache_rows) FTX_CHECK(row >= 0 && row < rows_, "", "prefill: cache row out of range");
   release_rows(cache_rows);
   // Each row first takes the full blocks the prefix cache holds for its tokens (not the block of
-  // its last token, whose logits are wanted), if the pool can hold the rest.
+  // its last token, whose logits are wanted), if the pool can hold the rest. A scored row takes
+  // none: every token's logits are wanted.
   const bool share = kv_->sharing() && !context_embeddings;
+  if (scores) FTX_CHECK(static_cast<int64_t>(scores->want.size()) == B, "", "prefill: one score flag per prompt");
   std::vector<int64_t> held(static_cast<size_t>(B), 0);
   if (share) {
-    const int64_t need = prefill_blocks(prompts);
+    const int64_t need = prefill_blocks(prompts, scores ? &scores->want : nullptr);
     FTX_CHECK(need <= kv_->available(), "", "KV cache: a prefill of " + std::to_string(B) + " rows needs " +
                                                 std::to_string(need) + " blocks, " + std::to_string(kv_->available()) +
                                                 " are free (raise --kv-cache-memory)");
     for (int64_t b = 0; b < B; ++b) {
+      if (scores && scores->want[b]) continue;
       const std::vector<int32_t> keys = slot_keys(prompts[b]);
       held[b] = kv_->attach(cache_rows[b], keys, static_cast<int64_t>(keys.size()) - 1);
       tokens_reused_ += held[b];
@@ -35,11 +38,11 @@ void Engine::prefill(const std::vector<std::vector<int32_t>>& prompts, const std
   }
   std::vector<std::vector<int32_t>> rest;
   for (int64_t b = 0; b < B; ++b) rest.push_back(place_prefix(prompts[b], cache_rows[b], held[b]));
-  append_rows(rest, cache_rows, logits, context_embeddings);
+  append_rows(rest, cache_rows, logits, context_embeddings, scores);
 }
 
 void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const std::vector<int32_t>& cache_rows,
-                    float* logits, std::vector<float>* context_embeddings) {
+                    float* logits, std::vector<float>* context_embeddings, ContextScores* scores) {
   const int64_t B = static_cast<int64_t>(all_tokens.size());
   FTX_CHECK(static_cast<int64_t>(cache_rows.size()) == B, "", "append: one cache row per token list");
   // Prefix prompts: a leading task marker becomes K/V in the cache, the rest runs as usual.
@@ -49,12 +52,13 @@ void Engine::append(const std::vector<std::vector<int32_t>>& all_tokens, const s
       FTX_CHECK(cache_rows[b] >= 0 && cache_rows[b] < rows_, "", "append: cache row out of range");
       stripped.push_back(place_prefix(all_tokens[b], cache_rows[b]));
     }
-  append_rows(prefix_kv_.empty() ? all_tokens : stripped, cache_rows, logits, context_embeddings);
+  append_rows(prefix_kv_.empty() ? all_tokens : stripped, cache_rows, logits, context_embeddings, scores);
 }
 
 void Engine::append_rows(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                         float* logits, std::vector<float>* context_embeddings) {
+                         float* logits, std::vector<float>* context_embeddings, ContextScores* scores) {
   const int64_t B = static_cast<int64_t>(tokens.size());
+  check_scored(tokens, scores);
   bool wraps = false;
   std::vector<int64_t> n(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
@@ -76,7 +80,7 @@ void Engine::append_rows(const std::vector<std::vector<int32_t>>& tokens, const 
   if (wraps) {
     // Positions that wrap a circular cache would overwrite keys that earlier queries of the same
     // append still need: feed them one at a time (FT's continue_gen does the same).
-    append_stepwise(tokens, cache_rows, logits);
+    append_stepwise(tokens, cache_rows, logits, scores);
     return;
   }
   FTX_CHECK(B <= rows_, "", "append of " + std::to_string(B) + " rows exceeds the reserved " + std::to_string(rows_));
@@ -86,19 +90,20 @@ void Engine::append_rows(const std::vector<std::vector<int32_t>>& tokens, const 
   for (int64_t b0 = 0; b0 < B; b0 += mb) {
     const int64_t b1 = std::min(B, b0 + mb);
     if (b0 == 0 && b1 == B) {
-      append_batch(tokens, cache_rows, 0, context_embeddings ? context_embeddings->data() : nullptr);
+      append_batch(tokens, cache_rows, 0, context_embeddings ? context_embeddings->data() : nullptr, scores);
       continue;
     }
     const std::vector<std::vector<int32_t>> sub(tokens.begin() + b0, tokens.begin() + b1);
     const std::vector<int32_t> rows(cache_rows.begin() + b0, cache_rows.begin() + b1);
-    append_batch(sub, rows, b0, context_embeddings ? context_embeddings->data() + b0 * H_ : nullptr);
+    append_batch(sub, rows, b0, context_embeddings ? context_embeddings->data() + b0 * H_ : nullptr, scores);
   }
   deliver_context_embeddings(context_embeddings);
+  deliver_scores(scores);
   deliver_logits(B, logits);
 }
 
 void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                          int64_t first, float* context_embeddings) {
+                          int64_t first, float* context_embeddings, ContextScores* scores) {
   const int64_t B = static_cast<int64_t>(tokens.size());
   int64_t S = 0;
   for (const auto& p : tokens) S = std::max<int64_t>(S, static_cast<int64_t>(p.size()));
@@ -140,14 +145,15 @@ void Engine::append_batch(const std::vector<std::vector<int32_t>>& tokens, const
   }
   for (int64_t b = 0; b < B; ++b)
     be_.copy_act(last_ + b * H_, x_ + (b * S + lengths[b] - 1) * H_, static_cast<size_t>(H_));
+  score_batch(tokens, S, first, scores);  // after the copies: it norms x_ in place
   compute_logits(last_, B, first);
 }
 
 void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int32_t>& cache_rows,
-                             float* logits) {
+                             float* logits, ContextScores* scores) {
   const int64_t B = static_cast<int64_t>(tokens.size());
   const int64_t V = cfg_.vocab_size;
-  const bool leader = comm_.rank() == 0 && logits;
+  const bool leader = comm_.rank() == 0 && (logits || scores);
   std::vector<float> step_logits(leader ? static_cast<size_t>(B * V) : 0);
   size_t longest = 0;
   for (const auto& t : tokens) longest = std::max(longest, t.size());
@@ -161,10 +167,15 @@ void Engine::append_stepwise(const std::vector<std::vector<int32_t>>& tokens, co
       }
     decode(feed, rows, leader ? step_logits.data() : nullptr);
     if (!leader) continue;
-    // Each row's logits are those after its own last token.
-    for (size_t j = 0; j < which.size(); ++j)
-      if (i + 1 == tokens[which[j]].size())
-        std::copy_n(step_logits.begin() + static_cast<int64_t>(j) * V, V, logits + static_cast<int64_t>(which[j]) * V);
+    // Each row's logits are those after its own last token; a scored row's next token is scored
+    // from each step's.
+    for (size_t j = 0; j < which.size(); ++j) {
+      const auto& t = tokens[which[j]];
+      const float* row = step_logits.data() + static_cast<int64_t>(j) * V;
+      if (i + 1 == t.size() && logits) std::copy_n(row, V, logits + static_cast<int64_t>(which[j]) * V);
+      if (i + 1 < t.size() && scores && scores->want[which[j]])
+        ops::host_token_log_probs(row, 1, V, V, &t[i + 1], &scores->log_probs[which[j]][i]);
+    }
   }
 }
 

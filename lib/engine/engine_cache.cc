@@ -49,11 +49,11 @@ void Engine::release_rows(const std::vector<int32_t>& rows) {
   }
 }
 
-Engine::PrefillCost Engine::prefill_cost(const std::vector<int32_t>& tokens) const {
+Engine::PrefillCost Engine::prefill_cost(const std::vector<int32_t>& tokens, bool shared) const {
   PrefillCost c;
   const std::vector<int32_t> keys = slot_keys(tokens);
   const int64_t n = static_cast<int64_t>(keys.size()), bs = kv_->block_size();
-  const kv::KvCacheManager::Match m = kv_->match(keys, n - 1);
+  const kv::KvCacheManager::Match m = shared ? kv_->match(keys, n - 1) : kv::KvCacheManager::Match();
   // Slots of a circular row stop at the ring.
   const int64_t blocks = blocks_per_row(memory_len_ > 0 ? std::min(n, memory_len_) : n);
   c.blocks = blocks - m.blocks + m.parked;
@@ -67,13 +67,15 @@ Engine::PrefillCost Engine::prefill_cost(const std::vector<int32_t>& tokens) con
   return c;
 }
 
-int64_t Engine::prefill_blocks(const std::vector<std::vector<int32_t>>& prompts) const {
+int64_t Engine::prefill_blocks(const std::vector<std::vector<int32_t>>& prompts,
+                               const std::vector<uint8_t>* alone) const {
   std::vector<int32_t> parked;
   int64_t fresh = 0;
-  for (const auto& p : prompts) {
-    const std::vector<int32_t> keys = slot_keys(p);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> keys = slot_keys(prompts[i]);
     const int64_t n = static_cast<int64_t>(keys.size());
-    fresh += blocks_per_row(memory_len_ > 0 ? std::min(n, memory_len_) : n) - kv_->match(keys, n - 1, &parked).blocks;
+    fresh += blocks_per_row(memory_len_ > 0 ? std::min(n, memory_len_) : n);
+    if (!alone || !(*alone)[i]) fresh -= kv_->match(keys, n - 1, &parked).blocks;
   }
   std::sort(parked.begin(), parked.end());
   return fresh + (std::unique(parked.begin(), parked.end()) - parked.begin());

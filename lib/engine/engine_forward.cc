@@ -173,8 +173,11 @@ void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
   if (!computes_logits_) return;
   if (w_.final_ln_gamma)
     norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n);
-  const int64_t Vp = w_.padded_vocab();  // rows of logits_ are Vp wide, their first V are read
-  float* out = logits_ + first * Vp;
+  lm_head(hidden, n, logits_ + first * w_.padded_vocab());  // rows are padded_vocab wide, their first V read
+}
+
+void Engine::lm_head(ops::Act hidden, int64_t n, float* out) {
+  const int64_t Vp = w_.padded_vocab();
   be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
   be_.add_bias(out, w_.lm_head_b, n, Vp);
   // Gemma 2's final softcap; the padding rows stay 0 (softcap(0) = 0), as the decoder expects.

@@ -90,6 +90,9 @@ void Engine::free_workspace() {
   }
   if (logits_) be_.release(logits_);
   logits_ = nullptr;
+  if (score_logits_) be_.release(score_logits_);
+  score_logits_ = nullptr;
+  score_rows_ = 0;
 }
 
 void Engine::free_buffers() {

@@ -130,13 +130,15 @@ const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
       "text", "ids", "max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
       "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
-      "beam_search_diversity_rate", "session", "session_end", "task", "virtual_tokens"};
+      "beam_search_diversity_rate", "session", "session_end", "task", "virtual_tokens", "return_context_log_probs",
+      "echo_prompt", "id"};
   return fields;
 }
 
 PromptReader::PromptReader(const std::string& path, PromptFormat format, const Tokenizer* tokenizer,
                            RequestDefaults defaults, PromptLimits limits)
-    : in_(path), format_(format), format_known_(format == PromptFormat::kStartIdsCsv), tok_(tokenizer),
+    : in_(path.empty() ? nullptr : std::make_unique<LineReader>(path)), name_(in_ ? in_->name() : "--prompt"),
+      format_(format), format_known_(format == PromptFormat::kStartIdsCsv), tok_(tokenizer),
       defaults_(std::move(defaults)), limits_(limits) {}
 
 Request PromptReader::parse_json(const std::string& line, const std::string& where, PromptChoice& prompt) {
@@ -164,7 +166,8 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
   if (j.contains("text")) {
     if (!j["text"].is_string()) throw Error(where + ": \"text\" must be a string");
     if (!tok_) throw Error(where + ": \"text\" needs a tokenizer: none found in the model folder; pass --tokenizer DIR");
-    r.decode.input_ids = tok_->encode(j["text"].get<std::string>());
+    r.output.prompt = j["text"].get<std::string>();
+    r.decode.input_ids = tok_->encode(r.output.prompt);
   } else {
     if (!j["ids"].is_array()) throw Error(where + ": \"ids\" must be a list of token ids");
     for (const auto& id : j["ids"]) {
@@ -210,6 +213,12 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
       else if (v.is_number_integer() && v.get<int64_t>() >= 0) prompt.task = std::to_string(v.get<int64_t>());
       else if (!v.is_null()) throw Error(where + ": \"task\" must be a task name, an id or null, not " + v.dump());
     } else if (k == "virtual_tokens") prompt.virtual_tokens = json_int(v, k, where);
+    else if (k == "return_context_log_probs") r.output.context_log_probs = json_bool(v, k, where);
+    else if (k == "echo_prompt") r.output.echo = json_bool(v, k, where);
+    else if (k == "id") {
+      if (v.is_object() || v.is_array()) throw Error(where + ": \"id\" must be a string, a number, a boolean or null, not " + v.dump());
+      r.output.id = v.dump();
+    }
   }
   if (r.session_end && r.session.empty()) throw Error(where + ": \"session_end\" without a \"session\"");
   return r;
@@ -231,14 +240,14 @@ bool opens_json_array(const std::string& first) {
 // The whole file is one JSON array (held in memory: such files are written by hand or by a
 // script, not streamed); each element becomes what one JSON line would be.
 bool PromptReader::read_json_array(std::string text) {
-  for (std::string line; in_.next(line);) text += "\n" + line;
+  for (std::string line; in_->next(line);) text += "\n" + line;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    throw Error(in_.name(), std::string("starts like a JSON array of prompts but is not valid JSON: ") + e.what());
+    throw Error(name_, std::string("starts like a JSON array of prompts but is not valid JSON: ") + e.what());
   }
-  if (!j.is_array()) throw Error(in_.name(), "expected one JSON array of prompts");
+  if (!j.is_array()) throw Error(name_, "expected one JSON array of prompts");
   for (auto& item : j) array_items_.push_back(item.dump());
   return true;
 }
@@ -248,9 +257,15 @@ bool PromptReader::read_next() {
   for (;;) {
     std::string where;
     bool last = false;
-    if (json_array_) {
+    const bool flag = flag_next_ < flag_prompts_.size();  // a --prompt text
+    if (flag) {
+      where = "--prompt " + std::to_string(flag_next_ + 1) + " (prompt " + std::to_string(next_index_ + 1) + ")";
+      line = std::move(flag_prompts_[flag_next_++]);
+    } else if (!in_) {
+      return false;
+    } else if (json_array_) {
       if (array_next_ == array_items_.size()) return false;
-      where = in_.name() + ": element " + std::to_string(array_next_ + 1) + " (prompt " + std::to_string(next_index_ + 1) + ")";
+      where = name_ + ": element " + std::to_string(array_next_ + 1) + " (prompt " + std::to_string(next_index_ + 1) + ")";
       line = std::move(array_items_[array_next_++]);
       if (line[0] == '"') {  // a text prompt
         nlohmann::json text = nlohmann::json::object();
@@ -260,12 +275,12 @@ bool PromptReader::read_next() {
         throw Error(where + ": expected a request object or a text string, not " + line);
       }
     } else {
-      if (!in_.next(line)) return false;
-      where = in_.name() + ": line " + std::to_string(in_.line_number()) + " (prompt " + std::to_string(next_index_ + 1) + ")";
+      if (!in_->next(line)) return false;
+      where = name_ + ": line " + std::to_string(in_->line_number()) + " (prompt " + std::to_string(next_index_ + 1) + ")";
       std::string after;
-      last = !in_.peek(after);
+      last = !in_->peek(after);
     }
-    if (!format_known_) {
+    if (!flag && !format_known_) {
       if (trim(line).empty()) {
         if (last) return false;
         continue;
@@ -279,21 +294,29 @@ bool PromptReader::read_next() {
     }
     Request r;
     PromptChoice choice;
-    if (format_ == PromptFormat::kText && json_lines_) {
+    if (!flag && format_ == PromptFormat::kText && json_lines_) {
       if (trim(line).empty()) continue;  // blank lines between JSON lines
       r = parse_json(line, where, choice);
     } else {
-      if (line.empty() && last) return false;  // a final empty line
+      if (!flag && line.empty() && last) return false;  // a final empty line
       r.decode.max_new_tokens = defaults_.max_new_tokens;
       r.decode.sampling = defaults_.sampling;
       r.output = defaults_.output;
-      if (format_ == PromptFormat::kStartIdsCsv) {
+      if (!flag && format_ == PromptFormat::kStartIdsCsv) {
         r.decode.input_ids = parse_csv_ids(line, where);
       } else {
-        if (!tok_) throw Error(in_.name(), "text prompts need a tokenizer: none found in the model folder; pass --tokenizer DIR");
+        if (!tok_)
+          throw Error(flag ? where : name_, "text prompts need a tokenizer: none found in the model folder; pass --tokenizer DIR");
         r.decode.input_ids = tok_->encode(line);
+        r.output.prompt = line;
       }
     }
+    // echo_prompt: an ids prompt's text is its detokenized ids (before any virtual tokens join it).
+    if (!r.output.echo) r.output.prompt.clear();
+    else if (r.output.prompt.empty() && tok_) r.output.prompt = decode_text(*tok_, r.decode.input_ids, -1);
+    else if (r.output.prompt.empty() && !r.decode.input_ids.empty())
+      throw Error(where + ": echo_prompt needs a tokenizer to give an ids prompt's text: none found in the model folder; "
+                  "pass --tokenizer DIR");
     apply_prompt(r, choice, where);
     // FT semantics: a request with no input starts from start_id (only when one is given).
     if (r.decode.input_ids.empty() && defaults_.start_id >= 0) r.decode.input_ids.push_back(defaults_.start_id);
@@ -327,6 +350,17 @@ bool PromptReader::read_next() {
       check_decode_request(r.decode, limits_.vocab_size);
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
+    }
+    if (r.output.context_log_probs) {
+      // Scoring runs every prompt token through the lm_head as it is (engine.h's ContextScores).
+      if (!r.session.empty())
+        throw Error(where + ": \"return_context_log_probs\" cannot be combined with a \"session\" (a round's "
+                    "context is held in the KV cache, not scored again)");
+      for (int32_t id : r.decode.input_ids)
+        if (id >= limits_.vocab_size)
+          throw Error(where + ": \"return_context_log_probs\": the prompt holds p-tuning virtual token " +
+                      std::to_string(id) + ", which has no log probability (ids from " +
+                      std::to_string(limits_.vocab_size) + " are the task's table)");
     }
     const int32_t end_id = r.decode.sampling.end_id;
     if (end_id >= limits_.vocab_size && warned_end_ids_.insert(end_id).second)
@@ -366,7 +400,7 @@ const Request* PromptReader::peek() {
 }
 
 Request PromptReader::take() {
-  if (!peek()) throw Error(in_.name(), "internal: take() past the end of the prompts");
+  if (!peek()) throw Error(name_, "internal: take() past the end of the prompts");
   have_ = false;
   return std::move(next_);
 }
@@ -443,6 +477,13 @@ uint64_t request_fingerprint(const Request& r) {
   hash_value(h, static_cast<uint64_t>(r.session.size()));
   hash_add(h, r.session.data(), r.session.size());
   hash_value(h, static_cast<uint8_t>(r.session_end));
+  // Fields a request did not have before issue 49 are hashed only when set, so earlier runs resume.
+  if (r.output.context_log_probs) hash_value(h, static_cast<uint8_t>(0x49));
+  if (r.output.echo) hash_value(h, static_cast<uint8_t>(0x4a));
+  if (!r.output.id.empty()) {
+    hash_value(h, static_cast<uint64_t>(r.output.id.size()));
+    hash_add(h, r.output.id.data(), r.output.id.size());
+  }
   return h;
 }
 
@@ -497,6 +538,7 @@ std::string result_error(const GenerationOutput& out) {
 std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
   nlohmann::ordered_json j;
   j["index"] = out.index;
+  if (!out.output.id.empty()) j["id"] = nlohmann::ordered_json::parse(out.output.id);
   if (!out.session.empty()) {
     j["session"] = out.session;
     j["round"] = out.round;
@@ -527,6 +569,13 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
       arr.push_back(std::move(e));
     }
     j["beams"] = std::move(arr);
+  }
+  if (out.output.context_log_probs) j["context_log_probs"] = out.context_log_probs;
+  if (out.output.echo) {
+    // Megatron Core's result fields: the prompt, the detokenized output and the output token ids.
+    j["input_prompt"] = text_value(out.output.prompt);
+    j["generated_text"] = fmt.tokenizer ? text_value(decode_text(*fmt.tokenizer, best.output_ids, end_id)) : nlohmann::json();
+    j["generated_tokens"] = best.output_ids;
   }
   if (fmt.context_embedding) j["context_embedding"] = out.context_embedding;
   if (const std::string e = result_error(out); !e.empty()) j["error"] = e;

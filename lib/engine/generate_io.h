@@ -49,8 +49,8 @@ enum class PromptFormat {
 // The JSON-line fields a request may carry besides "text" or "ids".
 const std::vector<std::string>& request_fields();
 
-// Streams requests from a prompt file ("-": standard input) one line at a time, so memory does not
-// grow with the input. Every error names the file, the line and the prompt number: an id outside
+// Streams requests from a prompt file ("-": standard input; "": none, only add_prompts' texts) one
+// line at a time, so memory does not grow with the input. Every error names the file, the line and the prompt number: an id outside
 // the vocabulary, an empty prompt (without start_id), a prompt too long for the position table or
 // (outside sessions, whose positions start after their context) for a sliding window without
 // --memory-len,
@@ -61,6 +61,9 @@ class PromptReader : public RequestSource {
  public:
   PromptReader(const std::string& path, PromptFormat format, const Tokenizer* tokenizer, RequestDefaults defaults,
                PromptLimits limits);
+  // generate's --prompt TEXT: each text one prompt (the whole string, never JSON), read before the
+  // file's, so they take the first indices in the order given.
+  void add_prompts(std::vector<std::string> texts) { flag_prompts_ = std::move(texts); }
   const Request* peek() override;
   Request take() override;
   // p-tuning (prompt_tables.h): each request's task is its JSON "task" (a name or an id; null for
@@ -82,7 +85,10 @@ class PromptReader : public RequestSource {
   Request parse_json(const std::string& line, const std::string& where, PromptChoice& prompt);
   void apply_prompt(Request& r, const PromptChoice& c, const std::string& where) const;
 
-  LineReader in_;
+  std::unique_ptr<LineReader> in_;  // null: no file
+  std::string name_;                // the file's name in errors ("--prompt" without one)
+  std::vector<std::string> flag_prompts_;
+  size_t flag_next_ = 0;
   PromptFormat format_;
   bool format_known_ = false;  // kText: whether json_lines_ was decided (first non-blank line)
   bool json_lines_ = false;

@@ -20,6 +20,7 @@ struct GenerationOutput {
   int64_t input_length = 0;              // the round's new tokens (a session's context not counted)
   RequestResult result;                  // from the Decoder
   std::vector<float> context_embedding;  // [H]: sum over the tokens run of the last layer output
+  std::vector<float> context_log_probs;  // ResultOptions::context_log_probs: [input_length - 1]
   std::string session;
   int64_t round = 0;                     // 1-based round of the session (0: none)
   int64_t context_length = 0;            // tokens of the session before this round's new ones

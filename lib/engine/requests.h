@@ -14,7 +14,11 @@ namespace ftx {
 struct ResultOptions {
   bool log_probs = false;      // output_log_probs
   bool cum_log_probs = false;  // cum_log_prob
+  bool context_log_probs = false;  // context_log_probs: the prompt scored (Engine's ContextScores)
+  bool echo = false;           // input_prompt, generated_text, generated_tokens (Megatron Core's names)
   int32_t end_id = -1;         // trailing end_ids are left out of the decoded "text"
+  std::string id;              // the request's JSON "id" as JSON text ("": none), copied to its result
+  std::string prompt;          // echo: the prompt's text (input_prompt)
 };
 
 struct Request {

@@ -146,6 +146,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
         out.output = slot.output;
         out.input_length = slot.input_length;
         out.context_embedding = std::move(slot.context_embedding);
+        out.context_log_probs = std::move(slot.context_log_probs);
         out.session = slot.session;
         out.round = slot.round;
         out.context_length = slot.context_length;

@@ -134,6 +134,7 @@ class Scheduler {
     uint64_t fingerprint = 0;
     ResultOptions output;
     std::vector<float> context_embedding;
+    std::vector<float> context_log_probs;
     std::string session;
     int64_t round = 0, context_length = 0;
     bool session_end = false;

@@ -83,6 +83,7 @@ void Scheduler::admit(const Plan& p) {
   // land in row i of `run_logits`.
   std::vector<float> run_logits(leader ? static_cast<size_t>(nruns * V) : 0);
   std::vector<float> ctx(opt_.context_embeddings ? static_cast<size_t>(nruns * engine_.hidden()) : 0);
+  std::vector<std::vector<float>> run_scores(static_cast<size_t>(nruns));  // rank 0: scored runs' log probs
   std::vector<int64_t> run_of_row(static_cast<size_t>(B * K), -1);
   for (int64_t i = 0; i < nruns; ++i) run_of_row[static_cast<size_t>(p.runs[i].row)] = i;
   const int64_t H = engine_.hidden();
@@ -90,19 +91,26 @@ void Scheduler::admit(const Plan& p) {
     std::vector<std::vector<int32_t>> feeds;
     std::vector<int32_t> rows;
     std::vector<int64_t> which;
+    ContextScores scores;
+    bool scoring = false;
     for (int64_t i = 0; i < nruns; ++i)
       if (p.runs[i].append == kind) {
         feeds.push_back(p.runs[i].feed);
         rows.push_back(p.runs[i].row);
         which.push_back(i);
+        scores.want.push_back(p.runs[i].score);
+        scoring |= p.runs[i].score != 0;
       }
     if (feeds.empty()) continue;
     std::vector<float> lg(leader ? static_cast<size_t>(feeds.size() * V) : 0), c;
     if (kind == 0)
-      engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
+      engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr,
+                      scoring ? &scores : nullptr);
     else
-      engine_.append(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr);
+      engine_.append(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr,
+                     scoring ? &scores : nullptr);
     for (size_t j = 0; j < which.size(); ++j) {
+      if (leader && scoring) run_scores[which[j]] = std::move(scores.log_probs[j]);
       if (leader) std::copy_n(lg.begin() + static_cast<int64_t>(j) * V, V, run_logits.begin() + which[j] * V);
       if (!c.empty()) std::copy_n(c.begin() + static_cast<int64_t>(j) * H, H, ctx.begin() + which[j] * H);
     }
@@ -127,6 +135,7 @@ void Scheduler::admit(const Plan& p) {
     const int64_t run = run_of_row[static_cast<size_t>(p.slot[i] * K)];
     if (!ctx.empty()) s.context_embedding.assign(ctx.begin() + run * H, ctx.begin() + (run + 1) * H);
     if (!leader) continue;
+    s.context_log_probs = std::move(run_scores[run]);
     decoder_->add(p.slot[i], p.requests[static_cast<size_t>(i)].decode);
     for (int64_t k = 0; k < K; ++k)
       logits_.set_row(p.slot[i] * K + k, run_logits.data() + run * V);

@@ -4,6 +4,7 @@
 #include "lib/ops/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -145,6 +146,39 @@ void Backend::sample_rows(float* logits, int64_t stride, int64_t vocab, const de
   std::vector<float> host(static_cast<size_t>(rows * stride));
   download(host.data(), logits, host.size());
   decoding::sample_rows_on_host(host.data(), stride, vocab, batch, out);
+}
+
+void check_log_prob_targets(const int32_t* targets, int64_t rows, int64_t vocab) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (targets[r] < 0 || targets[r] >= vocab)
+      throw Error("token_log_probs: target " + std::to_string(targets[r]) + " of row " + std::to_string(r) +
+                  " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+void host_token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab, const int32_t* targets,
+                          float* out) {
+  check_log_prob_targets(targets, rows, vocab);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits + r * stride;
+    float max = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < vocab; ++i) {
+      nan |= std::isnan(l[i]);
+      max = std::max(max, l[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - max);
+    out[r] = nan ? NAN : static_cast<float>(static_cast<double>(l[targets[r]]) - max - std::log(sum));
+  }
+}
+
+void Backend::token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab,
+                              const int32_t* targets, float* out) {
+  if (rows == 0) return;
+  check_log_prob_targets(targets, rows, vocab);
+  std::vector<float> host(static_cast<size_t>(rows * stride));
+  download(host.data(), logits, host.size());
+  host_token_log_probs(host.data(), rows, stride, vocab, targets, out);
 }
 
 size_t Backend::available_memory() const { return host_available_memory(); }

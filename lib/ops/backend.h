@@ -243,7 +243,23 @@ class Backend : public decoding::LogitsDevice {
   // decoding::sample_rows_on_host, the reference every implementation is tested against.
   void sample_rows(float* logits, int64_t stride, int64_t vocab, const decoding::RowSamplingBatch& batch,
                    decoding::SampledToken* out) override;
+
+  // ---- prompt scoring ----
+  // out[r] (host memory) := log_softmax(row r)[targets[r]] for r < rows, over the first `vocab`
+  // columns of logits [rows, stride] in this backend's memory: l[t] - max - log Σ exp(l - max), the
+  // exponentials summed in double (a row with a NaN gives NaN). targets (host) must lie in
+  // [0, vocab) (Error otherwise). The logits are left as they were. Not inside a repeatable step
+  // (it waits for its results). The default downloads the rows and computes on the host
+  // (host_token_log_probs, the reference every implementation is tested against).
+  virtual void token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab,
+                               const int32_t* targets, float* out);
 };
+
+// Backend::token_log_probs on host logits.
+void host_token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab, const int32_t* targets,
+                          float* out);
+// Error unless every target lies in [0, vocab) (what token_log_probs checks first).
+void check_log_prob_targets(const int32_t* targets, int64_t rows, int64_t vocab);
 
 // Scope of one repeated step: begins it, finish() ends it, leaving the scope without finish()
 // (an exception) aborts it.

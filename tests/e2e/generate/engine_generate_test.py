@@ -4,9 +4,12 @@
 Usage: engine_generate_test.py {cli|tp|errors}
   cli:    greedy output_ids equal the float64 reference's greedy continuation for every fixture
           model; --batch-size 1 equals one batch; output fields (sequence_length, finish_reason,
-          log probs, context embeddings, beams, text, stream lines, stop words).
+          log probs, context embeddings, beams, text, stream lines, stop words); issue 49's
+          context_log_probs against the decode steps' log probs (and past the prefix cache),
+          --prompt, "id" and --echo-prompt.
   tp:     `mpirun -np 2` on the 2-gpu folders gives the same output file as 1 rank on 1-gpu.
-  errors: each bad input is exit code 1 with an `ftx: error:` line naming the problem.
+  errors: each bad input is exit code 1 with an `ftx: error:` line naming the problem (a usage
+          error: exit code 2); issue 49's refusals (scoring a session, a non-scalar "id", ...).
 Environment: FTX_BIN, FTX_FIXTURES (fixtures in $FTX_FIXTURES/engine).
 """
 import json
@@ -118,6 +121,96 @@ def test_cli(tmp):
                   f"stop word {piece!r}: {s}")
         else:
             print("note: stop-word check skipped (second token does not re-tokenize alone)")
+    test_I49_context_log_probs_equal_the_decode_steps(tmp)
+    test_I49_prompt_flag_id_and_echo(tmp)
+
+
+def jsonl_run(tmp, model_dir, requests, extra=(), name="req", mpi=0):
+    """`ftx generate` of JSON-line requests; (results or None, the completed process)."""
+    req, out = os.path.join(tmp, name + ".jsonl"), os.path.join(tmp, name + ".out.jsonl")
+    with open(req, "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in requests))
+    args = ["-m", model_dir, "--output", out, "--force", "--quiet", *extra]
+    if requests:
+        args += ["--prompts", req]
+    if "--max-new-tokens" not in extra:
+        args += ["--max-new-tokens", "4"]
+    r = run(args, mpi)
+    return ([json.loads(l) for l in open(out)] if r.returncode == 0 else None), r
+
+
+def test_I49_context_log_probs_equal_the_decode_steps(tmp):
+    """context_log_probs of a prompt followed by its greedy continuation equal, at the continuation's
+    positions, the full-softmax log probabilities the decode steps gave those tokens (top_p 1e-6 keeps
+    the top token alone and reports its full-softmax log probability): the lm_head on every prompt
+    position against the one on each step's last. A scored prompt takes nothing from the prefix
+    cache: the same scores after an unscored request that cached its blocks (--tokens-per-block 2)."""
+    worst, n = 0.0, 0
+    for m in MODELS:
+        exp = json.load(open(os.path.join(FIX, m, "expected.json")))
+        folder = os.path.join(FIX, m, "1-gpu")
+        greedy, _ = jsonl_run(tmp, folder, [{"ids": p, "top_p": 1e-6, "return_log_probs": True, "max_new_tokens": 6}
+                                            for p in exp["prompts"]], name="greedy")
+        if greedy is None:
+            check(False, f"{m}: greedy run failed")
+            continue
+        seqs = [p + g["output_ids"] for p, g in zip(exp["prompts"], greedy)]
+        scored, r = jsonl_run(tmp, folder, [{"ids": s} for s in seqs],
+                              ["--max-new-tokens", "0", "--return-context-log-probs"], name="scored")
+        if not check(scored is not None, f"{m}: scoring failed: {r.stderr.strip()}"):
+            continue
+        for p, g, s in zip(exp["prompts"], greedy, scored):
+            check(s["output_ids"] == [] and s["finish_reason"] == "length", f"{m}: max_new_tokens 0 generated {s}")
+            ctx = s["context_log_probs"]
+            check(len(ctx) == s["input_length"] - 1, f"{m}: {len(ctx)} context_log_probs for {s['input_length']} tokens")
+            tail = ctx[len(p) - 1:]
+            for a, b in zip(tail, g["output_log_probs"]):
+                worst = max(worst, abs(a - b))
+                n += 1
+            check(len(tail) == len(g["output_log_probs"]), f"{m}: {len(tail)} scores for {len(g['output_log_probs'])} steps")
+        # The prefix cache holds the first request's blocks; the scored ones run every token anyway.
+        again, r = jsonl_run(tmp, folder, [{"ids": seqs[0], "max_new_tokens": 1}] +
+                             [{"ids": seqs[0], "return_context_log_probs": True, "max_new_tokens": 1}] * 2,
+                             ["--tokens-per-block", "2", "--batch-size", "1"], name="again")
+        if check(again is not None, f"{m}: prefix-cache run failed: {r.stderr.strip()}"):
+            for a in again[1:]:
+                d = max(abs(x - y) for x, y in zip(a["context_log_probs"], scored[0]["context_log_probs"]))
+                check(d <= 1e-6, f"{m}: scores after the prefix cache held the prompt differ by {d:.2e}")
+            check("context_log_probs" not in again[0], f"{m}: an unscored request has context_log_probs")
+    check(worst <= 1e-5 and n >= 6 * len(MODELS), f"context_log_probs differ from the decode steps' log probs by "
+          f"{worst:.2e} ({n} positions compared)")
+    print(f"ok   I49 context_log_probs = the decode steps' log probs within {worst:.1e} at {n} positions of "
+          f"{len(MODELS)} models")
+
+
+def test_I49_prompt_flag_id_and_echo(tmp):
+    """--prompt TEXT (repeatable) before the --prompts file's prompts; a request's "id" copied to its
+    result; --echo-prompt's input_prompt, generated_text and generated_tokens (Megatron Core's)."""
+    bpe = os.path.join(FIX, "gpt2_bpe", "1-gpu")
+    reqs = [{"id": "a-1", "text": "The quick brown"}, {"id": 7, "ids": [464, 2068], "echo_prompt": False},
+            {"id": None, "text": "Hello"}]
+    res, r = jsonl_run(tmp, bpe, reqs, ["--prompt", "Hello world, this is", "--prompt", "One two", "--echo-prompt"],
+                       name="echo")
+    if not check(res is not None, f"--prompt with --prompts: {r.stderr.strip()}"):
+        return
+    check([x["index"] for x in res] == [0, 1, 2, 3, 4], f"indices {[x['index'] for x in res]}")
+    check([x.get("id", "absent") for x in res] == ["absent", "absent", "a-1", 7, None], f"ids {[x.get('id') for x in res]}")
+    check([x.get("input_prompt") for x in res] == ["Hello world, this is", "One two", "The quick brown", None, "Hello"],
+          f"input_prompt {[x.get('input_prompt') for x in res]}")
+    check(res[0]["input_length"] == 5, f"--prompt 'Hello world, this is' is 5 GPT-2 tokens, got {res[0]['input_length']}")
+    for x in res:
+        if "input_prompt" in x:
+            check(x["generated_text"] == x["text"] and x["generated_tokens"] == x["output_ids"],
+                  f"generated_text/tokens of {x['index']}: {x}")
+        else:
+            check("generated_text" not in x and "generated_tokens" not in x, f"echo_prompt false: {x}")
+    # An ids prompt echoes its ids decoded; --prompt alone needs no file.
+    alone, r = jsonl_run(tmp, bpe, [], ["--prompt", "Hello world, this is", "--echo-prompt"], name="alone")
+    if check(alone is not None, f"--prompt alone: {r.stderr.strip()}"):
+        check(len(alone) == 1 and alone[0]["input_prompt"] == "Hello world, this is", f"--prompt alone: {alone}")
+    ids, r = jsonl_run(tmp, bpe, [{"ids": [15496, 995], "echo_prompt": True}], name="ids")
+    if check(ids is not None, f"ids with echo_prompt: {r.stderr.strip()}"):
+        check(ids[0]["input_prompt"] == "Hello world", f"ids [15496, 995] echo {ids[0]['input_prompt']!r}")
 
 
 def test_tp(tmp):
@@ -214,6 +307,30 @@ def test_errors(tmp):
     d = broken("nokey", drop_key)
     expect_error("config key", ["-m", d, "--input-ids", csv("ok.csv", "1,2\n"), *base], "head_num")
     check(not os.path.exists(out), "no output file is left behind by a failed run")
+    test_I49_refusals(tmp, m, csv, expect_error, base)
+
+
+def test_I49_refusals(tmp, m, csv, expect_error, base):
+    """Prompt scoring with a session, an "id" that is no scalar, --max-new-tokens 0 without scoring,
+    --prompt and --echo-prompt without a tokenizer, --prompts with --input-ids: each named."""
+    out = base[-1]
+    jl = csv("sess.jsonl", json.dumps({"ids": [1, 2, 3], "session": "s", "return_context_log_probs": True}) + "\n")
+    expect_error("scoring a session round", ["-m", m, "--prompts", jl, *base],
+                 'sess.jsonl: line 1 (prompt 1): "return_context_log_probs" cannot be combined with a "session"')
+    jl = csv("idobj.jsonl", json.dumps({"ids": [1, 2], "id": {"a": 1}}) + "\n")
+    expect_error("an object id", ["-m", m, "--prompts", jl, *base],
+                 'idobj.jsonl: line 1 (prompt 1): "id" must be a string, a number, a boolean or null, not {"a":1}')
+    for args, needle in (
+            (["--input-ids", csv("ok.csv", "1,2\n"), "--max-new-tokens", "0", "--output", out],
+             "--max-new-tokens 0 generates nothing (ftx generate allows it with --return-context-log-probs"),
+            (["--prompt", "Hello", *base], "--prompt TEXT needs a tokenizer"),
+            (["--input-ids", csv("ok.csv", "1,2\n"), "--echo-prompt", *base], "--echo-prompt needs a tokenizer"),
+            (["--input-ids", csv("ok.csv", "1,2\n"), "--prompts", csv("p.txt", "x\n"), *base],
+             "give one of --input-ids FILE.csv and --prompts FILE, not both"),
+            (base, "give --prompt TEXT, --prompts FILE or --input-ids FILE.csv")):
+        r = run(["-m", m, *args])
+        check(r.returncode == 2 and needle in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()!r}")
+    check(not os.path.exists(out), "no output file is left behind by a refused run")
 
 
 def main():

@@ -42,7 +42,9 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             llama, qwen2, qwen3, phi3_longrope and gemma2 (2 KV heads, and qwen2's K/V biases, copied to 4
             ranks), at PP 2 for llama and phi3_longrope,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
-            --memory-len 6.
+            --memory-len 6. Issue 49 (each of those runs): context_log_probs of each prompt followed by
+            its greedy tokens, scored with --max-new-tokens 0, within 1e-4 of log_softmax of
+            transformers' float64 logits at every position the fixture holds them (the prompt's last on).
   errors    each configuration of the set's refused/ (what man ftx-convert-hf lists; tf5: transformers
             5's own config.json beside its model's weights) is one `ftx: error:` line naming
             config.json and the key, exit 1, with no output folder.
@@ -354,6 +356,31 @@ def check_greedy(label, folder, T, prompts, want, want_logits=None, extra=()):
     return worst
 
 
+def test_I49_context_log_probs(label, folder, T, prompts, want, want_logits, extra=()):
+    """Prompt scoring against transformers: each prompt followed by its greedy continuation is scored
+    with --max-new-tokens 0 and --return-context-log-probs; at every position from the prompt's last
+    on, the fixture holds transformers' float64 logits (prompt_logits, then greedy_logits: the whole
+    sequence run with no cache), so context_log_probs[len(prompt) - 1 + k] must equal
+    log_softmax(greedy_logits[k])[greedy[k]] within TOL (the one-token prompt: every position).
+    Returns (the largest difference, positions compared), None when it did not run."""
+    seqs = [p + w for p, w in zip(prompts, want)]  # each request's max_new_tokens 0: scoring alone
+    got = generate_jsonl(folder, [{"ids": s, "return_context_log_probs": True, "max_new_tokens": 0} for s in seqs], T,
+                         list(extra))
+    if got is None:
+        return None
+    worst, n = 0.0, 0
+    for p, w, steps, g in zip(prompts, want, want_logits, got):
+        lp = g["context_log_probs"]
+        if not check(len(lp) == len(p) + len(w) - 1 and g["output_ids"] == [],
+                     f"{label} T={T}: {len(lp)} context_log_probs for {len(p) + len(w)} tokens, output {g['output_ids']}"):
+            continue
+        for k, (tok, row) in enumerate(zip(w, steps)):
+            worst = max(worst, abs(lp[len(p) - 1 + k] - log_softmax(row)[tok]))
+            n += 1
+    check(worst <= TOL, f"{label} T={T}: context_log_probs differ from transformers' by {worst:.2e}")
+    return worst, n
+
+
 def greedy_runs(m, e, tmp):
     """(label, folder, T, want, want_logits, extra) of the set's greedy checks of model m."""
     name = m["name"]
@@ -390,9 +417,14 @@ def generate():
             runs = greedy_runs(m, e, tmp)
             seen = [check_greedy(label, folder, T, e["prompts"], want, logits, extra)
                     for label, folder, T, want, logits, extra in runs]
+            scored = [test_I49_context_log_probs(label, folder, T, e["prompts"], want, logits, extra)
+                      for label, folder, T, want, logits, extra in runs if SET == "tf5"]
             more = beams_and_draws(name, e) if "beam" in e else ""
             if len(e2e_util.failures) == before:
                 lp = f"; log probs within {max(seen):.1e}" if any(r[4] for r in runs) else ""
+                if scored:
+                    lp += (f"; I49 context_log_probs within {max(x[0] for x in scored):.1e} of transformers' "
+                           f"({sum(x[1] for x in scored)} positions)")
                 print(f"ok   generate {name}: greedy = transformers' in " + ", ".join(f"{r[0]} T={r[2]}" for r in runs)
                       + (f" with {' '.join(WINDOW_FLAGS[name])}" if SET == "tf5" and name in WINDOW_FLAGS else "") + lp + more)
 

@@ -125,6 +125,10 @@ class RecordingBackend final : public ops::Backend {
                    decoding::SampledToken* out) override {
     rec("sample_rows").sample_rows(logits, stride, vocab, batch, out);
   }
+  void token_log_probs(const float* logits, int64_t rows, int64_t stride, int64_t vocab, const int32_t* targets,
+                       float* out) override {
+    rec("token_log_probs").token_log_probs(logits, rows, stride, vocab, targets, out);
+  }
 
  private:
   ops::Backend& rec(const char* op) const {

@@ -8,7 +8,11 @@
 // u·p·total falls within rounding of a cumulative boundary, which the reference says), log probs
 // within 1e-6. A device against the CPU: the same tokens and flags, log probs within 1e-6 (the
 // same float exps summed in another order).
+#include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "formats/error.h"
 
 #include "unit/backend_ops/backend_ops.h"
 #include "unit/backend_ops/reference.h"
@@ -68,6 +72,58 @@ BACKEND_OP_TEST(SampleRows, "sample_rows") {
     }
   }
   EXPECT_LE(ambiguous * 20, rows) << ambiguous << " of " << rows << " draws fell on a boundary";
+}
+
+}  // namespace ftx::test
+
+namespace ftx::test {
+
+// token_log_probs (prompt scoring): log_softmax of each row at its target, over the first `vocab`
+// columns of padded rows (the padding holds values that must never be read), against the float64
+// formula l[t] - log Σ exp(l) (shifted by the row's max); rows with a spread beyond float exp's
+// range, and a row with a NaN (NaN). Tolerance: 1e-6 of max(1, |want|), CPU and device.
+BACKEND_OP_TEST(TokenLogProbs, "token_log_probs") {
+  for (int64_t vocab : {1, 64, 1000, 50257})
+    for (int64_t rows : {1, 5}) {
+      const int64_t stride = vocab + (vocab % 8 == 0 ? 0 : 8 - vocab % 8) + 8;
+      SCOPED_TRACE("rows " + std::to_string(rows) + " vocab " + std::to_string(vocab));
+      std::vector<float> logits = random(static_cast<size_t>(rows * stride), -20.0f, 20.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = vocab; i < stride; ++i) logits[r * stride + i] = 1e30f;  // padding
+      if (rows > 1) logits[1 * stride] = 200.0f;  // exp(-200 - 20) underflows in float
+      if (rows > 2 && vocab > 1) logits[2 * stride + 1] = NAN;
+      std::vector<int32_t> targets(static_cast<size_t>(rows));
+      for (auto& t : targets) t = random_int(0, static_cast<int32_t>(vocab - 1));
+      expect_matches(
+          [&](ops::Backend& b) {
+            Buffers mem(b);
+            std::vector<float> out(static_cast<size_t>(rows));
+            b.token_log_probs(mem.put(logits), rows, stride, vocab, targets.data(), out.data());
+            return Outs{{"log_probs", out}};
+          },
+          [&] {
+            std::vector<float> want(static_cast<size_t>(rows));
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* l = logits.data() + r * stride;
+              double top = -INFINITY, sum = 0.0;
+              bool nan = false;
+              for (int64_t i = 0; i < vocab; ++i) {
+                nan |= std::isnan(l[i]);
+                top = std::max(top, static_cast<double>(l[i]));
+              }
+              for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - top);
+              want[r] = nan ? NAN : static_cast<float>(l[targets[r]] - top - std::log(sum));
+            }
+            return Outs{{"log_probs", want}};
+          },
+          Tol{1e-6, 1e-6});
+    }
+  // A target outside the vocabulary is an Error, before anything is read.
+  Buffers mem(be());
+  const std::vector<float> logits = random(8);
+  float out = 0.0f;
+  const int32_t bad = 8;
+  EXPECT_THROW(be().token_log_probs(mem.put(logits), 1, 8, 8, &bad, &out), Error);
 }
 
 }  // namespace ftx::test
