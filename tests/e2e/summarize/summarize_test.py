@@ -18,8 +18,10 @@ import json
 import math
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 from rouge_score import rouge_scorer, tokenize
 
@@ -225,6 +227,32 @@ def test_eval_summarize(tmp):
     r = ftx("eval-summarize", "-m", model, "--data", data, "--output", "-", "-q", "--max-examples", "3", *flags)
     check(r.returncode == 0 and [json.loads(x) for x in r.stdout.splitlines()] == rows[:3]
           and "[INFO] rouge1: " in r.stderr, f"--output -: {r.stdout!r} {r.stderr!r}")
+
+    # A run killed part way: --resume keeps its rows (checked against the data) and the means count them.
+    many = jsonl(os.path.join(tmp, "many.jsonl"), [examples[i % len(examples)] for i in range(40)])
+    base = [os.environ["FTX_BIN"], "eval-summarize", "-m", model, "--data", many, "--batch-size", "1", "-q", *flags]
+    ref = os.path.join(tmp, "many_ref.jsonl")
+    r = ftx(*base[1:], "--output", ref, "--force")
+    killed = os.path.join(tmp, "many_killed.jsonl")
+    for leftover in (killed, killed + ".partial", killed + ".partial.index"):
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    p = subprocess.Popen(base + ["--output", killed], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(killed + ".partial") and os.path.getsize(killed + ".partial") > 600:
+            p.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    p.communicate()
+    kept = sum(1 for _ in open(killed + ".partial")) if os.path.exists(killed + ".partial") else 0
+    check(0 < kept < 40, f"killed part way: {kept} rows kept")
+    r = subprocess.run(base + ["--output", killed, "--resume"], capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0 and open(killed).read() == open(ref).read(),
+          f"resumed file differs from the uninterrupted run: {r.stderr.strip()}")
+    if r.returncode == 0:
+        check_means("resumed", r.stdout, read_rows(ref))
+        check(f", {kept} resumed" in r.stdout, f"resumed: {r.stdout!r}")
 
     # Bad data: one line of error, no output and no .partial left.
     bad = os.path.join(tmp, "bad.jsonl")
