@@ -41,7 +41,8 @@ int run_summarize(SummarizeFlags& f) {
   ftx::cmd::check_range("--max-input-length", f.max_input_length, 1, ftx::cmd::kMaxFlagCount);
   if (f.max_examples_given) ftx::cmd::check_range("--max-examples", f.max_examples, 1, INT64_MAX);  // 0 is not "all"
   if (f.threshold_given) ftx::cmd::check_range("--rouge1-threshold", f.rouge1_threshold, -1e300, 1e300);
-  if (f.input_key.empty() || f.output_key.empty()) throw ftx::UsageError("--input-key and --output-key cannot be empty");
+  if (f.input_key.empty() || f.output_key.empty())
+    throw ftx::UsageError("--input-key and --output-key cannot be empty");
   ftx::cmd::check_distinct_files("--data", f.data, "--output", f.output);
   if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
 
@@ -92,7 +93,7 @@ int run_summarize(SummarizeFlags& f) {
         std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, identity.dump()});
   });
 
-  ftx::Engine& engine = run.start_engine(ftx::cmd::engine_options(d, nullptr));
+  run.start_engine(ftx::cmd::engine_options(d, nullptr));
   ftx::SchedulerOptions so;
   so.batch_size = f.batch_size;
   so.continuous = f.batching == "continuous";
@@ -109,8 +110,9 @@ int run_summarize(SummarizeFlags& f) {
       journal->for_each_resumed([&](int64_t i, const std::string& line) {
         const std::string where = journal->partial_path() + ": line " + std::to_string(i + 1);
         const ftx::SummarizeResult r = ftx::summarize_result_from_json(line, where);
-        if (r.index != i) throw ftx::Error(where, "holds the result of example " + std::to_string(r.index + 1) +
-                                                      ", not of example " + std::to_string(i + 1) + "; --force starts over");
+        if (r.index != i)
+          throw ftx::Error(where, "holds the result of example " + std::to_string(r.index + 1) + ", not of example " +
+                                      std::to_string(i + 1) + "; --force starts over");
         totals.add(r.rouge);
       });
     } catch (const ftx::Error& e) {
@@ -128,10 +130,9 @@ int run_summarize(SummarizeFlags& f) {
     ordered = std::make_unique<ftx::OrderedResults>(resumed, [&](ftx::GenerationOutput&& out) {
       ftx::SummarizeResult r;
       r.index = out.index;
-      const auto& ex = examples[static_cast<size_t>(out.index)];
       if (!out.result.beams.empty())
         r.summary = ftx::result_text(*tokenizer, out.result.beams.front().output_ids, out.output.end_id);
-      r.reference = ex.reference;
+      r.reference = examples[static_cast<size_t>(out.index)].reference;
       r.rouge = ftx::rouge_scores(r.reference, r.summary);
       r.error = ftx::result_error(out);
       if (!r.error.empty() && failed++ == 0) first_failure = r.error;
@@ -186,11 +187,14 @@ ftx::cmd::Action setup_summarize(CLI::App* sub) {
   auto f = std::make_shared<SummarizeFlags>();
   f->d.max_new_tokens = 100;  // summarize.py's --output_len
   ftx::cmd::add_decoding_flags(sub, f->d, false);
+  sub->get_option("--max-new-tokens")
+      ->description("Tokens generated per summary at most (default 100, summarize.py's --output_len)");
   sub->add_option("--data", f->data,
                   "JSON lines, one article and its reference each (cnn_dailymail's \"article\" and \"highlights\"; "
                   "-: stdin)")
       ->required();
-  sub->add_option("--input-key", f->input_key, "The article's field (summarize.py's dataset_input_key; default article)");
+  sub->add_option("--input-key", f->input_key,
+                  "The article's field (summarize.py's dataset_input_key; default article)");
   sub->add_option("--output-key", f->output_key,
                   "The reference summary's field (summarize.py's dataset_output_key; default highlights)");
   auto* max_examples = sub->add_option("--max-examples", f->max_examples, "Evaluate only the first N examples");

@@ -4,7 +4,8 @@ scripts/requirements/rouge.txt; what Hugging Face evaluate's "rouge" and so Tens
 summarize.py run), with its defaults: no stemmer, ROUGE-Lsum's sentences split on newlines.
 
  * rouge: several hundred summary/reference pairs (case, punctuation, numbers, repeated words,
-   non-ASCII letters, empty texts, multi-line texts) give rouge_score's precision, recall and
+   non-ASCII letters, empty texts, multi-line texts, cut and re-lined LAMBADA passages, random code
+   points) give rouge_score's precision, recall and
    F-measure of ROUGE-1, -2, -L and -Lsum to 1e-12, and the printed means are theirs x 100;
  * eval-summarize on a tiny random GPT-2 with GPT-2's tokenizer (scripts/make_tiny_gpt2.py,
    converted by `ftx convert-hf`): every row's rouge equals rouge_score on its summary and reference;
@@ -90,6 +91,21 @@ def text_pairs():
         if rng.random() < 0.15:
             s = r.replace("\n", " ")  # the same words, other sentences
         pairs.append((s, r))
+    # Long texts (LAMBADA's passages, cut, with newlines and upper case put in), and random code points.
+    texts = [json.loads(ln)["text"] for ln in open(os.path.join(SRC, "data", "lambada", "lambada_test.jsonl"))]
+
+    def mangle(t):
+        w = t.split(" ")
+        if rng.random() < 0.5:
+            w = w[:rng.randint(0, len(w))]
+        out = "".join(x + rng.choice([" ", " ", " ", "\n", " \n ", ""]) for x in w)
+        return out.upper() if rng.random() < 0.3 else out
+    for _ in range(150):
+        a = rng.choice(texts)
+        pairs.append((mangle(a), mangle(a if rng.random() < 0.5 else rng.choice(texts))))
+    for _ in range(100):
+        pairs.append(tuple("".join(chr(rng.choice([rng.randint(32, 126), rng.randint(0xa0, 0x2fff), 0x130, 0x212a, 10]))
+                                   for _ in range(rng.randint(0, 60))) for _ in range(2)))
     return pairs
 
 
