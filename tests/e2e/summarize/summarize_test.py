@@ -5,18 +5,18 @@ summarize.py run), with its defaults: no stemmer, ROUGE-Lsum's sentences split o
 
  * rouge: several hundred summary/reference pairs (case, punctuation, numbers, repeated words,
    non-ASCII letters, empty texts, multi-line texts, cut and re-lined LAMBADA passages, random code
-   points) give rouge_score's precision, recall and
-   F-measure of ROUGE-1, -2, -L and -Lsum to 1e-12, and the printed means are theirs x 100;
+   points) give rouge_score's precision, recall and F-measure of ROUGE-1, -2, -L and -Lsum to 1e-12,
+   and the printed means are theirs x 100;
  * eval-summarize on a tiny random GPT-2 with GPT-2's tokenizer (scripts/make_tiny_gpt2.py,
    converted by `ftx convert-hf`): every row's rouge equals rouge_score on its summary and reference;
    the summary is what `ftx generate` makes from summarize.py's prompt built here in Python
    ((article + " TL;DR: ").strip().replace(" n't", "n't"), GPT-2 BPE by an independent Python
-   encoder, cut to --max-input-length ids); batch size 1 and TP 2 give the same rows; the
-   threshold's exit status (strictly above passes, as summarize.py's assert); --output - writes the
-   rows alone on standard output; other field names by flag; bad data leaves no output behind.
+   encoder, cut to --max-input-length ids); batch size 1, TP 2 and PP 2 give the same rows; a
+   killed run's --resume gives the uninterrupted run's file; the threshold's exit status (strictly
+   above passes, as summarize.py's assert); --output - writes the rows alone on standard output;
+   other field names by flag; bad data leaves no output behind.
 """
 import json
-import math
 import os
 import random
 import signal
@@ -201,7 +201,7 @@ def test_eval_summarize(tmp):
             check(row["summary"] == g["text"], f"summary #{i} {row['summary']!r} != generate's {g['text']!r} "
                                               f"from summarize.py's prompt")
 
-    # The same rows one request at a time, and at TP 2 under mpirun.
+    # The same rows one request at a time, and at TP 2 and PP 2 under mpirun.
     one = os.path.join(tmp, "one.jsonl")
     r = ftx("eval-summarize", "-m", model, "--data", data, "--output", one, "--force", "--batch-size", "1",
             "--batching", "static", "-q", *flags)
@@ -212,6 +212,11 @@ def test_eval_summarize(tmp):
                  "--output", tp2, "--force", "-q", *flags], mpi=2, timeout=600)
     check(r.returncode == 0 and os.path.exists(tp2) and open(tp2).read() == open(out).read(),
           f"TP 2: {r.stderr.strip()[-2000:]}")
+    pp2 = os.path.join(tmp, "pp2.jsonl")
+    r = run_ftx(["eval-summarize", "-m", model, "--pipeline-para-size", "2", "--data", data, "--output", pp2, "--force",
+                 "-q", *flags], mpi=2, timeout=600)
+    check(r.returncode == 0 and os.path.exists(pp2) and open(pp2).read() == open(out).read(),
+          f"PP 2: {r.stderr.strip()[-2000:]}")
 
     # References that share words with the summaries, so that every ROUGE is far from 0; other
     # field names by flag; the threshold: strictly above passes.
