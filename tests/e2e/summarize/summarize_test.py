@@ -31,7 +31,7 @@ OUT = os.path.join(os.environ["FTX_FIXTURES"], "summarize")
 PY = os.environ.get("FTX_TORCH_PYTHON", "/usr/bin/python3")
 sys.path.insert(0, os.path.join(SRC, "tests", "e2e"))
 sys.path.insert(0, os.path.join(SRC, "scripts", "fixtures"))
-from e2e_util import check, finish, ftx, mpirun, one_line_error, run_ftx, write  # noqa: E402
+from e2e_util import check, finish, ftx, one_line_error, run_ftx, write  # noqa: E402
 from gpt2_bpe_reference import Encoder  # noqa: E402
 
 TYPES = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
