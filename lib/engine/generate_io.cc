@@ -322,46 +322,7 @@ bool PromptReader::read_next() {
     if (r.decode.input_ids.empty() && defaults_.start_id >= 0) r.decode.input_ids.push_back(defaults_.start_id);
     if (r.decode.input_ids.empty())
       throw Error(where + ": empty prompt" + (defaults_.start_id < 0 ? " (--start-id ID starts empty prompts from ID)" : ""));
-    for (int32_t id : r.decode.input_ids)
-      if (id < 0 || (id >= limits_.vocab_size && id >= r.decode.virtual_id_end))
-        throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                    std::to_string(limits_.vocab_size) + ")");
-    const int64_t total = static_cast<int64_t>(r.decode.input_ids.size()) + r.decode.max_new_tokens;
-    if (limits_.max_positions > 0 && total > limits_.max_positions)
-      throw Error(where + ": " + std::to_string(r.decode.input_ids.size()) + " prompt tokens + " +
-                  std::to_string(r.decode.max_new_tokens) + " new tokens = " + std::to_string(total) +
-                  " exceeds the model's max_pos_seq_len " + std::to_string(limits_.max_positions));
-    if (r.session.empty()) {
-      // Positions 0 .. the last new token's but one (the last is never fed); a session's round
-      // starts after its context, which the scheduler checks.
-      const int64_t n = static_cast<int64_t>(r.decode.input_ids.size());
-      const int64_t last = n - 1 + std::max<int64_t>(r.decode.max_new_tokens - 1, 0);
-      const int64_t beyond = first_position_beyond_window(limits_.sliding_window, limits_.memory_len, 0, last);
-      if (beyond >= 0)
-        throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
-                    " new tokens run through position " + std::to_string(last) + "; " +
-                    beyond_window_message(beyond, limits_.sliding_window));
-      if (rope_beyond_original(limits_.rope_scaling, last + 1))
-        throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
-                    " new tokens run through position " + std::to_string(last) + "; " +
-                    rope_beyond_original_message(limits_.rope_scaling, last + 1));
-    }
-    try {
-      check_decode_request(r.decode, limits_.vocab_size);
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
-    }
-    if (r.output.context_log_probs) {
-      // Scoring runs every prompt token through the lm_head as it is (engine.h's ContextScores).
-      if (!r.session.empty())
-        throw Error(where + ": \"return_context_log_probs\" cannot be combined with a \"session\" (a round's "
-                    "context is held in the KV cache, not scored again)");
-      for (int32_t id : r.decode.input_ids)
-        if (id >= limits_.vocab_size)
-          throw Error(where + ": \"return_context_log_probs\": the prompt holds p-tuning virtual token " +
-                      std::to_string(id) + ", which has no log probability (ids from " +
-                      std::to_string(limits_.vocab_size) + " are the task's table)");
-    }
+    check_prompt_request(r, limits_, where);
     const int32_t end_id = r.decode.sampling.end_id;
     if (end_id >= limits_.vocab_size && warned_end_ids_.insert(end_id).second)
       std::fprintf(stderr, "ftx: warning: %s: end_id %d is outside the vocabulary [0, %lld): generation will not stop on it\n",
@@ -371,6 +332,49 @@ bool PromptReader::read_next() {
     r.fingerprint = request_fingerprint(r);
     next_ = std::move(r);
     return true;
+  }
+}
+
+void check_prompt_request(const Request& r, const PromptLimits& limits, const std::string& where) {
+  for (int32_t id : r.decode.input_ids)
+    if (id < 0 || (id >= limits.vocab_size && id >= r.decode.virtual_id_end))
+      throw Error(where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(limits.vocab_size) + ")");
+  const int64_t total = static_cast<int64_t>(r.decode.input_ids.size()) + r.decode.max_new_tokens;
+  if (limits.max_positions > 0 && total > limits.max_positions)
+    throw Error(where + ": " + std::to_string(r.decode.input_ids.size()) + " prompt tokens + " +
+                std::to_string(r.decode.max_new_tokens) + " new tokens = " + std::to_string(total) +
+                " exceeds the model's max_pos_seq_len " + std::to_string(limits.max_positions));
+  if (r.session.empty()) {
+    // Positions 0 .. the last new token's but one (the last is never fed); a session's round
+    // starts after its context, which the scheduler checks.
+    const int64_t n = static_cast<int64_t>(r.decode.input_ids.size());
+    const int64_t last = n - 1 + std::max<int64_t>(r.decode.max_new_tokens - 1, 0);
+    const int64_t beyond = first_position_beyond_window(limits.sliding_window, limits.memory_len, 0, last);
+    if (beyond >= 0)
+      throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
+                  " new tokens run through position " + std::to_string(last) + "; " +
+                  beyond_window_message(beyond, limits.sliding_window));
+    if (rope_beyond_original(limits.rope_scaling, last + 1))
+      throw Error(where + ": " + std::to_string(n) + " prompt tokens + " + std::to_string(r.decode.max_new_tokens) +
+                  " new tokens run through position " + std::to_string(last) + "; " +
+                  rope_beyond_original_message(limits.rope_scaling, last + 1));
+  }
+  try {
+    check_decode_request(r.decode, limits.vocab_size);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  if (r.output.context_log_probs) {
+    // Scoring runs every prompt token through the lm_head as it is (engine.h's ContextScores).
+    if (!r.session.empty())
+      throw Error(where + ": \"return_context_log_probs\" cannot be combined with a \"session\" (a round's "
+                  "context is held in the KV cache, not scored again)");
+    for (int32_t id : r.decode.input_ids)
+      if (id >= limits.vocab_size)
+        throw Error(where + ": \"return_context_log_probs\": the prompt holds p-tuning virtual token " +
+                    std::to_string(id) + ", which has no log probability (ids from " +
+                    std::to_string(limits.vocab_size) + " are the task's table)");
   }
 }
 
@@ -455,6 +459,10 @@ std::string model_identity(const std::string& model_dir) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+std::string result_text(const Tokenizer& tok, const std::vector<int32_t>& ids, int32_t end_id) {
+  return text_value(decode_text(tok, ids, end_id)).get<std::string>();
 }
 
 uint64_t request_fingerprint(const Request& r) {
@@ -553,7 +561,7 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
   // A session round counts its whole session, as FT's output_seq_len does.
   j["sequence_length"] = out.context_length + out.input_length + static_cast<int64_t>(best.output_ids.size());
   j["finish_reason"] = finish_reason_name(best.finish_reason);
-  if (fmt.tokenizer) j["text"] = text_value(decode_text(*fmt.tokenizer, best.output_ids, end_id));
+  if (fmt.tokenizer) j["text"] = result_text(*fmt.tokenizer, best.output_ids, end_id);
   if (out.output.cum_log_probs) j["cum_log_prob"] = best.cum_log_prob;
   if (out.output.log_probs) j["output_log_probs"] = best.output_log_probs;
   if (beams.size() > 1) {
@@ -563,7 +571,7 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
       e["output_ids"] = b.output_ids;
       e["sequence_length"] = out.context_length + out.input_length + static_cast<int64_t>(b.output_ids.size());
       e["finish_reason"] = finish_reason_name(b.finish_reason);
-      if (fmt.tokenizer) e["text"] = text_value(decode_text(*fmt.tokenizer, b.output_ids, end_id));
+      if (fmt.tokenizer) e["text"] = result_text(*fmt.tokenizer, b.output_ids, end_id);
       e["cum_log_prob"] = b.cum_log_prob;
       if (out.output.log_probs) e["output_log_probs"] = b.output_log_probs;
       arr.push_back(std::move(e));

@@ -107,6 +107,12 @@ class PromptReader : public RequestSource {
   int64_t default_task_ = -1;
 };
 
+// What PromptReader checks of each request, for requests made elsewhere (eval-summarize): ids in
+// the vocabulary (or the request's virtual range), the prompt and its new tokens within the position
+// table, a sliding window and longrope's original length, FT's parameter rules. Error prefixed with
+// `where`.
+void check_prompt_request(const Request& r, const PromptLimits& limits, const std::string& where);
+
 // The fingerprint --resume compares: the prompt ids and every resolved parameter of the request.
 uint64_t request_fingerprint(const Request& r);
 
@@ -125,6 +131,9 @@ struct ResultFormat {
   bool context_embedding = false;
   const Tokenizer* tokenizer = nullptr;  // adds "text" when set
 };
+// A result's "text": `ids` decoded without their trailing end_ids (ids past the tokenizer's
+// vocabulary, a padded model vocabulary's, left out), invalid UTF-8 replaced by U+FFFD.
+std::string result_text(const Tokenizer& tok, const std::vector<int32_t>& ids, int32_t end_id);
 // One result line (no trailing newline). sequence_length = input_length + new tokens (the
 // compacted length; FT's own counter would also count a short row's padding). Beams (more than
 // one) add "beams", best first. A failed request (result_error) adds "error".

@@ -83,16 +83,6 @@ CodePoints scan(const std::string& s) {
   return cp;
 }
 
-std::string py_strip(const std::string& s) {
-  CodePoints cp = scan(s);
-  size_t a = 0, b = cp.start.size();
-  while (a < b && cp.space[a]) ++a;
-  while (b > a && cp.space[b - 1]) --b;
-  if (a == b) return "";
-  size_t end = b < cp.start.size() ? cp.start[b] : s.size();
-  return s.substr(cp.start[a], end - cp.start[a]);
-}
-
 int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(std::max_element(x, x + n) - x);  // first maximum, as torch.argmax
 }
@@ -104,6 +94,16 @@ double log_softmax_at(const float* x, int64_t n, int32_t id) {
 }
 
 }  // namespace
+
+std::string python_strip(const std::string& s) {
+  CodePoints cp = scan(s);
+  size_t a = 0, b = cp.start.size();
+  while (a < b && cp.space[a]) ++a;
+  while (b > a && cp.space[b - 1]) --b;
+  if (a == b) return "";
+  size_t end = b < cp.start.size() ? cp.start[b] : s.size();
+  return s.substr(cp.start[a], end - cp.start[a]);
+}
 
 LambadaExample prepare_lambada_example(const std::string& text, const Tokenizer& tok) {
   // Last whitespace-separated word (Python's text.split()[-1]).
@@ -121,7 +121,7 @@ LambadaExample prepare_lambada_example(const std::string& text, const Tokenizer&
   size_t cut = text.rfind(label);
   if (cut == std::string::npos) cut = word_begin;
   LambadaExample ex;
-  ex.context_ids = tok.encode(py_strip(text.substr(0, cut)));
+  ex.context_ids = tok.encode(python_strip(text.substr(0, cut)));
   ex.word_ids = tok.encode(label);
   ex.full_ids = tok.encode(text);
   if (ex.full_ids.size() < 2 || ex.context_ids.empty() || ex.word_ids.empty())

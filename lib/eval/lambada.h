@@ -23,6 +23,8 @@ std::vector<std::string> read_lambada_jsonl(const std::string& path, int64_t max
 
 // Python's str.split()/strip() notion of white space (str.isspace), which FT's script relies on.
 bool python_isspace(char32_t c);
+// Python's str.strip() with no argument: python_isspace code points off both ends.
+std::string python_strip(const std::string& s);
 
 struct LambadaExample {
   std::vector<int32_t> full_ids;      // whole text (last-token protocol)
