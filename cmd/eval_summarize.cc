@@ -145,19 +145,9 @@ int run_summarize(SummarizeFlags& f) {
                      tty && done < total ? "" : "\n");
       }
     });
-  ftx::Scheduler::Status status;
-  try {
-    status = scheduler.run(
-        source.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, nullptr,
-        [&] { return stop_signal.requested(); });
-  } catch (const ftx::Error& e) {
-    if (!leader || journal->direct() || journal->records() == 0) throw;
-    throw ftx::Error(std::string(e.what()) + "; the " + std::to_string(journal->records()) + " results before it are in " +
-                     journal->partial_path() + ": run again with --resume");
-  }
-  if (status == ftx::Scheduler::Status::kStopped) return stop_signal.report(leader ? journal.get() : nullptr);
-  if (!leader) return 0;
-  journal->finish();
+  if (auto code = ftx::cmd::run_to_journal(scheduler, source.get(), ordered.get(), nullptr, stop_signal, journal.get(),
+                                           leader, ""))
+    return *code;
 
   // summarize.py's lines (its logger's "  rouge1: 21.86..."): the means x 100. Standard error when
   // the results go to standard output.

@@ -141,20 +141,9 @@ int run_generate(GenerateFlags& f) {
       if (std::string e = ftx::result_error(out); !e.empty() && failed++ == 0) first_failure = std::move(e);
       journal->append(ftx::result_json(out, fmt), out.fingerprint);
     });
-  ftx::Scheduler::Status status;
-  try {
-    status = scheduler.run(
-        reader.get(), [&](ftx::GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
-        [&] { return stop_signal.requested(); });
-  } catch (const ftx::Error& e) {
-    // A bad prompt part way through a file: the results before it are kept and resumable.
-    if (!leader || journal->direct() || journal->records() == 0) throw;
-    throw ftx::Error(std::string(e.what()) + "; the " + std::to_string(journal->records()) + " results before it are in " +
-                     journal->partial_path() + ": correct that line and run again with --resume");
-  }
-  if (status == ftx::Scheduler::Status::kStopped) return stop_signal.report(leader ? journal.get() : nullptr);
-  if (!leader) return 0;
-  journal->finish();
+  if (auto code = ftx::cmd::run_to_journal(scheduler, reader.get(), ordered.get(), on_token, stop_signal, journal.get(),
+                                           leader, "correct that line and "))
+    return *code;
 
   if (scheduler.stats().requests == 0 && journal->resumed() == 0) {
     // Not an error (an empty batch is a batch), but never a summary of nothing.

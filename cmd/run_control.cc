@@ -76,4 +76,24 @@ void check_flags_as_request(const DecodeRequest& probe, int64_t vocab_size) {
   }
 }
 
+std::optional<int> run_to_journal(Scheduler& scheduler, RequestSource* source, OrderedResults* ordered,
+                                  const StreamCallback& on_token, const StopOnSignal& stop, ResultJournal* journal,
+                                  bool leader, const std::string& fix) {
+  Scheduler::Status status;
+  try {
+    status = scheduler.run(
+        source, [&](GenerationOutput&& out) { ordered->add(std::move(out)); }, on_token,
+        [&] { return stop.requested(); });
+  } catch (const Error& e) {
+    // A bad request part way through a file: the results before it are kept and resumable.
+    if (!leader || journal->direct() || journal->records() == 0) throw;
+    throw Error(std::string(e.what()) + "; the " + std::to_string(journal->records()) + " results before it are in " +
+                journal->partial_path() + ": " + fix + "run again with --resume");
+  }
+  if (status == Scheduler::Status::kStopped) return stop.report(leader ? journal : nullptr);
+  if (!leader) return 0;
+  journal->finish();
+  return std::nullopt;
+}
+
 }  // namespace ftx::cmd
