@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/batch_job_flags.h"
 #include "cmd/decoding_flags.h"
 #include "cmd/flag_checks.h"
 #include "cmd/run_control.h"
@@ -27,24 +28,25 @@ namespace {
 
 struct SummarizeFlags {
   ftx::cmd::DecodingFlags d;
-  std::string data, output, input_key = "article", output_key = "highlights", batching = "continuous";
-  int64_t batch_size = 16, max_examples = 0, max_input_length = 923;
+  std::string data, input_key = "article", output_key = "highlights";
+  ftx::cmd::BatchJobFlags job;
+  int64_t max_examples = 0, max_input_length = 923;
   double rouge1_threshold = 0;
-  bool threshold_given = false, max_examples_given = false, quiet = false, force = false, resume = false;
+  bool threshold_given = false, max_examples_given = false, quiet = false;
 };
 
 int run_summarize(SummarizeFlags& f) {
   ftx::cmd::DecodingFlags& d = f.d;
   ftx::cmd::check_decoding_flags(d);
   ftx::cmd::check_seed_flag(d, false);
-  ftx::cmd::check_range("--batch-size", f.batch_size, 1, ftx::kMaxBatchSize);
+  ftx::cmd::check_range("--batch-size", f.job.batch_size, 1, ftx::kMaxBatchSize);
   ftx::cmd::check_range("--max-input-length", f.max_input_length, 1, ftx::cmd::kMaxFlagCount);
   if (f.max_examples_given) ftx::cmd::check_range("--max-examples", f.max_examples, 1, INT64_MAX);  // 0 is not "all"
   if (f.threshold_given) ftx::cmd::check_range("--rouge1-threshold", f.rouge1_threshold, -1e300, 1e300);
   if (f.input_key.empty() || f.output_key.empty())
     throw ftx::UsageError("--input-key and --output-key cannot be empty");
-  ftx::cmd::check_distinct_files("--data", f.data, "--output", f.output);
-  if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
+  ftx::cmd::check_distinct_files("--data", f.data, "--output", f.job.output);
+  if (f.job.resume && f.job.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
 
   const auto cfg = ftx::read_model_config(d.model_dir);
   auto tokenizer = ftx::find_model_tokenizer(d.model_dir, d.tokenizer_dir);
@@ -90,13 +92,13 @@ int run_summarize(SummarizeFlags& f) {
     identity["memory_len"] = d.memory_len;
     identity["summarize"] = true;
     journal =
-        std::make_unique<ftx::ResultJournal>(f.output, ftx::ResultJournal::Options{f.force, f.resume, identity.dump()});
+        std::make_unique<ftx::ResultJournal>(f.job.output, ftx::ResultJournal::Options{f.job.force, f.job.resume, identity.dump()});
   });
 
   run.start_engine(ftx::cmd::engine_options(d, nullptr));
   ftx::SchedulerOptions so;
-  so.batch_size = f.batch_size;
-  so.continuous = f.batching == "continuous";
+  so.batch_size = f.job.batch_size;
+  so.continuous = f.job.batching == "continuous";
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
   ftx::Scheduler& scheduler = run.start_scheduler(so);
@@ -151,7 +153,7 @@ int run_summarize(SummarizeFlags& f) {
 
   // summarize.py's lines (its logger's "  rouge1: 21.86..."): the means x 100. Standard error when
   // the results go to standard output.
-  std::FILE* report = f.output == "-" ? stderr : stdout;
+  std::FILE* report = f.job.output == "-" ? stderr : stdout;
   std::fputs(totals.report().c_str(), report);
   const auto& st = scheduler.stats();
   std::fprintf(report, "[INFO] %lld examples (%lld new tokens in %.2f s)%s\n", static_cast<long long>(totals.examples),
@@ -161,7 +163,7 @@ int run_summarize(SummarizeFlags& f) {
   if (failed > 0) {
     std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
                  failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
-                               ftx::output_display_name(f.output) + ")")
+                               ftx::output_display_name(f.job.output) + ")")
                                   .c_str()
                             : "");
     return 1;
@@ -193,17 +195,7 @@ ftx::cmd::Action setup_summarize(CLI::App* sub) {
   auto* threshold = sub->add_option("--rouge1-threshold", f->rouge1_threshold,
                                     "Exit 1 unless the mean ROUGE-1 x 100 is above T (summarize.py's "
                                     "--check_accuracy --tensorrt_llm_rouge1_threshold T)");
-  sub->add_option("--output", f->output,
-                  "Per-example results, one JSON line each in input order (-: stdout); written to OUTPUT.partial as "
-                  "they complete, renamed at the end")
-      ->required();
-  sub->add_flag("--force", f->force, "Replace an existing output (or the .partial of an interrupted run)");
-  sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial (same model, data, options)");
-  sub->add_option("--batch-size", f->batch_size, "Requests decoded together (default 16)");
-  sub->add_option("--batching", f->batching,
-                  "continuous (default): a finished request's rows take the next request at once; static: a batch "
-                  "waits for its longest request")
-      ->check(CLI::IsMember({"continuous", "static"}));
+  ftx::cmd::add_batch_job_flags(sub, f->job, "Per-example results, one JSON line each", "model, data, options");
   sub->add_flag("-q,--quiet", f->quiet, "No progress on standard error");
   return [f, max_examples, threshold] {
     f->max_examples_given = max_examples->count() > 0;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/batch_job_flags.h"
 #include "cmd/decoding_flags.h"
 #include "cmd/flag_checks.h"
 #include "cmd/prompt_flags.h"
@@ -30,10 +31,11 @@ namespace {
 struct GenerateFlags {
   ftx::cmd::DecodingFlags d;
   ftx::cmd::PromptFlags prompt;
-  std::string input_ids, prompts, output, batching = "continuous";
+  std::string input_ids, prompts;
+  ftx::cmd::BatchJobFlags job;
   std::vector<std::string> prompt_texts;  // --prompt, repeatable
-  int64_t batch_size = 16, max_seq_len = 0;
-  bool context_embeddings = false, stream = false, quiet = false, force = false, resume = false;
+  int64_t max_seq_len = 0;
+  bool context_embeddings = false, stream = false, quiet = false;
 };
 
 int run_generate(GenerateFlags& f) {
@@ -45,16 +47,16 @@ int run_generate(GenerateFlags& f) {
   // The input as errors, warnings and --resume name it: the file, or the --prompt texts alone.
   const std::string input = !f.input_ids.empty() ? f.input_ids : f.prompts;
   const std::string input_name = input.empty() ? "--prompt" : ftx::input_display_name(input);
-  if (f.output == "-" && f.stream) throw ftx::UsageError("--stream and --output - would both write to standard output");
+  if (f.job.output == "-" && f.stream) throw ftx::UsageError("--stream and --output - would both write to standard output");
   ftx::cmd::check_decoding_flags(d);
   ftx::cmd::check_seed_flag(d, !f.prompts.empty());
-  if (f.batch_size < 1 || f.batch_size > ftx::kMaxBatchSize)
-    throw ftx::UsageError("--batch-size " + std::to_string(f.batch_size) + " outside [1, " +
+  if (f.job.batch_size < 1 || f.job.batch_size > ftx::kMaxBatchSize)
+    throw ftx::UsageError("--batch-size " + std::to_string(f.job.batch_size) + " outside [1, " +
                           std::to_string(ftx::kMaxBatchSize) + "]");
   ftx::cmd::check_range("--max-seq-len", f.max_seq_len, 0, ftx::cmd::kMaxFlagCount);
   if (!input.empty())
-    ftx::cmd::check_distinct_files(f.prompts.empty() ? "--input-ids" : "--prompts", input, "--output", f.output);
-  if (f.resume && f.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
+    ftx::cmd::check_distinct_files(f.prompts.empty() ? "--input-ids" : "--prompts", input, "--output", f.job.output);
+  if (f.job.resume && f.job.force) throw ftx::UsageError("--resume continues an interrupted run, --force starts over: give one");
   if (d.memory_len > 0 && f.max_seq_len > 0)
     throw ftx::UsageError("--memory-len sets the KV cache length; --max-seq-len cannot be given with it");
 
@@ -102,16 +104,16 @@ int run_generate(GenerateFlags& f) {
       identity["text"] = tokenizer != nullptr;
       identity["context_embeddings"] = f.context_embeddings;
       if (!f.prompt.table.empty()) identity["prompt_table"] = ftx::input_display_name(f.prompt.table);
-      journal = std::make_unique<ftx::ResultJournal>(f.output,
-                                                     ftx::ResultJournal::Options{f.force, f.resume, identity.dump()});
+      journal = std::make_unique<ftx::ResultJournal>(f.job.output,
+                                                     ftx::ResultJournal::Options{f.job.force, f.job.resume, identity.dump()});
     }
   });
 
   ftx::Engine& engine = run.start_engine(ftx::cmd::engine_options(d, prompt_tables.get()));
   ftx::SchedulerOptions so;
-  so.batch_size = f.batch_size;
+  so.batch_size = f.job.batch_size;
   so.max_seq_len = f.max_seq_len;
-  so.continuous = f.batching == "continuous";
+  so.continuous = f.job.batching == "continuous";
   so.context_embeddings = f.context_embeddings;
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
@@ -148,7 +150,7 @@ int run_generate(GenerateFlags& f) {
   if (scheduler.stats().requests == 0 && journal->resumed() == 0) {
     // Not an error (an empty batch is a batch), but never a summary of nothing.
     std::fprintf(stderr, "ftx: warning: %s has no prompts; %s holds no results\n", input_name.c_str(),
-                 ftx::output_display_name(f.output).c_str());
+                 ftx::output_display_name(f.job.output).c_str());
     return 0;
   }
   if (!f.quiet) {
@@ -161,8 +163,8 @@ int run_generate(GenerateFlags& f) {
                  static_cast<long long>(st.requests), static_cast<long long>(st.prompt_tokens),
                  static_cast<long long>(st.generated_tokens), st.total_s,
                  st.total_s > 0 ? st.generated_tokens / st.total_s : 0.0, st.first_token_s * 1e3, st.prefill_s * 1e3,
-                 static_cast<long long>(st.prefills), static_cast<long long>(st.steps), f.batching.c_str(),
-                 static_cast<long long>(f.batch_size), run.backend().name().c_str(), comm.size(),
+                 static_cast<long long>(st.prefills), static_cast<long long>(st.steps), f.job.batching.c_str(),
+                 static_cast<long long>(f.job.batch_size), run.backend().name().c_str(), comm.size(),
                  run.layout().describe().c_str(),
                  journal->resumed() ? (" (resumed after " + std::to_string(journal->resumed()) + ")").c_str() : "",
                  static_cast<long long>(engine.tokens_reused()), static_cast<long long>(st.preemptions),
@@ -173,7 +175,7 @@ int run_generate(GenerateFlags& f) {
     // Every result is written (the failed ones with "error"); the job as a whole did not succeed.
     std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
                  failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
-                               ftx::output_display_name(f.output) + ")")
+                               ftx::output_display_name(f.job.output) + ")")
                                   .c_str()
                             : "");
     return 1;
@@ -194,17 +196,7 @@ ftx::cmd::Action setup_generate(CLI::App* sub) {
   sub->add_option("--prompts", f->prompts,
                   "Text prompts: one per line, or JSON lines with \"text\" or \"ids\" and per-request parameters "
                   "(-: stdin)");
-  sub->add_option("--output", f->output,
-                  "Results, one JSON line per prompt in input order (-: stdout); written to OUTPUT.partial as they "
-                  "complete, renamed at the end")
-      ->required();
-  sub->add_flag("--force", f->force, "Replace an existing output (or the .partial of an interrupted run)");
-  sub->add_flag("--resume", f->resume, "Continue an interrupted run from OUTPUT.partial (same model, prompts, options)");
-  sub->add_option("--batch-size", f->batch_size, "Requests decoded together (default 16)");
-  sub->add_option("--batching", f->batching,
-                  "continuous (default): a finished request's rows take the next request at once; static: a batch "
-                  "waits for its longest request")
-      ->check(CLI::IsMember({"continuous", "static"}));
+  ftx::cmd::add_batch_job_flags(sub, f->job, "Results, one JSON line per prompt", "model, prompts, options");
   sub->add_option("--max-seq-len", f->max_seq_len, "KV cache length per row (default: grows with the requests)");
   sub->add_flag("--return-log-probs", f->d.log_probs, "Add output_log_probs (and cum_log_prob)");
   sub->add_flag("--return-cum-log-probs", f->d.cum_log_probs, "Add cum_log_prob");

@@ -140,6 +140,13 @@ std::vector<KeyRule> join(std::vector<KeyRule> a, const std::vector<KeyRule>& b)
   return a;
 }
 
+std::vector<KeyRule> overriding(std::vector<KeyRule> k, const std::vector<KeyRule>& own) {
+  for (KeyRule& r : k)
+    for (const KeyRule& o : own)
+      if (std::string(r.key) == o.key) r = o;
+  return k;
+}
+
 // ---- Text built from the registry ----
 
 std::string supported_list() {

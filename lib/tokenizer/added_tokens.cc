@@ -51,13 +51,7 @@ std::vector<AddedTokenMatcher::Span> AddedTokenMatcher::split_like_tokenizers(st
   size_t done = 0;  // tokenizers' start_offset: where the last token's span ended
   size_t len;
   for (size_t pos = 0; pos < text.size();) {
-    const AddedToken* hit = nullptr;
-    if (starts_[static_cast<uint8_t>(text[pos])])
-      for (const AddedToken& t : tokens_)
-        if (text.compare(pos, t.content.size(), t.content) == 0) {
-          hit = &t;
-          break;
-        }
+    const AddedToken* hit = match_at(text, pos);
     if (hit == nullptr) {
       ++pos;
       continue;

@@ -44,6 +44,14 @@ class AddedTokenMatcher {
   std::vector<Span> split_like_tokenizers(std::string_view text) const;
 
  private:
+  // The longest token whose text starts at `pos`, or nullptr.
+  const AddedToken* match_at(std::string_view text, size_t pos) const {
+    if (starts_[static_cast<uint8_t>(text[pos])])
+      for (const AddedToken& t : tokens_)  // longest first: the first that matches is the longest
+        if (text.compare(pos, t.content.size(), t.content) == 0) return &t;
+    return nullptr;
+  }
+
   std::vector<AddedToken> tokens_;  // longest first
   bool starts_[256] = {};           // some token starts with this byte
 };
@@ -52,13 +60,7 @@ template <class TextFn, class TokenFn>
 void AddedTokenMatcher::split(std::string_view text, TextFn&& text_fn, TokenFn&& token_fn) const {
   size_t gap = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const AddedToken* hit = nullptr;
-    if (starts_[static_cast<uint8_t>(text[pos])])
-      for (const AddedToken& t : tokens_)  // longest first: the first that matches is the longest
-        if (text.compare(pos, t.content.size(), t.content) == 0) {
-          hit = &t;
-          break;
-        }
+    const AddedToken* hit = match_at(text, pos);
     if (hit == nullptr) {
       ++pos;
       continue;

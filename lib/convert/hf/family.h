@@ -125,6 +125,8 @@ void set_heads(ModelConfig& c, int64_t H, int64_t heads, const std::string& orig
 // names of the last two, when given).
 std::vector<KeyRule> rope_keys(const char* older_theta, const char* older_partial);
 std::vector<KeyRule> join(std::vector<KeyRule> a, const std::vector<KeyRule>& b);
+// `k` with the rules of `own` in place of those of the same keys: a family's word on a shared key.
+std::vector<KeyRule> overriding(std::vector<KeyRule> k, const std::vector<KeyRule>& own);
 extern const char* const kDropout;
 
 }  // namespace ftx::hf

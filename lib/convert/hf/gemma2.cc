@@ -22,8 +22,8 @@ constexpr KeyUse R = KeyUse::kRead;
 constexpr KeyUse N = KeyUse::kNoEffect;
 
 const std::vector<KeyRule>& keys() {
-  static const std::vector<KeyRule> k = [] {
-    std::vector<KeyRule> all = join(
+  static const std::vector<KeyRule> k = overriding(
+      join(
         llama_like_keys("size_per_head (absent: 256, Gemma2Config's default); hidden_size may differ from heads x head_dim"),
         {
             {"hidden_activation", R, "gelu_pytorch_tanh (absent too): GeGLU with the tanh GELU (others refused)"},
@@ -37,15 +37,10 @@ const std::vector<KeyRule>& keys() {
             {"final_logit_softcapping", R, "final_logit_softcap (absent: 30; null: none)"},
             {"use_bidirectional_attention", R, "null or false; true (attention that is not causal) refused"},
             {"cache_implementation", N, "4.x: the cache generate() makes (hybrid)"},
-        });
-    for (KeyRule& r : all) {
-      const std::string key = r.key;
-      if (key == "hidden_act") r = {"hidden_act", N, "unused: Gemma 2's MLP reads hidden_activation"};
-      else if (key == "tie_word_embeddings") r.note = "tied_embeddings (absent: true)";
-      else if (key == "partial_rotary_factor") r.note = "1 only (Gemma 2 rotates the whole head; others refused)";
-    }
-    return all;
-  }();
+        }),
+      {{"hidden_act", N, "unused: Gemma 2's MLP reads hidden_activation"},
+       {"tie_word_embeddings", R, "tied_embeddings (absent: true)"},
+       {"partial_rotary_factor", R, "1 only (Gemma 2 rotates the whole head; others refused)"}});
   return k;
 }
 

@@ -21,8 +21,8 @@ constexpr KeyUse R = KeyUse::kRead;
 constexpr KeyUse N = KeyUse::kNoEffect;
 
 const std::vector<KeyRule>& keys() {
-  static const std::vector<KeyRule> k = [] {
-    std::vector<KeyRule> v = join(
+  static const std::vector<KeyRule> k = overriding(
+      join(
         llama_like_keys(),
         {
             {"original_max_position_embeddings", R,
@@ -31,16 +31,12 @@ const std::vector<KeyRule>& keys() {
             {"sliding_window", R, "sliding_window on every layer (null: none)"},
             {"resid_pdrop", N, kDropout},
             {"embd_pdrop", N, kDropout},
-        });
-    for (KeyRule& r : v)
-      if (std::string(r.key) == "rope_parameters")
-        r.note = "5.x: rope_type default or longrope (su and yarn, 4.x names, read as longrope, as Phi3Config "
-                 "does; others refused, as Phi3Config refuses them), rope_theta, "
-                 "partial_rotary_factor, short_factor, long_factor (rotary dims / 2 numbers each), factor (absent: "
-                 "max_position_embeddings / original_max_position_embeddings), attention_factor (absent: derived), "
-                 "original_max_position_embeddings; any other field refused";
-    return v;
-  }();
+        }),
+      {{"rope_parameters", R,
+        "5.x: rope_type default or longrope (su and yarn, 4.x names, read as longrope, as Phi3Config does; others "
+        "refused, as Phi3Config refuses them), rope_theta, partial_rotary_factor, short_factor, long_factor (rotary dims / "
+        "2 numbers each), factor (absent: max_position_embeddings / original_max_position_embeddings), attention_factor "
+        "(absent: derived), original_max_position_embeddings; any other field refused"}});
   return k;
 }
 

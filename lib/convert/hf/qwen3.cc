@@ -3,6 +3,7 @@
 // heads x head_dim); per-head RMSNorm of Q and K after the projections (q_norm / k_norm ->
 // attention.{q,k}_layernorm, qk_norm = 1); yarn rope scaling; no biases by default.
 #include <string>
+#include <utility>
 
 #include "formats/error.h"
 #include "lib/convert/hf/llama_like.h"
@@ -15,15 +16,13 @@ namespace {
 constexpr KeyUse R = KeyUse::kRead;
 
 std::vector<KeyRule> with_yarn(std::vector<KeyRule> k) {
-  for (KeyRule& r : k)
-    if (std::string(r.key) == "rope_parameters")
-      r.note = "5.x: rope_type (default, linear, llama3, yarn; others refused), rope_theta, factor, "
-               "original_max_position_embeddings, low_freq_factor, high_freq_factor (llama3), beta_fast, beta_slow, "
-               "mscale, mscale_all_dim, truncate, attention_factor (yarn); partial_rotary_factor other than 1 "
-               "refused; any other field refused";
-    else if (std::string(r.key) == "partial_rotary_factor")
-      r.note = "1 only (Qwen3 rotates the whole head; others refused)";
-  return k;
+  return overriding(std::move(k),
+                    {{"rope_parameters", R,
+                      "5.x: rope_type (default, linear, llama3, yarn; others refused), rope_theta, factor, "
+                      "original_max_position_embeddings, low_freq_factor, high_freq_factor (llama3), beta_fast, "
+                      "beta_slow, mscale, mscale_all_dim, truncate, attention_factor (yarn); partial_rotary_factor other "
+                      "than 1 refused; any other field refused"},
+                     {"partial_rotary_factor", R, "1 only (Qwen3 rotates the whole head; others refused)"}});
 }
 
 const std::vector<KeyRule>& keys() {
