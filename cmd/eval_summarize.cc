@@ -160,14 +160,7 @@ int run_summarize(SummarizeFlags& f) {
                static_cast<long long>(st.generated_tokens), st.total_s,
                resumed ? (", " + std::to_string(resumed) + " resumed").c_str() : "");
   std::fflush(report);
-  if (failed > 0) {
-    std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
-                 failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
-                               ftx::output_display_name(f.job.output) + ")")
-                                  .c_str()
-                            : "");
-    return 1;
-  }
+  if (failed > 0) return ftx::cmd::report_failed_results(failed, first_failure, f.job.output);
   if (f.threshold_given && !totals.passes(f.rouge1_threshold)) {
     std::fprintf(stderr, "ftx: error: %s\n", totals.threshold_failure(f.rouge1_threshold).c_str());
     return 1;

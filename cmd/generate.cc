@@ -171,15 +171,7 @@ int run_generate(GenerateFlags& f) {
                  static_cast<long long>(st.peak_rows), static_cast<long long>(engine.kv_cache().stats().block_copies),
                  engine.kv_bytes_touched() / 1048576.0, engine.workspace_bytes() / 1048576.0);
   }
-  if (failed > 0) {
-    // Every result is written (the failed ones with "error"); the job as a whole did not succeed.
-    std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
-                 failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
-                               ftx::output_display_name(f.job.output) + ")")
-                                  .c_str()
-                            : "");
-    return 1;
-  }
+  if (failed > 0) return ftx::cmd::report_failed_results(failed, first_failure, f.job.output);
   return 0;
 }
 

@@ -96,4 +96,15 @@ std::optional<int> run_to_journal(Scheduler& scheduler, RequestSource* source, O
   return std::nullopt;
 }
 
+int report_failed_results(int64_t failed, const std::string& first_failure, const std::string& output) {
+  if (failed == 0) return 0;
+  // Every result is written (the failed ones with "error"); the job as a whole did not succeed.
+  std::fprintf(stderr, "ftx: error: %s%s\n", first_failure.c_str(),
+               failed > 1 ? ("; " + std::to_string(failed) + " results of this run have such an \"error\" (see " +
+                             output_display_name(output) + ")")
+                                .c_str()
+                          : "");
+  return 1;
+}
+
 }  // namespace ftx::cmd

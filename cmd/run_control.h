@@ -32,6 +32,10 @@ std::optional<int> run_to_journal(Scheduler& scheduler, RequestSource* source, O
                                   const StreamCallback& on_token, const StopOnSignal& stop, ResultJournal* journal,
                                   bool leader, const std::string& fix);
 
+// The end of a batch job some of whose results carry an "error" (non-finite logits): the first one's
+// message and how many there were on stderr; returns the exit code, 1 (0 when `failed` is 0).
+int report_failed_results(int64_t failed, const std::string& first_failure, const std::string& output);
+
 // Checks the flags' request defaults with check_decode_request; a violation is a UsageError naming
 // the flag ("--top-p 5 outside [0, 1]").
 void check_flags_as_request(const DecodeRequest& probe, int64_t vocab_size);

@@ -23,7 +23,8 @@ PositionEmbedding position_from_name(const std::string& s, const std::string& or
                           "' (supported: learned, rope, alibi, sinusoidal, none)");
 }
 
-// "1,1.25,2.5" (check_config_ini has checked that every item is a number).
+// "1,1.25,2.5" (check_config_ini has checked that every item is a number; layer_window's integers are
+// far below 2^53, so exact as doubles).
 std::vector<double> number_list(const std::string& text) {
   std::vector<double> v;
   size_t at = 0;
@@ -90,14 +91,8 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.sliding_window = r.i_or("sliding_window", 0);
   c.sandwich_norm = r.b_or("sandwich_norm", false);
   c.layer_window.clear();
-  if (r.has("layer_window")) {  // "4,0": check_config_ini has checked the integers and their count
-    const std::string list = r.get("layer_window");
-    for (size_t at = 0; at <= list.size();) {
-      const size_t end = std::min(list.find(',', at), list.size());
-      c.layer_window.push_back(std::stoll(list.substr(at, end - at)));
-      at = end + 1;
-    }
-  }
+  if (r.has("layer_window"))  // "4,0": check_config_ini has checked the integers and their count
+    for (double w : number_list(r.get("layer_window"))) c.layer_window.push_back(static_cast<int64_t>(w));
   c.attention_scale = r.d_or("attention_scale", 0.0);
   c.attention_softcap = r.d_or("attention_softcap", 0.0);
   c.final_logit_softcap = r.d_or("final_logit_softcap", 0.0);
