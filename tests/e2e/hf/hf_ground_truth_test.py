@@ -612,6 +612,11 @@ def test_I46_qwen3_refusals_name_their_key(tmp):
                                     layer_types=["full_attention", "sliding_attention"]),
          "use_sliding_window true with 1 of 2 layers sliding (layer_types / max_window_layers) is not supported: "
          "ftx's window is the same for every layer"),
+        # transformers refuses a layer type it does not know, whatever use_sliding_window says.
+        ("I46_layer_type", "qwen3", set_(layer_types=["full_attention", "chunked_attention"]),
+         'layer_types holds "chunked_attention" (full_attention or sliding_attention)'),
+        ("I46_layer_types_count", "qwen3", set_(layer_types=["full_attention"]),
+         'layer_types = ["full_attention"] is not a list of 2 layer types'),
         ("I46_yarn_original", "qwen3_yarn", top_original,
          "original_max_position_embeddings = 16 and rope_parameters.original_max_position_embeddings = 8 disagree "
          "(which one transformers uses depends on its version); make them equal"),

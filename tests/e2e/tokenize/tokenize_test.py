@@ -236,6 +236,21 @@ def check_sentencepiece():
         expect_error("sentencepiece id out of range", ["--tokenizer", folder, "--decode"], b'{"ids": [5, 100000]}\n',
                      1, "token id 100000")
 
+        # A tokenizer.json of a kind ftx does not read beside the model: tokenizer.model's ids (spm's),
+        # with one warning that names the json file and the model file it reads instead.
+        both = os.path.join(work, name + "_unigram_json")
+        os.makedirs(both, exist_ok=True)
+        shutil.copy(model, os.path.join(both, "tokenizer.model"))
+        with open(os.path.join(both, "tokenizer.json"), "w") as f:
+            json.dump({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}, f)
+        r = ftx_ok("--tokenizer", both, "--input", texts_path, "--quiet")
+        if [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()] != expected:
+            fail("tokenizer.model beside an unread tokenizer.json gives other ids than spm_encode")
+        warn = [line for line in r.stderr.decode().splitlines() if line.startswith("ftx: warning: ")]
+        if len(warn) != 1 or os.path.join(both, "tokenizer.json") not in warn[0] or \
+                "reading " + os.path.join(both, "tokenizer.model") + " instead" not in warn[0]:
+            fail("no single warning naming tokenizer.json and tokenizer.model: %r" % r.stderr.decode())
+
 
 if __name__ == "__main__":
     {"gpt2": check_gpt2, "errors": check_errors, "sentencepiece": check_sentencepiece}[sys.argv[1]]()
