@@ -1,5 +1,5 @@
 // ROUGE as rouge_score computes it (lib/eval/rouge.h) on cases worked out by hand from its rules,
-// and summarize.py's prompt (lib/eval/summarize.h), issue 49. tests/e2e/eval/summarize_test.py
+// and summarize.py's prompt (lib/eval/summarize.h), issue 49. tests/e2e/summarize/summarize_test.py
 // compares many more texts with rouge_score itself.
 #include <gtest/gtest.h>
 
