@@ -116,10 +116,14 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
     if (lw.q_norm_gamma)
       be_.head_rms_norm(qkv_, n, qkv_cols_, shape_.q_heads, shape_.kv_heads, shape_.head_dim, lw.q_norm_gamma,
                         lw.k_norm_gamma, static_cast<float>(cfg_.layernorm_eps));
-    if (rotary)
-      be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim,
-                 cfg_.rotary_style, ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
     shape_.window = cfg_.window_of(w_.first_layer() + l);  // Gemma's sliding layers; 0: all positions
+    if (rotary) {
+      // Gemma 3's windowed layers turn with their own base, unscaled.
+      const bool local = shape_.window > 0 && cfg_.rotary_base_local > 0;
+      be_.rotary(qkv_, n, qkv_cols_, positions.data(), rot_heads, shape_.head_dim, cfg_.rotary_dim, cfg_.rotary_style,
+                 local ? ops::RotaryFrequencies(cfg_.rotary_base_local)
+                       : ops::RotaryFrequencies(cfg_.rotary_base, cfg_.rope_scaling));
+    }
     attend(l);
     be_.gemm(n, H_, local_h, attn_, lw.dense_w, false, a_, 0.0f);
 

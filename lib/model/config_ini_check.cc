@@ -306,6 +306,9 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.integer("sliding_window", 0, INT32_MAX);
   c.boolean("sandwich_norm");
   const auto layer_window = c.integer_list("layer_window", 0, INT32_MAX);
+  const auto base_local = c.real("rotary_base_local", 0.0, true, 1e10);
+  if (base_local && !(layer_window && std::any_of(layer_window->begin(), layer_window->end(), [](int64_t w) { return w > 0; })))
+    c.fail("rotary_base_local", "no layer has a window (layer_window) to use it");
   c.real("attention_scale", 0.0, true, 1e6);
   c.real("attention_softcap", 0.0, true, 1e6);
   c.real("final_logit_softcap", 0.0, true, 1e6);

@@ -43,6 +43,8 @@
 //                              query_pre_attn_scalar^-1/2; written only then)
 //      attention_softcap, final_logit_softcap   softcaps of the scores and of the logits, cap·tanh(x/cap)
 //                              (Gemma 2; written only when set)
+//      rotary_base_local       the rotary base of the layers with a window, unscaled (Gemma 3; written
+//                              only when set)
 //      layer_window            per-layer sliding windows, one per layer, 0 for a full layer ("4,0";
 //                              Gemma 2/3's layer_types; written only when a layer has one)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
@@ -378,6 +380,7 @@ IniFile ModelConfig::to_ini() const {
     for (int64_t w : layer_window) list += (list.empty() ? "" : ",") + std::to_string(w);
     ini.set(s, "layer_window", list);
   }
+  if (rotary_base_local > 0) ini.set(s, "rotary_base_local", fmt_double(rotary_base_local));
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
   if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
@@ -453,6 +456,13 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
                 " layers");
   for (int64_t w : layer_window)
     FTX_CHECK(w >= 0, origin, "layer_window must not be negative, got " + std::to_string(w));
+  FTX_CHECK(rotary_base_local >= 0 && std::isfinite(rotary_base_local), origin,
+            "rotary_base_local must be a positive number, got " + fmt_double(rotary_base_local));
+  FTX_CHECK(rotary_base_local == 0 || std::any_of(layer_window.begin(), layer_window.end(), [](int64_t w) { return w > 0; }),
+            origin, "rotary_base_local = " + fmt_double(rotary_base_local) +
+                        " without a layer that has a window (layer_window): no layer would use it");
+  FTX_CHECK(rotary_base_local == 0 || position == PositionEmbedding::kRotary, origin,
+            "rotary_base_local is set for a model without rotary embeddings");
   FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
             "sandwich_norm needs a pre-norm model with sequential residuals");
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,

@@ -66,6 +66,10 @@ struct ModelConfig {
   int64_t rotary_dim = 0;           // rotary dims per head (0 when no rotary)
   double rotary_base = 10000.0;
   RopeScaling rope_scaling;         // scaled rotary frequencies (Llama 3.1 llama3, linear, Qwen3 yarn); none by default
+  // > 0: the layers with a window (layer_window) rotate with this base and no scaling, the others
+  // with rotary_base and rope_scaling (Gemma 3's local and global rope: rope_local_base_freq, or
+  // rope_parameters' sliding_attention and full_attention sets). 0: every layer as the others.
+  double rotary_base_local = 0.0;
   NormPlacement norm = NormPlacement::kPre;
   // Pre-norm models only: the attention's and the FFN's outputs are normalised too, each with its
   // own gamma, after the all-reduce and before the residual add (Gemma 2/3's post_attention_layernorm

@@ -38,7 +38,8 @@
 // qk_norm                             fixed none              fixed none              fixed none
 // sandwich_norm, norm_unit_offset,
 //   attention_scale, attention_softcap,
-//   final_logit_softcap, layer_window  fixed none              fixed none              fixed none
+//   final_logit_softcap, layer_window,
+//   rotary_base_local                 fixed none              fixed none              fixed none
 // tied_embeddings                     model.lm_head.weight.bin's presence, for FT as for ftx; GPT-J, NeoX: never
 // has_lm_head_bias                    the files: GPT and GPT-NeoX have none, GPT-J always (ftx's layout)
 // embedding_scale                     fixed 1                 fixed 1                 fixed 1
@@ -135,6 +136,7 @@ void check_common(const Refusals& r, const ModelConfig& cfg) {
   r.need(cfg.final_logit_softcap == 0, {"final_logit_softcap"}, "does not cap the logits");
   r.need(cfg.layer_window.empty() || cfg.layer_window == std::vector<int64_t>(cfg.layer_window.size(), 0),
          {"layer_window"}, "attends to every earlier position on every layer (no per-layer windows)");
+  r.need(cfg.rotary_base_local == 0, {"rotary_base_local"}, "rotates every layer with one base");
   r.need(cfg.embedding_scale == 1.0, {"embedding_scale"}, "does not scale the embeddings");
   r.need(cfg.hidden() == cfg.q_width(), {"hidden_size", "n_embd"},
          "has a model width of head_num x size_per_head = " + std::to_string(cfg.q_width()) + " only");

@@ -79,6 +79,11 @@ std::map<std::string, ModelConfig> models() {
   gemma.attention_softcap = 5.0, gemma.final_logit_softcap = 3.0, gemma.layer_window = {4, 0};
   gemma.embedding_scale = 6.9375, gemma.weight_data_type = DType::kBFloat16;
   m["gemma2"] = gemma;
+  // Gemma 3: q/k norms, the windowed layer's own unscaled base, linear scaling on the full one.
+  ModelConfig gemma3 = gemma;
+  gemma3.qk_norm = true, gemma3.rotary_base = 1e6, gemma3.rotary_base_local = 100;
+  gemma3.rope_scaling = RopeScaling::linear(8), gemma3.attention_softcap = 0, gemma3.final_logit_softcap = 0;
+  m["gemma3"] = gemma3;
   return m;
 }
 
@@ -137,6 +142,7 @@ std::string meaning(const ModelConfig& c) {
   s += " " + std::to_string(int(c.sandwich_norm)) + std::to_string(int(c.norm_unit_offset));
   for (double v : {c.attention_scale, c.attention_softcap, c.final_logit_softcap}) s += " " + std::to_string(v);
   for (int64_t w : c.layer_window) s += " w" + std::to_string(w);
+  s += " " + std::to_string(c.rotary_base_local);
   return s;
 }
 
@@ -207,17 +213,21 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
       if (key == "rotary_scaling_attention_factor" || key == "rotary_scaling_mscale" ||
           key == "rotary_scaling_mscale_all_dim" || key == "rotary_scaling_truncate")
         continue;
+      // Absent, rotary_base is 10000, the base FT's GPT-J and GPT-NeoX fix: a folder without the key
+      // means that base in FT as in ftx.
+      if (key == "rotary_base") continue;
       // Without qk_norm the folder's attention.{q,k}_layernorm files tell (ModelWeights refuses them).
       if (key == "qk_norm") continue;
       // Gemma's keys, written only when set, are the one statement of their fact (the norm files
       // tell sandwich_norm at load).
       static const std::set<std::string> gemma = {"sandwich_norm", "norm_unit_offset", "attention_scale",
                                                   "attention_softcap", "final_logit_softcap", "layer_window",
-                                                  "embedding_scale", "hidden_size"};
-      if (name == "gemma2" && gemma.count(key)) continue;
+                                                  "embedding_scale", "hidden_size", "rotary_base_local"};
+      const bool is_gemma = name.rfind("gemma", 0) == 0;
+      if (is_gemma && gemma.count(key)) continue;
       // FT's GeGLU and TensorRT-LLM's geglu do not say which GELU is gated: ftx's activation is the
       // one key that tells Gemma's tanh GELU (GegluTanhLoadsBack).
-      if (name == "gemma2" && key == "activation") continue;
+      if (is_gemma && key == "activation") continue;
       const Result r = load(edited(ini, sec, key, std::nullopt));
       const std::string what = name + " without " + key;
       if (r.cfg) EXPECT_EQ(meaning(*r.cfg), want) << what << " loads as another model";
@@ -245,7 +255,8 @@ Kind kind_of(const std::string& key) {
   static const std::set<std::string> reals = {"layernorm_eps", "layer_norm_epsilon", "rotary_base", "embedding_scale",
                                               "rotary_scaling_factor", "rotary_scaling_beta_fast",
                                               "rotary_scaling_beta_slow", "rotary_scaling_attention_factor",
-                                              "attention_scale", "attention_softcap", "final_logit_softcap"};
+                                              "attention_scale", "attention_softcap", "final_logit_softcap",
+                                              "rotary_base_local"};
   // yarn's mscale and mscale_all_dim: 0 means absent (transformers tests `mscale and mscale_all_dim`).
   static const std::set<std::string> non_negative = {"rotary_scaling_mscale", "rotary_scaling_mscale_all_dim"};
   static const std::set<std::string> lists = {"rotary_scaling_short_factor", "rotary_scaling_long_factor"};
@@ -399,6 +410,24 @@ TEST(ConfigIniCheck, I46_GemmaKeysLoadBack) {
   const std::string error = load(edited(ini, "gpt", "layer_window", std::string("4,0,4"))).error;
   EXPECT_NE(error.find("[gpt] layer_window = 4,0,4: one window per layer: 3 entries for 2 layers"), std::string::npos)
       << error;
+}
+
+// Gemma 3's local rotary base (issue 46): written only when set, read back; a base with no windowed
+// layer to use it is refused by name.
+TEST(ConfigIniCheck, I46_LocalRotaryBaseLoadsBack) {
+  const ModelConfig gemma3 = models()["gemma3"];
+  const IniFile ini = gemma3.to_ini();
+  EXPECT_EQ(ini.get("gpt", "rotary_base_local"), "1e+02");
+  EXPECT_EQ(ini.get("gpt", "rotary_base"), "1e+06");
+  const Result r = load(ini);
+  ASSERT_TRUE(r.cfg) << r.error;
+  EXPECT_EQ(r.cfg->rotary_base_local, 100.0);
+  EXPECT_EQ(r.cfg->to_ini().to_string(), ini.to_string());
+  EXPECT_FALSE(models()["gemma2"].to_ini().has("gpt", "rotary_base_local"));
+  const std::string error = load(edited(ini, "gpt", "layer_window", std::string("0,0"))).error;
+  EXPECT_NE(error.find("rotary_base_local = 1e+02: no layer has a window (layer_window) to use it"), std::string::npos)
+      << error;
+  expect_names(error, "rotary_base_local", "a local base with no window");
 }
 
 // The issue's cases, as a user saw them.
