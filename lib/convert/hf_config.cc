@@ -26,14 +26,20 @@ const char* const kRopeFields[] = {"rope_type", "type", "rope_theta", "partial_r
                                    "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
                                    "attention_factor", "short_factor", "long_factor"};
 
-RopePlaces rope_places(const json& j, const std::string& origin) {
+RopePlaces rope_places(const json& j, const std::string& origin, const std::string& layer_type) {
   RopePlaces p;
   auto rp = j.find("rope_parameters");
   if (rp != j.end() && !rp->is_null()) {
     FTX_CHECK(rp->is_object(), origin, "rope_parameters = " + rp->dump() + " is not an object");
     bool nested = !rp->empty();
     for (auto& [k, v] : rp->items()) nested = nested && v.is_object();
-    if (nested) {
+    if (nested && !layer_type.empty()) {
+      auto set = rp->find(layer_type);
+      FTX_CHECK(set != rp->end(), origin,
+                "rope_parameters = " + rp->dump().substr(0, 120) + " has no " + layer_type + " set");
+      p.params = &set.value();
+      p.params_name = "rope_parameters." + layer_type;
+    } else if (nested) {
       // One set per layer type (transformers 5 for models with sliding and full attention layers).
       for (auto& [k, v] : rp->items())
         FTX_CHECK(v == rp->begin().value(), origin,
@@ -189,7 +195,7 @@ void read_longrope(const Gather& gather, const std::vector<Found>& factor, const
 }  // namespace
 
 HfRope read_rope(const json& j, const std::string& origin, const RopeKeys& keys) {
-  const RopePlaces p = rope_places(j, origin);
+  const RopePlaces p = rope_places(j, origin, keys.layer_type);
   const std::string pp = p.params_name + ".";
   auto gather = [&](const std::string& key, const std::vector<std::string>& top_aliases, bool in_scaling) {
     std::vector<Found> v;

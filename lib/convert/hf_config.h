@@ -33,6 +33,10 @@ struct RopeKeys {
   // Older names of a type the family computes, read as that type (Phi3Config renames su and yarn
   // to longrope).
   std::vector<std::pair<std::string, RopeScalingType>> type_aliases;
+  // When rope_parameters holds one set per layer type (transformers 5 for models that mix sliding
+  // and full attention layers), the set of this type is read (Gemma 3's full_attention); empty:
+  // every set must be the same.
+  std::string layer_type;
 };
 
 struct HfRope {

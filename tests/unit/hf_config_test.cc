@@ -91,6 +91,27 @@ TEST(HfConfig, RopeScalingOfBothVersions) {
   EXPECT_EQ(r.theta, 500000);
 }
 
+// rope_parameters with one set per layer type (transformers 5's Gemma 3): RopeKeys::layer_type reads
+// its own set; without it the sets must be the same (issue 46).
+TEST(HfConfig, I46_RopeSetPerLayerType) {
+  const json j = json::parse(R"({"rope_parameters": {
+      "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 10000.0}}})");
+  hf::RopeKeys k = kNeox;
+  k.layer_type = "full_attention";
+  const hf::HfRope r = hf::read_rope(j, "c", k);
+  EXPECT_EQ(r.theta, 10000.0);
+  EXPECT_EQ(r.scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(r.scaling.factor, 8.0);
+  k.layer_type = "sliding_attention";
+  EXPECT_EQ(hf::read_rope(j, "c", k).theta, 100.0);
+  k.layer_type = "chunked_attention";
+  EXPECT_EQ(error_of(j, k).find("config.json: rope_parameters = {"), 0u) << error_of(j, k);
+  EXPECT_NE(error_of(j, k).find("has no chunked_attention set"), std::string::npos) << error_of(j, k);
+  EXPECT_EQ(error_of(j), "config.json: rope_parameters.sliding_attention differs from rope_parameters.full_attention "
+                         "(rotary settings per layer type are not supported)");
+}
+
 TEST(HfConfig, RopeRefusalsNameTheKeyAndValue) {
   EXPECT_NE(error_of(json::parse(R"({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})")).find("'dynamic'"),
             std::string::npos);

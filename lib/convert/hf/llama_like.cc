@@ -126,8 +126,9 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   c.layernorm_eps = eps_or(j, "rms_norm_eps", 1e-6, origin);
   c.position = PositionEmbedding::kRotary;
   c.rotary_style = RotaryStyle::kHalfSplit;
-  const HfRope rope = read_rope(j, origin, {{}, {}, 10000.0, 1.0, spec.rope_types, c.max_pos_seq_len,
-                                          spec.default_original_max_positions, spec.rope_type_aliases});
+  const HfRope rope = read_rope(j, origin, {{}, {}, spec.default_theta, 1.0, spec.rope_types, c.max_pos_seq_len,
+                                          spec.default_original_max_positions, spec.rope_type_aliases,
+                                          spec.rope_layer_type});
   FTX_CHECK(spec.partial_rotary || rope.partial_factor == 1.0, origin,
             rope.partial_where + " = " + json(rope.partial_factor).dump() + " is not supported (" + type +
                 " rotates the whole head)");

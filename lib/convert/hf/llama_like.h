@@ -49,6 +49,8 @@ struct LlamaLike {
   // longrope's original_max_position_embeddings when the top level has none (RopeKeys).
   int64_t default_original_max_positions = 0;
   std::vector<std::pair<std::string, RopeScalingType>> rope_type_aliases;  // RopeKeys::type_aliases
+  double default_theta = 10000.0;  // rope_theta when absent (Gemma 3: 1e6)
+  std::string rope_layer_type;     // RopeKeys::layer_type (Gemma 3: full_attention)
 };
 
 // The keys every llama-like config has (the family's file adds its own); `head_dim` says how the
