@@ -22,7 +22,7 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             converts the same. tf5: config.ini records what changes the math: GPT-NeoX's rotary_pct 0.5
             and rotary_base 5000 read from rope_parameters (the case of issue 37), the rope scaling
             keys, qkv_bias, sliding_window, the KV heads copied at TP 4, Gemma 2's norms, scales,
-            softcaps and per-layer windows.
+            softcaps and per-layer windows, Gemma 3's q/k norms and local rotary base.
   engine    each model converted at TP 1 and 2, then the gtest HfGroundTruth.LogitsMatchTransformers
             alone and under `mpirun -np 2`: the logits of the prefill and of every decode step along
             transformers' greedy paths within 1e-4 of the row's largest |logit| of transformers' float64
@@ -39,8 +39,8 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             within 1e-4 (top-k: renormalised over the k, FT's semantics; top-p: full softmax).
             tf5: greedy as top_p 1e-6 (the top token alone), each token's log probability (full
             softmax) equal to log_softmax of transformers' float64 logits within 1e-4; also at TP 4 for
-            llama, qwen2, qwen3, phi3_longrope and gemma2 (2 KV heads, and qwen2's K/V biases, copied to 4
-            ranks), at PP 2 for llama and phi3_longrope,
+            llama, qwen2, qwen3, phi3_longrope, gemma2 and gemma3_text (2 KV heads, and qwen2's K/V biases,
+            copied to 4 ranks), at PP 2 for llama, phi3_longrope and gemma3_text,
             and from the bf16 saves; mistral (sliding window 6, prompts of up to 9 tokens + 8 new) with
             --memory-len 6. Issue 49 (each of those runs): context_log_probs of each prompt followed by
             its greedy tokens, scored with --max-new-tokens 0, within 1e-4 of log_softmax of
@@ -224,6 +224,17 @@ def config_ini_records(tmp):
                         "sliding_window": None, "tied_embeddings": "1", "has_bias": "0", "start_id": "1",
                         "end_id": "0"},
         ("gemma2", 2): {"kv_head_num": "2", "layer_window": "4,0"},
+        # Gemma 3: Gemma 2's block without softcaps, q/k norms, layers 0-1 sliding (window 4) with
+        # their own base 100, layer 2 full with base 10000 (linear factor 8 in gemma3_text_linear).
+        ("gemma3_text", 1): {"activation": "geglu_tanh", "sandwich_norm": "1", "norm_unit_offset": "1",
+                             "qk_norm": "1", "size_per_head": "16", "hidden_size": "48",
+                             "embedding_scale": "6.928203105926514", "attention_scale": "0.1767766952966369",
+                             "attention_softcap": None, "final_logit_softcap": None, "layer_window": "4,4,0",
+                             "rotary_base": "1e+04", "rotary_base_local": "1e+02", "rotary_scaling_type": None,
+                             "tied_embeddings": "1", "start_id": "1", "end_id": "0"},
+        ("gemma3_text", 4): {"kv_head_num": "4", "source_kv_head_num": "2", "layer_window": "4,4,0"},
+        ("gemma3_text_linear", 1): {"rotary_base": "1e+04", "rotary_base_local": "1e+02",
+                                    "rotary_scaling_type": "linear", "rotary_scaling_factor": "8"},
         ("qwen3_yarn", 1): {"rotary_scaling_type": "yarn", "rotary_scaling_factor": "4",
                             "rotary_scaling_original_max_positions": "8", "rotary_scaling_beta_fast": "2",
                             "rotary_scaling_beta_slow": "0.5", "rotary_scaling_mscale": "0",
@@ -392,10 +403,10 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope", "gemma2") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope", "gemma2", "gemma3_text") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
-        if T == 1 and name in ("llama", "phi3_longrope"):  # two pipeline stages over the 1-gpu folder
+        if T == 1 and name in ("llama", "phi3_longrope", "gemma3_text"):  # two pipeline stages over the 1-gpu folder
             runs.append((name + " PP 2", folder, 2, e["greedy"], e["greedy_logits"],
                          extra + ["--pipeline-para-size", "2"]))
     if "bf16" in m["layouts"]:
@@ -731,6 +742,56 @@ def test_I46_phi3_refusals_name_their_key(tmp):
         print(f"ok   I46 phi3 session: {want}")
 
 
+def test_I46_gemma3_refusals_name_their_key(tmp):
+    """Gemma 3 configurations transformers computes and ftx does not run: one line naming the key and
+    value. And a transformers-4 config.json (rope_theta, rope_local_base_freq, sliding_window_pattern,
+    no layer_types or rope_parameters) converts to the files of the transformers-5 one."""
+    def set_(**kv):
+        return lambda cfg: cfg.update(kv)
+
+    def rope(**sets):
+        full = dict(rope_type="default", rope_theta=10000.0)
+        local = dict(rope_type="default", rope_theta=100.0)
+        return set_(rope_parameters=dict(dict(full_attention=full, sliding_attention=local), **sets))
+
+    cases = (
+        ("I46_g3_local_scaled", rope(sliding_attention=dict(rope_type="linear", factor=2.0, rope_theta=100.0)),
+         "rope_parameters.sliding_attention.rope_type = \"linear\" is not supported (Gemma 3's sliding layers "
+         "rotate unscaled: default)"),
+        ("I46_g3_local_field", rope(sliding_attention=dict(rope_type="default", rope_theta=100.0, factor=1.0)),
+         "rope_parameters.sliding_attention.factor = 1.0 is not supported (Gemma 3's sliding layers: rope_type "
+         "default and rope_theta only)"),
+        ("I46_g3_full_yarn", rope(full_attention=dict(rope_type="yarn", factor=4.0, rope_theta=10000.0)),
+         "rope_parameters.full_attention.rope_type = 'yarn' is not supported (supported: linear)"),
+        ("I46_g3_other_type", rope(chunked_attention=dict(rope_type="default", rope_theta=10.0)),
+         "rope_parameters.chunked_attention is not a layer type of Gemma 3 (full_attention, sliding_attention)"),
+        ("I46_g3_flat", set_(rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+         'rope_parameters = {{"rope_theta":10000.0,"rope_type":"default"}} is not one set per layer type (Gemma 3: '
+         "full_attention and sliding_attention)"),
+        ("I46_g3_bases_disagree", set_(rope_local_base_freq=50.0),
+         "rope_local_base_freq = 50.0 and rope_parameters.sliding_attention.rope_theta = 100.0 disagree (which one "
+         "transformers uses depends on its version); make them equal"),
+        ("I46_g3_pattern", lambda cfg: (cfg.pop("layer_types"), cfg.update(sliding_window_pattern=0)),
+         "sliding_window_pattern = 0 is not a positive integer"),
+        ("I46_g3_bias", set_(attention_bias=True),
+         "attention_bias true is not supported (Gemma 3's q/k/v and o biases without MLP biases)"),
+    )
+    for name, edit, want in cases:
+        convert_refused(tmp, copy_model(tmp, "gemma3_text", name, edit), "{cfg}: " + want)
+
+    def four(cfg):
+        for k in ("layer_types", "rope_parameters", "_sliding_window_pattern"):
+            del cfg[k]
+        cfg.update(rope_theta=10000.0, rope_local_base_freq=100.0, sliding_window_pattern=3)
+
+    want = folder_bytes(convert(os.path.join(FIX, "gemma3_text", "safetensors"), os.path.join(tmp, "g3_5x"), 2, "fp32"))
+    got = folder_bytes(convert(copy_model(tmp, "gemma3_text", "g3_4x", four), os.path.join(tmp, "g3_4x_out"), 2, "fp32"))
+    diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    if check(not diff, f"gemma3_text with 4.x keys: differs in {diff[:4]}"):
+        print("ok   I46 gemma3_text: rope_theta, rope_local_base_freq and sliding_window_pattern 3 convert as "
+              "rope_parameters and layer_types")
+
+
 def st_read(path):
     """A safetensors file as [(name, dtype, shape, bytes)] in file order, and its metadata."""
     with open(path, "rb") as f:
@@ -796,7 +857,8 @@ def test_B9_missing_tensor_named_as_the_checkpoint_names_it(tmp):
         ("xglm", "model.layers.1.fc2.weight"), ("llama", "model.layers.1.mlp.down_proj.weight"),
         ("mistral", "model.layers.1.mlp.down_proj.weight"), ("qwen2", "model.layers.1.mlp.down_proj.weight"),
         ("qwen3", "model.layers.1.self_attn.k_norm.weight"),
-        ("gemma2", "model.layers.1.post_feedforward_layernorm.weight"))]
+        ("gemma2", "model.layers.1.post_feedforward_layernorm.weight"),
+        ("gemma3_text", "model.layers.2.self_attn.q_norm.weight"))]
     for base, gone in cases:
         src = copy_model(tmp, base, "B9_" + base)
         edit_weights(src, lambda t: [x for x in t if x[0] != gone])
@@ -883,7 +945,8 @@ def tf5_refusals(tmp):
     for test in (test_R3_rope_type_refused_by_its_name, test_R18_R19_R28_R34_config_values_in_config_jsons_names,
                  test_B8_integer_weight_is_refused, test_B9_missing_tensor_named_as_the_checkpoint_names_it,
                  test_L15_sliding_window_refusal_names_the_prompt, test_I46_qwen3_refusals_name_their_key,
-                 test_I46_phi3_refusals_name_their_key, test_I46_gemma2_refusals_name_their_key):
+                 test_I46_phi3_refusals_name_their_key, test_I46_gemma2_refusals_name_their_key,
+                 test_I46_gemma3_refusals_name_their_key):
         test(tmp)
 
 
