@@ -180,7 +180,7 @@ McoreArgs mcore_args_from_nemo(const YAML::Node& y, const std::string& origin) {
 
 ModelConfig mcore_model_config(const McoreArgs& a, int64_t vocab_rows, const std::string& origin) {
   ModelConfig c;
-  c.arch = Architecture::kGpt;
+  c.ft_variant = FtVariant::kGpt;
   c.model_name = "gpt";
   c.head_num = a.heads;
   c.size_per_head = a.hidden / a.heads;

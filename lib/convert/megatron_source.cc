@@ -110,7 +110,7 @@ ConversionPlan plan_megatron(const ConvertOptions& opt) {
   plan.source_format = "megatron";
   plan.source_path = opt.in_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGpt;
+  c.ft_variant = FtVariant::kGpt;
   c.model_name = "gpt";
   FTX_CHECK(groups.has("embedding.word_embeddings.weight"), dir, "has no embedding.word_embeddings.weight");
   FTX_CHECK(!groups.has("output_layer.weight"), dir, "has an output_layer (untied embeddings are not supported)");

@@ -110,7 +110,7 @@ ConversionPlan plan_nemo(const ConvertOptions& opt) {
   plan.source_format = "nemo";
   plan.source_path = opt.in_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGpt;
+  c.ft_variant = FtVariant::kGpt;
   c.model_name = "gpt";
   const int64_t H = yaml_int(y, "hidden_size", yorigin);
   c.head_num = yaml_int(y, "num_attention_heads", yorigin);

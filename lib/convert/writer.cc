@@ -60,7 +60,7 @@ int64_t endoftext_id(const std::string& text) {
 namespace {
 
 const char* section_of(const ModelConfig& c) {
-  return c.arch == Architecture::kGptJ ? "gptj" : c.arch == Architecture::kGptNeoX ? "gptneox" : "gpt";
+  return c.ft_variant == FtVariant::kGptJ ? "gptj" : c.ft_variant == FtVariant::kGptNeoX ? "gptneox" : "gpt";
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
                   all.begin() + (weights.rank() + 1) * shape_.q_heads);
     shape_.alibi_slopes = alibi_.data();
   }
-  bias_before_reduce_ = cfg_.arch == Architecture::kGptNeoX && cfg_.parallel_residual;
+  bias_before_reduce_ = cfg_.ft_variant == FtVariant::kGptNeoX && cfg_.parallel_residual;
   if (ops::kv_is_quantized(w_.kv_dtype()))
     for (size_t l = 0; l < weights.layers.size(); ++l)
       FTX_CHECK(weights.layers[l].kv_scale > 0.0f, "",

@@ -138,7 +138,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
     ::closedir(d);
     if (!extra.empty())
       throw Error(join(dir, extra), "unexpected weight file: config.ini describes no such tensor "
-                                    "(architecture " + std::string(architecture_name(cfg.arch)) +
+                                    "(architecture " + std::string(ft_variant_name(cfg.ft_variant)) +
                                     ", tensor parallel size " + std::to_string(tp) + ")");
   }
   check_manifest(dir);

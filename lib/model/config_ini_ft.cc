@@ -32,11 +32,11 @@ void read_ft_keys(const Reader& r, ModelConfig& c) {
     c.activation = (a == Activation::kGelu) ? Activation::kGeluTanh : a;
   } else if (r.has("activation_function")) {
     c.activation = activation_from_name(r.get("activation_function"));  // TensorRT-LLM's key is exact
-  } else if (c.arch != Architecture::kGptJ) {
+  } else if (c.ft_variant != FtVariant::kGptJ) {
     c.activation = Activation::kGeluTanh;
   }
-  if (c.arch == Architecture::kGpt || c.arch == Architecture::kBloom || c.arch == Architecture::kOpt ||
-      c.arch == Architecture::kXglm || c.arch == Architecture::kGptBigCode) {
+  if (c.ft_variant == FtVariant::kGpt || c.ft_variant == FtVariant::kBloom || c.ft_variant == FtVariant::kOpt ||
+      c.ft_variant == FtVariant::kXglm || c.ft_variant == FtVariant::kGptBigCode) {
     const std::string pe = r.has("position_embedding_type") ? lower(r.get("position_embedding_type")) : "";
     const bool pe_has_pos = pe.empty() ? c.position == PositionEmbedding::kLearned
                                        : pe == "learned" || pe == "learned_absolute" || pe == "sinusoidal";
@@ -53,7 +53,7 @@ void read_ft_keys(const Reader& r, ModelConfig& c) {
     c.max_pos_seq_len = r.i_or("max_pos_seq_len", 0);
     c.rotary_dim = r.i("rotary_embedding");
   }
-  if (c.arch == Architecture::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
+  if (c.ft_variant == FtVariant::kGptNeoX) c.parallel_residual = r.i_or("use_gptj_residual", 1) != 0;
   c.has_pre_decoder_layernorm = r.b_or("has_pre_decoder_layernorm", c.has_pre_decoder_layernorm);
   // TensorRT-LLM: do_layer_norm_before = False also means no final layernorm.
   c.has_post_decoder_layernorm = r.b_or("has_post_decoder_layernorm", r.b_or("do_layer_norm_before", true));

@@ -113,10 +113,10 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.hidden_size = r.i_or("hidden_size", 0);
   c.kv_head_num = r.i_or("kv_head_num", c.attention == AttentionKind::kMultiQuery ? 1 : c.head_num);
   if (c.kv_head_num == 1 && c.head_num > 1) c.attention = AttentionKind::kMultiQuery;
-  if (c.arch == Architecture::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
+  if (c.ft_variant == FtVariant::kGptBigCode && !r.has("kv_head_num") && r.b_or("multi_query_mode", false))
     c.kv_head_num = 1;
   if (c.position != PositionEmbedding::kLearned && c.position != PositionEmbedding::kSinusoidal &&
-      c.arch != Architecture::kGptJ && c.arch != Architecture::kGptNeoX && !r.has("max_pos_seq_len"))
+      c.ft_variant != FtVariant::kGptJ && c.ft_variant != FtVariant::kGptNeoX && !r.has("max_pos_seq_len"))
     c.max_pos_seq_len = 0;
 }
 

@@ -31,7 +31,7 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
   Lister l{files, tp};
   const int64_t H = cfg.hidden(), Q = cfg.q_width(), V = cfg.vocab_size, I = cfg.inter_size;
   const int64_t qkv = ft_qkv_columns_per_rank(cfg, tp);
-  const bool gptj = cfg.arch == Architecture::kGptJ, neox = cfg.arch == Architecture::kGptNeoX;
+  const bool gptj = cfg.ft_variant == FtVariant::kGptJ, neox = cfg.ft_variant == FtVariant::kGptNeoX;
   const bool rms = cfg.normalization == Normalization::kRmsNorm;  // norms without bias files
 
   if (gptj || neox) {

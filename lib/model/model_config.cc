@@ -145,38 +145,38 @@ const char* ft_dtype(DType t) {
   }
 }
 
-const char* section_for(Architecture a) {
-  switch (a) {
-    case Architecture::kGptJ: return "gptj";
-    case Architecture::kGptNeoX: return "gptneox";
+const char* section_for(FtVariant v) {
+  switch (v) {
+    case FtVariant::kGptJ: return "gptj";
+    case FtVariant::kGptNeoX: return "gptneox";
     default: return "gpt";
   }
 }
 
 }  // namespace
 
-const char* architecture_name(Architecture a) {
-  switch (a) {
-    case Architecture::kGpt: return "gpt";
-    case Architecture::kGptJ: return "gptj";
-    case Architecture::kGptNeoX: return "gptneox";
-    case Architecture::kBloom: return "bloom";
-    case Architecture::kOpt: return "opt";
-    case Architecture::kXglm: return "xglm";
-    case Architecture::kGptBigCode: return "gpt_bigcode";
+const char* ft_variant_name(FtVariant v) {
+  switch (v) {
+    case FtVariant::kGpt: return "gpt";
+    case FtVariant::kGptJ: return "gptj";
+    case FtVariant::kGptNeoX: return "gptneox";
+    case FtVariant::kBloom: return "bloom";
+    case FtVariant::kOpt: return "opt";
+    case FtVariant::kXglm: return "xglm";
+    case FtVariant::kGptBigCode: return "gpt_bigcode";
   }
   return "gpt";
 }
 
-Architecture architecture_from_name(const std::string& s) {
+FtVariant ft_variant_from_name(const std::string& s) {
   std::string l = lower(s);
-  if (l == "gpt" || l == "gpt2") return Architecture::kGpt;
-  if (l == "gptj" || l == "gpt-j") return Architecture::kGptJ;
-  if (l == "gptneox" || l == "gpt_neox" || l == "gpt-neox") return Architecture::kGptNeoX;
-  if (l == "bloom") return Architecture::kBloom;
-  if (l == "opt") return Architecture::kOpt;
-  if (l == "xglm") return Architecture::kXglm;
-  if (l == "gpt_bigcode" || l == "gptbigcode") return Architecture::kGptBigCode;
+  if (l == "gpt" || l == "gpt2") return FtVariant::kGpt;
+  if (l == "gptj" || l == "gpt-j") return FtVariant::kGptJ;
+  if (l == "gptneox" || l == "gpt_neox" || l == "gpt-neox") return FtVariant::kGptNeoX;
+  if (l == "bloom") return FtVariant::kBloom;
+  if (l == "opt") return FtVariant::kOpt;
+  if (l == "xglm") return FtVariant::kXglm;
+  if (l == "gpt_bigcode" || l == "gptbigcode") return FtVariant::kGptBigCode;
   throw Error("unknown architecture '" + s + "' (supported: gpt, gptj, gptneox, bloom, opt, xglm, gpt_bigcode)");
 }
 
@@ -200,27 +200,27 @@ Activation activation_from_name(const std::string& s) {
 
 namespace {
 
-// The architecture: ftx's key, else the section and FT's model_variant/ALiBi hints.
-Architecture architecture_of(const config_ini::Reader& r) {
+// The variant: ftx's key `architecture`, else the section and FT's model_variant/ALiBi hints.
+FtVariant ft_variant_of(const config_ini::Reader& r) {
   if (r.has("architecture")) {
     try {
-      return architecture_from_name(r.get("architecture"));
+      return ft_variant_from_name(r.get("architecture"));
     } catch (const Error& e) {
       throw Error(r.origin(), e.what());
     }
   }
-  if (r.sec == "gptj") return Architecture::kGptJ;
-  if (r.sec == "gptneox") return Architecture::kGptNeoX;
+  if (r.sec == "gptj") return FtVariant::kGptJ;
+  if (r.sec == "gptneox") return FtVariant::kGptNeoX;
   const std::string variant = lower(r.get_or("model_variant", ""));
-  if (variant.rfind("bloom", 0) == 0) return Architecture::kBloom;
-  if (variant.rfind("opt", 0) == 0) return Architecture::kOpt;
-  if (r.b_or("use_attention_linear_bias", false)) return Architecture::kBloom;
-  return Architecture::kGpt;
+  if (variant.rfind("bloom", 0) == 0) return FtVariant::kBloom;
+  if (variant.rfind("opt", 0) == 0) return FtVariant::kOpt;
+  if (r.b_or("use_attention_linear_bias", false)) return FtVariant::kBloom;
+  return FtVariant::kGpt;
 }
 
-// Architecture-shaped defaults, overridden by the keys read after them.
-void architecture_defaults(ModelConfig& c) {
-  if (c.arch == Architecture::kGptJ) {
+// Each variant's defaults, overridden by the keys read after them.
+void ft_variant_defaults(ModelConfig& c) {
+  if (c.ft_variant == FtVariant::kGptJ) {
     c.position = PositionEmbedding::kRotary;
     c.rotary_style = RotaryStyle::kInterleaved;
     c.parallel_residual = true;
@@ -228,11 +228,11 @@ void architecture_defaults(ModelConfig& c) {
     c.tied_embeddings = false;
     c.has_lm_head_bias = true;
     c.activation = Activation::kGeluTanh;
-  } else if (c.arch == Architecture::kGptNeoX) {
+  } else if (c.ft_variant == FtVariant::kGptNeoX) {
     c.position = PositionEmbedding::kRotary;
     c.rotary_style = RotaryStyle::kHalfSplit;
     c.tied_embeddings = false;
-  } else if (c.arch == Architecture::kBloom) {
+  } else if (c.ft_variant == FtVariant::kBloom) {
     c.position = PositionEmbedding::kAlibi;
     c.has_pre_decoder_layernorm = true;
   }
@@ -261,8 +261,8 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   const config_ini::Reader r{ini, sec};
   ModelConfig c;
 
-  c.arch = architecture_of(r);
-  architecture_defaults(c);
+  c.ft_variant = ft_variant_of(r);
+  ft_variant_defaults(c);
 
   // One dialect or the other: a folder without head_num but with n_head is TensorRT-LLM's only.
   if (!r.has("head_num") && r.has("n_head")) config_ini::read_trtllm_keys(r, c);
@@ -276,7 +276,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
 
 IniFile ModelConfig::to_ini() const {
   IniFile ini;
-  const std::string s = section_for(arch);
+  const std::string s = section_for(ft_variant);
   const int64_t H = hidden();
   const bool has_pos = position == PositionEmbedding::kLearned || position == PositionEmbedding::kSinusoidal;
 
@@ -294,9 +294,9 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "tensor_para_size", std::to_string(tensor_para_size));
   // Always written: FT falls back to 1e-6 when it is absent.
   ini.set(s, "layernorm_eps", fmt_double(layernorm_eps));
-  if (arch == Architecture::kGptJ || arch == Architecture::kGptNeoX) {
+  if (ft_variant == FtVariant::kGptJ || ft_variant == FtVariant::kGptNeoX) {
     ini.set(s, "rotary_embedding", std::to_string(rotary_dim));
-    if (arch == Architecture::kGptNeoX) ini.set(s, "use_gptj_residual", b01(parallel_residual));
+    if (ft_variant == FtVariant::kGptNeoX) ini.set(s, "use_gptj_residual", b01(parallel_residual));
   } else {
     ini.set(s, "layernorm_type", norm == NormPlacement::kPre ? "pre_layernorm" : "post_layernorm");
     ini.set(s, "activation_type", ft_activation_type(activation));
@@ -326,7 +326,7 @@ IniFile ModelConfig::to_ini() const {
   }
 
   // ftx keys.
-  ini.set(s, "architecture", architecture_name(arch));
+  ini.set(s, "architecture", ft_variant_name(ft_variant));
   ini.set(s, "activation", activation_name(activation));
   ini.set(s, "position_embedding_type", position_name(position));
   if (position_offset) ini.set(s, "position_offset", std::to_string(position_offset));

@@ -15,10 +15,15 @@
 
 namespace ftx {
 
-enum class Architecture { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCode };
+// Which variant of FasterTransformer's layout a folder is: FT's GPT, GPT-J and GPT-NeoX model
+// classes (their config.ini sections), and the variants of the [gpt] section written for BLOOM, OPT,
+// XGLM and GPTBigCode (their defaults; config.ini's `architecture` key names it). It is not the
+// model's architecture: a Llama, Mistral, Qwen, Phi-3 or Gemma folder is a kGpt folder whose blocks
+// (norms, activation, rotary, heads) ftx's own config.ini keys state, as ModelConfig's fields hold them.
+enum class FtVariant { kGpt, kGptJ, kGptNeoX, kBloom, kOpt, kXglm, kGptBigCode };
 
-const char* architecture_name(Architecture a);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
-Architecture architecture_from_name(const std::string& s);  // Error listing the supported names
+const char* ft_variant_name(FtVariant v);      // "gpt", "gptj", "gptneox", "bloom", "opt", "xglm", "gpt_bigcode"
+FtVariant ft_variant_from_name(const std::string& s);  // Error listing the supported names
 const char* activation_name(Activation a);          // FT spelling: Gelu, Relu, Silu, SiGLU, GeGLU; "gelu_tanh", "geglu_tanh" for ftx
 Activation activation_from_name(const std::string& s);  // accepts FT, HF and NeMo spellings
 
@@ -44,7 +49,7 @@ struct PromptLearning {
 constexpr int64_t kMaxModelDim = int64_t(1) << 24;
 
 struct ModelConfig {
-  Architecture arch = Architecture::kGpt;
+  FtVariant ft_variant = FtVariant::kGpt;
   std::string model_name = "gpt";
   int64_t head_num = 0;
   int64_t size_per_head = 0;

@@ -25,7 +25,7 @@ bool ends_with(const std::string& s, const std::string& p) {
 bool is_qkv(const std::string& name) { return name.find("attention.query_key_value.") != std::string::npos; }
 
 bool is_neox_bias_sum(const ModelConfig& cfg, const std::string& name) {
-  return cfg.arch == Architecture::kGptNeoX && ends_with(name, "mlp.attention.bias.sum");
+  return cfg.ft_variant == FtVariant::kGptNeoX && ends_with(name, "mlp.attention.bias.sum");
 }
 
 }  // namespace

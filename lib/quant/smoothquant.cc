@@ -66,8 +66,8 @@ void check_ranges(const ActRanges& r, const HostModel& m, const std::string& ori
 // a plain FFN (TensorRT-LLM's files carry the rest).
 void check_ft_format(const ModelConfig& cfg, const std::string& dir) {
   std::string why;
-  if (cfg.arch == Architecture::kGptJ || cfg.arch == Architecture::kGptNeoX)
-    why = std::string("exist for its GPT model only, not ") + architecture_name(cfg.arch);
+  if (cfg.ft_variant == FtVariant::kGptJ || cfg.ft_variant == FtVariant::kGptNeoX)
+    why = std::string("exist for its GPT model only, not ") + ft_variant_name(cfg.ft_variant);
   else if (cfg.kv_head_num > 0 && cfg.kv_head_num != cfg.head_num)
     why = "have one [3, H] layout for QKV: multi-head attention only (kv_head_num " + std::to_string(cfg.kv_head_num) +
           " of head_num " + std::to_string(cfg.head_num) + ")";

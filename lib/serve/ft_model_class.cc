@@ -183,8 +183,8 @@ void check_rotary_class(const Refusals& r, const ModelConfig& cfg, bool gptj) {
 }  // namespace
 
 FtModelType ft_model_class(const ModelConfig& cfg, const IniFile& ini) {
-  const FtModelType t = cfg.arch == Architecture::kGptJ      ? FtModelType::kGptJ
-                        : cfg.arch == Architecture::kGptNeoX ? FtModelType::kGptNeoX
+  const FtModelType t = cfg.ft_variant == FtVariant::kGptJ      ? FtModelType::kGptJ
+                        : cfg.ft_variant == FtVariant::kGptNeoX ? FtModelType::kGptNeoX
                                                              : FtModelType::kGpt;
   const Refusals r(cfg, ini, t);
   if (t == FtModelType::kGpt) check_gpt(r, cfg);

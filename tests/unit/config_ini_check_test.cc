@@ -29,11 +29,11 @@ std::map<std::string, ModelConfig> models() {
   gpt.kv_head_num = 4, gpt.weight_data_type = DType::kFloat16, gpt.layernorm_eps = 1e-5;
   m["gpt2"] = gpt;
   ModelConfig bloom = gpt;
-  bloom.arch = Architecture::kBloom, bloom.position = PositionEmbedding::kAlibi, bloom.max_pos_seq_len = 0;
+  bloom.ft_variant = FtVariant::kBloom, bloom.position = PositionEmbedding::kAlibi, bloom.max_pos_seq_len = 0;
   bloom.has_pre_decoder_layernorm = true;
   m["bloom"] = bloom;
   ModelConfig opt = gpt;
-  opt.arch = Architecture::kOpt, opt.norm = NormPlacement::kPost, opt.activation = Activation::kRelu;
+  opt.ft_variant = FtVariant::kOpt, opt.norm = NormPlacement::kPost, opt.activation = Activation::kRelu;
   opt.has_post_decoder_layernorm = false, opt.weight_data_type = DType::kFloat32;
   m["opt_post"] = opt;
   ModelConfig next = gpt;  // NeMo GPT-Next: rope on half of each head, SwiGLU, no biases, untied
@@ -41,17 +41,17 @@ std::map<std::string, ModelConfig> models() {
   next.activation = Activation::kSwiGlu, next.has_bias = false, next.tied_embeddings = false;
   m["gptnext"] = next;
   ModelConfig gptj = gpt;
-  gptj.arch = Architecture::kGptJ, gptj.position = PositionEmbedding::kRotary, gptj.rotary_dim = 8;
+  gptj.ft_variant = FtVariant::kGptJ, gptj.position = PositionEmbedding::kRotary, gptj.rotary_dim = 8;
   gptj.rotary_style = RotaryStyle::kInterleaved, gptj.max_pos_seq_len = 0, gptj.parallel_residual = true;
   gptj.shared_input_norm = true, gptj.tied_embeddings = false, gptj.has_lm_head_bias = true;
   m["gptj"] = gptj;
   ModelConfig neox = gpt;
-  neox.arch = Architecture::kGptNeoX, neox.position = PositionEmbedding::kRotary, neox.rotary_dim = 8;
+  neox.ft_variant = FtVariant::kGptNeoX, neox.position = PositionEmbedding::kRotary, neox.rotary_dim = 8;
   neox.max_pos_seq_len = 0, neox.parallel_residual = true, neox.tied_embeddings = false;
   neox.activation = Activation::kGelu, neox.weight_data_type = DType::kBFloat16;
   m["gptneox"] = neox;
   ModelConfig mqa = gpt;
-  mqa.arch = Architecture::kGptBigCode, mqa.kv_head_num = 1, mqa.attention = AttentionKind::kMultiQuery;
+  mqa.ft_variant = FtVariant::kGptBigCode, mqa.kv_head_num = 1, mqa.attention = AttentionKind::kMultiQuery;
   mqa.tensor_para_size = 2;
   m["santacoder"] = mqa;
   ModelConfig mcore = next;  // Megatron Core: grouped-query attention, RMSNorm, squared ReLU
@@ -120,8 +120,8 @@ IniFile edited(const IniFile& ini, const std::string& sec, const std::string& ke
 std::string meaning(const ModelConfig& c) {
   // The gpt family (gpt, bloom, opt, xglm, gpt_bigcode) runs one code path: its members differ only
   // in the facts below.
-  const bool own_path = c.arch == Architecture::kGptJ || c.arch == Architecture::kGptNeoX;
-  std::string s = std::string(own_path ? architecture_name(c.arch) : "gpt") + " " + activation_name(c.activation);
+  const bool own_path = c.ft_variant == FtVariant::kGptJ || c.ft_variant == FtVariant::kGptNeoX;
+  std::string s = std::string(own_path ? ft_variant_name(c.ft_variant) : "gpt") + " " + activation_name(c.activation);
   for (int64_t v : {c.head_num, c.size_per_head, c.kv_head_num, c.inter_size, c.num_layer, c.vocab_size,
                     c.max_pos_seq_len, c.start_id, c.end_id, c.position_offset, c.rotary_dim, c.tensor_para_size})
     s += " " + std::to_string(v);
@@ -461,7 +461,7 @@ TEST(ConfigIniCheck, FtOnlyFoldersLoad) {
       "layernorm_eps = 1e-05\nlayernorm_type = pre_layernorm\nactivation_type = Gelu\n"
       "has_positional_encoding = False\nhas_pre_decoder_layernorm = True\nhas_post_decoder_layernorm = True\n"
       "use_attention_linear_bias = True\nstart_id = 1\nend_id = 2\n");
-  EXPECT_EQ(c.arch, Architecture::kBloom);
+  EXPECT_EQ(c.ft_variant, FtVariant::kBloom);
   EXPECT_EQ(c.position, PositionEmbedding::kAlibi);
   EXPECT_EQ(c.weight_data_type, DType::kFloat16);
   const ModelConfig o = ft_folder(

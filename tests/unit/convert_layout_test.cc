@@ -39,7 +39,7 @@ TensorView float_view(std::vector<float>& data) {
 
 TEST(ModelConfig, IniRoundTripKeepsEveryField) {
   ModelConfig c = small();
-  c.arch = Architecture::kGptBigCode;
+  c.ft_variant = FtVariant::kGptBigCode;
   c.attention = AttentionKind::kMultiQuery;
   c.kv_head_num = 1;
   c.tied_embeddings = false;
@@ -47,7 +47,7 @@ TEST(ModelConfig, IniRoundTripKeepsEveryField) {
   c.tensor_para_size = 2;
   IniFile ini = IniFile::parse(c.to_ini().to_string(), "mem");
   ModelConfig d = ModelConfig::from_ini(ini);
-  EXPECT_EQ(d.arch, c.arch);
+  EXPECT_EQ(d.ft_variant, c.ft_variant);
   EXPECT_EQ(d.head_num, 4);
   EXPECT_EQ(d.kv_head_num, 1);
   EXPECT_EQ(d.attention, AttentionKind::kMultiQuery);
@@ -167,7 +167,7 @@ TEST(FtWeightFiles, I46_SandwichNormFiles) {
 
 TEST(FtWeightFiles, GptJAndNeoX) {
   ModelConfig j = small();
-  j.arch = Architecture::kGptJ;
+  j.ft_variant = FtVariant::kGptJ;
   j.position = PositionEmbedding::kRotary;
   j.rotary_dim = 4;
   std::map<std::string, FtWeightFile> by;
@@ -175,7 +175,7 @@ TEST(FtWeightFiles, GptJAndNeoX) {
   EXPECT_EQ(by.count("model.lm_head.bias.bin"), 1u);
   EXPECT_EQ(by.count("model.layers.0.post_attention_layernorm.weight.bin"), 0u);
   ModelConfig n = j;
-  n.arch = Architecture::kGptNeoX;
+  n.ft_variant = FtVariant::kGptNeoX;
   n.parallel_residual = true;
   by.clear();
   for (auto& f : ft_weight_files(n, 1)) by[f.file_name()] = f;

@@ -45,7 +45,7 @@ void read(HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kBloom;
+  c.ft_variant = FtVariant::kBloom;
   c.model_name = name_or(j, "bloom", origin);
   const int64_t H = dim_key_any(j, {"hidden_size", "n_embed"}, origin);
   set_heads(c, H, dim_key_any(j, {"n_head", "num_attention_heads"}, origin), origin);

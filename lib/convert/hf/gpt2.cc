@@ -67,7 +67,7 @@ void read(HfCheckpoint& in, ConversionPlan& plan) {
   const std::string& model_type = in.model_type;
   const bool sc = santacoder(in);  // reads the tensor names first, as ftx always has for GPT-2
   ModelConfig& c = plan.cfg;
-  c.arch = model_type == "gpt2" && !sc ? Architecture::kGpt : Architecture::kGptBigCode;
+  c.ft_variant = model_type == "gpt2" && !sc ? FtVariant::kGpt : FtVariant::kGptBigCode;
   c.model_name = str_or(j, "_name_or_path", "gpt", cfg_path);
   if (c.model_name.empty()) c.model_name = "gpt";
   const int64_t H = dim_key(j, "n_embd", cfg_path);

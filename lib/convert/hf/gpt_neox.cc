@@ -45,7 +45,7 @@ void read(HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGptNeoX;
+  c.ft_variant = FtVariant::kGptNeoX;
   c.model_name = name_or(j, "gptneox", origin);
   const int64_t H = dim_key(j, "hidden_size", origin);
   set_heads(c, H, dim_key(j, "num_attention_heads", origin), origin);

@@ -36,7 +36,7 @@ void read(HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGptJ;
+  c.ft_variant = FtVariant::kGptJ;
   c.model_name = name_or(j, "gptj", origin);
   const int64_t H = dim_key(j, "n_embd", origin);
   set_heads(c, H, dim_key(j, "n_head", origin), origin);

@@ -88,7 +88,7 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   const std::string& origin = in.cfg_path;
   const std::string& type = spec.model_type;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGpt;
+  c.ft_variant = FtVariant::kGpt;
   c.model_name = str_or(j, "_name_or_path", "", origin);
   if (c.model_name.empty()) c.model_name = type;
   const int64_t H = dim_key(j, "hidden_size", origin);

@@ -41,7 +41,7 @@ void read(HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kXglm;
+  c.ft_variant = FtVariant::kXglm;
   c.model_name = name_or(j, "xglm", origin);
   const int64_t H = dim_key(j, "d_model", origin);
   set_heads(c, H, dim_key(j, "attention_heads", origin), origin);
