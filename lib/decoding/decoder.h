@@ -73,7 +73,9 @@ constexpr int64_t kMaxNewTokens = int64_t(1) << 24;
 // beam_width outside [1, 64], non-finite values. An end_id outside the vocabulary is allowed (it
 // never matches). Values that would be silently ignored are errors too: min_length beyond
 // max_new_tokens, top_k/top_p with beam search (which does not sample), a temperature with greedy
-// decoding (top_k 0 and top_p 0).
+// decoding (top_k 0 and top_p 0), a top_p_decay other than 1 or a reset id off FT's top-p layer
+// (top_k 0, top_p > 0, one beam, temperature > 0). Messages name the reset id top_p_reset_ids
+// (FT's request field and the flag's name).
 void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
 // kNonFiniteLogits: the step's logits held a NaN or +Inf (the model's activations overflowed), so
