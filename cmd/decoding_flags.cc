@@ -18,7 +18,17 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
   sub->add_option("--top-p", f.top_p, "Top-p (nucleus) sampling, 0..1");
   sub->add_option("--temperature", f.temperature, "Logit temperature (0: greedy)");
   sub->add_option("--repetition-penalty", f.repetition_penalty, "Repetition penalty (1.0: off)");
-  sub->add_option("--presence-penalty", f.presence_penalty, "Presence penalty (0.0: off)");
+  sub->add_option("--presence-penalty", f.presence_penalty,
+                  "Presence penalty (0.0: off): subtracted once from the logit of every id the prompt or output holds");
+  sub->add_option("--frequency-penalty", f.frequency_penalty,
+                  "Frequency penalty (0.0: off): subtracted from an id's logit times its count in the prompt and "
+                  "output (applied with the other two, as TensorRT-LLM: repetition, presence, then frequency)");
+  sub->add_option("--top-p-decay", f.top_p_decay,
+                  "Factual-nucleus sampling (top-p with --top-k 0): after each token p = max(p x decay, --top-p-min), "
+                  "in (0, 1] (1: off; FT's top_p_decay)");
+  sub->add_option("--top-p-min", f.top_p_min, "Lowest p --top-p-decay reaches, in (0, 1] (default 1e-6; FT's top_p_min)");
+  sub->add_option("--top-p-reset-ids", f.top_p_reset_ids,
+                  "Token id that restores p to --top-p after it is drawn (FT's top_p_reset_ids; default: none)");
   sub->add_option("--len-penalty", f.len_penalty, "Beam search length penalty");
   sub->add_option("--min-length", f.min_length, "Ban end_id until this many tokens are generated");
   sub->add_option("--beam-width", f.beam_width, "Beam search width, 1..64 (1: sampling)");
@@ -100,6 +110,7 @@ void check_decoding_flags(const DecodingFlags& f) {
   // -1 is "not given" (empty prompts are an error; end_id from config.ini).
   check_token_id_flag("--start-id", f.start_id);
   check_token_id_flag("--end-id", f.end_id);
+  check_token_id_flag("--top-p-reset-ids", f.top_p_reset_ids);
   if (f.tokens_per_block < 1 || f.tokens_per_block > 65536 || (f.tokens_per_block & (f.tokens_per_block - 1)) != 0)
     throw UsageError("--tokens-per-block " + std::to_string(f.tokens_per_block) + " is not a power of two in [1, 65536]");
   kv::KvCacheBudget::parse(f.kv_cache_memory);
@@ -132,6 +143,10 @@ RequestDefaults request_defaults(DecodingFlags& f, const ModelConfig& cfg, const
   s.temperature = f.temperature;
   s.repetition_penalty = f.repetition_penalty;
   s.presence_penalty = f.presence_penalty;
+  s.frequency_penalty = f.frequency_penalty;
+  s.top_p_decay = f.top_p_decay;
+  s.top_p_min = f.top_p_min;
+  s.top_p_reset_id = static_cast<int32_t>(f.top_p_reset_ids);  // check_decoding_flags: -1 or an int32 id
   s.len_penalty = f.len_penalty;
   s.min_length = f.min_length;
   s.beam_width = f.beam_width;

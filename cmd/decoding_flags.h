@@ -31,6 +31,9 @@ struct DecodingFlags {
   int64_t max_new_tokens = 0;
   int64_t top_k = 0;
   double top_p = 0.0, temperature = 1.0, repetition_penalty = 1.0, presence_penalty = 0.0, len_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double top_p_decay = 1.0, top_p_min = 1e-6;  // FT's factual nucleus (SamplingConfig's defaults)
+  int64_t top_p_reset_ids = -1;
   int64_t min_length = 0, beam_width = 1;
   double diversity_rate = 0.0;
   uint64_t seed = 0;

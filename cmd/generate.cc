@@ -67,7 +67,8 @@ int run_generate(GenerateFlags& f) {
   if (!tokenizer && d.echo_prompt)
     throw ftx::UsageError("--echo-prompt needs a tokenizer (for input_prompt and generated_text): none found in " +
                           d.model_dir + "; pass --tokenizer DIR");
-  const ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
+  ftx::RequestDefaults defaults = ftx::cmd::request_defaults(d, cfg, tokenizer.get());
+  defaults.output.context_embedding = f.context_embeddings;  // a JSON line's is_return_context_embeddings overrides it
   ftx::cmd::StopOnSignal stop_signal;
 
   const ftx::RuntimeOptions runtime = ftx::cmd::runtime_options(d);
@@ -83,7 +84,6 @@ int run_generate(GenerateFlags& f) {
   std::unique_ptr<ftx::PromptReader> reader;
   std::unique_ptr<ftx::ResultJournal> journal;
   ftx::ResultFormat fmt;
-  fmt.context_embedding = f.context_embeddings;
   fmt.tokenizer = tokenizer.get();
   run.load("another rank failed to start (see its error)", [&] {
     if (leader) {
@@ -114,7 +114,6 @@ int run_generate(GenerateFlags& f) {
   so.batch_size = f.job.batch_size;
   so.max_seq_len = f.max_seq_len;
   so.continuous = f.job.batching == "continuous";
-  so.context_embeddings = f.context_embeddings;
   so.session_len = d.session_len;
   so.memory_len = d.memory_len;
   ftx::Scheduler& scheduler = run.start_scheduler(so);

@@ -53,8 +53,9 @@ void check_flags_as_request(const DecodeRequest& probe, int64_t vocab_size) {
     // Messages name the fields ("top_p 5 outside [0, 1]", "min_length 10 is more than
     // max_new_tokens 4"); each flag is the field's name with dashes.
     static const char* kFields[] = {"max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty",
-                                    "presence_penalty", "len_penalty", "min_length", "beam_width",
-                                    "beam_search_diversity_rate", "end_id"};
+                                    "presence_penalty", "frequency_penalty", "len_penalty", "min_length",
+                                    "beam_width", "beam_search_diversity_rate", "end_id", "top_p_decay",
+                                    "top_p_min", "top_p_reset_ids"};
     std::string msg = e.what();
     for (const char* field : kFields) {
       const std::string f = field;

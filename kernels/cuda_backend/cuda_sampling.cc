@@ -38,8 +38,10 @@ void CudaBackend::sample_rows(float* logits, int64_t stride, int64_t vocab, cons
     d.inv_temperature = 1.0f / (static_cast<float>(r.temperature) + 1e-6f);
     d.apply_repetition = r.repetition_penalty != 1.0;
     d.apply_presence = r.presence_penalty != 0.0;
+    d.apply_frequency = r.frequency_penalty != 0.0;
     d.repetition_penalty = static_cast<float>(r.repetition_penalty);
     d.presence_penalty = static_cast<float>(r.presence_penalty);
+    d.frequency_penalty = static_cast<float>(r.frequency_penalty);
     d.min_length_id = r.min_length_id;
     d.top_p_mode = r.mode.kind == decoding::SamplingMode::kTopP;
     d.top_k = static_cast<int32_t>(std::clamp<int64_t>(r.mode.top_k, 1, std::min<int64_t>(vocab, kMaxTopK)));

@@ -156,6 +156,10 @@ __device__ bool process_row(float* l, int64_t vocab, const DeviceRowSampling& p,
     float x = l[id];
     if (p.apply_repetition) x = x < 0.0f ? __fmul_rn(x, p.repetition_penalty) : __fdiv_rn(x, p.repetition_penalty);
     if (p.apply_presence) x = __fsub_rn(x, p.presence_penalty);
+    if (p.apply_frequency) {
+      const int32_t n = ids[p.penalized_offset + p.penalized_count + j];
+      x = __fsub_rn(x, __fmul_rn(p.frequency_penalty, static_cast<float>(n)));
+    }
     l[id] = x;
   }
   __syncthreads();

@@ -21,10 +21,10 @@ struct DeviceRowSampling {
   double u = 1.0;
   int64_t row = 0;
   int32_t banned_offset = 0, banned_count = 0;
-  int32_t penalized_offset = 0, penalized_count = 0;
+  int32_t penalized_offset = 0, penalized_count = 0;  // the ids, then their counts (RowSampling's)
   float inv_temperature = 1.0f;
-  float repetition_penalty = 1.0f, presence_penalty = 0.0f;
-  int32_t apply_temperature = 0, apply_repetition = 0, apply_presence = 0;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  int32_t apply_temperature = 0, apply_repetition = 0, apply_presence = 0, apply_frequency = 0;
   int32_t min_length_id = -1;
   int32_t top_p_mode = 0;  // 0: top-k (greedy: k = 1), 1: top-p over the vocab
   int32_t top_k = 1;       // top-k mode: 1..1024, <= vocab

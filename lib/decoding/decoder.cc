@@ -56,8 +56,6 @@ struct SlotState {
   RequestRng rng{0};
   int64_t prompt_len = 0;
   int32_t fill_token = 0;  // what a finished row emits: end_id when it is a real id, else 0
-  double top_p_decay = 1.0;
-  double top_p_min = 0.5;
 };
 
 std::string where(size_t slot) { return "request " + std::to_string(slot); }
@@ -95,9 +93,7 @@ void check_decode_request(const DecodeRequest& r, int64_t vocab) {
   if (!(s.repetition_penalty > 0.0) || !std::isfinite(s.repetition_penalty))
     fail("repetition_penalty " + fmt(s.repetition_penalty) + " must be > 0");
   if (!std::isfinite(s.presence_penalty)) fail("presence_penalty " + fmt(s.presence_penalty) + " is not finite");
-  if (s.repetition_penalty != 1.0 && s.presence_penalty != 0.0)
-    fail("repetition_penalty " + fmt(s.repetition_penalty) + " and presence_penalty " + fmt(s.presence_penalty) +
-         " both set; use one");
+  if (!std::isfinite(s.frequency_penalty)) fail("frequency_penalty " + fmt(s.frequency_penalty) + " is not finite");
   if (s.min_length < 0) fail("min_length " + std::to_string(s.min_length) + " is negative");
   // Settings the request could never honour are errors, not silent no-ops.
   if (r.max_new_tokens > 0 && s.min_length > r.max_new_tokens)
@@ -113,7 +109,19 @@ void check_decode_request(const DecodeRequest& r, int64_t vocab) {
   if (!std::isfinite(s.len_penalty)) fail("len_penalty " + fmt(s.len_penalty) + " is not finite");
   if (!std::isfinite(s.beam_search_diversity_rate))
     fail("beam_search_diversity_rate " + fmt(s.beam_search_diversity_rate) + " is not finite");
-  if (!std::isfinite(s.top_p_decay) || !std::isfinite(s.top_p_min)) fail("top_p_decay/top_p_min not finite");
+  // FT's TopPSamplingLayer warns and falls back to 1.0 / 0.5 for these; a typo is refused here.
+  if (!(s.top_p_decay > 0.0 && s.top_p_decay <= 1.0)) fail("top_p_decay " + fmt(s.top_p_decay) + " outside (0, 1]");
+  if (!(s.top_p_min > 0.0 && s.top_p_min <= 1.0)) fail("top_p_min " + fmt(s.top_p_min) + " outside (0, 1]");
+  if (s.top_p_reset_id < -1 || s.top_p_reset_id >= vocab)
+    fail("top_p_reset_ids " + std::to_string(s.top_p_reset_id) + " outside the vocabulary [0, " +
+         std::to_string(vocab) + ") (-1: none)");
+  // Only FT's top-p layer (top_k 0, top_p > 0, one beam) decays its nucleus.
+  const bool top_p_layer = s.top_k == 0 && s.top_p > 0.0 && s.beam_width == 1 && s.temperature != 0.0;
+  if (!top_p_layer && (s.top_p_decay != 1.0 || s.top_p_reset_id >= 0))
+    fail(std::string(s.top_p_decay != 1.0 ? "top_p_decay " + fmt(s.top_p_decay)
+                                          : "top_p_reset_ids " + std::to_string(s.top_p_reset_id)) +
+         " has no effect outside top-p sampling (top_k 0, top_p > 0, beam_width 1, temperature > 0): "
+         "FT decays only the top-p layer's nucleus");
 }
 
 struct Decoder::Impl {
@@ -128,14 +136,14 @@ struct Decoder::Impl {
   // Per-thread scratch: slots are decoded in parallel, each wholly by one thread.
   struct Scratch {
     decoding::SamplingWorkspace ws;
-    std::vector<uint8_t> seen;  // repetition-penalty marks, all zero between uses
+    decoding::TokenCounts seen;  // penalty counts, all zero between uses
   };
   std::vector<Scratch> scratch;
   // Sampling rows of the current step (prepare_sampling / finish_sampling).
   decoding::RowSamplingBatch batch;
   std::vector<int64_t> batch_slots;  // slot of each batch entry
   std::vector<decoding::SampledToken> sampled;
-  std::vector<uint8_t> resolve_seen;  // add_row_sampling's scratch
+  decoding::TokenCounts resolve_seen;  // add_row_sampling's scratch
   std::vector<float> host_logits;     // step(device, ...) with beams: the rows, downloaded
 
   void append(Row& row, const SlotState& rs, int32_t token, double log_prob, double output_log_prob) {
@@ -206,8 +214,8 @@ struct Decoder::Impl {
       }
       append(row, rs, t.token, t.log_prob, t.output_log_prob);
       if (rs.mode.kind == SamplingMode::kTopP) {
-        row.top_p = t.token == rs.request.sampling.top_p_reset_id ? rs.mode.top_p
-                                                                  : std::max(row.top_p * rs.top_p_decay, rs.top_p_min);
+        const SamplingConfig& c = rs.request.sampling;
+        row.top_p = decoding::next_top_p(row.top_p, rs.mode.top_p, t.token, c.top_p_decay, c.top_p_min, c.top_p_reset_id);
       }
       check_finished(row, rs);
       out.tokens[b] = t.token;
@@ -391,9 +399,6 @@ void Decoder::add(int64_t b, DecodeRequest req) {
   rs.rng = RequestRng(s.seed);
   rs.prompt_len = static_cast<int64_t>(req.input_ids.size());
   rs.fill_token = (s.end_id >= 0 && s.end_id < im.vocab) ? s.end_id : 0;
-  // FT's computeToppDecay falls back to 1.0 / 0.5 for values outside (0, 1].
-  rs.top_p_decay = (s.top_p_decay > 0.0 && s.top_p_decay <= 1.0) ? s.top_p_decay : 1.0;
-  rs.top_p_min = (s.top_p_min > 0.0 && s.top_p_min <= 1.0) ? s.top_p_min : 0.5;
   rs.request = std::move(req);
   const int64_t K = im.beam_width;
   for (int64_t k = 0; k < K; ++k) {

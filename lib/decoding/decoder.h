@@ -24,16 +24,20 @@ struct SamplingConfig {
   int64_t top_k = 0;                    // 0 and top_p 0: greedy
   double top_p = 0.0;
   // Factual nucleus (top-p layer only, i.e. top_k 0): after each draw p <- max(p * decay, min),
-  // back to top_p when the drawn id is top_p_reset_id. decay or min outside (0, 1] fall back to
-  // FT's 1.0 / 0.5.
+  // back to top_p when the drawn id is top_p_reset_id (< 0: none). FT's defaults; check_decode_request
+  // refuses decay or min outside (0, 1] (FT warns and falls back to 1.0 / 0.5).
   double top_p_decay = 1.0;
   double top_p_min = 1e-6;
   int32_t top_p_reset_id = -1;
   // 0 means greedy decoding (FT divides by T + 1e-6, which makes any draw the argmax); log probs
   // are then those of the unscaled logits.
   double temperature = 1.0;
-  double repetition_penalty = 1.0;      // exclusive with presence_penalty (both set: Error)
+  // Penalties as TensorRT-LLM's penaltyKernels.cu combines them, after temperature, on every id the
+  // row's history (prompt + generated) holds, n times: repetition (l < 0 ? l * rp : l / rp), then
+  // presence (l - pp), then frequency (l - fp * n). Defaults are no-ops.
+  double repetition_penalty = 1.0;
   double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
   double len_penalty = 0.0;             // beam search: score = cum / len^len_penalty
   int64_t min_length = 0;               // end_id banned until this many tokens are generated
   int64_t beam_width = 1;
@@ -64,11 +68,14 @@ constexpr int64_t kMaxNewTokens = int64_t(1) << 24;
 
 // Throws Error (the message names the field and value, no location) when a request breaks FT's
 // rules: an empty prompt or an id outside [0, vocab), max_new_tokens outside [0, kMaxNewTokens] (0: nothing to generate), top_k outside [0, 1024],
-// top_p outside [0, 1], temperature < 0, repetition_penalty <= 0, both penalties set, min_length < 0,
+// top_p outside [0, 1], temperature < 0, repetition_penalty <= 0, min_length < 0, top_p_decay or
+// top_p_min outside (0, 1], a top_p_reset_id outside [0, vocab) (-1: none),
 // beam_width outside [1, 64], non-finite values. An end_id outside the vocabulary is allowed (it
 // never matches). Values that would be silently ignored are errors too: min_length beyond
 // max_new_tokens, top_k/top_p with beam search (which does not sample), a temperature with greedy
-// decoding (top_k 0 and top_p 0).
+// decoding (top_k 0 and top_p 0), a top_p_decay other than 1 or a reset id off FT's top-p layer
+// (top_k 0, top_p > 0, one beam, temperature > 0). Messages name the reset id top_p_reset_ids
+// (FT's request field and the flag's name).
 void check_decode_request(const DecodeRequest& request, int64_t vocab_size);
 
 // kNonFiniteLogits: the step's logits held a NaN or +Inf (the model's activations overflowed), so

@@ -38,24 +38,26 @@ void apply_temperature(float* logits, int64_t vocab, double temperature) {
   for (int64_t i = 0; i < vocab; ++i) logits[i] *= inverse;
 }
 
-namespace {
+Penalties penalties_of(const SamplingConfig& config) {
+  return {config.repetition_penalty, config.presence_penalty, config.frequency_penalty};
+}
 
-float penalized(float l, bool repetition, float rp, bool presence, float pp) {
-  if (repetition) l = l < 0.0f ? l * rp : l / rp;
-  if (presence) l = l - pp;
+float penalized(float l, const Penalties& p, int32_t count) {
+  if (p.repetition != 1.0) {
+    const float rp = static_cast<float>(p.repetition);
+    l = l < 0.0f ? l * rp : l / rp;
+  }
+  if (p.presence != 0.0) l = l - static_cast<float>(p.presence);
+  if (p.frequency != 0.0) {
+    const float f = static_cast<float>(p.frequency) * static_cast<float>(count);  // TRT-LLM: float * int
+    l = l - f;
+  }
   return l;
 }
 
-}  // namespace
-
-void apply_penalty_to_ids(float* logits, const int32_t* ids, int64_t n, double repetition_penalty,
-                          double presence_penalty) {
-  const bool repetition = repetition_penalty != 1.0;
-  const bool presence = presence_penalty != 0.0;
-  if (!repetition && !presence) return;
-  const float rp = static_cast<float>(repetition_penalty);
-  const float pp = static_cast<float>(presence_penalty);
-  for (int64_t i = 0; i < n; ++i) logits[ids[i]] = penalized(logits[ids[i]], repetition, rp, presence, pp);
+void apply_penalty_to_ids(float* logits, const int32_t* ids, const int32_t* counts, int64_t n, const Penalties& p) {
+  if (!p.any()) return;
+  for (int64_t i = 0; i < n; ++i) logits[ids[i]] = penalized(logits[ids[i]], p, counts[i]);
 }
 
 void replace_nan(float* logits, int64_t vocab) {
@@ -71,21 +73,15 @@ bool overflowed(const float* logits, int64_t vocab) {
   return bad != 0;
 }
 
-void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
-                              double repetition_penalty, double presence_penalty,
-                              std::vector<uint8_t>& seen) {
-  const bool repetition = repetition_penalty != 1.0;
-  const bool presence = presence_penalty != 0.0;
-  if (!repetition && !presence) return;
-  const float rp = static_cast<float>(repetition_penalty);
-  const float pp = static_cast<float>(presence_penalty);
+void apply_penalties(float* logits, int64_t vocab, const std::vector<int32_t>& history, const Penalties& p,
+                     TokenCounts& counts) {
+  if (!p.any()) return;
+  for (int32_t id : history)
+    if (id >= 0 && id < vocab) ++counts[id];
   for (int32_t id : history) {
-    if (id < 0 || id >= vocab || seen[id]) continue;
-    seen[id] = 1;
-    logits[id] = penalized(logits[id], repetition, rp, presence, pp);
-  }
-  for (int32_t id : history) {
-    if (id >= 0 && id < vocab) seen[id] = 0;
+    if (id < 0 || id >= vocab || counts[id] == 0) continue;
+    logits[id] = penalized(logits[id], p, counts[id]);
+    counts[id] = 0;  // each id once; back to zero for the next row
   }
 }
 
@@ -95,17 +91,13 @@ void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t gene
 }
 
 void process_logits(float* logits, int64_t vocab, const SamplingConfig& config,
-                    const std::vector<int32_t>& history, int64_t generated,
-                    std::vector<uint8_t>& seen) {
+                    const std::vector<int32_t>& history, int64_t generated, TokenCounts& counts) {
   replace_nan(logits, vocab);  // NaN would break the strict ordering the selection relies on
   ban_bad_words(logits, vocab, history, config.bad_words);
   apply_temperature(logits, vocab, config.temperature);
   // FT applies penalties only from step > 1, i.e. once the sequence holds 2+ tokens; judged per
   // row here (FT uses the batch's padded width) so a request behaves the same in any batch.
-  if (history.size() > 1) {
-    apply_repetition_penalty(logits, vocab, history, config.repetition_penalty,
-                             config.presence_penalty, seen);
-  }
+  if (history.size() > 1) apply_penalties(logits, vocab, history, penalties_of(config), counts);
   apply_min_length(logits, vocab, config.end_id, generated, config.min_length);
 }
 

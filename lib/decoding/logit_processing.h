@@ -1,7 +1,7 @@
 #pragma once
 // The per-row logit pipeline that runs before sampling or beam search (FT DynamicDecodeLayer
-// order): bad-words ban, temperature, repetition/presence penalty,
-// min_length. Each stage is a free function so tests can check its exact effect.
+// order): bad-words ban, temperature, penalties (repetition, presence, frequency; TensorRT-LLM's
+// combination), min_length. Each stage is a free function so tests can check its exact effect.
 #include <cstdint>
 #include <vector>
 
@@ -26,16 +26,25 @@ void ban_bad_words(float* logits, int64_t vocab, const std::vector<int32_t>& his
 // Temperature: l * (1 / (T + 1e-6)), skipped when T == 1.
 void apply_temperature(float* logits, int64_t vocab, double temperature);
 
-// Repetition (l < 0 ? l * p : l / p) or presence (l - p) penalty over the distinct ids of `history`
-// (prompt + generated; counts ignored). `seen` is scratch of at least `vocab` bytes, all zero on
-// entry and on return. Default values (1.0 / 0.0) are no-ops.
-void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& history,
-                              double repetition_penalty, double presence_penalty,
-                              std::vector<uint8_t>& seen);
+// The three penalties of SamplingConfig, as TensorRT-LLM's penaltyKernels.cu applies them to an id
+// the history holds n > 0 times, in fp32: repetition (l < 0 ? l * rp : l / rp) when rp != 1, then
+// presence (l - pp) when pp != 0, then frequency (l - fp * n, the product rounded first) when fp != 0.
+struct Penalties {
+  double repetition = 1.0, presence = 0.0, frequency = 0.0;
+  bool any() const { return repetition != 1.0 || presence != 0.0 || frequency != 0.0; }
+};
+Penalties penalties_of(const SamplingConfig& config);
+float penalized(float logit, const Penalties& p, int32_t count);
 
-// apply_repetition_penalty over `n` distinct ids in [0, vocab) (no history, no dedup).
-void apply_penalty_to_ids(float* logits, const int32_t* ids, int64_t n, double repetition_penalty,
-                          double presence_penalty);
+// Counts of each id in a history; scratch of at least `vocab` entries, all zero on entry and on return.
+using TokenCounts = std::vector<int32_t>;
+
+// The penalties over the ids of `history` (prompt + generated), each with its count there.
+void apply_penalties(float* logits, int64_t vocab, const std::vector<int32_t>& history, const Penalties& p,
+                     TokenCounts& counts);
+
+// apply_penalties over `n` distinct ids in [0, vocab) with their counts (no history).
+void apply_penalty_to_ids(float* logits, const int32_t* ids, const int32_t* counts, int64_t n, const Penalties& p);
 
 // NaN -> -inf (the selection relies on a strict order).
 void replace_nan(float* logits, int64_t vocab);
@@ -53,7 +62,6 @@ void apply_min_length(float* logits, int64_t vocab, int32_t end_id, int64_t gene
 // The whole pre-sampling pipeline for one row, in FT's order. `history` is prompt + generated for
 // this row, `generated` how many of those tokens were generated. NaN logits are treated as -inf.
 void process_logits(float* logits, int64_t vocab, const SamplingConfig& config,
-                    const std::vector<int32_t>& history, int64_t generated,
-                    std::vector<uint8_t>& seen);
+                    const std::vector<int32_t>& history, int64_t generated, TokenCounts& counts);
 
 }  // namespace ftx::decoding

@@ -16,12 +16,13 @@ namespace ftx::decoding {
 
 void add_row_sampling(RowSamplingBatch& batch, int64_t row, int64_t vocab, const SamplingConfig& config,
                       const SamplingMode& mode, double top_p, double u, const std::vector<int32_t>& history,
-                      int64_t generated, std::vector<uint8_t>& seen) {
+                      int64_t generated, std::vector<int32_t>& counts) {
   RowSampling r;
   r.row = row;
   r.temperature = config.temperature;
   r.repetition_penalty = config.repetition_penalty;
   r.presence_penalty = config.presence_penalty;
+  r.frequency_penalty = config.frequency_penalty;
   r.mode = mode;
   r.top_p = top_p;
   r.u = u;
@@ -34,16 +35,17 @@ void add_row_sampling(RowSamplingBatch& batch, int64_t row, int64_t vocab, const
   }
   r.banned_count = static_cast<int64_t>(ids.size()) - r.banned_offset;
   r.penalized_offset = static_cast<int64_t>(ids.size());
-  // process_logits' rule: penalties once the row holds 2+ tokens, over its distinct ids.
-  if (history.size() > 1 && (config.repetition_penalty != 1.0 || config.presence_penalty != 0.0)) {
-    for (int32_t id : history) {
-      if (id < 0 || id >= vocab || seen[id]) continue;
-      seen[id] = 1;
-      ids.push_back(id);
+  // process_logits' rule: penalties once the row holds 2+ tokens, over its distinct ids and their counts.
+  if (history.size() > 1 && penalties_of(config).any()) {
+    for (int32_t id : history)
+      if (id >= 0 && id < vocab && counts[id]++ == 0) ids.push_back(id);
+    const int64_t end = static_cast<int64_t>(ids.size());
+    for (int64_t i = r.penalized_offset; i < end; ++i) {
+      ids.push_back(counts[ids[i]]);
+      counts[ids[i]] = 0;
     }
-    for (int64_t i = r.penalized_offset; i < static_cast<int64_t>(ids.size()); ++i) seen[ids[i]] = 0;
+    r.penalized_count = end - r.penalized_offset;
   }
-  r.penalized_count = static_cast<int64_t>(ids.size()) - r.penalized_offset;
   if (generated < config.min_length && config.end_id >= 0 && config.end_id < vocab) r.min_length_id = config.end_id;
   batch.rows.push_back(r);
 }
@@ -66,7 +68,8 @@ void process_row_logits(float* logits, int64_t vocab, const RowSampling& r, cons
   replace_nan(logits, vocab);
   for (int64_t i = 0; i < r.banned_count; ++i) logits[ids[r.banned_offset + i]] = -std::numeric_limits<float>::infinity();
   apply_temperature(logits, vocab, r.temperature);
-  apply_penalty_to_ids(logits, ids + r.penalized_offset, r.penalized_count, r.repetition_penalty, r.presence_penalty);
+  apply_penalty_to_ids(logits, ids + r.penalized_offset, ids + r.penalized_offset + r.penalized_count, r.penalized_count,
+                       {r.repetition_penalty, r.presence_penalty, r.frequency_penalty});
   if (r.min_length_id >= 0) logits[r.min_length_id] = -FLT_MAX;
 }
 

@@ -8,8 +8,9 @@
 // The arithmetic, per row, is exactly the CPU decoder's (logit_processing.h, sampling.h):
 //  1. NaN -> -inf; ids in `banned` -> -inf (bad words, resolved on the history);
 //  2. temperature: l · (1.0f / (float(T) + 1e-6f)), skipped when T == 1;
-//  3. over the distinct ids in `penalized` (empty unless the history holds 2+ tokens):
-//     repetition (l < 0 ? l · rp : l / rp) when rp != 1, then presence (l - pp) when pp != 0, in fp32;
+//  3. over the distinct ids in `penalized` (empty unless the history holds 2+ tokens), each held n
+//     times by the history: repetition (l < 0 ? l · rp : l / rp) when rp != 1, then presence
+//     (l - pp) when pp != 0, then frequency (l - fp · n) when fp != 0, in fp32 (penalized());
 //  4. min_length_id (when >= 0) -> -FLT_MAX;
 //  5. sample(mode, top_p, u, log_probs): top-k (greedy is k = 1) or top-p, ties to the lower id.
 #include <cstdint>
@@ -25,10 +26,13 @@ struct RowSampling {
   double temperature = 1.0;
   double repetition_penalty = 1.0;
   double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
   int32_t min_length_id = -1;  // < 0: none
   // Slices of RowSamplingBatch::ids.
-  int64_t banned_offset = 0, banned_count = 0;        // may repeat ids
-  int64_t penalized_offset = 0, penalized_count = 0;  // distinct ids in [0, vocab)
+  int64_t banned_offset = 0, banned_count = 0;  // may repeat ids
+  // penalized_count distinct ids in [0, vocab), then as many counts: ids[penalized_offset +
+  // penalized_count + j] is how often the history holds ids[penalized_offset + j].
+  int64_t penalized_offset = 0, penalized_count = 0;
   SamplingMode mode;
   double top_p = 1.0;  // the p of this draw (mode.top_p, or the top-p layer's decayed nucleus)
   double u = 1.0;      // in (0, 1], the row's next RequestRng::uniform()
@@ -37,7 +41,7 @@ struct RowSampling {
 
 struct RowSamplingBatch {
   std::vector<RowSampling> rows;
-  std::vector<int32_t> ids;  // banned and penalised ids of every row
+  std::vector<int32_t> ids;  // banned and penalised ids (and the penalised ids' counts) of every row
   void clear() {
     rows.clear();
     ids.clear();
@@ -45,10 +49,10 @@ struct RowSamplingBatch {
 };
 
 // Resolves one row (config as Decoder::add left it: temperature 0 already turned into greedy) and
-// appends it to `batch`. `seen` is scratch of at least `vocab` bytes, all zero on entry and on return.
+// appends it to `batch`. `counts`: logit_processing.h's TokenCounts scratch.
 void add_row_sampling(RowSamplingBatch& batch, int64_t row, int64_t vocab, const SamplingConfig& config,
                       const SamplingMode& mode, double top_p, double u, const std::vector<int32_t>& history,
-                      int64_t generated, std::vector<uint8_t>& seen);
+                      int64_t generated, std::vector<int32_t>& counts);
 
 // The logit rows a batch reads (its largest row + 1). Error when a row is negative or named twice
 // (each entry processes its row in place, so two entries of one row would race on a device).

@@ -51,6 +51,10 @@ int bucket_of(float max, float logit) {
 
 }  // namespace
 
+double next_top_p(double p, double initial, int32_t token, double decay, double min, int32_t reset_id) {
+  return token == reset_id ? initial : std::max(p * decay, min);
+}
+
 SamplingMode resolve_sampling_mode(int64_t top_k, double top_p, int64_t vocab) {
   SamplingMode mode;
   const int64_t k = std::min({std::max<int64_t>(top_k, 0), kMaxTopK, vocab});

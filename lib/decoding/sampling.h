@@ -18,6 +18,11 @@ struct SamplingMode {
 // k=0,p>0 -> top-p over the whole vocab. k is clipped to 1024 and to vocab, p to [0, 1].
 SamplingMode resolve_sampling_mode(int64_t top_k, double top_p, int64_t vocab);
 
+// FT's computeToppDecay (factual-nucleus sampling): the top-p layer's nucleus for the next draw
+// after drawing `token` with nucleus p: `initial` (the request's top_p) when token is reset_id,
+// else max(p * decay, min). In double (FT: float).
+double next_top_p(double p, double initial, int32_t token, double decay, double min, int32_t reset_id);
+
 struct SampledToken {
   int32_t token = 0;
   double log_prob = 0.0;         // log softmax over the full vocab (what cum_log_prob sums)

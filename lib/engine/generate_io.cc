@@ -72,6 +72,11 @@ double json_number(const nlohmann::json& v, const std::string& key, const std::s
   if (!v.is_number()) throw Error(where + ": \"" + key + "\" must be a number, not " + v.dump());
   return v.get<double>();
 }
+int32_t json_id(const nlohmann::json& v, const std::string& key, const std::string& where) {
+  const int64_t id = json_int(v, key, where);
+  if (id < INT32_MIN || id > INT32_MAX) throw Error(where + ": \"" + key + "\" " + v.dump() + " is not a token id");
+  return static_cast<int32_t>(id);
+}
 bool json_bool(const nlohmann::json& v, const std::string& key, const std::string& where) {
   if (!v.is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false, not " + v.dump());
   return v.get<bool>();
@@ -131,7 +136,8 @@ const std::vector<std::string>& request_fields() {
       "text", "ids", "max_new_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
       "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
       "beam_search_diversity_rate", "session", "session_end", "task", "virtual_tokens", "return_context_log_probs",
-      "echo_prompt", "id"};
+      "echo_prompt", "id", "frequency_penalty", "top_p_decay", "top_p_min", "top_p_reset_ids", "start_id",
+      "is_return_context_embeddings"};
   return fields;
 }
 
@@ -185,6 +191,12 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
     else if (k == "temperature") s.temperature = json_number(v, k, where);
     else if (k == "repetition_penalty") s.repetition_penalty = json_number(v, k, where);
     else if (k == "presence_penalty") s.presence_penalty = json_number(v, k, where);
+    else if (k == "frequency_penalty") s.frequency_penalty = json_number(v, k, where);
+    else if (k == "top_p_decay") s.top_p_decay = json_number(v, k, where);
+    else if (k == "top_p_min") s.top_p_min = json_number(v, k, where);
+    else if (k == "top_p_reset_ids") s.top_p_reset_id = json_id(v, k, where);
+    else if (k == "start_id") prompt.start_id = json_id(v, k, where);
+    else if (k == "is_return_context_embeddings") r.output.context_embedding = json_bool(v, k, where);
     else if (k == "min_length") s.min_length = json_int(v, k, where);
     else if (k == "seed") {
       if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
@@ -192,11 +204,8 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
       s.seed = v.get<uint64_t>();
     } else if (k == "stop_words") s.stop_words = json_words(v, k, where, tok_);
     else if (k == "bad_words") s.bad_words = json_words(v, k, where, tok_);
-    else if (k == "end_id") {
-      const int64_t e = json_int(v, k, where);
-      if (e < INT32_MIN || e > INT32_MAX) throw Error(where + ": \"end_id\" " + v.dump() + " is not a token id");
-      s.end_id = static_cast<int32_t>(e);
-    } else if (k == "return_log_probs") {
+    else if (k == "end_id") s.end_id = json_id(v, k, where);
+    else if (k == "return_log_probs") {
       s.return_log_probs = r.output.log_probs = r.output.cum_log_probs = json_bool(v, k, where);
     } else if (k == "beam_width") s.beam_width = json_int(v, k, where);
     else if (k == "len_penalty") s.len_penalty = json_number(v, k, where);
@@ -319,9 +328,14 @@ bool PromptReader::read_next() {
                   "pass --tokenizer DIR");
     apply_prompt(r, choice, where);
     // FT semantics: a request with no input starts from start_id (only when one is given).
-    if (r.decode.input_ids.empty() && defaults_.start_id >= 0) r.decode.input_ids.push_back(defaults_.start_id);
+    const int32_t start_id = choice.start_id ? *choice.start_id : defaults_.start_id;
+    if (choice.start_id && (start_id < 0 || start_id >= limits_.vocab_size))
+      throw Error(where + ": \"start_id\" " + std::to_string(start_id) + " is outside the vocabulary [0, " +
+                  std::to_string(limits_.vocab_size) + ")");
+    if (r.decode.input_ids.empty() && start_id >= 0) r.decode.input_ids.push_back(start_id);
     if (r.decode.input_ids.empty())
-      throw Error(where + ": empty prompt" + (defaults_.start_id < 0 ? " (--start-id ID starts empty prompts from ID)" : ""));
+      throw Error(where + ": empty prompt" +
+                  (start_id < 0 ? " (a \"start_id\" field, or --start-id ID, starts empty prompts from ID)" : ""));
     check_prompt_request(r, limits_, where);
     const int32_t end_id = r.decode.sampling.end_id;
     if (end_id >= limits_.vocab_size && warned_end_ids_.insert(end_id).second)
@@ -488,6 +502,8 @@ uint64_t request_fingerprint(const Request& r) {
   // Fields a request did not have before issue 49 are hashed only when set, so earlier runs resume.
   if (r.output.context_log_probs) hash_value(h, static_cast<uint8_t>(0x49));
   if (r.output.echo) hash_value(h, static_cast<uint8_t>(0x4a));
+  if (r.output.context_embedding) hash_value(h, static_cast<uint8_t>(0x4b));
+  if (s.frequency_penalty != 0.0) hash_value(h, s.frequency_penalty);
   if (!r.output.id.empty()) {
     hash_value(h, static_cast<uint64_t>(r.output.id.size()));
     hash_add(h, r.output.id.data(), r.output.id.size());
@@ -585,7 +601,7 @@ std::string result_json(const GenerationOutput& out, const ResultFormat& fmt) {
     j["generated_text"] = fmt.tokenizer ? text_value(decode_text(*fmt.tokenizer, best.output_ids, end_id)) : nlohmann::json();
     j["generated_tokens"] = best.output_ids;
   }
-  if (fmt.context_embedding) j["context_embedding"] = out.context_embedding;
+  if (out.output.context_embedding) j["context_embedding"] = out.context_embedding;
   if (const std::string e = result_error(out); !e.empty()) j["error"] = e;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -4,6 +4,7 @@
 // Kept out of cmd/ so tests can call them.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ struct RequestDefaults {
   int64_t max_new_tokens = 0;
   SamplingConfig sampling;
   ResultOptions output;
-  int32_t start_id = -1;  // >= 0: an empty prompt starts from this id (FT's max_in = 0 case)
+  int32_t start_id = -1;  // >= 0: an empty prompt starts from this id (FT's max_in = 0 case); a JSON line's "start_id" overrides it
 };
 
 // What a prompt may not exceed.
@@ -80,6 +81,7 @@ class PromptReader : public RequestSource {
     bool has_task = false;
     std::string task;          // "" with has_task: JSON null, no task
     int64_t virtual_tokens = 0;
+    std::optional<int32_t> start_id;  // the JSON line's "start_id"
   };
   bool read_next();
   Request parse_json(const std::string& line, const std::string& where, PromptChoice& prompt);
@@ -128,7 +130,6 @@ void skip_resumed(RequestSource& source, const ResultJournal& journal, const std
 std::string model_identity(const std::string& model_dir);
 
 struct ResultFormat {
-  bool context_embedding = false;
   const Tokenizer* tokenizer = nullptr;  // adds "text" when set
 };
 // A result's "text": `ids` decoded without their trailing end_ids (ids past the tokenizer's

@@ -16,6 +16,9 @@ struct ResultOptions {
   bool cum_log_probs = false;  // cum_log_prob
   bool context_log_probs = false;  // context_log_probs: the prompt scored (Engine's ContextScores)
   bool echo = false;           // input_prompt, generated_text, generated_tokens (Megatron Core's names)
+  // context_embedding: the sum of the last layer's outputs over the prompt's tokens run (FT's
+  // is_return_context_embeddings); such a prompt takes nothing from the prefix cache.
+  bool context_embedding = false;
   int32_t end_id = -1;         // trailing end_ids are left out of the decoded "text"
   std::string id;              // the request's JSON "id" as JSON text ("": none), copied to its result
   std::string prompt;          // echo: the prompt's text (input_prompt)

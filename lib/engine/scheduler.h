@@ -67,7 +67,6 @@ struct SchedulerOptions {
   int64_t batch_size = 8;           // request slots decoded together
   int64_t max_seq_len = 0;          // KV cache length per row; 0: grows with the requests
   bool continuous = true;           // refill finished rows at once; false: static batches
-  bool context_embeddings = false;  // fill GenerationOutput::context_embedding
   // A session's context plus a round's new tokens may not exceed this (0: no limit but the
   // model's position table).
   int64_t session_len = 0;

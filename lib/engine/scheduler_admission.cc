@@ -79,10 +79,10 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
 
   // Blocks: a prompt whose first uncached block a newcomer of this plan computes waits a step, to
   // find it cached; with a budget, the prompt and its first step must fit what is free.
-  // A scored prompt takes nothing from the prefix cache (Engine::prefill): every token runs.
+  // A scored or embedded prompt takes nothing from the prefix cache (Engine::prefill): every token runs.
   const bool scored = r.output.context_log_probs;
   std::vector<uint64_t> new_keys;
-  if (cached == 0 && engine_.kv_cache().sharing() && !opt_.context_embeddings && !scored && opt_.continuous) {
+  if (cached == 0 && engine_.kv_cache().sharing() && !r.output.context_embedding && !scored && opt_.continuous) {
     new_keys = engine_.prefill_cost(context).new_keys;
     if (!new_keys.empty() && produced_.count(new_keys.front())) return Admission::kDefer;
   }
@@ -151,6 +151,7 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   run.row = static_cast<int32_t>(slot * beam);
   run.append = cached > 0 ? 1 : 0;
   run.score = scored ? 1 : 0;
+  run.embed = r.output.context_embedding ? 1 : 0;
   run.feed.assign(context.begin() + cached, context.end());
   dec.decode.input_ids = std::move(context);
   p.slot.push_back(slot);

@@ -165,7 +165,7 @@ Scheduler::AdmissionCost Scheduler::admission_cost(const Request& r, const std::
                 std::to_string(kv.capacity()) + " of the budget (raise --kv-cache-memory)");
   AdmissionCost c;
   c.prompt = append_row >= 0 ? engine_.append_cost(static_cast<int32_t>(append_row), append_n)
-                             : engine_.prefill_cost(context, !r.output.context_log_probs).blocks;
+                             : engine_.prefill_cost(context, !r.output.context_log_probs && !r.output.context_embedding).blocks;
   // Its first decode step: a new block at a block boundary; beams also copy the shared last block.
   if (r.decode.max_new_tokens > 1) c.step = beam > 1 ? beam : (held % bs == 0 ? 1 : 0);
   return c;

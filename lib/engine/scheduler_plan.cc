@@ -30,7 +30,7 @@ void Scheduler::share(Plan& p) {
   const int64_t n = head[2], nruns = head[3], nops = head[6], npre = head[7], nres = head[8];
   if (n + nruns + nops + npre + nres > 0) {
     // [kind, a, b] per op, the preempted and resumed slots, [slot, need] per newcomer,
-    // [row, append, score, length] per run, then every run's ids.
+    // [row, append, score, embed, length] per run, then every run's ids.
     std::vector<int64_t> body;
     if (comm_.rank() == 0) {
       for (const auto& op : p.ops) body.insert(body.end(), {op[0], op[1], op[2]});
@@ -38,10 +38,10 @@ void Scheduler::share(Plan& p) {
       body.insert(body.end(), p.resume.begin(), p.resume.end());
       for (size_t i = 0; i < p.slot.size(); ++i) body.insert(body.end(), {p.slot[i], p.need[i]});
       for (const auto& r : p.runs)
-        body.insert(body.end(), {r.row, r.append, r.score, static_cast<int64_t>(r.feed.size())});
+        body.insert(body.end(), {r.row, r.append, r.score, r.embed, static_cast<int64_t>(r.feed.size())});
       for (const auto& r : p.runs) body.insert(body.end(), r.feed.begin(), r.feed.end());
     }
-    body.resize(static_cast<size_t>(3 * nops + npre + nres + 2 * n + 4 * nruns + head[4]));
+    body.resize(static_cast<size_t>(3 * nops + npre + nres + 2 * n + 5 * nruns + head[4]));
     comm_.broadcast(body.data(), body.size() * sizeof(int64_t), 0);
     if (comm_.rank() != 0) {
       const int64_t* e = body.data();
@@ -59,14 +59,15 @@ void Scheduler::share(Plan& p) {
         p.need.push_back(e[1]);
       }
       p.runs.assign(static_cast<size_t>(nruns), Plan::Run());
-      const int64_t* ids_at = e + 4 * nruns;
+      const int64_t* ids_at = e + 5 * nruns;
       for (auto& r : p.runs) {
         r.row = static_cast<int32_t>(e[0]);
         r.append = static_cast<uint8_t>(e[1]);
         r.score = static_cast<uint8_t>(e[2]);
-        r.feed.assign(ids_at, ids_at + e[3]);
-        ids_at += e[3];
-        e += 4;
+        r.embed = static_cast<uint8_t>(e[3]);
+        r.feed.assign(ids_at, ids_at + e[4]);
+        ids_at += e[4];
+        e += 5;
       }
     }
   }

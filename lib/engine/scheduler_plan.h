@@ -29,6 +29,7 @@ struct Scheduler::Plan {
     int32_t row = 0;
     uint8_t append = 0;  // 1: after the row's cached tokens (a resident session); 0: a fresh prefill
     uint8_t score = 0;   // 1: its tokens are scored (ResultOptions::context_log_probs; Engine's ContextScores)
+    uint8_t embed = 0;   // 1: their context embedding is wanted (ResultOptions::context_embedding)
     std::vector<int32_t> feed;
   };
   std::vector<Run> runs;

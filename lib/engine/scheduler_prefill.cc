@@ -82,19 +82,23 @@ void Scheduler::admit(const Plan& p) {
   // Fresh rows are prefilled, rows that hold a session's context are appended to; run i's logits
   // land in row i of `run_logits`.
   std::vector<float> run_logits(leader ? static_cast<size_t>(nruns * V) : 0);
-  std::vector<float> ctx(opt_.context_embeddings ? static_cast<size_t>(nruns * engine_.hidden()) : 0);
+  const bool embedding = std::any_of(p.runs.begin(), p.runs.end(), [](const Plan::Run& r) { return r.embed != 0; });
+  std::vector<float> ctx(embedding ? static_cast<size_t>(nruns * engine_.hidden()) : 0);
   std::vector<std::vector<float>> run_scores(static_cast<size_t>(nruns));  // rank 0: scored runs' log probs
   std::vector<int64_t> run_of_row(static_cast<size_t>(B * K), -1);
   for (int64_t i = 0; i < nruns; ++i) run_of_row[static_cast<size_t>(p.runs[i].row)] = i;
   const int64_t H = engine_.hidden();
-  for (const uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+  // Prefills and appends run apart, and the runs whose context embedding is wanted apart from the
+  // others (the engine takes no prefix-cache blocks for a batch that sums embeddings).
+  for (const uint8_t group : {uint8_t{0}, uint8_t{1}, uint8_t{2}, uint8_t{3}}) {
+    const uint8_t kind = group >> 1, embed = group & 1;  // prefills first, as before
     std::vector<std::vector<int32_t>> feeds;
     std::vector<int32_t> rows;
     std::vector<int64_t> which;
     ContextScores scores;
     bool scoring = false;
     for (int64_t i = 0; i < nruns; ++i)
-      if (p.runs[i].append == kind) {
+      if (p.runs[i].append == kind && p.runs[i].embed == embed) {
         feeds.push_back(p.runs[i].feed);
         rows.push_back(p.runs[i].row);
         which.push_back(i);
@@ -104,11 +108,9 @@ void Scheduler::admit(const Plan& p) {
     if (feeds.empty()) continue;
     std::vector<float> lg(leader ? static_cast<size_t>(feeds.size() * V) : 0), c;
     if (kind == 0)
-      engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr,
-                      scoring ? &scores : nullptr);
+      engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, embed ? &c : nullptr, scoring ? &scores : nullptr);
     else
-      engine_.append(feeds, rows, leader ? lg.data() : nullptr, opt_.context_embeddings ? &c : nullptr,
-                     scoring ? &scores : nullptr);
+      engine_.append(feeds, rows, leader ? lg.data() : nullptr, embed ? &c : nullptr, scoring ? &scores : nullptr);
     for (size_t j = 0; j < which.size(); ++j) {
       if (leader && scoring) run_scores[which[j]] = std::move(scores.log_probs[j]);
       if (leader) std::copy_n(lg.begin() + static_cast<int64_t>(j) * V, V, run_logits.begin() + which[j] * V);
@@ -133,7 +135,7 @@ void Scheduler::admit(const Plan& p) {
     s.parked = false;
     s.need = p.need[i];
     const int64_t run = run_of_row[static_cast<size_t>(p.slot[i] * K)];
-    if (!ctx.empty()) s.context_embedding.assign(ctx.begin() + run * H, ctx.begin() + (run + 1) * H);
+    if (p.runs[run].embed) s.context_embedding.assign(ctx.begin() + run * H, ctx.begin() + (run + 1) * H);
     if (!leader) continue;
     s.context_log_probs = std::move(run_scores[run]);
     decoder_->add(p.slot[i], p.requests[static_cast<size_t>(i)].decode);

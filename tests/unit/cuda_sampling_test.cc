@@ -105,7 +105,7 @@ TEST_F(CudaSampling, SaysWhichRowsHeldNonFiniteLogits) {
   for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(3 * stride + i)] = std::numeric_limits<float>::quiet_NaN();
   for (const auto& [k, p] : {std::pair<int64_t, double>{0, 0.0}, {8, 0.0}, {0, 0.9}}) {
     decoding::RowSamplingBatch batch;
-    std::vector<uint8_t> seen(vocab, 0);
+    std::vector<int32_t> seen(vocab, 0);
     for (int64_t r = 0; r < 4; ++r) {
       SamplingConfig cfg;
       cfg.top_k = k;
@@ -132,7 +132,7 @@ TEST_F(CudaSampling, EqualsTheCpuTwinOnALargeVocabulary) {
     std::vector<float> logits(static_cast<size_t>(4 * stride));
     for (float& x : logits) x = normal(gen);
     decoding::RowSamplingBatch batch;
-    std::vector<uint8_t> seen(vocab, 0);
+    std::vector<int32_t> seen(vocab, 0);
     const std::pair<int64_t, double> modes[] = {{0, 0.0}, {1024, 0.0}, {40, 0.9}, {0, 0.95}};
     for (int64_t r = 0; r < 4; ++r) {
       SamplingConfig cfg;

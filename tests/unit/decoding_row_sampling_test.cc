@@ -26,7 +26,7 @@ using decoding::SampledToken;
 // The decoder's path (Decoder::Impl::sampling_step): process_logits, then sample().
 std::vector<SampledToken> decoder_reference(const test::SamplingCase& c) {
   std::vector<float> logits = c.logits;
-  std::vector<uint8_t> seen(c.vocab, 0);
+  std::vector<int32_t> seen(c.vocab, 0);
   decoding::SamplingWorkspace ws;
   std::vector<SampledToken> out;
   for (size_t i = 0; i < c.rows.size(); ++i) {
@@ -93,7 +93,7 @@ TEST(DecodingRowSampling, ResolvesBadWordsPenaltiesAndMinLength) {
   cfg.min_length = 3;
   cfg.end_id = 1;
   const std::vector<int32_t> history = {4, 4, 11, 2};
-  std::vector<uint8_t> seen(20, 0);
+  std::vector<int32_t> seen(20, 0);
   RowSamplingBatch batch;
   decoding::add_row_sampling(batch, 3, 20, cfg, decoding::resolve_sampling_mode(0, 0.0, 20), 1.0, 0.5, history, 2,
                              seen);
@@ -105,8 +105,11 @@ TEST(DecodingRowSampling, ResolvesBadWordsPenaltiesAndMinLength) {
                                  batch.ids.begin() + r.penalized_offset + r.penalized_count);
   EXPECT_EQ(banned, (std::vector<int32_t>{5, 3}));
   EXPECT_EQ(penalized, (std::vector<int32_t>{4, 11, 2}));  // distinct, in history order
+  std::vector<int32_t> counts(batch.ids.begin() + r.penalized_offset + r.penalized_count,
+                              batch.ids.begin() + r.penalized_offset + 2 * r.penalized_count);
+  EXPECT_EQ(counts, (std::vector<int32_t>{2, 1, 1}));       // then how often the history holds each
   EXPECT_EQ(r.min_length_id, 1);                            // generated 2 < min_length 3
-  for (uint8_t s : seen) EXPECT_EQ(s, 0);                   // scratch left clean
+  for (int32_t s : seen) EXPECT_EQ(s, 0);                   // scratch left clean
   // A one-token history is not penalised (process_logits' rule), and min_length reached frees end_id.
   decoding::add_row_sampling(batch, 0, 20, cfg, r.mode, 1.0, 0.5, {4}, 3, seen);
   EXPECT_EQ(batch.rows[1].penalized_count, 0);

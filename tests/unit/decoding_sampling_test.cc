@@ -6,8 +6,12 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <string>
 
+#include "formats/error.h"
 #include "lib/decoding/logit_processing.h"
+#include "lib/decoding/request_rng.h"
 #include "lib/decoding/sampling.h"
 #include "unit/decoding_test_helpers.h"
 
@@ -372,6 +376,114 @@ TEST(DecodingSampling, TopPDecayShrinksNucleusAndResets) {
   }
   EXPECT_EQ(ones_after_first, 0);
   EXPECT_GT(ones_with_reset, 100);  // about 0.4 * 5 * 200 * (share of steps after a 0)
+}
+
+TEST(DecodingSampling, I49_TopPDecayStepsAsFtsComputeToppDecay) {
+  // FT's computeToppDecay: p <- max(p * decay, min) after each draw, back to the initial top_p
+  // after a draw of the reset id. Hand values for top_p 0.9, decay 0.7, min 0.2, reset id 3.
+  const int32_t drawn[] = {5, 5, 5, 5, 5, 3, 5, 5};
+  const double want[] = {0.63, 0.441, 0.3087, 0.21609, 0.2, 0.9, 0.63, 0.441};
+  double p = 0.9;
+  for (int t = 0; t < 8; ++t) {
+    p = decoding::next_top_p(p, 0.9, drawn[t], 0.7, 0.2, 3);
+    EXPECT_NEAR(p, want[t], 1e-12) << "after draw " << t;
+  }
+  EXPECT_EQ(decoding::next_top_p(0.5, 0.9, 3, 0.7, 0.2, -1), 0.35);  // -1: no reset id
+}
+
+// FT's top-p draw in float64, independent of lib/decoding: softmax, ids by descending probability
+// (ties: lower id first), the first whose inclusive prefix sum reaches u * p.
+int32_t reference_top_p(const std::vector<float>& logits, double p, double u) {
+  const std::vector<double> lp = log_softmax(logits.data(), static_cast<int64_t>(logits.size()));
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  double sum = 0.0;
+  for (int32_t id : order) {
+    sum += std::exp(lp[id]);
+    if (sum >= u * p) return id;
+  }
+  return order.back();
+}
+
+TEST(DecodingSampling, I49_FactualNucleusRunEqualsAFloat64ReferenceOfFtsRule) {
+  // A whole run of the top-p layer with decay, min and reset id: each step's p from FT's rule in
+  // float64 and the token drawn with it by reference_top_p, from the request's own uniforms.
+  const int64_t vocab = 12;
+  const double top_p = 0.95, decay = 0.6, min_p = 0.25;
+  const int32_t reset = 2;
+  auto fn = [&](int64_t, int64_t, const std::vector<int32_t>& h, float* l) { hashed_logits(9, h, l, vocab, 1.0); };
+  int resets = 0, at_min = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    SamplingConfig s;
+    s.top_p = top_p;
+    s.top_p_decay = decay;
+    s.top_p_min = min_p;
+    s.top_p_reset_id = reset;
+    s.seed = seed;
+    const std::vector<int32_t> prompt = {1, 4};
+    const auto run = run_decoder({make_request(prompt, 16, s)}, vocab, fn);
+    const auto& got = run.results[0].beams[0].output_ids;
+    decoding::RequestRng rng(seed);
+    std::vector<int32_t> history = prompt, want;
+    double p = top_p;
+    std::vector<float> l(vocab);
+    for (int t = 0; t < 16; ++t) {
+      fn(t, 0, history, l.data());
+      const int32_t token = reference_top_p(l, p, rng.uniform());
+      want.push_back(token);
+      history.push_back(token);
+      if (token == reset) {
+        p = top_p;
+        ++resets;
+      } else {
+        p = std::max(p * decay, min_p);
+        at_min += p == min_p;
+      }
+    }
+    EXPECT_EQ(got, want) << "seed " << seed;
+  }
+  EXPECT_GT(resets, 10);  // the run went through resets and the floor, not only the decay
+  EXPECT_GT(at_min, 100);
+}
+
+TEST(DecodingSampling, I49_TopPDecayValuesOutsideFtsRangesAreRefusedByName) {
+  auto refused = [](SamplingConfig s, const std::string& needle) {
+    try {
+      check_decode_request(make_request({1}, 4, s), 16);
+      ADD_FAILURE() << "accepted; wanted " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  SamplingConfig s;
+  s.top_p = 0.9;
+  for (double bad : {0.0, -0.5, 1.5}) {
+    SamplingConfig d = s;
+    d.top_p_decay = bad;
+    std::ostringstream v;
+    v << "top_p_decay " << bad << " outside (0, 1]";
+    refused(d, v.str());
+    SamplingConfig m = s;
+    m.top_p_min = bad;
+    std::ostringstream w;
+    w << "top_p_min " << bad << " outside (0, 1]";
+    refused(m, w.str());
+  }
+  SamplingConfig r = s;
+  r.top_p_reset_id = 16;
+  refused(r, "top_p_reset_ids 16 outside the vocabulary [0, 16)");
+  r.top_p_reset_id = -2;
+  refused(r, "top_p_reset_ids -2 outside the vocabulary");
+  SamplingConfig k = s;
+  k.top_k = 4;  // the top-k layer never decays its nucleus
+  k.top_p_decay = 0.5;
+  refused(k, "top_p_decay 0.5 has no effect outside top-p sampling");
+  SamplingConfig g;  // greedy
+  g.top_p_reset_id = 3;
+  refused(g, "top_p_reset_ids 3 has no effect outside top-p sampling");
+  s.top_p_decay = 1.0, s.top_p_min = 1.0, s.top_p_reset_id = 15;
+  EXPECT_NO_THROW(check_decode_request(make_request({1}, 4, s), 16));
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ inline SamplingCase make_sampling_case(uint64_t seed) {
     if (mode == 3) cfg.top_p = std::uniform_real_distribution<double>(0.01, 1.0)(gen);
     if (mode != 0 && chance(0.5)) cfg.temperature = std::uniform_real_distribution<double>(0.3, 2.0)(gen);
     if (chance(0.3)) cfg.repetition_penalty = std::uniform_real_distribution<double>(0.5, 2.0)(gen);
-    else if (chance(0.3)) cfg.presence_penalty = std::uniform_real_distribution<double>(-1.0, 2.0)(gen);
+    if (chance(0.3)) cfg.presence_penalty = std::uniform_real_distribution<double>(-1.0, 2.0)(gen);
+    if (chance(0.3)) cfg.frequency_penalty = std::uniform_real_distribution<double>(-0.5, 1.5)(gen);
     cfg.return_log_probs = chance(0.5);
     const int64_t len = uniform_int(1, 40);
     for (int64_t i = 0; i < len; ++i) s.history.push_back(static_cast<int32_t>(uniform_int(0, c.vocab - 1)));
@@ -108,7 +109,7 @@ inline SamplingCase make_sampling_case(uint64_t seed) {
 // The batch sample_rows takes for the case (what the decoder resolves on the host).
 inline decoding::RowSamplingBatch resolve(const SamplingCase& c) {
   decoding::RowSamplingBatch batch;
-  std::vector<uint8_t> seen(static_cast<size_t>(c.vocab), 0);
+  std::vector<int32_t> seen(static_cast<size_t>(c.vocab), 0);
   for (const SamplingRow& s : c.rows)
     decoding::add_row_sampling(batch, s.row, c.vocab, s.config, s.mode, s.top_p, s.u, s.history, s.generated, seen);
   return batch;
@@ -190,6 +191,8 @@ inline std::vector<DecodeRequest> mixed_sampling_requests() {
     if (i == 4) {
       r.sampling.top_k = 1024;
       r.sampling.presence_penalty = 0.5;
+      r.sampling.repetition_penalty = 1.2;
+      r.sampling.frequency_penalty = 0.3;
       r.sampling.bad_words = {{7, 11}, {12}};
       r.sampling.stop_words = {{5}};
       r.sampling.end_id = 3;

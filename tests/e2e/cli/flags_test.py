@@ -84,6 +84,10 @@ def flag_table(tmp):
             (base, "--temperature", BAD_REAL + ["-1"]),
             (base, "--repetition-penalty", BAD_REAL + ["0", "-1"]),
             (base, "--presence-penalty", BAD_REAL),
+            (base, "--frequency-penalty", BAD_REAL),
+            (base, "--top-p-decay", BAD_REAL + ["0", "-0.5", "1.5"]),
+            (base, "--top-p-min", BAD_REAL + ["0", "1.5"]),
+            (base, "--top-p-reset-ids", ["-5", HUGE, OVER, "nan", "abc", "", "50257"]),
             (base, "--len-penalty", BAD_REAL),
             (base, "--beam-search-diversity-rate", BAD_REAL),
             (base, "--min-length", BAD_INT_NONNEG),
@@ -204,6 +208,8 @@ def test_values(tmp):
         (["--max-new-tokens", "4", "--temperature", "0.9"], 2,
          ["--temperature 0.9 has no effect with greedy decoding (--top-k 0 and --top-p 0)"]),
         (["--max-new-tokens", "10000000"], 1, ["exceeds the model's max_pos_seq_len 512"]),
+        (["--max-new-tokens", "4", "--top-p-decay", "0.5"], 2,
+         ["--top-p-decay 0.5 has no effect outside top-p sampling (--top-k 0, --top-p > 0, --beam-width 1"]),
     ]:
         one_line_error(" ".join(args), ftx(*g, *args), code, *needles)
         check(not os.path.exists(out), f"{args}: output written")

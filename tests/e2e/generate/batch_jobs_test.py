@@ -353,12 +353,16 @@ MIXED = [
     {"stop_words": [[216, 216]], "max_new_tokens": 10},
     {"bad_words": [[201], [76, 76]], "max_new_tokens": 7},
     {"temperature": 0, "top_k": 40, "seed": 15},
+    {"repetition_penalty": 1.3, "presence_penalty": 0.4, "frequency_penalty": 0.6, "top_k": 3, "seed": 16},
+    {"top_p": 0.9, "top_p_decay": 0.5, "top_p_min": 0.2, "top_p_reset_ids": 201, "seed": 17},
     {"max_new_tokens": 1},
 ]
 
 FLAG = {"top_k": "--top-k", "top_p": "--top-p", "temperature": "--temperature", "seed": "--seed",
         "repetition_penalty": "--repetition-penalty", "presence_penalty": "--presence-penalty",
-        "min_length": "--min-length", "end_id": "--end-id", "max_new_tokens": "--max-new-tokens"}
+        "min_length": "--min-length", "end_id": "--end-id", "max_new_tokens": "--max-new-tokens",
+        "frequency_penalty": "--frequency-penalty", "top_p_decay": "--top-p-decay", "top_p_min": "--top-p-min",
+        "top_p_reset_ids": "--top-p-reset-ids"}
 
 
 def test_mixed(tmp):
@@ -554,7 +558,15 @@ def test_badvalues(tmp):
     expect("--batch-size 0", [*base, "--batch-size", "0"], 2, "--batch-size 0 outside")
     expect("--max-new-tokens 0", [*base[:-4], "--max-new-tokens", "0", "--output", out], 2, "--max-new-tokens")
     expect("--repetition-penalty 0", [*base, "--repetition-penalty", "0"], 2, "--repetition-penalty 0 must be > 0")
-    expect("both penalties", [*base, "--repetition-penalty", "1.2", "--presence-penalty", "0.5"], 2, "both set")
+    expect("--frequency-penalty nan", [*base, "--frequency-penalty", "nan"], 2, "--frequency-penalty nan is not finite")
+    expect("--top-p-decay 0", [*base, "--top-p", "0.9", "--top-p-decay", "0"], 2, "--top-p-decay 0 outside (0, 1]")
+    expect("--top-p-min 1.5", [*base, "--top-p", "0.9", "--top-p-min", "1.5"], 2, "--top-p-min 1.5 outside (0, 1]")
+    expect("--top-p-reset-ids 999", [*base, "--top-p", "0.9", "--top-p-reset-ids", "999"], 2,
+           "--top-p-reset-ids 999 outside the vocabulary")
+    expect("--top-p-reset-ids -5", [*base, "--top-p", "0.9", "--top-p-reset-ids", "-5"], 2,
+           "--top-p-reset-ids -5 is not a token id")
+    expect("--top-p-decay with top-k", [*base, "--top-k", "4", "--top-p-decay", "0.5"], 2,
+           "--top-p-decay 0.5 has no effect outside top-p sampling (--top-k 0, --top-p > 0")
     expect("--min-length -1", [*base, "--min-length", "-1"], 2, "--min-length -1 is negative")
     expect("--max-seq-len -1", [*base, "--max-seq-len", "-1"], 2, "--max-seq-len -1 is negative")
     expect("--start-id 999", [*base, "--start-id", "999"], 2, "--start-id 999 is outside the vocabulary")

@@ -6,7 +6,8 @@ Usage: engine_generate_test.py {cli|tp|errors}
           model; --batch-size 1 equals one batch; output fields (sequence_length, finish_reason,
           log probs, context embeddings, beams, text, stream lines, stop words); issue 49's
           context_log_probs against the decode steps' log probs (and past the prefix cache),
-          --prompt, "id" and --echo-prompt.
+          --prompt, "id" and --echo-prompt; FT's per-request fields (is_return_context_embeddings,
+          start_id, top_p_decay/top_p_min) and the three penalties together.
   tp:     `mpirun -np 2` on the 2-gpu folders gives the same output file as 1 rank on 1-gpu.
   errors: each bad input is exit code 1 with an `ftx: error:` line naming the problem (a usage
           error: exit code 2); issue 49's refusals (scoring a session, a non-scalar "id", ...).
@@ -123,6 +124,8 @@ def test_cli(tmp):
             print("note: stop-word check skipped (second token does not re-tokenize alone)")
     test_I49_context_log_probs_equal_the_decode_steps(tmp)
     test_I49_prompt_flag_id_and_echo(tmp)
+    test_I49_context_embeddings_and_start_id_per_request(tmp)
+    test_I49_factual_nucleus_and_penalties(tmp)
 
 
 def jsonl_run(tmp, model_dir, requests, extra=(), name="req", mpi=0):
@@ -211,6 +214,89 @@ def test_I49_prompt_flag_id_and_echo(tmp):
     ids, r = jsonl_run(tmp, bpe, [{"ids": [15496, 995], "echo_prompt": True}], name="ids")
     if check(ids is not None, f"ids with echo_prompt: {r.stderr.strip()}"):
         check(ids[0]["input_prompt"] == "Hello world", f"ids [15496, 995] echo {ids[0]['input_prompt']!r}")
+
+
+def test_I49_context_embeddings_and_start_id_per_request(tmp):
+    """FT's per-request is_return_context_embeddings and start_id: a request's embedding equals the
+    one --return-context-embeddings gives the same prompt for the whole run (also when an earlier
+    request left the prompt's blocks in the prefix cache, which an embedded prompt does not take: it
+    sums over every prompt token), and only the requests that ask carry one; an empty prompt starts
+    from its request's start_id, which overrides --start-id."""
+    m = os.path.join(FIX, "gpt2", "1-gpu")
+    prompts = [[5, 17, 93, 4, 4, 250], [201, 3], [77, 78, 79, 80, 81]]
+    whole, r = jsonl_run(tmp, m, [{"ids": p} for p in prompts], ["--return-context-embeddings"], name="ctxall")
+    if not check(whole is not None, f"--return-context-embeddings: {r.stderr.strip()}"):
+        return
+    reqs = [{"ids": prompts[0]}, {"ids": prompts[0], "is_return_context_embeddings": True},
+            {"ids": prompts[1], "is_return_context_embeddings": False},
+            {"ids": prompts[2], "is_return_context_embeddings": True}]
+    for extra in ([], ["--tokens-per-block", "2", "--batch-size", "1"]):
+        per, r = jsonl_run(tmp, m, reqs, extra, name="ctxper")
+        if not check(per is not None, f"is_return_context_embeddings {extra}: {r.stderr.strip()}"):
+            continue
+        check(["context_embedding" in x for x in per] == [False, True, False, True],
+              f"{extra}: context_embedding only where asked: {['context_embedding' in x for x in per]}")
+        for got, want in ((per[1], whole[0]), (per[3], whole[2])):
+            d = max(abs(a - b) for a, b in zip(got["context_embedding"], want["context_embedding"]))
+            check(len(got["context_embedding"]) == 64 and d <= 1e-5,
+                  f"{extra}: a request's context_embedding differs from the run-wide flag's by {d:.2e}")
+        check([x["output_ids"] for x in per] == [whole[0]["output_ids"], whole[0]["output_ids"], whole[1]["output_ids"],
+                                                  whole[2]["output_ids"]], f"{extra}: tokens changed with embeddings")
+    # The flag is every request's default; a request's false turns it off.
+    off, r = jsonl_run(tmp, m, [{"ids": prompts[1], "is_return_context_embeddings": False}, {"ids": prompts[1]}],
+                       ["--return-context-embeddings"], name="ctxoff")
+    if check(off is not None, f"is_return_context_embeddings false: {r.stderr.strip()}"):
+        check(["context_embedding" in x for x in off] == [False, True], "a request's false overrides the flag")
+    # start_id: FT starts a request without input from it.
+    ref, r = jsonl_run(tmp, m, [{"ids": [42]}, {"ids": [7]}], name="startref")
+    got, r2 = jsonl_run(tmp, m, [{"ids": [], "start_id": 42}, {"ids": []}, {"ids": [9, 8], "start_id": 42}],
+                        ["--start-id", "7"], name="startid")
+    if check(ref is not None and got is not None, f"start_id: {r.stderr.strip()} {r2.stderr.strip()}"):
+        check(got[0]["input_length"] == 1 and got[0]["output_ids"] == ref[0]["output_ids"],
+              f"an empty prompt with start_id 42 is prompt [42]: {got[0]} vs {ref[0]}")
+        check(got[1]["output_ids"] == ref[1]["output_ids"], "an empty prompt without start_id takes --start-id 7")
+        check(got[2]["input_length"] == 2, "start_id leaves a non-empty prompt as it is")
+    print("ok   I49 is_return_context_embeddings and start_id per request")
+
+
+def test_I49_factual_nucleus_and_penalties(tmp):
+    """top_p_decay 1 is plain top-p (FT's default), whatever top_p_min; a decay changes the draws; a
+    reset id drawn at every step keeps p at top_p; the three penalties run together and change the
+    tokens; the same fields as flags give the same tokens."""
+    m = os.path.join(FIX, "gpt2", "1-gpu")
+    prompts = [[5, 17, 93], [201, 3, 3, 3], [77, 78]]
+    base = [{"ids": p, "top_p": 0.95, "seed": 100 + s, "max_new_tokens": 12} for s in range(8) for p in prompts]
+    plain, r = jsonl_run(tmp, m, base, name="plainp")
+    if not check(plain is not None, f"plain top-p: {r.stderr.strip()}"):
+        return
+    one, _ = jsonl_run(tmp, m, [dict(q, top_p_decay=1.0, top_p_min=0.5) for q in base], name="decay1")
+    decayed, _ = jsonl_run(tmp, m, [dict(q, top_p_decay=0.3, top_p_min=0.01) for q in base], name="decay03")
+    flags, r = jsonl_run(tmp, m, [{k: v for k, v in q.items() if k != "top_p"} for q in base],
+                         ["--top-p", "0.95", "--top-p-decay", "0.3", "--top-p-min", "0.01"], name="decayflag")
+    if check(None not in (one, decayed, flags), f"decay runs: {r.stderr.strip()}"):
+        ids = lambda res: [x["output_ids"] for x in res]  # noqa: E731
+        check(ids(one) == ids(plain), "top_p_decay 1 differs from plain top-p")
+        changed = sum(a != b for a, b in zip(ids(decayed), ids(plain)))
+        check(changed >= len(base) // 2, f"top_p_decay 0.3 changed only {changed} of {len(base)} requests")
+        check(ids(flags) == ids(decayed), "--top-p-decay/--top-p-min differ from the request fields")
+        # With p at 0.01 the draw is the most likely token: the decayed tail of each request is greedy.
+        long = [(q, x) for q, x in zip(base, decayed) if len(x["output_ids"]) > 4]
+        greedy, _ = jsonl_run(tmp, m, [{"ids": q["ids"] + x["output_ids"][:4], "max_new_tokens": 1} for q, x in long],
+                              name="greedytail")
+        if check(greedy is not None and len(long) >= len(base) // 2, f"{len(long)} decayed requests ran 5 steps"):
+            check(all(x["output_ids"][4] == g["output_ids"][0] for (_, x), g in zip(long, greedy)),
+                  "after 4 decays (p = 0.01) the draw is not the top token")
+    # A penalty run: the three together, against each alone and none.
+    pen = [{"ids": p, "max_new_tokens": 16} for p in prompts]
+    none, _ = jsonl_run(tmp, m, pen, name="pen0")
+    allp, r = jsonl_run(tmp, m, [dict(q, repetition_penalty=1.3, presence_penalty=0.5, frequency_penalty=0.7)
+                                 for q in pen], name="pen3")
+    flags, _ = jsonl_run(tmp, m, pen, ["--repetition-penalty", "1.3", "--presence-penalty", "0.5",
+                                       "--frequency-penalty", "0.7"], name="pen3flags")
+    if check(None not in (none, allp, flags), f"three penalties: {r.stderr.strip()}"):
+        check([x["output_ids"] for x in allp] != [x["output_ids"] for x in none], "the penalties changed nothing")
+        check([x["output_ids"] for x in allp] == [x["output_ids"] for x in flags], "penalty flags differ from fields")
+    print("ok   I49 top_p_decay/top_p_min and the three penalties, per request and as flags")
 
 
 def test_tp(tmp):
@@ -331,6 +417,20 @@ def test_I49_refusals(tmp, m, csv, expect_error, base):
         r = run(["-m", m, *args])
         check(r.returncode == 2 and needle in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()!r}")
     check(not os.path.exists(out), "no output file is left behind by a refused run")
+    # FT's request fields: each bad value named with its line and key.
+    for obj, needle in (({"ids": [1], "top_p": 0.9, "top_p_decay": 0}, "top_p_decay 0 outside (0, 1]"),
+                        ({"ids": [1], "top_p": 0.9, "top_p_min": 1.5}, "top_p_min 1.5 outside (0, 1]"),
+                        ({"ids": [1], "top_p": 0.9, "top_p_reset_ids": 301},
+                         "top_p_reset_ids 301 outside the vocabulary [0, 301)"),
+                        ({"ids": [1], "top_k": 4, "top_p_decay": 0.5}, "top_p_decay 0.5 has no effect outside top-p"),
+                        ({"ids": [], "start_id": 301}, '"start_id" 301 is outside the vocabulary [0, 301)'),
+                        ({"ids": [], "start_id": "x"}, '"start_id" must be an integer, not "x"'),
+                        ({"ids": [1], "frequency_penalty": "high"}, '"frequency_penalty" must be a number, not "high"'),
+                        ({"ids": [1], "is_return_context_embeddings": 1},
+                         '"is_return_context_embeddings" must be true or false, not 1')):
+        jl = csv("ft.jsonl", json.dumps({"ids": [2]}) + "\n" + json.dumps(obj) + "\n")
+        expect_error(f"request {obj}", ["-m", m, "--prompts", jl, *base], "ft.jsonl: line 2 (prompt 2): " + needle)
+    check(not os.path.exists(out), "no output file is left behind by a refused request")
 
 
 def main():

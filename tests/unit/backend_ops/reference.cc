@@ -258,10 +258,14 @@ SampleRef sample_ref(const float* logits, int64_t vocab, const decoding::RowSamp
     for (float& x : l) x *= inverse;
   }
   const float rp = static_cast<float>(r.repetition_penalty), pp = static_cast<float>(r.presence_penalty);
+  const float fp = static_cast<float>(r.frequency_penalty);
   for (int64_t i = 0; i < r.penalized_count; ++i) {
     float& x = l[ids[r.penalized_offset + i]];
     if (r.repetition_penalty != 1.0) x = x < 0.0f ? x * rp : x / rp;
     if (r.presence_penalty != 0.0) x = x - pp;
+    // TensorRT-LLM: logit -= frequency_penalty * count (the float product rounded first).
+    const float minus = fp * static_cast<float>(ids[r.penalized_offset + r.penalized_count + i]);
+    if (r.frequency_penalty != 0.0) x = x - minus;
   }
   if (r.min_length_id >= 0) l[r.min_length_id] = -FLT_MAX;
   // 5. the draw, over ids best first (ties: lower id first).
