@@ -1,14 +1,17 @@
 #include "lib/serve/triton_config.h"
 
-#include <cstdio>
 #include <sstream>
 
 #include "formats/error.h"
+#include "lib/serve/pbtxt_writer.h"
 
 namespace ftx::serve {
 
 namespace {
 
+using pbtxt::quoted;
+using pbtxt::write_parameter;
+using pbtxt::write_tensors;
 using Ragged = TritonTensor::Ragged;
 
 // A request's scalar: [1], handed to the backend as a scalar.
@@ -25,48 +28,6 @@ const char* triton_type_of(const std::string& data_type) {
   if (data_type == "bf16") return "TYPE_BF16";
   if (data_type == "fp32") return "TYPE_FP32";
   throw Error("data_type '" + data_type + "': FasterTransformer's backend runs fp32, fp16 or bf16");
-}
-
-// Text-format string literal: quotes, backslashes and control bytes escaped.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\%03o", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string s = "[ ";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + " ]";
-}
-
-void write_tensors(std::ostringstream& o, const char* field, const std::vector<TritonTensor>& ts) {
-  o << field << " [\n";
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const TritonTensor& t = ts[i];
-    o << "  {\n    name: " << quoted(t.name) << "\n    data_type: " << t.data_type << "\n    dims: " << dims_text(t.dims)
-      << "\n";
-    if (t.reshape_to_scalar) o << "    reshape: { shape: [ ] }\n";
-    if (t.optional) o << "    optional: true\n";
-    if (t.ragged != Ragged::kUnset) o << "    allow_ragged_batch: " << (t.ragged == Ragged::kTrue ? "true" : "false") << "\n";
-    o << "  }" << (i + 1 < ts.size() ? "," : "") << "\n";
-  }
-  o << "]\n";
-}
-
-void write_parameter(std::ostringstream& o, const char* key, const std::string& value) {
-  o << "parameters {\n  key: " << quoted(key) << "\n  value: {\n    string_value: " << quoted(value) << "\n  }\n}\n";
 }
 
 }  // namespace
@@ -134,7 +95,7 @@ std::string triton_config_pbtxt(const TritonModelSpec& s) {
   std::ostringstream o;
   o << "# Written by ftx triton-repo for Triton's FasterTransformer backend (" << ft_model_type_name(s.model_type)
     << ", TP " << s.tensor_para_size << " x PP " << s.pipeline_para_size << ").\n";
-  o << "name: \"fastertransformer\"\nbackend: \"fastertransformer\"\n";
+  o << "name: " << quoted(s.model_name) << "\nbackend: \"fastertransformer\"\n";
   o << "default_model_filename: " << quoted(s.default_model_filename) << "\n";
   o << "max_batch_size: " << s.max_batch_size << "\n\n";
   o << "model_transaction_policy {\n  decoupled: " << (s.decoupled ? "True" : "False") << "\n}\n\n";
@@ -147,7 +108,7 @@ std::string triton_config_pbtxt(const TritonModelSpec& s) {
   write_tensors(o, "output", triton_outputs(s.model_type));
   // One instance on the CPU: the backend starts its own TP x PP ranks on the GPUs (it refuses any
   // other kind).
-  o << "instance_group [\n  {\n    count: 1\n    kind: KIND_CPU\n  }\n]\n";
+  pbtxt::write_cpu_instance(o);
   write_parameter(o, "tensor_para_size", std::to_string(s.tensor_para_size));
   write_parameter(o, "pipeline_para_size", std::to_string(s.pipeline_para_size));
   write_parameter(o, "data_type", s.data_type);

@@ -27,6 +27,7 @@ struct TritonTensor {
 
 // What the config says about one model repository entry.
 struct TritonModelSpec {
+  std::string model_name = "fastertransformer";  // its folder in the repository and its name: field
   FtModelType model_type = FtModelType::kGpt;
   std::string data_type = "fp16";     // the backend's data_type parameter: fp32, fp16 or bf16
   int64_t tensor_para_size = 1;

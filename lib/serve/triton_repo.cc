@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "formats/error.h"
@@ -9,7 +10,10 @@
 #include "formats/path_relation.h"
 #include "lib/gemm/gemm_config_file.h"
 #include "lib/model/model_dir.h"
+#include "lib/serve/ensemble_tokenizer.h"
 #include "lib/serve/ft_model_class.h"
+#include "lib/serve/triton_ensemble.h"
+#include "lib/serve/triton_python_models.h"
 
 namespace ftx::serve {
 
@@ -87,6 +91,13 @@ void check_output_path(const TritonRepoOptions& o) {
                                       (o.force ? ", which --force would delete" : "") +
                                       ": write the repository elsewhere");
   }
+  if (o.ensemble && !o.tokenizer.empty()) {
+    const std::string tok = resolved_path(o.tokenizer);
+    if (path_within(tok, dir))
+      throw UsageError(out_named, "holds the --tokenizer files " + shown(o.tokenizer, tok) +
+                                      (o.force ? ", which --force would delete" : "") +
+                                      ": write the repository elsewhere");
+  }
   struct stat st;
   if (::lstat(out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     throw UsageError(out, std::string(S_ISLNK(st.st_mode) ? "is a symbolic link"
@@ -102,7 +113,54 @@ void copy_file_into(const std::string& from, const std::string& to) {
   if (ec) throw Error(from, "cannot copy into the model repository: " + ec.message());
 }
 
+void make_folder(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) throw Error(path, "cannot create the folder: " + ec.message());
+}
+
+void write_text(const std::string& path, const std::string& text) { write_file(path, text.data(), text.size()); }
+
+// A Python model of the ensemble: config.pbtxt, 1/model.py and the tokenizer's files beside it.
+void write_python_model(const OutputDir& out, const std::string& name, const std::string& config,
+                        const std::string& model_py, const EnsembleTokenizer& tok) {
+  const std::string version = out.file(name + "/1");
+  make_folder(version);
+  write_text(out.file(name + "/config.pbtxt"), config);
+  write_text(version + "/model.py", model_py);
+  for (const auto& [from, as] : tok.files) copy_file_into(from, version + "/" + as);
+}
+
+void write_ensemble(const OutputDir& out, const TritonModelSpec& s, int64_t pad_id, const EnsembleTokenizer& tok) {
+  write_python_model(out, kPreprocessingModel, preprocessing_config_pbtxt(s.max_batch_size, pad_id),
+                     preprocessing_model_py(), tok);
+  write_python_model(out, kPostprocessingModel, postprocessing_config_pbtxt(s.max_batch_size), postprocessing_model_py(),
+                     tok);
+  // Triton loads a model only with a version folder, even an ensemble's (empty).
+  make_folder(out.file(std::string(kEnsembleModel) + "/1"));
+  write_text(out.file(std::string(kEnsembleModel) + "/config.pbtxt"), ensemble_config_pbtxt(s));
+}
+
 }  // namespace
+
+void check_model_name(const TritonRepoOptions& o) {
+  const std::string& n = o.model_name;
+  std::string shown_name;  // control bytes escaped, so that the message stays one line
+  for (unsigned char c : n) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    shown_name += c < 0x20 || c == 0x7f ? std::string(buf) : std::string(1, static_cast<char>(c));
+  }
+  const std::string named = "--model-name '" + shown_name + "'";
+  if (n.empty()) throw UsageError(named + ": give the FasterTransformer model's name (a folder name in -o)");
+  if (n.find('/') != std::string::npos || n == "." || n == "..")
+    throw UsageError(named + ": a Triton model name is one folder name in the repository (no '/', not . or ..)");
+  for (unsigned char c : n)
+    if (c < 0x20 || c == 0x7f) throw UsageError(named + ": holds a control character; Triton names a model by its folder");
+  if (o.ensemble)
+    for (const char* own : {kPreprocessingModel, kPostprocessingModel, kEnsembleModel})
+      if (n == own) throw UsageError(named + ": --ensemble writes a model of that name itself; pick another");
+}
 
 TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& cfg, const IniFile& ini) {
   const std::string& dir = o.model_dir;
@@ -129,7 +187,8 @@ TritonModelSpec plan_triton_repo(const TritonRepoOptions& o, const ModelConfig& 
   s.decoupled = o.streaming;
   s.custom_all_reduce = o.custom_all_reduce;
   s.default_model_filename = std::to_string(s.tensor_para_size) + "-gpu";
-  s.model_checkpoint_path = (fs::path(server_repo_path(o)) / "fastertransformer" / "1" / s.default_model_filename).string();
+  s.model_name = o.model_name;
+  s.model_checkpoint_path = (fs::path(server_repo_path(o)) / s.model_name / "1" / s.default_model_filename).string();
   return s;
 }
 
@@ -138,6 +197,7 @@ std::string server_repo_path(const TritonRepoOptions& o) {
 }
 
 TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
+  check_model_name(o);
   check_output_path(o);
   const IniFile ini = read_model_config_ini(o.model_dir);
   const ModelConfig cfg = ModelConfig::from_ini(ini);
@@ -145,12 +205,13 @@ TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
   r.spec = plan_triton_repo(o, cfg, ini);
   if (!o.gemm_config.empty()) check_gemm_config(o.gemm_config, r.spec.data_type);
   const std::string text = triton_config_pbtxt(r.spec);
+  EnsembleTokenizer tok;
+  if (o.ensemble) tok = ensemble_tokenizer(o.model_dir, o.tokenizer, cfg.vocab_size);
 
   OutputDir out(o.output, o.force);
-  const std::string version = out.file("fastertransformer/1");
+  const std::string version = out.file(o.model_name + "/1");
+  make_folder(version);
   std::error_code ec;
-  fs::create_directories(version, ec);
-  if (ec) throw Error(version, "cannot create the version folder: " + ec.message());
   const std::string model = version + "/" + r.spec.default_model_filename;
   const std::string source = fs::canonical(o.model_dir).string();
   if (o.copy) {
@@ -167,10 +228,12 @@ TritonRepoResult write_triton_repo(const TritonRepoOptions& o) {
     r.linked_to = source;
   }
   if (!o.gemm_config.empty()) copy_file_into(o.gemm_config, out.file(gemm::kGemmConfigFileName));
-  write_file(out.file("fastertransformer/config.pbtxt"), text.data(), text.size());
+  write_text(out.file(o.model_name + "/config.pbtxt"), text);
+  if (o.ensemble) write_ensemble(out, r.spec, cfg.end_id, tok);
   out.commit();
-  r.config_path = o.output + "/fastertransformer/config.pbtxt";
-  r.model_path = o.output + "/fastertransformer/1/" + r.spec.default_model_filename;
+  r.config_path = o.output + "/" + o.model_name + "/config.pbtxt";
+  r.model_path = o.output + "/" + o.model_name + "/1/" + r.spec.default_model_filename;
+  r.tokenizer = tok.source;
   r.server_repo = server_repo_path(o);
   return r;
 }

@@ -28,6 +28,8 @@ class Gpt2BpeTokenizer : public Tokenizer {
   std::string kind() const override { return "gpt2-bpe"; }
   std::string source() const override { return vocab_path_ + " + " + merges_path_; }
   std::string folder() const override;
+  const std::string& vocab_path() const { return vocab_path_; }
+  const std::string& merges_path() const { return merges_path_; }
 
  private:
   void load_merges();

@@ -13,11 +13,16 @@ named and the inputs left byte for byte as they were (T-1, T-2, T30, T31); confi
 FasterTransformer's model class neither reads nor has fixed in code are refused by key and value
 (T-3: the transformers-5 GPT-NeoX checkpoints of tests/fixtures/hf5 with rotary base 5000 and
 linear rope scaling, converted by convert-hf, and config.ini values edited into copies of the
-engine fixtures).
+engine fixtures). --ensemble and --model-name (issue 49): every config.pbtxt of the repository
+parsed by Triton's ModelConfig, each ensemble step's input_map/output_map checked against the
+inputs and outputs of the step's model and the ensemble's own (names, data types, dims), and the
+written preprocessing/postprocessing model.py run under a stub of triton_python_backend_utils:
+their ids and texts are those of the tokenizers library on the copied tokenizer files.
 
 Usage: triton_repo_test.py    (run under the triton venv; FTX_BIN, FTX_FIXTURES)
 """
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -25,8 +30,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 
-from google.protobuf import text_format
+import numpy as np
+import tokenizers
+from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/e2e: e2e_util
@@ -82,8 +90,8 @@ def ftx(*args):
     return subprocess.run([FTX, "triton-repo", *args], capture_output=True, text=True)
 
 
-def parse(repo):
-    with open(os.path.join(repo, "fastertransformer", "config.pbtxt")) as f:
+def parse(repo, model="fastertransformer"):
+    with open(os.path.join(repo, model, "config.pbtxt")) as f:
         return text_format.Parse(f.read(), mc.ModelConfig())
 
 
@@ -389,6 +397,365 @@ def test_T3_refuses_what_the_ft_class_cannot_run(tmp):
         check(not os.path.exists(repo), f"{what}: {repo} was written")
 
 
+# --ensemble (issue 49): the whole of FT's all_models/<model> example.
+
+ENSEMBLE_MODELS = ("preprocessing", "postprocessing", "ensemble")
+NUMPY_OF = {"TYPE_UINT32": np.uint32, "TYPE_INT32": np.int32, "TYPE_STRING": np.object_}
+
+
+def dims_compatible(a, b):
+    """Triton's rule for two tensors' dims: the same rank, each dimension equal or -1 on a side."""
+    return len(a) == len(b) and all(x == y or -1 in (x, y) for x, y in zip(a, b))
+
+
+def check_ensemble_graph(what, repo, ft_name, report=check):
+    """Every config.pbtxt in the repository parses; each ensemble step's model is in the repository;
+    each input_map key is an input of that model and its value an ensemble input or an earlier
+    step's output, each output_map key an output of the model; across every connection the data
+    types match and the dims are compatible; every required input of a step is fed, every ensemble
+    input used and every ensemble output produced (each fault to `report`). Returns the parsed
+    configs by model name."""
+    models = sorted(n for n in os.listdir(repo) if os.path.isfile(os.path.join(repo, n, "config.pbtxt")))
+    report(models == sorted((ft_name,) + ENSEMBLE_MODELS), f"{what}: models {models}")
+    cfgs = {}
+    for n in models:
+        try:
+            cfgs[n] = parse(repo, n)
+        except text_format.ParseError as e:
+            report(False, f"{what}: {n}/config.pbtxt: {e}")
+            return cfgs
+        report(cfgs[n].name == n, f"{what}: {n}/config.pbtxt names {cfgs[n].name!r}")
+        report(os.path.isdir(os.path.join(repo, n, "1")), f"{what}: {n} has no version folder 1")
+    batch = {n: c.max_batch_size for n, c in cfgs.items()}
+    report(len(set(batch.values())) == 1 and min(batch.values()) > 0, f"{what}: max_batch_size {batch}")
+    ens = cfgs["ensemble"]
+    report(ens.platform == "ensemble", f"{what}: ensemble platform {ens.platform!r}")
+    # tensor name -> (data type, dims, where it comes from)
+    known = {t.name: (t.data_type, list(t.dims), "ensemble input") for t in ens.input}
+    used = set()
+    for i, step in enumerate(ens.ensemble_scheduling.step):
+        cfg = cfgs.get(step.model_name)
+        if not report(cfg is not None, f"{what}: step {i} runs {step.model_name!r}, not in the repository"):
+            continue
+        ins, outs = {t.name: t for t in cfg.input}, {t.name: t for t in cfg.output}
+        for key, value in step.input_map.items():
+            t, src = ins.get(key), known.get(value)
+            where = f"{what}: step {i} ({step.model_name}) input {key} <- {value}"
+            if not (report(t is not None, f"{where}: the model has no input {key}")
+                    and report(src is not None, f"{where}: nothing earlier produces {value}")):
+                continue
+            used.add(value)
+            report(src[0] == t.data_type, f"{where}: {mc.DataType.Name(src[0])} from the {src[2]}, the input is "
+                  f"{mc.DataType.Name(t.data_type)}")
+            report(dims_compatible(src[1], list(t.dims)), f"{where}: dims {src[1]} from the {src[2]}, the input "
+                  f"has {list(t.dims)}")
+        missing = [n for n, t in ins.items() if not t.optional and n not in step.input_map]
+        report(not missing, f"{what}: step {i} ({step.model_name}) leaves required inputs {missing} unfed")
+        for key, value in step.output_map.items():
+            t = outs.get(key)
+            if report(t is not None, f"{what}: step {i} ({step.model_name}) has no output {key}"):
+                report(value not in known, f"{what}: {value} produced twice")
+                known[value] = (t.data_type, list(t.dims), f"{step.model_name} output {key}")
+    for t in ens.output:
+        src = known.get(t.name)
+        if report(src is not None and src[2] != "ensemble input", f"{what}: no step produces ensemble output {t.name}"):
+            used.add(t.name)
+            report(src[0] == t.data_type and dims_compatible(src[1], list(t.dims)),
+                  f"{what}: ensemble output {t.name} is {mc.DataType.Name(t.data_type)} {list(t.dims)}, "
+                  f"the {src[2]} {mc.DataType.Name(src[0])} {src[1]}")
+    unused = sorted(set(known) - used)
+    report(not unused, f"{what}: tensors nobody reads: {unused}")
+    return cfgs
+
+
+def pb_utils_stub():
+    """The part of Triton's triton_python_backend_utils that a model.py calls."""
+    m = types.ModuleType("triton_python_backend_utils")
+
+    class Tensor:
+        def __init__(self, name, array):
+            self._name, self._array = name, array
+
+        def name(self):
+            return self._name
+
+        def as_numpy(self):
+            return self._array
+
+    class InferenceResponse:
+        def __init__(self, output_tensors, error=None):
+            self._outputs, self._error = output_tensors, error
+
+        def output_tensors(self):
+            return self._outputs
+
+        def has_error(self):
+            return self._error is not None
+
+    class InferenceRequest:
+        def __init__(self, inputs):
+            self._inputs = inputs
+
+        def inputs(self):
+            return self._inputs
+
+    def get_input_tensor_by_name(request, name):
+        return next((t for t in request.inputs() if t.name() == name), None)
+
+    m.Tensor, m.InferenceResponse, m.InferenceRequest = Tensor, InferenceResponse, InferenceRequest
+    m.get_input_tensor_by_name = get_input_tensor_by_name
+    return m
+
+
+def load_python_model(repo, name, cfg):
+    """repo/name/1/model.py imported (with the stub as triton_python_backend_utils) and initialized
+    as the Python backend does, with the model's config as JSON."""
+    sys.modules["triton_python_backend_utils"] = pb_utils_stub()
+    path = os.path.join(repo, name, "1", "model.py")
+    spec = importlib.util.spec_from_file_location(f"ftx_{name}_{abs(hash(repo))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.TritonPythonModel()
+    model.initialize({"model_config": json.dumps(json_format.MessageToDict(cfg, preserving_proto_field_name=True)),
+                      "model_name": name, "model_version": "1"})
+    return model
+
+
+def run_model(what, model, cfg, inputs):
+    """One request through model.execute; its outputs by name, each checked against the config's
+    data type and dims (with the batch dimension in front)."""
+    pb = sys.modules["triton_python_backend_utils"]
+    request = pb.InferenceRequest([pb.Tensor(k, v) for k, v in inputs.items()])
+    responses = model.execute([request])
+    if not check(len(responses) == 1 and not responses[0].has_error(), f"{what}: responses {responses}"):
+        return {}
+    got = {t.name(): t.as_numpy() for t in responses[0].output_tensors()}
+    declared = {t.name: t for t in cfg.output}
+    check(set(got) == set(declared), f"{what}: outputs {sorted(got)}, the config declares {sorted(declared)}")
+    batch = len(next(iter(inputs.values())))
+    for n, a in got.items():
+        t = declared.get(n)
+        if t is None:
+            continue
+        typ = mc.DataType.Name(t.data_type)
+        check(a.dtype == NUMPY_OF[typ], f"{what}: {n} is {a.dtype}, the config says {typ}")
+        check(a.shape[0] == batch and dims_compatible(list(t.dims), list(a.shape[1:])),
+              f"{what}: {n} has shape {a.shape}, the config says [batch] + {list(t.dims)}")
+    return got
+
+
+def strings(texts):
+    return np.array([[t.encode("utf-8")] for t in texts], dtype=object)
+
+
+ENSEMBLE_TEXTS = ["Hello, world!", "  two  spaces and\ttabs\n", "naïve café 東京 🙂", "<|endoftext|> after",
+                  "Numbers 12345 and 3.14"]
+
+
+def word_list_reference(tok, rows):
+    """FT's [batch, 2, N] word-list format from `tok` (tokenizers), computed on its own."""
+    import csv
+    flat, offs = [], []
+    for row in rows:
+        words = next(csv.reader([row]), [])
+        ids = [tok.encode(w, add_special_tokens=False).ids for w in words]
+        ids = [x for x in ids if x]
+        flat.append(sum(ids, []))
+        offs.append(list(np.cumsum([len(x) for x in ids])))
+    n = max([1] + [len(f) for f in flat])
+    out = np.zeros((len(rows), 2, n), np.int32)
+    out[:, 1] = -1
+    for i, (f, o) in enumerate(zip(flat, offs)):
+        out[i, 0, :len(f)], out[i, 1, :len(o)] = f, o
+    return out
+
+
+def check_python_models(what, repo, cfgs, reference, pad_id):
+    """preprocessing and postprocessing model.py against `reference`, the tokenizers library's
+    Tokenizer on the same files."""
+    pre = load_python_model(repo, "preprocessing", cfgs["preprocessing"])
+    out = run_model(f"{what} preprocessing", pre, cfgs["preprocessing"], {
+        "QUERY": strings(ENSEMBLE_TEXTS),
+        "REQUEST_OUTPUT_LEN": np.full((len(ENSEMBLE_TEXTS), 1), 8, np.uint32),
+        "BAD_WORDS_DICT": strings(["hello,world", "", '"a, b",café', "x", ""]),
+        "STOP_WORDS_DICT": strings(["", "\n", "!", "", "東京, 🙂"])})
+    if not out:
+        return
+    want = [reference.encode(t).ids for t in ENSEMBLE_TEXTS]
+    lengths = out["REQUEST_INPUT_LEN"][:, 0].tolist()
+    got = [out["INPUT_ID"][i, :n].tolist() for i, n in enumerate(lengths)]
+    check(got == want, f"{what}: preprocessing ids {got}, tokenizers gives {want}")
+    check(all((out["INPUT_ID"][i, n:] == pad_id).all() for i, n in enumerate(lengths)),
+          f"{what}: INPUT_ID not padded with {pad_id}: {out['INPUT_ID']}")
+    check(out["REQUEST_OUTPUT_LEN"].tolist() == [[8]] * len(ENSEMBLE_TEXTS), f"{what}: REQUEST_OUTPUT_LEN")
+    for name, rows in (("BAD_WORDS_IDS", ["hello,world", "", '"a, b",café', "x", ""]),
+                       ("STOP_WORDS_IDS", ["", "\n", "!", "", "東京, 🙂"])):
+        ref = word_list_reference(reference, rows)
+        check(out[name].tolist() == ref.tolist(), f"{what}: {name} {out[name].tolist()}, expected {ref.tolist()}")
+    print(f"  {what}: preprocessing gave the tokenizers library's ids for {len(want)} texts and both word lists")
+
+    post = load_python_model(repo, "postprocessing", cfgs["postprocessing"])
+    # Two beams per request, output_ids padded past each beam's sequence_length (with id 0).
+    width = max(len(x) for x in want) + 3
+    tokens = np.zeros((len(want), 2, width), np.uint32)
+    seq = np.zeros((len(want), 2), np.uint32)
+    for i, ids in enumerate(want):
+        tokens[i, 0, :len(ids)] = ids
+        tokens[i, 1, :len(want[-1 - i])] = want[-1 - i]
+        seq[i] = [len(ids), len(want[-1 - i])]
+    out = run_model(f"{what} postprocessing", post, cfgs["postprocessing"], {"TOKENS_BATCH": tokens, "SEQUENCE_LENGTH": seq})
+    if out:
+        texts = [[t.decode("utf-8") for t in row] for row in out["OUTPUT"].tolist()]
+        ref = [[reference.decode(want[i]), reference.decode(want[-1 - i])] for i in range(len(want))]
+        check(texts == ref, f"{what}: postprocessing texts {texts}, tokenizers decodes {ref}")
+        print(f"  {what}: postprocessing decoded {len(want)} x 2 beams as the tokenizers library does")
+
+
+def byte_level_tokenizer_json(path, vocab_size):
+    """A byte-level BPE tokenizer.json trained here (GPT-NeoX's kind) small enough for the engine
+    fixtures' 300-token vocabularies."""
+    tok = tokenizers.ByteLevelBPETokenizer()
+    tok.train_from_iterator(ENSEMBLE_TEXTS * 20 + ["the quick brown fox jumps over the lazy dog"] * 20,
+                            vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>"],
+                            show_progress=False)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tok.save(path)
+    return path
+
+
+def check_the_checker(repo, d):
+    """check_ensemble_graph on broken copies of a written repository: each fault is reported."""
+    text = open(os.path.join(repo, "ensemble", "config.pbtxt")).read()
+    faults = [  # (what, the edit, a word of the expected report)
+        ("bad_words_list fed the prompt's ids",
+         ('key: "bad_words_list"\n        value: "_BAD_WORDS_IDS"', 'key: "bad_words_list"\n        value: "_INPUT_ID"', 1),
+         "TYPE_UINT32 from the preprocessing output INPUT_ID, the input is TYPE_INT32"),
+        ("a step input the model lacks", ('key: "TOKENS_BATCH"', 'key: "TOKENS"', 1), "no input TOKENS"),
+        ("an ensemble output nobody makes", ('name: "OUTPUT_0"', 'name: "OUTPUT_9"', 1), "OUTPUT_9"),
+        ("a step of a missing model", ('model_name: "postprocessing"', 'model_name: "post"', 1), "'post'"),
+    ]
+    for what, (old, new, count), word in faults:
+        broken = os.path.join(d, "broken")
+        shutil.rmtree(broken, ignore_errors=True)
+        shutil.copytree(repo, broken, symlinks=True)
+        with open(os.path.join(broken, "ensemble", "config.pbtxt"), "w") as f:
+            f.write(text.replace(old, new, count))
+        found = []
+        check_ensemble_graph("broken", broken, "fastertransformer", lambda ok, msg: ok or found.append(msg))
+        check(any(word in m for m in found), f"the graph checker missed {what}: {found}")
+    print(f"  the graph checker reported each of {len(faults)} faults put into a copy")
+
+
+def test_I49_ensemble(tmp):
+    """--ensemble for GPT (GPT-2's vocab.json + merges.txt from the model folder), GPT-J (a
+    tokenizer.json given as a file, --model-name) and GPT-NeoX (a folder given): the graph checked,
+    the Python models run against the tokenizers library."""
+    d = os.path.join(tmp, "E1")
+    os.makedirs(d)
+    bpe = os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
+    repo = os.path.join(d, "gpt2")
+    r = ftx("-m", bpe, "-o", repo, "--ensemble")
+    if check(r.returncode == 0, f"E1 gpt2 --ensemble: {r.stderr.strip()}"):
+        check("ensemble" in r.stderr and "tokenizers" in r.stderr, f"E1: summary {r.stderr!r}")
+        check_repo("E1 gpt2 --ensemble", repo, bpe, 1, 1, False)
+        cfgs = check_ensemble_graph("E1 gpt2", repo, "fastertransformer")
+        for m in ("preprocessing", "postprocessing"):
+            v = os.path.join(repo, m, "1")
+            check(sorted(os.listdir(v)) == ["merges.txt", "model.py", "vocab.json"], f"E1: {v} holds {os.listdir(v)}")
+            for f in ("vocab.json", "merges.txt"):
+                check(open(os.path.join(v, f), "rb").read() == open(os.path.join(bpe, f), "rb").read(),
+                      f"E1: {m}/1/{f} is not the model's")
+        steps = [s.model_name for s in cfgs["ensemble"].ensemble_scheduling.step]
+        check(steps == ["preprocessing", "fastertransformer", "postprocessing"], f"E1: steps {steps}")
+        ins = [t.name for t in cfgs["ensemble"].input]
+        want_ins = ["INPUT_0", "INPUT_1", "INPUT_2", "INPUT_3"] + [
+            t[0] for t in GPT_INPUTS if t[4] and t[0] not in ("stop_words_list", "bad_words_list",
+                                                              "is_return_context_embeddings")]
+        check(ins == want_ins, f"E1: ensemble inputs {ins}, FT's example has {want_ins}")
+        reference = tokenizers.ByteLevelBPETokenizer(os.path.join(bpe, "vocab.json"), os.path.join(bpe, "merges.txt"))
+        check_python_models("E1 gpt2", repo, cfgs, reference, 50256)
+        check_the_checker(repo, d)
+
+    for name, model_name, as_file in (("gptj", "gptj_6b", True), ("gptneox", "gpt3_1.3b", False)):
+        folder = os.path.join(ENGINE, name, "2-gpu")
+        tok = byte_level_tokenizer_json(os.path.join(d, name + "-tok", "tokenizer.json"), 290)
+        repo = os.path.join(d, name)
+        r = ftx("-m", folder, "-o", repo, "--ensemble", "--model-name", model_name, "-q",
+                "--tokenizer", tok if as_file else os.path.dirname(tok))
+        if not check(r.returncode == 0, f"E1 {name} --ensemble: {r.stderr.strip()}"):
+            continue
+        cfgs = check_ensemble_graph(f"E1 {name}", repo, model_name)
+        check(params(cfgs[model_name])["model_checkpoint_path"] ==
+              os.path.join(os.path.abspath(repo), model_name, "1", "2-gpu"), f"E1 {name}: model_checkpoint_path")
+        steps = [s.model_name for s in cfgs["ensemble"].ensemble_scheduling.step]
+        check(steps == ["preprocessing", model_name, "postprocessing"], f"E1 {name}: steps {steps}")
+        check(not {"request_prompt_embedding", "is_return_context_embeddings"} & {t.name for t in cfgs["ensemble"].input},
+              f"E1 {name}: GPT-only inputs in the ensemble")
+        for m in ("preprocessing", "postprocessing"):
+            v = os.path.join(repo, m, "1")
+            check(sorted(os.listdir(v)) == ["model.py", "tokenizer.json"], f"E1 {name}: {v} holds {os.listdir(v)}")
+        end_id = int(re.search(r"end_id = (\d+)", open(os.path.join(folder, "config.ini")).read()).group(1))
+        check_python_models(f"E1 {name}", repo, cfgs, tokenizers.Tokenizer.from_file(tok), end_id)
+
+
+def test_I49_model_name(tmp):
+    """--model-name without --ensemble: the FT model's folder, name and model_checkpoint_path."""
+    repo = os.path.join(tmp, "E2")
+    folder = os.path.join(ENGINE, "gpt2", "1-gpu")
+    r = ftx("-m", folder, "-o", repo, "--model-name", "gpt3_1.3b", "--server-path", "/models", "-q")
+    if check(r.returncode == 0, f"E2: {r.stderr.strip()}"):
+        check(sorted(os.listdir(repo)) == ["gpt3_1.3b"], f"E2: {os.listdir(repo)}")
+        cfg = parse(repo, "gpt3_1.3b")
+        check(cfg.name == "gpt3_1.3b" and cfg.backend == "fastertransformer", f"E2: name {cfg.name!r}")
+        check(params(cfg)["model_checkpoint_path"] == "/models/gpt3_1.3b/1/1-gpu",
+              f"E2: model_checkpoint_path {params(cfg)['model_checkpoint_path']}")
+        check(os.path.samefile(os.path.join(repo, "gpt3_1.3b", "1", "1-gpu", "config.ini"),
+                               os.path.join(folder, "config.ini")), "E2: the folder is not linked")
+    repo = os.path.join(tmp, "E2-ensemble-name")  # "ensemble" is free without --ensemble
+    r = ftx("-m", folder, "-o", repo, "--model-name", "ensemble", "-q")
+    check(r.returncode == 0 and parse(repo, "ensemble").name == "ensemble", f"E2 ensemble as a name: {r.stderr}")
+
+
+def test_I49_ensemble_refusals(tmp):
+    """Each refused in one line, nothing written: bad --model-name values; --tokenizer without
+    --ensemble; no tokenizer files; a tokenizer with more ids than the model; a SentencePiece model;
+    -o holding the --tokenizer files."""
+    d = os.path.join(tmp, "E3")
+    os.makedirs(d)
+    out = os.path.join(d, "repo")
+    gpt2, bpe = os.path.join(ENGINE, "gpt2", "1-gpu"), os.path.join(ENGINE, "gpt2_bpe", "1-gpu")
+    for name, needle in (("", "--model-name: empty value"), ("a/b", "no '/'"), ("..", "not . or .."), (".", "not . or .."),
+                         ("x\ny", "control character")):
+        refused(f"--model-name {name!r}", ["-m", gpt2, "--model-name", name], out, needle, code=2)
+    for name in ENSEMBLE_MODELS:
+        refused(f"--ensemble --model-name {name}", ["-m", bpe, "--ensemble", "--model-name", name], out,
+                f"--model-name '{name}': --ensemble writes a model of that name", code=2)
+    refused("--tokenizer without --ensemble", ["-m", bpe, "--tokenizer", bpe], out, "add --ensemble", code=2)
+    refused("--ensemble without tokenizer files", ["-m", gpt2, "--ensemble"], out,
+            gpt2 + ": no tokenizer files here or in the parent folder")
+    refused("--ensemble with GPT-2's tokenizer on a 301-token model", ["-m", gpt2, "--ensemble", "--tokenizer", bpe],
+            out, "has 50257 tokens, the model folder " + gpt2 + " has vocab_size 301")
+    refused("--ensemble --tokenizer a missing folder", ["-m", bpe, "--ensemble", "--tokenizer", os.path.join(d, "nope")],
+            out, os.path.join(d, "nope"))
+    spm = os.path.join(d, "spm")
+    os.makedirs(spm)
+    with open(os.path.join(spm, "corpus.txt"), "w") as f:
+        f.write("\n".join(ENSEMBLE_TEXTS * 10 + ["the quick brown fox jumps over the lazy dog"] * 10) + "\n")
+    r = subprocess.run(["spm_train", "--input", os.path.join(spm, "corpus.txt"), "--model_prefix",
+                        os.path.join(spm, "tokenizer"), "--vocab_size", "60", "--model_type", "bpe"],
+                       capture_output=True, text=True)
+    if check(r.returncode == 0, f"spm_train: {r.stderr[-500:]}"):
+        refused("--ensemble with a SentencePiece model", ["-m", gpt2, "--ensemble", "--tokenizer", spm], out,
+                os.path.join(spm, "tokenizer.model") + ": a sentencepiece tokenizer")
+    tokdir = os.path.join(d, "holder", "tok")
+    byte_level_tokenizer_json(os.path.join(tokdir, "tokenizer.json"), 290)
+    for force in ([], ["--force"]):
+        refused_intact(f"-o holding --tokenizer's files {' '.join(force)}",
+                       ["-m", gpt2, "--ensemble", "--tokenizer", tokdir, "-o", os.path.join(d, "holder"), *force],
+                       [os.path.join(d, "holder") + ": holds the --tokenizer files " + tokdir]
+                       + (["which --force would delete"] if force else []), [os.path.join(d, "holder")], 2)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ftx-triton-")
     gpt2 = {tp: os.path.join(ENGINE, "gpt2", f"{tp}-gpu") for tp in (1, 2)}
@@ -484,6 +851,9 @@ def main():
     test_T30_output_inside_the_model(tmp)
     test_T31_force_never_replaces_a_file(tmp)
     test_T3_refuses_what_the_ft_class_cannot_run(tmp)
+    test_I49_ensemble(tmp)
+    test_I49_model_name(tmp)
+    test_I49_ensemble_refusals(tmp)
     if not failures:
         shutil.rmtree(tmp, ignore_errors=True)
     finish("triton_repo")
