@@ -90,7 +90,7 @@ int run_generate(GenerateFlags& f) {
       const bool learned = cfg.position == ftx::PositionEmbedding::kLearned ||
                            cfg.position == ftx::PositionEmbedding::kSinusoidal;
       ftx::PromptLimits limits{cfg.vocab_size, learned ? cfg.max_pos_seq_len : 0, cfg.sliding_window, d.memory_len,
-                               cfg.rope_scaling};
+                               cfg.rope_scaling, cfg.hidden()};
       const bool csv = !f.input_ids.empty();
       reader = std::make_unique<ftx::PromptReader>(input, csv ? ftx::PromptFormat::kStartIdsCsv : ftx::PromptFormat::kText,
                                                    tokenizer.get(), defaults, limits);

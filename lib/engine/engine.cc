@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "formats/error.h"
+#include "lib/engine/prompt_tables.h"
 #include "lib/engine/sliding_window.h"
 #include "lib/model/rope_scaling.h"
 #include "lib/model/ft_weight_layout.h"
@@ -80,12 +81,14 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
                     std::to_string(weights.first_layer() + static_cast<int64_t>(l)) +
                     "'s scale: ModelWeights::load reads it when its QuantPolicy quantises the KV cache");
   if (options.prompts) load_prompts(*options.prompts);
+  soft_start_ = soft_prompt_first_id(cfg_.vocab_size, options.prompts);
   make_kv_cache(options);
 }
 
 Engine::~Engine() {
   free_buffers();
   if (prompt_w_) be_.release_weight(prompt_w_);
+  drop_soft_prompts();
   for (float* p : prefix_kv_) be_.release(p);
 }
 

@@ -25,6 +25,7 @@
 // stages in micro-batches, so that stage p+1 works on one micro-batch while stage p runs the next.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -116,6 +117,13 @@ class Engine {
   void copy_rows(const std::vector<int32_t>& dst, const std::vector<int32_t>& src);
   // The rows give their blocks back (blocks the prefix cache holds stay cached) and are empty.
   void release_rows(const std::vector<int32_t>& rows);
+  // Soft prompts (requests.h's SoftPrompt): `rows` float32 rows of H embedded for the ids
+  // first_id .. first_id + rows - 1 (first_id >= soft_prompt_first_id(), prompt_tables.h) until
+  // dropped. Every rank holds them; the scheduler adds them with the request and drops them when it
+  // finishes.
+  void add_soft_prompt(int32_t first_id, int64_t rows, const float* values);
+  void drop_soft_prompt(int32_t first_id);
+  void drop_soft_prompts();
 
   // ---- the paged KV cache, for the scheduler's admission (every rank holds the same state)
   // A fixed budget: the pool does not grow, so requests must be fitted into it.
@@ -264,6 +272,12 @@ class Engine {
   int64_t memory_len_ = 0;
   ops::Weight prompt_w_;  // stacked p-tuning tables [prompt_end_ - prompt_start_, H]; null: none
   int64_t prompt_start_ = INT64_MAX, prompt_end_ = 0;
+  struct SoftRows {
+    int64_t rows = 0;
+    ops::Weight w;
+  };
+  std::map<int32_t, SoftRows> soft_;  // by first id
+  int64_t soft_start_ = 0;            // ids from here are soft-prompt rows (soft_prompt_first_id)
   std::vector<float*> prefix_kv_;       // per prefix task: [layers, 2, kv_heads, len, d] in the cache's dtype
   std::vector<int64_t> prefix_len_;     // per prefix task
   int64_t max_prefix_ = 0;

@@ -9,8 +9,11 @@
 // (attention bias + MLP bias) / TP for adding on every rank before it, as FT's runtime does.
 #include "lib/engine/engine.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -33,9 +36,10 @@ ops::PositionTable table_for(const ModelWeights& w, const ModelConfig& cfg, int6
 }  // namespace
 
 bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const {
-  if (!prompt_w_) return false;
+  if (!prompt_w_ && soft_.empty()) return false;
+  const int64_t from = soft_.empty() ? virtual_from : std::min(virtual_from, soft_start_);
   for (int64_t i = 0; i < n; ++i)
-    if (ids[i] >= virtual_from) return true;
+    if (ids[i] >= from) return true;
   return false;
 }
 
@@ -47,26 +51,50 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
     be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
     return;
   }
-  // Virtual tokens (p-tuning): the real ones from wte, then the virtual ones from the prompt
-  // tables into scratch (a_ is free until the first layer), copied over their rows run by run.
-  std::vector<int32_t> real(ids, ids + n), rows, pos;
-  std::vector<int64_t> at;
+  // Virtual tokens (p-tuning's tables, soft prompts' rows): the real ones from wte, then, table by
+  // table, the virtual ones into scratch (a_ is free until the first layer) at their positions
+  // (position embeddings added, as FT adds them to both), copied over their rows run by run.
+  struct Lookup {
+    std::vector<int32_t> rows, pos;
+    std::vector<int64_t> at;
+  };
+  std::map<const void*, std::pair<ops::Weight, Lookup>> by_table;
+  std::vector<int32_t> real(ids, ids + n);
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < virtual_from) continue;
-    FTX_CHECK(ids[i] < prompt_end_, "", "virtual token id " + std::to_string(ids[i]) + " beyond the prompt tables");
-    rows.push_back(static_cast<int32_t>(ids[i] - prompt_start_));
-    pos.push_back(positions[i]);
-    at.push_back(i);
+    const int64_t id = ids[i];
+    ops::Weight w;
+    int64_t row = 0;
+    if (!soft_.empty() && id >= soft_start_) {
+      auto it = soft_.upper_bound(static_cast<int32_t>(id));
+      FTX_CHECK(it != soft_.begin() && id < (--it)->first + it->second.rows, "",
+                "soft prompt id " + std::to_string(id) + " is not held (its request's rows were not added)");
+      w = it->second.w;
+      row = id - it->first;
+    } else if (id >= virtual_from) {
+      FTX_CHECK(id < prompt_end_, "", "virtual token id " + std::to_string(id) + " beyond the prompt tables");
+      w = prompt_w_;
+      row = id - prompt_start_;
+    } else {
+      continue;
+    }
+    auto& e = by_table[w.data];
+    e.first = w;
+    e.second.rows.push_back(static_cast<int32_t>(row));
+    e.second.pos.push_back(positions[i]);
+    e.second.at.push_back(i);
     real[i] = 0;
   }
   be_.embedding(x_, w_.wte, w_.wpe, table, offset, real.data(), positions, n, H_, scale);
-  const int64_t m = static_cast<int64_t>(at.size());
-  be_.embedding(a_, prompt_w_, w_.wpe, table, offset, rows.data(), pos.data(), m, H_, scale);
-  for (int64_t j = 0; j < m;) {
-    int64_t k = j + 1;
-    while (k < m && at[k] == at[k - 1] + 1) ++k;
-    be_.copy_act(x_ + at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
-    j = k;
+  for (const auto& kv : by_table) {
+    const Lookup& l = kv.second.second;
+    const int64_t m = static_cast<int64_t>(l.at.size());
+    be_.embedding(a_, kv.second.first, w_.wpe, table, offset, l.rows.data(), l.pos.data(), m, H_, scale);
+    for (int64_t j = 0; j < m;) {
+      int64_t k = j + 1;
+      while (k < m && l.at[k] == l.at[k - 1] + 1) ++k;
+      be_.copy_act(x_ + l.at[j] * H_, a_ + j * H_, static_cast<size_t>((k - j) * H_));
+      j = k;
+    }
   }
 }
 

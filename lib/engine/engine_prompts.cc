@@ -1,6 +1,7 @@
 // p-tuning and prefix prompts (lib/engine/prompt_tables.h) in the engine: the tables uploaded when
 // it is made, and a prefix task's K/V written into a row's cache ahead of the row's tokens (its
 // slots carry the task as their key, so rows of one task share them through the prefix cache).
+// Soft prompts (requests.h's SoftPrompt): rows uploaded while their request runs.
 #include "lib/engine/engine.h"
 
 #include <algorithm>
@@ -64,6 +65,25 @@ void Engine::load_prompts(const PromptTables& p) {
       max_prefix_ = std::max(max_prefix_, len);
     }
   }
+}
+
+void Engine::add_soft_prompt(int32_t first_id, int64_t rows, const float* values) {
+  FTX_CHECK(first_id >= soft_start_ && rows > 0 && soft_.count(first_id) == 0, "",
+            "soft prompt ids from " + std::to_string(first_id) + " (" + std::to_string(rows) + " rows) are not new");
+  // In the model's weight dtype, as FT casts request_prompt_embedding to T.
+  soft_[first_id] = {rows, be_.upload_weight(values, DType::kFloat32, static_cast<size_t>(rows * H_))};
+}
+
+void Engine::drop_soft_prompt(int32_t first_id) {
+  auto it = soft_.find(first_id);
+  if (it == soft_.end()) return;
+  be_.release_weight(it->second.w);
+  soft_.erase(it);
+}
+
+void Engine::drop_soft_prompts() {
+  for (auto& kv : soft_) be_.release_weight(kv.second.w);
+  soft_.clear();
 }
 
 int64_t Engine::prefix_task(const std::vector<int32_t>& tokens) const {

@@ -137,7 +137,7 @@ const std::vector<std::string>& request_fields() {
       "min_length", "seed", "stop_words", "bad_words", "end_id", "return_log_probs", "beam_width", "len_penalty",
       "beam_search_diversity_rate", "session", "session_end", "task", "virtual_tokens", "return_context_log_probs",
       "echo_prompt", "id", "frequency_penalty", "top_p_decay", "top_p_min", "top_p_reset_ids", "start_id",
-      "is_return_context_embeddings"};
+      "is_return_context_embeddings", "request_prompt_type", "request_prompt_embedding", "request_prompt_lengths"};
   return fields;
 }
 
@@ -230,6 +230,7 @@ Request PromptReader::parse_json(const std::string& line, const std::string& whe
     }
   }
   if (r.session_end && r.session.empty()) throw Error(where + ": \"session_end\" without a \"session\"");
+  prompt.soft = read_soft_prompt(j, limits_.hidden, where);
   return r;
 }
 
@@ -326,6 +327,13 @@ bool PromptReader::read_next() {
     else if (r.output.prompt.empty() && !r.decode.input_ids.empty())
       throw Error(where + ": echo_prompt needs a tokenizer to give an ids prompt's text: none found in the model folder; "
                   "pass --tokenizer DIR");
+    if (choice.soft.rows > 0) {
+      if ((choice.has_task && !choice.task.empty()) || choice.virtual_tokens != 0)
+        throw Error(where + ": \"" + (choice.virtual_tokens ? "virtual_tokens" : "task") +
+                    "\" cannot be combined with a soft prompt (\"request_prompt_type\" 1)");
+      choice.has_task = prompts_ != nullptr;  // no task, not the default one
+      choice.task.clear();
+    }
     apply_prompt(r, choice, where);
     // FT semantics: a request with no input starts from start_id (only when one is given).
     const int32_t start_id = choice.start_id ? *choice.start_id : defaults_.start_id;
@@ -333,6 +341,10 @@ bool PromptReader::read_next() {
       throw Error(where + ": \"start_id\" " + std::to_string(start_id) + " is outside the vocabulary [0, " +
                   std::to_string(limits_.vocab_size) + ")");
     if (r.decode.input_ids.empty() && start_id >= 0) r.decode.input_ids.push_back(start_id);
+    if (choice.soft.rows > 0) {
+      if (next_soft_id_ < 0) next_soft_id_ = soft_prompt_first_id(limits_.vocab_size, prompts_);
+      attach_soft_prompt(r, std::move(choice.soft), &next_soft_id_, where);
+    }
     if (r.decode.input_ids.empty())
       throw Error(where + ": empty prompt" +
                   (start_id < 0 ? " (a \"start_id\" field, or --start-id ID, starts empty prompts from ID)" : ""));
@@ -508,6 +520,7 @@ uint64_t request_fingerprint(const Request& r) {
     hash_value(h, static_cast<uint64_t>(r.output.id.size()));
     hash_add(h, r.output.id.data(), r.output.id.size());
   }
+  if (r.soft_prompt.rows > 0) hash_add(h, r.soft_prompt.values.data(), r.soft_prompt.values.size() * sizeof(float));
   return h;
 }
 

@@ -13,6 +13,7 @@
 #include "formats/output_file.h"
 #include "lib/engine/prompt_tables.h"
 #include "lib/engine/scheduler.h"
+#include "lib/engine/soft_prompt.h"
 #include "lib/model/rope_scaling.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -38,6 +39,7 @@ struct PromptLimits {
   int64_t sliding_window = 0;  // config.ini sliding_window (sliding_window.h); 0: none
   int64_t memory_len = 0;      // --memory-len (0: none)
   RopeScaling rope_scaling;    // longrope: positions beyond its original length are refused (rope_scaling.h)
+  int64_t hidden = 0;          // soft prompts' row width (soft_prompt.h); 0: none are read
 };
 
 enum class PromptFormat {
@@ -70,7 +72,9 @@ class PromptReader : public RequestSource {
   // p-tuning (prompt_tables.h): each request's task is its JSON "task" (a name or an id; null for
   // none), else default_task (-1: none). "virtual_tokens": N prepends the task's first N virtual
   // ids (start_id .. start_id + N - 1); ids may also give them explicitly (FT's way). Virtual ids
-  // are checked against the task's table and rewritten to engine ids.
+  // are checked against the task's table and rewritten to engine ids. A request with a soft prompt
+  // (soft_prompt.h) runs without a task, as FT ignores task ids then: "task" and "virtual_tokens"
+  // are refused with it and default_task is not applied.
   void set_prompt_tables(const PromptTables* tables, int64_t default_task) {
     prompts_ = tables;
     default_task_ = default_task;
@@ -82,6 +86,7 @@ class PromptReader : public RequestSource {
     std::string task;          // "" with has_task: JSON null, no task
     int64_t virtual_tokens = 0;
     std::optional<int32_t> start_id;  // the JSON line's "start_id"
+    SoftPrompt soft;           // request_prompt_type 1 (soft_prompt.h)
   };
   bool read_next();
   Request parse_json(const std::string& line, const std::string& where, PromptChoice& prompt);
@@ -107,6 +112,7 @@ class PromptReader : public RequestSource {
   std::set<int32_t> warned_end_ids_;
   const PromptTables* prompts_ = nullptr;
   int64_t default_task_ = -1;
+  int64_t next_soft_id_ = -1;  // the next soft prompt's first id (-1: soft_prompt_first_id, at the first)
 };
 
 // What PromptReader checks of each request, for requests made elsewhere (eval-summarize): ids in

@@ -67,4 +67,10 @@ class PromptTables {
   DType dtype_ = DType::kFloat32;
 };
 
+// The first engine id of soft prompts (FT's request_prompt_type 1, requests.h's SoftPrompt): past
+// the vocabulary and past every prompt table's engine ids (tables: null when there are none).
+inline int64_t soft_prompt_first_id(int64_t vocab_size, const PromptTables* tables) {
+  return tables && tables->end_engine_id() > vocab_size ? tables->end_engine_id() : vocab_size;
+}
+
 }  // namespace ftx

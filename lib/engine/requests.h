@@ -24,6 +24,17 @@ struct ResultOptions {
   std::string prompt;          // echo: the prompt's text (input_prompt)
 };
 
+// FT's request_prompt_embedding of request_prompt_type 1 (a soft prompt): rows embedded at
+// positions 0 .. rows-1 ahead of the prompt's ids, as inputs_embeds are. They travel as the
+// virtual ids first_id .. first_id + rows - 1, numbered by the request reader so that no two
+// requests share one (the prefix cache keys slots by id); every rank's engine holds the rows while
+// the request runs (Engine::add_soft_prompt).
+struct SoftPrompt {
+  int32_t first_id = 0;
+  int64_t rows = 0;
+  std::vector<float> values;  // [rows, hidden]
+};
+
 struct Request {
   int64_t index = 0;         // position in the input, 0-based: results are reported with it
   DecodeRequest decode;      // a session round: decode.input_ids are the round's new tokens
@@ -31,6 +42,7 @@ struct Request {
   uint64_t fingerprint = 0;  // identifies the request for --resume; carried to the result
   std::string session;       // "" : not part of a session
   bool session_end = false;  // the session's last round: its cache and context are freed after it
+  SoftPrompt soft_prompt;    // rows > 0: decode.input_ids start with its ids
   // A control request (index < 0, no tokens, session_end): ends `session` without a round.
   bool is_control() const { return index < 0; }
 };

@@ -44,6 +44,7 @@ void Scheduler::release_all() {
   std::vector<int32_t> rows;
   for (int64_t r = 0; r < engine_.rows(); ++r) rows.push_back(static_cast<int32_t>(r));
   engine_.release_rows(rows);
+  engine_.drop_soft_prompts();
   pending_ops_.clear();
   for (auto& kv : sessions_) {
     kv.second.slot = -1;
@@ -159,6 +160,7 @@ Scheduler::Status Scheduler::run(RequestSource* source, const ResultCallback& on
           for (int64_t k = 0; k < K; ++k) pending_ops_.push_back({Plan::kRelease, static_cast<int32_t>(s * K + k), 0});
         on_result(std::move(out));
       }
+      if (slot.soft_id >= 0) engine_.drop_soft_prompt(slot.soft_id);
       const bool parked = slot.parked;  // a session keeps its cache in the slot until its next round
       slot = Slot();
       slot.parked = parked;

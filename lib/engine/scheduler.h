@@ -137,6 +137,7 @@ class Scheduler {
     std::string session;
     int64_t round = 0, context_length = 0;
     bool session_end = false;
+    int32_t soft_id = -1;  // its soft prompt's first id (the engine holds the rows), or -1
   };
   struct Session {
     std::vector<int32_t> context;  // every token of the session so far (prompts and outputs)

@@ -130,7 +130,8 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   meta.index = r.index;
   meta.fingerprint = r.fingerprint;
   meta.output = r.output;
-  meta.input_length = static_cast<int64_t>(ids.size());
+  // FT's response_input_lengths: the prompt's ids, without a soft prompt's rows.
+  meta.input_length = static_cast<int64_t>(ids.size()) - r.soft_prompt.rows;
   meta.session = r.session;
   meta.session_end = r.session_end;
   meta.need = need;
@@ -156,6 +157,7 @@ Scheduler::Admission Scheduler::try_admit(const Request& r, Plan& p, std::vector
   dec.decode.input_ids = std::move(context);
   p.slot.push_back(slot);
   p.need.push_back(need);
+  p.soft.push_back(r.soft_prompt);
   p.runs.push_back(std::move(run));
   p.requests.push_back(std::move(dec));
   p.meta.push_back(std::move(meta));

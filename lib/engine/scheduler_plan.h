@@ -23,6 +23,7 @@ struct Scheduler::Plan {
   std::vector<std::array<int32_t, 3>> ops;
   std::vector<int64_t> preempt, resume;  // slots preempted now, and preempted slots that run again
   std::vector<int64_t> slot, need;       // newcomers: their slots and cache lengths
+  std::vector<SoftPrompt> soft;          // newcomers: their soft prompts (rows 0: none)
   // What to run, row by row: a newcomer's first row (its beams fork from it), or each unfinished
   // row of a resumed slot (its history).
   struct Run {

@@ -78,6 +78,10 @@ void Scheduler::admit(const Plan& p) {
     }
   }
 
+  // The newcomers' soft-prompt rows, on every rank, before the prefills that embed them.
+  for (const SoftPrompt& sp : p.soft)
+    if (sp.rows > 0) engine_.add_soft_prompt(sp.first_id, sp.rows, sp.values.data());
+
   const auto t0 = std::chrono::steady_clock::now();
   // Fresh rows are prefilled, rows that hold a session's context are appended to; run i's logits
   // land in row i of `run_logits`.
@@ -134,6 +138,7 @@ void Scheduler::admit(const Plan& p) {
     s.used = true;
     s.parked = false;
     s.need = p.need[i];
+    s.soft_id = p.soft[static_cast<size_t>(i)].rows > 0 ? p.soft[static_cast<size_t>(i)].first_id : -1;
     const int64_t run = run_of_row[static_cast<size_t>(p.slot[i] * K)];
     if (p.runs[run].embed) s.context_embedding.assign(ctx.begin() + run * H, ctx.begin() + (run + 1) * H);
     if (!leader) continue;

@@ -2,7 +2,7 @@
 """End-to-end checks of prompt learning (issue 13) against tests/reference/prompt_reference.py and the
 float64 generation references of scripts/fixtures/make_prompt_fixtures.py.
 
-Usage: prompt_test.py {convert|generate|errors}
+Usage: prompt_test.py {convert|generate|errors|soft|soft_errors}
   convert:  `ftx prompt-convert -o x.npy` is byte-identical to np.save of the reference table for the
             classic archive (tar, fp32), the tar.gz with fp16 weights under mp_rank_00/, the extracted
             bf16 folder and the PEFT archive; --model-dir writes the reference's table bytes in the
@@ -19,6 +19,19 @@ Usage: prompt_test.py {convert|generate|errors}
             size, an existing folder's tasks without --force, an unknown task, a virtual id beyond
             its table, a virtual id without a task: exit 1 with one `ftx: error:` line, and
             --model-dir left byte-for-byte as it was.
+  soft:     FT's soft prompts (request_prompt_type 1, issue 49): greedy tokens of requests whose
+            request_prompt_embedding rows R (inline, as a float16 .npy, cut by request_prompt_lengths)
+            equal tests/reference/gpt_reference.py's float64 forward over [R; wte(ids)] (R at
+            positions 0..P-1, position terms added) for gpt2 and gptnext, in a batch beside a request
+            without one, at --batch-size 1, TP 2, PP 2, under a KV-cache budget that preempts (the
+            rows embedded again when a request resumes), and --dtype fp16/bf16 (half_reference.py's
+            emulation, R rounded as the embedding table is); input_length and sequence_length leave
+            the rows out (FT's response_input_lengths); the .npy and the inline form of the same rows
+            give the same tokens; rows equal to a task's prompt table give the task's tokens.
+  soft_errors: refusals naming the field: rows of another width (inline and .npy, with the shape),
+            a .npy of another dtype or missing, request_prompt_type 7, 2 (prefix) and 3 (p-tuning),
+            type 1 without rows, rows without type 1, rows with type 0, a length outside the rows, and
+            a soft prompt with a session, with return_context_log_probs, with a task.
 Environment: FTX_BIN, FTX_FIXTURES.
 """
 import configparser
@@ -26,16 +39,22 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import zlib
 
 import numpy as np
+import torch
 
 E2E = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(E2E, "..", "reference"))
 sys.path.insert(0, E2E)  # e2e_util
+sys.path.insert(0, os.path.join(E2E, "..", "..", "scripts", "fixtures"))  # the engine fixtures' weights
+import gpt_reference  # noqa: E402
+import half_reference  # noqa: E402
+import make_engine_models as eng  # noqa: E402
 import prompt_reference as ref  # noqa: E402
 from e2e_util import check, finish, run_ftx  # noqa: E402
 
@@ -286,10 +305,169 @@ def test_errors(tmp):
           stdin="1\n")
 
 
+SOFT_NEW = 6
+
+
+def soft_rows(seed, n):
+    """n float32 rows of the fixtures' hidden size 64."""
+    return (torch.randn(n, 64, generator=torch.Generator().manual_seed(seed), dtype=torch.float32) * 0.3).numpy()
+
+
+def soft_reference(model, ids, rows, dtype="fp32", tokens=None):
+    """gpt_reference's greedy tokens over [rows; wte(ids)] for an engine fixture model (its weights as
+    make_engine_models.py writes them); with `tokens`, their log probabilities one by one after
+    [rows; wte(ids)] and the tokens before them. A half dtype: half_reference.py's emulation, rows
+    rounded."""
+    m = eng.MODELS[model]
+    W = eng.make_weights(m, torch.Generator().manual_seed(1234 + list(eng.MODELS).index(model)))
+    cfg = eng.ref_cfg(m)
+    R = torch.tensor(np.asarray(rows, dtype=np.float32), dtype=torch.float64)
+    if dtype != "fp32":
+        W, cfg, R = half_reference.half_weights(W, dtype), half_reference.half_cfg(cfg, dtype), \
+            half_reference.rounded(R, dtype)
+    embeds = {t: R[t] for t in range(len(R))}
+    seq = [0] * len(R) + list(ids)
+    if tokens is not None:
+        lg = torch.log_softmax(gpt_reference.forward(cfg, W, seq + tokens[:-1], embeds=embeds), -1)
+        return [float(lg[len(seq) - 1 + i][t]) for i, t in enumerate(tokens)]
+    return gpt_reference.greedy(cfg, W, seq, SOFT_NEW, m["vocab"] - 1, embeds=embeds)[0]
+
+
+def soft_run(tmp, model_dir, requests, extra=(), mpi=0):
+    """The results; a run under a KV-cache budget (--kv-cache-memory) must also have preempted a
+    request (its summary line counts them), so that its rows are seen again when it resumes."""
+    p = os.path.join(tmp, "soft.jsonl")
+    with open(p, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in requests))
+    budget = "--kv-cache-memory" in extra
+    r = ftx("generate", "-m", model_dir, "--prompts", p, "--max-new-tokens", str(SOFT_NEW), "--output", "-",
+            *(() if budget else ("--quiet",)), *extra, mpi=mpi)
+    if not ok(r, f"generate {model_dir} {extra}"):
+        return None
+    if budget:
+        m = re.search(r"(\d+) preemptions", r.stderr)
+        check(m is not None and int(m.group(1)) > 0, f"{model_dir} {extra}: no preemption: {r.stderr.strip()}")
+    return [json.loads(l) for l in r.stdout.splitlines()]
+
+
+def test_I49_soft_prompt_equals_the_reference_over_its_rows(tmp):
+    for model in ("gpt2", "gptnext"):
+        ra, rb, rc = soft_rows(7, 3), soft_rows(8, 5), soft_rows(9, 6)
+        npy16 = os.path.join(tmp, f"{model}_b.npy")
+        np.save(npy16, rb.astype(np.float16))
+        npy32 = os.path.join(tmp, f"{model}_a.npy")
+        np.save(npy32, ra)
+        one = {"request_prompt_type": 1}
+        reqs = [dict(one, ids=[5, 17, 42, 8], request_prompt_embedding=ra.tolist()),
+                dict(one, ids=[19, 4, 77], request_prompt_embedding=npy16),
+                {"ids": [3, 9, 14]},
+                dict(one, ids=[11, 23], request_prompt_embedding=rc.tolist(), request_prompt_lengths=4),
+                dict(one, ids=[5, 17, 42, 8], request_prompt_embedding=npy32)]
+        rows = [ra, rb.astype(np.float16).astype(np.float32), np.zeros((0, 64), np.float32), rc[:4], ra]
+        # The same requests sampled from the whole distribution (top_p 1): their output_log_probs tell
+        # the rows apart where a tiny model's greedy tokens do not.
+        n = len(reqs)
+        reqs += [dict(r, top_k=0, top_p=1.0, seed=11, return_log_probs=True) for r in reqs]
+        runs = [("fp32", os.path.join(ENG, model, "1-gpu"), (), 0),
+                ("fp32", os.path.join(ENG, model, "1-gpu"), ("--batch-size", "1"), 0),
+                ("fp32", os.path.join(ENG, model, "2-gpu"), (), 2),
+                ("fp32", os.path.join(ENG, model, "1-gpu"), ("--pipeline-para-size", "2"), 2),
+                ("fp32", os.path.join(ENG, model, "1-gpu"), ("--kv-cache-memory", "24K", "--tokens-per-block", "2"), 0),
+                ("fp16", os.path.join(ENG, model, "1-gpu"), ("--dtype", "fp16"), 0),
+                ("bf16", os.path.join(ENG, model, "1-gpu"), ("--dtype", "bf16"), 0)]
+        want = {}
+        for dtype, d, extra, mpi in runs:
+            if dtype not in want:
+                want[dtype] = [soft_reference(model, r["ids"], rw, dtype) for r, rw in zip(reqs[:n], rows)]
+            got = soft_run(tmp, d, reqs, extra, mpi)
+            if got is None:
+                continue
+            what = f"{model} {dtype} {d} {extra}"
+            check([g["output_ids"] for g in got[:n]] == want[dtype],
+                  f"{what}: {[g['output_ids'] for g in got[:n]]} != reference {want[dtype]}")
+            # Half weights: the emulation's sums round activations where fp32 ones may fall on the
+            # other side of a half boundary, a few 1e-3 apart with or without rows.
+            tol = 1e-4 if dtype == "fp32" else 1e-2
+            for g, r, rw in zip(got[n:], reqs[n:], rows):
+                lp, exp = g.get("output_log_probs", []), soft_reference(model, r["ids"], rw, dtype, g["output_ids"])
+                check(len(lp) == len(exp) and all(abs(a - b) <= tol for a, b in zip(lp, exp)),
+                      f"{what}: sampled request {g['index']}: output_log_probs {lp} != reference {exp}")
+            for g, r in zip(got, reqs):
+                check(g["input_length"] == len(r["ids"]) and
+                      g["sequence_length"] == len(r["ids"]) + len(g["output_ids"]),
+                      f"{what}: request {g['index']}: input_length {g['input_length']}, sequence_length "
+                      f"{g['sequence_length']} (FT's: the ids without the rows)")
+            # Sampled, the whole line (a preempted request's recomputed logits may round otherwise).
+            check(got[4]["output_ids"] == got[0]["output_ids"] and
+                  ("--kv-cache-memory" in extra or got[n + 4] == dict(got[n], index=n + 4)),
+                  f"{what}: the .npy and the inline rows differ")
+
+
+def test_I49_soft_prompt_of_a_tables_rows_equals_the_task(tmp):
+    V = eng.MODELS["gpt2"]["vocab"]
+    for tp in (1, 2):
+        d = copy_model(tmp, "gpt2", tp)
+        ok(ftx("prompt-convert", "-i", os.path.join(PF, "classic.nemo"), "--model-dir", d, "-q"), f"tables {d}")
+        table = np.fromfile(os.path.join(d, "model.prompt_table.squad.weight.bin"), dtype=np.float16)
+        rows = table.reshape(-1, 64).astype(np.float32)
+        reqs = [{"ids": [V, V + 1, V + 2, 5, 17, 42, 8], "task": "squad"},
+                {"ids": [5, 17, 42, 8], "request_prompt_type": 1, "request_prompt_embedding": rows.tolist()}]
+        for extra in ((), ("--dtype", "bf16")):
+            got = soft_run(tmp, d, reqs, extra, mpi=2 if tp == 2 else 0)
+            if got is not None:
+                check(got[0]["output_ids"] == got[1]["output_ids"],
+                      f"tp{tp} {extra}: soft prompt {got[1]['output_ids']} != task squad {got[0]['output_ids']}")
+
+
+def test_I49_soft_prompt_refusals(tmp):
+    d = os.path.join(ENG, "gpt2", "1-gpu")
+    rows = soft_rows(3, 2).tolist()
+    npy_narrow, npy_int, npy_missing = (os.path.join(tmp, n) for n in ("narrow.npy", "int.npy", "missing.npy"))
+    np.save(npy_narrow, np.zeros((2, 32), np.float32))
+    np.save(npy_int, np.zeros((2, 64), np.int32))
+    one = {"ids": [1, 2], "request_prompt_type": 1}
+    cases = [
+        (dict(one, request_prompt_embedding=[rows[0], rows[1][:63]]), "row 1 has 63 numbers: rows must be the "
+         "model's hidden size 64", "narrow inline row"),
+        (dict(one, request_prompt_embedding=npy_narrow), "shape [2, 32] is not [rows, 64]", "narrow .npy"),
+        (dict(one, request_prompt_embedding=npy_int), "dtype int32 is not float32 or float16", ".npy dtype"),
+        (dict(one, request_prompt_embedding=npy_missing), "missing.npy", "missing .npy"),
+        (dict(one, request_prompt_type=7, request_prompt_embedding=rows), "\"request_prompt_type\" 7 is not 0",
+         "type 7"),
+        (dict(one, request_prompt_type=2, request_prompt_embedding=rows), "\"request_prompt_type\" 2 (a prefix prompt",
+         "type 2"),
+        (dict(one, request_prompt_type=3, request_prompt_embedding=rows), "\"request_prompt_type\" 3 (p-tuning rows",
+         "type 3"),
+        (one, "\"request_prompt_type\" 1 (a soft prompt) needs \"request_prompt_embedding\"", "type 1 without rows"),
+        ({"ids": [1], "request_prompt_embedding": rows}, "\"request_prompt_embedding\" needs \"request_prompt_type\"",
+         "rows without a type"),
+        ({"ids": [1], "request_prompt_type": 0, "request_prompt_embedding": rows},
+         "\"request_prompt_embedding\" given with \"request_prompt_type\" 0", "rows with type 0"),
+        (dict(one, request_prompt_embedding=rows, request_prompt_lengths=3), "\"request_prompt_lengths\" 3 outside [1, 2]",
+         "length beyond the rows"),
+        (dict(one, request_prompt_embedding=rows, session="s"), "cannot start a \"session\" round", "with a session"),
+        (dict(one, request_prompt_embedding=rows, return_context_log_probs=True), "\"return_context_log_probs\" with a "
+         "soft prompt", "with context log probs"),
+    ]
+    for req, want, what in cases:
+        error(["generate", "-m", d, "--prompts", "-", "--max-new-tokens", "2", "--output", "-"], "line 1 (prompt 1): " ,
+              what + " (names the request)", stdin=json.dumps(req) + "\n")
+        error(["generate", "-m", d, "--prompts", "-", "--max-new-tokens", "2", "--output", "-"], want, what,
+              stdin=json.dumps(req) + "\n")
+    t = copy_model(tmp, "gpt2")
+    ok(ftx("prompt-convert", "-i", os.path.join(PF, "classic.nemo"), "--model-dir", t, "-q"), "tables")
+    error(["generate", "-m", t, "--prompts", "-", "--max-new-tokens", "2", "--output", "-"],
+          "\"task\" cannot be combined with a soft prompt", "with a task",
+          stdin=json.dumps(dict(one, request_prompt_embedding=rows, task="squad")) + "\n")
+
+
 def main():
     part = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        {"convert": test_convert, "generate": test_generate, "errors": test_errors}[part](tmp)
+        {"convert": test_convert, "generate": test_generate, "errors": test_errors,
+         "soft": lambda t: (test_I49_soft_prompt_equals_the_reference_over_its_rows(t),
+                            test_I49_soft_prompt_of_a_tables_rows_equals_the_task(t)),
+         "soft_errors": test_I49_soft_prompt_refusals}[part](tmp)
     finish("prompt e2e")
 
 
