@@ -513,11 +513,14 @@ void ModelWeights::load_split_table(const std::string& name, const uint8_t* src,
 
 std::string ModelWeights::table_report() const {
   const int64_t V = config_.vocab_size, H = config_.hidden();
-  const std::string range = "[" + std::to_string(vocab_rows_ * rank_) + ", " + std::to_string(vocab_rows_ * (rank_ + 1)) + ")";
+  std::string range = "[" + std::to_string(vocab_rows_ * rank_) + ", " + std::to_string(vocab_rows_ * (rank_ + 1)) +
+                      ") of " + std::to_string(V);
+  if (vocab_rows_ * (rank_ + 1) > V)
+    range += ", those from " + std::to_string(std::max(V, vocab_rows_ * rank_)) + " zero padding";
   std::string emb;
   if (!has_embeddings_) emb = "none on this pipeline stage";
   else if (!embedding_.parallel) emb = "all " + std::to_string(V) + " rows";
-  else if (embedding_.dim == 0) emb = "vocabulary rows " + range + " of " + std::to_string(V) + " and a zero row";
+  else if (embedding_.dim == 0) emb = "vocabulary rows " + range + ", and a zero row";
   else
     emb = "hidden columns [" + std::to_string(H / tp_ * rank_) + ", " + std::to_string(H / tp_ * (rank_ + 1)) + ") of " +
           std::to_string(H) + ", all " + std::to_string(V) + " rows";
@@ -525,7 +528,7 @@ std::string ModelWeights::table_report() const {
   if (!has_head_) head = "none on this pipeline stage";
   else if (head_shared_) head = "reads the embedding table";
   else if (!embedding_.parallel) head = "all " + std::to_string(V) + " rows";
-  else head = "vocabulary rows " + range + " of " + std::to_string(V);
+  else head = "vocabulary rows " + range;
   return "embedding table " + std::to_string(embedding_bytes_) + " bytes (" + emb + "); lm_head table " +
          std::to_string(head_bytes_) + " bytes (" + head + "); all weights " + std::to_string(bytes_) + " bytes";
 }
