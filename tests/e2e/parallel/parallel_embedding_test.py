@@ -2,7 +2,7 @@
 """Vocabulary-parallel embedding (issue 49; lib/engine/embedding_sharding.h): --use-parallel-embedding,
 --embedding-sharding-dim 0|1 and --use-embedding-sharing under mpirun give the tokens of one rank.
 
-Usage: parallel_embedding_test.py {engine|hf|errors}
+Usage: parallel_embedding_test.py {engine|hf|errors|lambada}
   engine  the engine fixtures' GPT-2 (tied, learned positions, vocabulary 301: padded at TP 2 and 4)
           and GPT-J (untied lm_head with a bias, rotary, vocabulary 300), written here at TP 1, 2 and 4
           by scripts/fixtures/make_engine_models.py (the fixtures' own writer and seeds).
@@ -20,7 +20,10 @@ Usage: parallel_embedding_test.py {engine|hf|errors}
           --use-embedding-sharing at TP 2 without --use-parallel-embedding or with dim 1 (TensorRT-LLM's
           rule), with --pipeline-para-size 2, with --int8-lm-head, and on a model with its own lm_head
           (naming model.lm_head.weight.bin).
-Environment: FTX_BIN, FTX_SOURCE_DIR (the repository, for the fixture writer). Needs torch (engine) and
+  lambada eval-lambada (the flags are shared) on the pp fixtures' GPT-2 with GPT-2's vocabulary (50257,
+          padded at TP 2): dim 0 with sharing and dim 1 at TP 2 give one rank's per-example results
+          (floats within 1e-5), on the first 24 examples.
+Environment: FTX_BIN, FTX_SOURCE_DIR (the repository, for the fixture writer), FTX_FIXTURES (lambada). Needs torch (engine) and
 transformers (hf).
 """
 import json
@@ -217,10 +220,31 @@ def test_errors(tmp):
     refused(tmp, gptj, 2, ["--use-parallel-embedding", "--use-embedding-sharing"], "model.lm_head.weight.bin")
 
 
+def test_lambada(tmp):
+    """eval-lambada shares the flags: at TP 2 each split gives one rank's per-example results."""
+    fix = os.path.join(os.environ["FTX_FIXTURES"], "pp", "gpt2_bpe")
+    res = {}
+    for name, tp, flags in [("tp1", 1, []), ("dim0_shared", 2, ["--use-parallel-embedding", "--use-embedding-sharing"]),
+                            ("dim1", 2, ["--use-parallel-embedding", "--embedding-sharding-dim", "1"])]:
+        out = os.path.join(tmp, f"lambada_{name}.jsonl")
+        r = run_ftx(["eval-lambada", "-m", os.path.join(fix, f"{tp}-gpu"), "--max-examples", "24", "--batch-size", "8",
+                     "--output", out, "--force", "--quiet", *flags], tp)
+        if not check(r.returncode == 0, f"eval-lambada {name}: exit {r.returncode}: {r.stderr.strip()[-800:]}"):
+            return
+        with open(out) as f:
+            res[name] = [json.loads(l) for l in f]
+    check(len(res["tp1"]) == 24, f"eval-lambada: {len(res['tp1'])} results, expected 24")
+    for name in ("dim0_shared", "dim1"):
+        for a, b in zip(res["tp1"], res[name]):
+            for k in a:
+                same = abs(a[k] - b[k]) <= TOL if isinstance(a[k], float) else a[k] == b[k]
+                check(same, f"eval-lambada {name} example {a.get('index')}: {k} {b[k]!r} != TP 1's {a[k]!r}")
+
+
 def main():
     part = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        {"engine": test_engine, "hf": test_hf, "errors": test_errors}[part](tmp)
+        {"engine": test_engine, "hf": test_hf, "errors": test_errors, "lambada": test_lambada}[part](tmp)
     finish(f"parallel_embedding {part}")
 
 
