@@ -10,7 +10,8 @@ Usage: parallel_embedding_test.py {engine|hf|errors|lambada}
           by `ftx convert-hf -g 1|2|4`.
           For both: at TP 2 and 4, each of dim 0, dim 0 with sharing (tied models only) and dim 1,
           `ftx generate --verbose` greedy (with log probs and context log probs) and seeded top-p
-          sampling equal the plain TP 1 run (and, greedy, TP 2 x PP 2 with dim 0): output ids
+          sampling equal the plain TP 1 run (and, greedy, TP 2 x PP 2 with dim 0; engine part: dim 0
+          with --int8-mode 1 --int8-lm-head equals TP 2 without the split): output ids
           identical, log probs within 1e-5; and each
           rank's --verbose line gives the embedding and lm_head bytes the split implies on the CPU
           (fp32): dim 0 (ceil(V/T) + 1) x H x 4 (its rows and the zero row), dim 1 V x H/T x 4, the
@@ -152,6 +153,21 @@ def test_engine(tmp):
         for tp in (1, 2, 4):
             mk.write_ft(name, m, W, os.path.join(root, f"{tp}-gpu"), tp)
         check_model(tmp, name, root, m["vocab"], m["heads"] * m["head_dim"], m["tied"], not m["tied"] and name == "gptj")
+        # --int8-lm-head quantises each vocabulary row on its own, so a rank's slice is quantised as the
+        # whole table is: at TP 2 the split gives the unsplit run's tokens (the layers' int8 blocks
+        # depend on TP, so TP 1 is not the reference here). The lm_head slice: rows x H int8 + a scale per row.
+        prompts = os.path.join(tmp, f"{name}.csv")
+        int8 = ["--int8-mode", "1", "--int8-lm-head", "--verbose"]
+        base, _ = generate(tmp, os.path.join(root, "2-gpu"), prompts, 2, f"{name}.int8", "greedy", int8)
+        got, r = generate(tmp, os.path.join(root, "2-gpu"), prompts, 2, f"{name}.int8_split", "greedy",
+                          int8 + ["--use-parallel-embedding"])
+        if base is not None and got is not None:
+            what = f"{name} TP 2 dim 0 --int8-lm-head"
+            close(base, got, what)
+            emb, _ = expected_bytes(m["vocab"], m["heads"] * m["head_dim"], 2, 0, False, m["tied"], False)
+            rows, hidden = math.ceil(m["vocab"] / 2), m["heads"] * m["head_dim"]
+            bias = rows * 4 if name == "gptj" else 0
+            check_verbose(r.stderr, what, 2, (emb, rows * hidden + rows * 4 + bias))
 
 
 def make_llama(folder, tied):
