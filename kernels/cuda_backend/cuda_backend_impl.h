@@ -93,6 +93,10 @@ class CudaBackend : public ops::Backend {
   void upload_act(const ops::Act& dst, const float* host_src, size_t n) override;
   void download_act(float* host_dst, const ops::Act& src, size_t n) override;
   void copy_act(const ops::Act& dst, const ops::Act& src, size_t n) override;
+  void copy_act_2d(const ops::Act& dst, int64_t dst_pitch, const ops::Act& src, int64_t src_pitch, int64_t width,
+                   int64_t height) override;
+  void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+               int64_t height) override;
 
   void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;

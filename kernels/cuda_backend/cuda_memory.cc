@@ -170,6 +170,23 @@ void CudaBackend::copy_act(const ops::Act& dst, const ops::Act& src, size_t n) {
   }
 }
 
+// One cudaMemcpy2DAsync (recorded into a decode step's graph like the other copies).
+void CudaBackend::copy_act_2d(const ops::Act& dst, int64_t dst_pitch, const ops::Act& src, int64_t src_pitch,
+                              int64_t width, int64_t height) {
+  if (dst.dtype != src.dtype)
+    throw Error(std::string("CUDA copy: activations from ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype));
+  if (width <= 0 || height <= 0 || replaying()) return;
+  const size_t el = dtype_size(dst.dtype);
+  FTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst_pitch) * el, src.data,
+                                   static_cast<size_t>(src_pitch) * el, static_cast<size_t>(width) * el,
+                                   static_cast<size_t>(height), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+                          int64_t height) {
+  copy_act_2d(dst, dst_pitch, src, src_pitch, width, height);  // fp32 Acts
+}
+
 float* CudaBackend::scratch(size_t n) {
   if (scratch_cap_ < n) {
     const size_t cap = std::max(n, scratch_cap_ * 2);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "formats/error.h"
 #include "lib/engine/prompt_tables.h"
@@ -56,6 +57,13 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
                     std::to_string(lay.rank));
   computes_logits_ = lay.last_stage() && lay.tp_rank() == 0;
   delivers_logits_ = computes_logits_ && lay.rank != 0;
+  const EmbeddingSharding& es = weights.embedding_sharding();
+  head_split_ = es.parallel;
+  runs_head_ = lay.last_stage() && (head_split_ || lay.tp_rank() == 0);
+  if (es.parallel && es.dim == 1 && weights.has_embeddings()) {
+    const std::vector<float> zeros(static_cast<size_t>(cfg_.hidden()), 0.0f);
+    zero_row_ = be_.upload_weight(zeros.data(), DType::kFloat32, zeros.size());
+  }
   const int64_t tp = weights.tp();
   H_ = cfg_.hidden();
   local_inter_ = cfg_.inter_size / tp;
@@ -89,6 +97,7 @@ Engine::~Engine() {
   free_buffers();
   if (prompt_w_) be_.release_weight(prompt_w_);
   drop_soft_prompts();
+  if (zero_row_) be_.release_weight(zero_row_);
   for (float* p : prefix_kv_) be_.release(p);
 }
 

@@ -14,7 +14,9 @@
 // requests into.
 //
 // Logits are computed only on one rank (TP rank 0 of the last pipeline stage) and delivered to
-// world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM.
+// world rank 0, the rank that decodes; the other ranks skip the lm_head GEMM. With a split lm_head
+// (--use-parallel-embedding, embedding_sharding.h) every TP rank of the last stage computes its
+// vocabulary rows' logits and one all-gather joins them on TP rank 0.
 //
 // Pipeline parallelism: the engine of stage p holds only its layers' weights
 // and KV cache. Every call (prefill, append, decode, copy_rows, release_rows, reserve) is made by
@@ -194,6 +196,8 @@ class Engine {
                     int64_t n, int64_t first);
 
   // ---- the model's math (engine_forward.cc)
+  // x_ = wte[ids]·scale + position term (n tokens); a split table's lookup is joined over the TP group.
+  void lookup(const int32_t* ids, const int32_t* positions, int64_t n);
   // x_ = embeddings of ids at positions (n tokens); ids >= virtual_from are prompt-table rows.
   void embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from);
   bool has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) const;
@@ -209,8 +213,11 @@ class Engine {
   // The last stage's TP rank 0: final layernorm (in place on hidden) and lm_head into logits_ rows
   // [first, first + n).
   void compute_logits(ops::Act hidden, int64_t n, int64_t first);
-  // out[n, padded vocab] = hidden (normed) · lm_head + bias.
+  // out[n, padded vocab] = hidden (normed) · lm_head + bias. A split lm_head: every TP rank of the
+  // stage calls it, and out (TP rank 0's; null elsewhere) gets the joined rows.
   void lm_head(ops::Act hidden, int64_t n, float* out);
+  // The split lm_head's all-gather buffer holds at least `rows` rows of logits.
+  void reserve_head_gather(int64_t rows);
   // A row-parallel partial sum (or the stage's hidden states) completed over the TP group.
   void all_reduce(ops::Act x, int64_t n);
 
@@ -264,6 +271,11 @@ class Engine {
   dist::Communicator& tp_;    // this stage's TP group
   bool computes_logits_;      // the last stage's TP rank 0
   bool delivers_logits_;      // computes them and is not world rank 0: sends them there
+  bool head_split_;           // the lm_head is split over the TP group (ModelWeights::embedding_sharding)
+  bool runs_head_;            // the last stage's TP rank 0, or each of its TP ranks when head_split_
+  float* head_gather_ = nullptr;  // head_split_: [head_gather_rows_, padded vocab], the ranks' logits
+  int64_t head_gather_rows_ = 0;
+  ops::Weight zero_row_;      // a dim-1 split table: [1, H] zeros, for the position term alone
   int64_t micro_batch_ = 0;
   ops::AttentionShape shape_;
   std::vector<float> alibi_;  // this rank's heads

@@ -43,12 +43,48 @@ bool Engine::has_virtual(const int32_t* ids, int64_t n, int64_t virtual_from) co
   return false;
 }
 
+void Engine::lookup(const int32_t* ids, const int32_t* positions, int64_t n) {
+  int64_t offset = 0;
+  const auto table = table_for(w_, cfg_, &offset);
+  const float scale = static_cast<float>(cfg_.embedding_scale);
+  const EmbeddingSharding& es = w_.embedding_sharding();
+  if (!es.parallel) {
+    be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
+    return;
+  }
+  const int rank = w_.rank(), T = w_.tp();
+  if (es.dim == 0) {
+    // This rank's rows; the ids of other ranks read the zero row last in the table. TP rank 0 adds the
+    // position term. Every other rank's term is +0, so the sum is TP 1's value bit for bit in fp32.
+    const int64_t rows = w_.vocab_rows_per_rank(), lo = rows * rank;
+    std::vector<int32_t> local(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      local[i] = ids[i] >= lo && ids[i] < lo + rows ? static_cast<int32_t>(ids[i] - lo) : static_cast<int32_t>(rows);
+    const bool pos = rank == 0;
+    be_.embedding(x_, w_.wte, pos ? w_.wpe : nullptr, pos ? table : ops::PositionTable::kNone, offset, local.data(),
+                  positions, n, H_, scale);
+    all_reduce(x_, n * H_);
+    return;
+  }
+  // dim 1: this rank's columns of every id into its part of f_ (free until the first layer), the
+  // parts all-gathered ([T, n, H/T]) and laid side by side into x_ [n, H]; then the position term,
+  // added as TP 1 adds it (wte·scale first, then the term).
+  const int64_t cols = H_ / T;
+  be_.embedding(f_ + rank * n * cols, w_.wte, nullptr, ops::PositionTable::kNone, 0, ids, positions, n, cols, scale);
+  tp_.all_gather(f_.data, static_cast<size_t>(n * cols), f_.dtype);
+  for (int t = 0; t < T; ++t) be_.copy_act_2d(x_ + t * cols, H_, f_ + t * n * cols, cols, cols, n);
+  if (table == ops::PositionTable::kNone) return;
+  const std::vector<int32_t> zeros(static_cast<size_t>(n), 0);
+  be_.embedding(f_, zero_row_, w_.wpe, table, offset, zeros.data(), positions, n, H_, 1.0f);
+  add_residual_norm(x_, f_, nullptr, nullptr, nullptr, nullptr, n);  // x += the position term
+}
+
 void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int64_t virtual_from) {
   int64_t offset = 0;
   const auto table = table_for(w_, cfg_, &offset);
   const float scale = static_cast<float>(cfg_.embedding_scale);
   if (!has_virtual(ids, n, virtual_from)) {
-    be_.embedding(x_, w_.wte, w_.wpe, table, offset, ids, positions, n, H_, scale);
+    lookup(ids, positions, n);
     return;
   }
   // Virtual tokens (p-tuning's tables, soft prompts' rows): the real ones from wte, then, table by
@@ -84,7 +120,7 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
     e.second.at.push_back(i);
     real[i] = 0;
   }
-  be_.embedding(x_, w_.wte, w_.wpe, table, offset, real.data(), positions, n, H_, scale);
+  lookup(real.data(), positions, n);
   for (const auto& kv : by_table) {
     const Lookup& l = kv.second.second;
     const int64_t m = static_cast<int64_t>(l.at.size());
@@ -202,18 +238,29 @@ void Engine::run_layers(int64_t n, const std::vector<int32_t>& positions, const 
 void Engine::all_reduce(ops::Act x, int64_t n) { tp_.all_reduce_sum(x.data, static_cast<size_t>(n), x.dtype); }
 
 void Engine::compute_logits(ops::Act hidden, int64_t n, int64_t first) {
-  if (!computes_logits_) return;
+  if (!runs_head_) return;
   if (w_.final_ln_gamma)
     norm(hidden, hidden, w_.final_ln_gamma, w_.final_ln_beta, n);
-  lm_head(hidden, n, logits_ + first * w_.padded_vocab());  // rows are padded_vocab wide, their first V read
+  // rows are padded_vocab wide, their first V read
+  lm_head(hidden, n, computes_logits_ ? logits_ + first * w_.padded_vocab() : nullptr);
 }
 
 void Engine::lm_head(ops::Act hidden, int64_t n, float* out) {
   const int64_t Vp = w_.padded_vocab();
-  be_.gemm(n, Vp, H_, hidden, w_.lm_head_w, true, out, 0.0f);
-  be_.add_bias(out, w_.lm_head_b, n, Vp);
+  // A split lm_head: this rank's vocabulary rows into its part of head_gather_, the parts
+  // all-gathered ([T, n, rows]) and laid side by side into out [n, Vp] on TP rank 0.
+  const int64_t N = head_split_ ? w_.vocab_rows_per_rank() : Vp;
+  float* mine = head_split_ ? head_gather_ + w_.rank() * n * N : out;
+  be_.gemm(n, N, H_, hidden, w_.lm_head_w, true, mine, 0.0f);
+  be_.add_bias(mine, w_.lm_head_b, n, N);
   // Gemma 2's final softcap; the padding rows stay 0 (softcap(0) = 0), as the decoder expects.
-  if (cfg_.final_logit_softcap > 0) be_.softcap(out, n, Vp, static_cast<float>(cfg_.final_logit_softcap));
+  if (cfg_.final_logit_softcap > 0) be_.softcap(mine, n, N, static_cast<float>(cfg_.final_logit_softcap));
+  if (!head_split_) return;
+  FTX_CHECK(n <= head_gather_rows_, "", "lm_head of " + std::to_string(n) + " rows exceeds the reserved " +
+                                            std::to_string(head_gather_rows_));
+  tp_.all_gather(head_gather_, static_cast<size_t>(n * N), DType::kFloat32);
+  if (out)
+    for (int t = 0; t < w_.tp(); ++t) be_.copy_2d(out + t * N, Vp, head_gather_ + t * n * N, N, N, n);
 }
 
 }  // namespace ftx

@@ -93,6 +93,20 @@ void Engine::free_workspace() {
   if (score_logits_) be_.release(score_logits_);
   score_logits_ = nullptr;
   score_rows_ = 0;
+  if (head_gather_) be_.release(head_gather_);
+  head_gather_ = nullptr;
+  head_gather_rows_ = 0;
+}
+
+void Engine::reserve_head_gather(int64_t rows) {
+  if (!head_split_ || !runs_head_ || rows <= head_gather_rows_) return;
+  if (head_gather_) {  // a longer prompt to score than rows: recorded decode steps name the old buffer
+    be_.forget_repeatables();
+    ++generation_;
+    be_.release(head_gather_);
+  }
+  head_gather_ = be_.alloc(static_cast<size_t>(rows * w_.padded_vocab()));
+  head_gather_rows_ = rows;
 }
 
 void Engine::free_buffers() {
@@ -113,7 +127,8 @@ int64_t Engine::cache_bytes(int64_t rows, int64_t max_seq) const {
 
 int64_t Engine::workspace_bytes(int64_t rows, int64_t max_tokens) const {
   const int64_t per_token = 4 * H_ + qkv_cols_ + shape_.q_heads * shape_.head_dim + 2 * local_inter_;
-  const int64_t logits = computes_logits_ ? rows * w_.padded_vocab() : 0;
+  // TP rank 0's logits, and a split lm_head's all-gather buffer on each TP rank of the last stage.
+  const int64_t logits = ((computes_logits_ ? 1 : 0) + (head_split_ && runs_head_ ? 1 : 0)) * rows * w_.padded_vocab();
   const auto act = static_cast<int64_t>(dtype_size(be_.act_dtype()));
   return act * (max_tokens * per_token + rows * H_) + static_cast<int64_t>(sizeof(float)) * logits;
 }
@@ -185,6 +200,7 @@ void Engine::reserve(int64_t rows, int64_t max_seq, int64_t max_prefill_tokens) 
   gate_ = be_.alloc_act(T * local_inter_);
   last_ = be_.alloc_act(static_cast<size_t>(rows_) * H_);
   if (computes_logits_) logits_ = be_.alloc(static_cast<size_t>(rows_ * w_.padded_vocab()));
+  reserve_head_gather(rows_);
 }
 
 }  // namespace ftx

@@ -36,14 +36,15 @@ void Engine::check_scored(const std::vector<std::vector<int32_t>>& tokens, Conte
 
 void Engine::score_batch(const std::vector<std::vector<int32_t>>& tokens, int64_t S, int64_t first,
                          ContextScores* scores) {
-  if (!scores || !computes_logits_) return;
+  if (!scores || !runs_head_) return;
   const int64_t B = static_cast<int64_t>(tokens.size()), Vp = w_.padded_vocab(), V = cfg_.vocab_size;
   int64_t longest = 0;  // positions of one row to score
   for (int64_t b = 0; b < B; ++b)
     if (scores->want[first + b]) longest = std::max<int64_t>(longest, static_cast<int64_t>(tokens[b].size()) - 1);
   if (longest <= 0) return;
   const int64_t chunk = std::min(longest, std::max<int64_t>(1, kScoreChunkBytes / (Vp * int64_t(sizeof(float)))));
-  if (chunk > score_rows_) {
+  reserve_head_gather(chunk);
+  if (chunk > score_rows_ && computes_logits_) {
     if (score_logits_) be_.release(score_logits_);
     score_logits_ = be_.alloc(static_cast<size_t>(chunk * Vp));
     score_rows_ = chunk;
@@ -57,8 +58,8 @@ void Engine::score_batch(const std::vector<std::vector<int32_t>>& tokens, int64_
     if (w_.final_ln_gamma) norm(rows, rows, w_.final_ln_gamma, w_.final_ln_beta, n);
     for (int64_t t0 = 0; t0 < n; t0 += chunk) {
       const int64_t m = std::min(chunk, n - t0);
-      lm_head(rows + t0 * H_, m, score_logits_);
-      be_.token_log_probs(score_logits_, m, Vp, V, t.data() + t0 + 1, out.data() + t0);
+      lm_head(rows + t0 * H_, m, score_logits_);  // null but on TP rank 0: a split lm_head's other ranks
+      if (computes_logits_) be_.token_log_probs(score_logits_, m, Vp, V, t.data() + t0 + 1, out.data() + t0);
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "lib/engine/model_run.h"
 
+#include <cstdio>
+
 #include "formats/error.h"
 
 namespace ftx {
@@ -11,7 +13,12 @@ void ModelRun::load(const std::string& elsewhere, const std::function<void()>& t
   // all of them started before any goes on.
   std::string failure;
   try {
-    weights_ = ModelWeights::load(model_dir_, rt_.layout(), *rt_.backend, rt_.quant);
+    weights_ = ModelWeights::load(model_dir_, rt_.layout(), *rt_.backend, rt_.quant, rt_.embedding);
+    // Each rank its own line, whole (the ranks' lines interleave in any order).
+    if (rt_.verbose)
+      std::fprintf(stderr, "ftx: rank %d (%s, TP rank %d, stage %d): %s\n", rt_.layout().rank,
+                   rt_.layout().describe().c_str(), rt_.layout().tp_rank(), rt_.layout().stage(),
+                   weights_.table_report().c_str());
     if (then) then();
   } catch (const UsageError&) {
     throw;

@@ -166,7 +166,9 @@ ModelWeights& ModelWeights::operator=(ModelWeights&& o) noexcept {
   layers = std::move(o.layers);
   config_ = o.config_;
   rank_ = o.rank_; tp_ = o.tp_;
-  first_layer_ = o.first_layer_; padded_vocab_ = o.padded_vocab_;
+  first_layer_ = o.first_layer_; padded_vocab_ = o.padded_vocab_; vocab_rows_ = o.vocab_rows_;
+  embedding_ = o.embedding_;
+  embedding_bytes_ = o.embedding_bytes_; head_bytes_ = o.head_bytes_; head_shared_ = o.head_shared_;
   kv_dtype_ = o.kv_dtype_;
   has_embeddings_ = o.has_embeddings_; has_head_ = o.has_head_;
   backend_ = o.backend_;
@@ -190,7 +192,7 @@ ModelWeights ModelWeights::load(const std::string& dir, int rank, int tp, ops::B
 }
 
 ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend,
-                                const QuantPolicy& quant) {
+                                const QuantPolicy& quant, const EmbeddingSharding& embedding) {
   const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
@@ -220,6 +222,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     for (size_t i = 0; i < w.layers.size(); ++i)
       w.layers[i].kv_scale = read_fp8_kv_scale(dir, w.first_layer_ + static_cast<int64_t>(i));
   const bool tied = file_size(join(dir, "model.lm_head.weight.bin")) < 0;
+  if (embedding.share && !tied)
+    throw Error(join(dir, "model.lm_head.weight.bin"),
+                "--use-embedding-sharing: the model has its own lm_head table (this file), not the embedding table");
+  w.embedding_ = embedding;
   // Whether this stage holds a tensor: its own layers; the embeddings (wte, wpe, the pre-decoder
   // layernorm) on the first stage; the final layernorm and lm_head (wte when tied) on the last.
   auto on_this_stage = [&](const std::string& name) {
@@ -334,7 +340,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
                       : quantized(f) || w8a8(f, nullptr) || fp8(f, nullptr)
                           ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8/E4M3 + column scales
                                      : static_cast<double>(dtype_size(backend.weight_dtype()));
-    need += static_cast<double>(f.numel()) * el;
+    // A split table: this rank's share (a tied one held twice, for the lookup and the lm_head, unless shared).
+    const bool split = embedding.parallel && (f.name == "model.wte" || starts_with(f.name, "model.lm_head."));
+    const double copies = split && tied && f.name == "model.wte" && w.has_embeddings_ && w.has_head_ && !embedding.share ? 2 : 1;
+    need += static_cast<double>(f.numel()) * el * (split ? copies / tp : 1.0);
   }
   const size_t avail = backend.available_memory();
   if (need > static_cast<double>(avail))
@@ -343,6 +352,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   // The lm_head table (wte when tied) and its bias are padded with zero rows to padded_vocab.
   const int64_t pad = std::max<int64_t>(1, backend.vocab_pad_multiple());
   w.padded_vocab_ = (cfg.vocab_size + pad - 1) / pad * pad;
+  if (embedding.parallel) {
+    w.vocab_rows_ = ftx::vocab_rows_per_rank(cfg.vocab_size, tp, pad);
+    w.padded_vocab_ = w.vocab_rows_ * tp;
+  }
   auto head_table = [&](const std::string& name) {
     return name == "model.lm_head.weight" || name == "model.lm_head.bias" || (tied && name == "model.wte");
   };
@@ -360,6 +373,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
     const Slot slot = slot_for(f.name);
+    size_t before = w.bytes_;  // what this file adds, for the embedding and lm_head's counts
     if (std::string gemm; w8a8(f, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
       *slot.matrix = load_w8a8_weight(dir, cfg, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);
@@ -379,6 +393,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     const uint8_t* src = file->slice(0, n * dtype_size(file_dtype), f.file_name());
     check_weight_bytes(path, src, n * dtype_size(file_dtype), file_dtype, manifest ? manifest->find(f.file_name()) : nullptr,
                        dir);
+    if (embedding.parallel && (f.name == "model.wte" || starts_with(f.name, "model.lm_head."))) {
+      w.load_split_table(f.name, src, file_dtype, tied, int8_head(f.name));
+      file->release(0, file->size());
+      continue;
+    }
     if (head_table(f.name) && w.padded_vocab_ > cfg.vocab_size) {
       const size_t row = n / static_cast<size_t>(cfg.vocab_size), elem = dtype_size(file_dtype);
       padded.assign(static_cast<size_t>(w.padded_vocab_) * row * elem, 0);  // zero bits: 0.0 in every dtype
@@ -391,6 +410,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       w.lm_head_w = backend.upload_weight_int8_rows(src, file_dtype, rows, cols);
       w.owned_weights_.push_back(w.lm_head_w);
       w.bytes_ += n + static_cast<size_t>(rows) * sizeof(float);
+      w.head_bytes_ += w.bytes_ - before;
+      before = w.bytes_;
       if (f.name == "model.lm_head.weight") {  // nothing else reads the floating-point table
         file->release(0, file->size());
         continue;
@@ -428,9 +449,88 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       *slot.vector = dst;
     }
     file->release(0, file->size());
+    if (f.name == "model.wte" && w.has_embeddings_) w.embedding_bytes_ += w.bytes_ - before;
+    else if (f.name == "model.wte" || starts_with(f.name, "model.lm_head.")) w.head_bytes_ += w.bytes_ - before;
   }
-  if (w.has_head_ && !w.lm_head_w) w.lm_head_w = w.wte;  // tied embeddings (decided by the file's presence)
+  if (w.has_head_ && !w.lm_head_w) {  // tied embeddings (decided by the file's presence)
+    w.lm_head_w = w.wte;
+    w.head_shared_ = w.has_embeddings_;
+  }
   return w;
+}
+
+void ModelWeights::load_split_table(const std::string& name, const uint8_t* src, DType dtype, bool tied,
+                                    bool int8_head) {
+  const int64_t V = config_.vocab_size, H = config_.hidden(), rows = vocab_rows_, first = rows * rank_;
+  const size_t elem = dtype_size(dtype);
+  if (name == "model.lm_head.bias") {
+    const std::vector<uint8_t> part = table_rows(src, V, 1, elem, first, rows);
+    std::vector<float> host(static_cast<size_t>(rows));
+    ops::convert_weight(part.data(), dtype, host.data(), DType::kFloat32, host.size());
+    float* dst = backend_->alloc(host.size());
+    owned_.push_back(dst);
+    backend_->upload(dst, host.data(), host.size());
+    lm_head_b = dst;
+    bytes_ += host.size() * sizeof(float);
+    head_bytes_ += host.size() * sizeof(float);
+    return;
+  }
+  auto upload = [&](const std::vector<uint8_t>& host, int64_t r, int64_t c, bool int8) {
+    const ops::Weight m = int8 ? backend_->upload_weight_int8_rows(host.data(), dtype, r, c)
+                               : backend_->upload_weight(host.data(), dtype, static_cast<size_t>(r * c));
+    owned_weights_.push_back(m);
+    const size_t b = int8 ? static_cast<size_t>(r * c) + static_cast<size_t>(r) * sizeof(float)
+                          : static_cast<size_t>(r * c) * dtype_size(m.dtype);
+    bytes_ += b;
+    return std::make_pair(m, b);
+  };
+  if (name == "model.wte" && has_embeddings_) {
+    std::vector<uint8_t> host;
+    int64_t r = 0, c = H;
+    if (embedding_.dim == 0) {
+      host = table_rows(src, V, H, elem, first, rows);
+      host.resize(host.size() + static_cast<size_t>(H) * elem, 0);  // the zero row
+      r = rows + 1;
+    } else {
+      c = H / tp_;
+      host = table_columns(src, V, H, elem, c * rank_, c);
+      r = V;
+    }
+    const auto [m, b] = upload(host, r, c, false);
+    wte = m;
+    embedding_bytes_ += b;
+  }
+  if (!has_head_ || !(name == "model.lm_head.weight" || (tied && name == "model.wte"))) return;
+  if (name == "model.wte" && embedding_.share && has_embeddings_ && embedding_.dim == 0 && !int8_head) {
+    lm_head_w = wte;  // its first `rows` rows; the zero row is past the GEMM's N
+    head_shared_ = true;
+    return;
+  }
+  const auto [m, b] = upload(table_rows(src, V, H, elem, first, rows), rows, H, int8_head);
+  lm_head_w = m;
+  head_bytes_ += b;
+}
+
+std::string ModelWeights::table_report() const {
+  const int64_t V = config_.vocab_size, H = config_.hidden();
+  std::string range = "[" + std::to_string(vocab_rows_ * rank_) + ", " + std::to_string(vocab_rows_ * (rank_ + 1)) +
+                      ") of " + std::to_string(V);
+  if (vocab_rows_ * (rank_ + 1) > V)
+    range += ", those from " + std::to_string(std::max(V, vocab_rows_ * rank_)) + " zero padding";
+  std::string emb;
+  if (!has_embeddings_) emb = "none on this pipeline stage";
+  else if (!embedding_.parallel) emb = "all " + std::to_string(V) + " rows";
+  else if (embedding_.dim == 0) emb = "vocabulary rows " + range + ", and a zero row";
+  else
+    emb = "hidden columns [" + std::to_string(H / tp_ * rank_) + ", " + std::to_string(H / tp_ * (rank_ + 1)) + ") of " +
+          std::to_string(H) + ", all " + std::to_string(V) + " rows";
+  std::string head;
+  if (!has_head_) head = "none on this pipeline stage";
+  else if (head_shared_) head = "reads the embedding table";
+  else if (!embedding_.parallel) head = "all " + std::to_string(V) + " rows";
+  else head = "vocabulary rows " + range;
+  return "embedding table " + std::to_string(embedding_bytes_) + " bytes (" + emb + "); lm_head table " +
+         std::to_string(head_bytes_) + " bytes (" + head + "); all weights " + std::to_string(bytes_) + " bytes";
 }
 
 }  // namespace ftx

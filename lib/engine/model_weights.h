@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lib/dist/parallel.h"
+#include "lib/engine/embedding_sharding.h"
 #include "lib/engine/quant_policy.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
@@ -56,8 +57,10 @@ class ModelWeights {
   // The tensors of world rank layout.rank: TP shard layout.tp_rank() of stage layout.stage()'s layers.
   // No default policy here: a caller holding a Runtime passes its `quant`, or a run made with
   // --int8-mode or --fp8 would load (and silently run) the unquantised model.
+  // `embedding`: the embedding table and lm_head split over the TP ranks (embedding_sharding.h);
+  // Error naming model.lm_head.weight.bin when sharing is asked of a model with its own lm_head.
   static ModelWeights load(const std::string& dir, const dist::ParallelLayout& layout, ops::Backend& backend,
-                           const QuantPolicy& quant);
+                           const QuantPolicy& quant, const EmbeddingSharding& embedding = {});
   // Checks the folder's files (sizes and extras) without loading: the same errors as load().
   static void check_files(const std::string& dir, const ModelConfig& cfg, int tp);
   // A file the loader refuses when config.ini's layout does not name it: a model.*.bin that is no
@@ -78,13 +81,26 @@ class ModelWeights {
   int64_t first_layer() const { return first_layer_; }
   bool has_embeddings() const { return has_embeddings_; }
 
-  ops::Weight wte;                   // [V, H]
+  // [V, H]; split by embedding_sharding(): dim 0 [vocab_rows_per_rank() + 1, H], this rank's rows
+  // and a zero row last (what ids outside them look up), dim 1 [V, H / tp()], this rank's columns.
+  ops::Weight wte;
   const float* wpe = nullptr;
-  ops::Weight lm_head_w;             // [padded_vocab, H]; == wte when tied
-  const float* lm_head_b = nullptr;  // [padded_vocab]
+  ops::Weight lm_head_w;             // [padded_vocab, H]; == wte when tied; split: this rank's rows
+  const float* lm_head_b = nullptr;  // [padded_vocab]; split: this rank's
   // The vocabulary rounded up to the backend's vocab_pad_multiple(): the rows of lm_head_w (and of
-  // wte when tied) and of lm_head_b; rows past config().vocab_size are zero.
+  // wte when tied) and of lm_head_b; rows past config().vocab_size are zero. Split: tp() times
+  // vocab_rows_per_rank(), the logits' width once the ranks' are joined.
   int64_t padded_vocab() const { return padded_vocab_; }
+  const EmbeddingSharding& embedding_sharding() const { return embedding_; }
+  // Split only: the vocabulary rows [rank() * this, (rank() + 1) * this) of this rank's lm_head (and
+  // dim-0 embedding) slice.
+  int64_t vocab_rows_per_rank() const { return vocab_rows_; }
+  // Bytes the embedding table and the lm_head (its bias included) take on this rank (0 for the
+  // lm_head when it reads the embedding table), and a line saying so (--verbose).
+  size_t embedding_bytes() const { return embedding_bytes_; }
+  size_t lm_head_bytes() const { return head_bytes_; }
+  bool lm_head_shared() const { return head_shared_; }
+  std::string table_report() const;
   const float *pre_ln_gamma = nullptr, *pre_ln_beta = nullptr;
   const float *final_ln_gamma = nullptr, *final_ln_beta = nullptr;
   std::vector<LayerWeights> layers;  // this stage's layers only
@@ -97,13 +113,18 @@ class ModelWeights {
   ModelConfig config_;
   int rank_ = 0, tp_ = 1;
   int64_t first_layer_ = 0;
-  int64_t padded_vocab_ = 0;
+  int64_t padded_vocab_ = 0, vocab_rows_ = 0;
+  EmbeddingSharding embedding_;
+  size_t embedding_bytes_ = 0, head_bytes_ = 0;
+  bool head_shared_ = false;
   DType kv_dtype_ = DType::kFloat32;
   bool has_embeddings_ = true, has_head_ = true;
   ops::Backend* backend_ = nullptr;
   std::vector<float*> owned_;
   std::vector<ops::Weight> owned_weights_;
   void release_all();
+  // A split run's model.wte, model.lm_head.weight or model.lm_head.bias (src: the whole file).
+  void load_split_table(const std::string& name, const uint8_t* src, DType dtype, bool tied, bool int8_head);
   size_t bytes_ = 0;
 };
 

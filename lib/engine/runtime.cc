@@ -8,6 +8,40 @@
 
 namespace ftx {
 
+namespace {
+
+EmbeddingSharding embedding_sharding(const RuntimeOptions& o) {
+  if (o.embedding_sharding_dim >= 0 && !o.use_parallel_embedding)
+    throw UsageError("--embedding-sharding-dim " + std::to_string(o.embedding_sharding_dim) +
+                     " applies with --use-parallel-embedding only");
+  if (o.embedding_sharding_dim > 1 || o.embedding_sharding_dim < -1)
+    throw UsageError("--embedding-sharding-dim " + std::to_string(o.embedding_sharding_dim) +
+                     ": expected 0 (vocabulary rows) or 1 (hidden columns)");
+  EmbeddingSharding e;
+  e.parallel = o.use_parallel_embedding;
+  e.dim = o.embedding_sharding_dim < 0 ? 0 : o.embedding_sharding_dim;
+  e.share = o.use_embedding_sharing;
+  return e;
+}
+
+// TensorRT-LLM's rule: under TP the lm_head is split by vocabulary rows, so it can read the embedding
+// table only when that is split the same way; and with pipeline stages the two are on other ranks.
+void check_embedding_sharing(const EmbeddingSharding& e, const dist::ParallelLayout& layout, bool int8_lm_head) {
+  if (!e.share) return;
+  if (layout.tp > 1 && (!e.parallel || e.dim != 0))
+    throw UsageError("--use-embedding-sharing with --tensor-para-size " + std::to_string(layout.tp) +
+                     " needs --use-parallel-embedding --embedding-sharding-dim 0 (the lm_head is split by "
+                     "vocabulary rows; TensorRT-LLM's rule)");
+  if (layout.pp > 1)
+    throw UsageError("--use-embedding-sharing with --pipeline-para-size " + std::to_string(layout.pp) +
+                     ": the embedding (first stage) and the lm_head (last stage) are on different ranks");
+  if (int8_lm_head)
+    throw UsageError("--use-embedding-sharing with --int8-lm-head: the lm_head table would be int8 and the "
+                     "embedding lookup reads it in floating point; give one");
+}
+
+}  // namespace
+
 Runtime make_runtime(const RuntimeOptions& o) {
   const std::string& device = o.device;
   if (device != "cuda" && !o.gemm_config.empty())
@@ -24,6 +58,8 @@ Runtime make_runtime(const RuntimeOptions& o) {
                      " both quantise the layer GEMMs: give one");
   if (o.fp8_kv_cache && o.int8_kv_cache) throw UsageError("--fp8-kv-cache and --int8-kv-cache: give one");
   Runtime rt;
+  rt.embedding = embedding_sharding(o);
+  rt.verbose = o.verbose;
   rt.comm = dist::make_communicator();
   // The grid is checked before any collective: every rank reaches the same verdict from its flags,
   // the world size and config.ini, and stops with the same one-line error.
@@ -33,6 +69,7 @@ Runtime make_runtime(const RuntimeOptions& o) {
   const dist::ParallelLayout layout =
       dist::ParallelLayout::resolve(o.tensor_para_size, o.pipeline_para_size, rt.comm->size(), rt.comm->rank(),
                                     num_layer);
+  check_embedding_sharing(rt.embedding, layout, o.int8_lm_head);
   rt.backend = ops::make_backend(device, o.threads, o.weight_dtype);
   if (o.int8_lm_head && !rt.backend->int8_lm_head_supported())
     throw UsageError("--int8-lm-head: the " + rt.backend->name() + " backend has no int8 lm_head GEMM yet (the cpu backend has)");

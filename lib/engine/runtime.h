@@ -8,6 +8,7 @@
 
 #include "lib/dist/communicator.h"
 #include "lib/dist/parallel.h"
+#include "lib/engine/embedding_sharding.h"
 #include "lib/engine/quant_policy.h"
 #include "lib/ops/backend.h"
 
@@ -18,6 +19,8 @@ struct Runtime {
   std::unique_ptr<dist::Communicator> comm;             // the world
   std::unique_ptr<dist::ParallelGroups> groups;         // TP and PP groups over comm
   QuantPolicy quant;  // the flags' quantisation, for ModelWeights::load
+  EmbeddingSharding embedding;  // how the embedding table and lm_head are split, for ModelWeights::load
+  bool verbose = false;         // --verbose: each rank reports what its weights hold
   const dist::ParallelLayout& layout() const { return groups->layout(); }
 };
 
@@ -35,6 +38,10 @@ struct RuntimeOptions {
   bool fp8_kv_cache = false;   // --fp8-kv-cache: K and V held in FP8 E4M3 with the folder's scales
   // --tensor-para-size / --pipeline-para-size; 0: the defaults (P = 1, T = ranks / P).
   int tensor_para_size = 0, pipeline_para_size = 0;
+  // --use-parallel-embedding, --embedding-sharding-dim (-1: not given, 0), --use-embedding-sharing.
+  bool use_parallel_embedding = false, use_embedding_sharing = false;
+  int embedding_sharding_dim = -1;
+  bool verbose = false;  // --verbose
 };
 
 // The backend (with its tuned GEMMs when the device has a choice of algorithms), communicator and
@@ -44,6 +51,9 @@ struct RuntimeOptions {
 // --int8-lm-head without int8_mode 1 or on a backend without its GEMM, --fp8
 // with an int8_mode, and --fp8-kv-cache with --int8-kv-cache. A device without FP8 arithmetic
 // refuses --fp8 and --fp8-kv-cache (Error naming the device).
+// --embedding-sharding-dim without --use-parallel-embedding, or other than 0 or 1, and
+// --use-embedding-sharing at T > 1 without --use-parallel-embedding --embedding-sharding-dim 0
+// (TensorRT-LLM's rule), with P > 1 or with --int8-lm-head, are UsageErrors.
 // T·P other than the
 // number of ranks, or P more than model_dir's num_layer, is a UsageError on every rank (before any
 // collective: no rank waits).

@@ -61,6 +61,16 @@ void Backend::download_act(float* host_dst, const Act& src, size_t n) { download
 
 void Backend::copy_act(const Act& dst, const Act& src, size_t n) { copy(dst.fp32(), src.fp32(), n); }
 
+void Backend::copy_act_2d(const Act& dst, int64_t dst_pitch, const Act& src, int64_t src_pitch, int64_t width,
+                          int64_t height) {
+  for (int64_t i = 0; i < height; ++i) copy_act(dst + i * dst_pitch, src + i * src_pitch, static_cast<size_t>(width));
+}
+
+void Backend::copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+                      int64_t height) {
+  for (int64_t i = 0; i < height; ++i) copy(dst + i * dst_pitch, src + i * src_pitch, static_cast<size_t>(width));
+}
+
 namespace {
 
 // FT's rule over the rows of a [rows, cols] matrix: each row read as a [cols, 1] matrix.

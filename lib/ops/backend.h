@@ -144,6 +144,12 @@ class Backend : public decoding::LogitsDevice {
   virtual void download_act(float* host_dst, const Act& src, size_t n);
   // dst := src, n elements of one dtype (memmove semantics).
   virtual void copy_act(const Act& dst, const Act& src, size_t n);
+  // dst[i·dst_pitch + j] := src[i·src_pitch + j] for i < height, j < width (elements; distinct
+  // buffers): joining the ranks' slices of a split embedding or lm_head. The defaults copy row by row.
+  virtual void copy_act_2d(const Act& dst, int64_t dst_pitch, const Act& src, int64_t src_pitch, int64_t width,
+                           int64_t height);
+  virtual void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+                       int64_t height);
 
   // ---- linear algebra ----
   // C[M,N] = A[M,K] · B + beta·C, B row-major [K,N] or, with trans_b, [N,K] (embedding tables).
