@@ -26,7 +26,7 @@ struct Spelling {
   const char* note;
 };
 
-constexpr const char* kConverters = "convert-hf convert-megatron convert-nemo";
+constexpr const char* kConverters = "convert-hf convert-megatron convert-mesh-jax convert-nemo";
 constexpr const char* kDecoders = "generate chat eval-lambada";
 
 // FT's converters and example scripts, TensorRT-LLM's converters.

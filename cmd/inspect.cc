@@ -111,7 +111,7 @@ int run_inspect(const InspectFlags& f) {
 ftx::cmd::Action setup_inspect(CLI::App* sub) {
   auto f = std::make_shared<InspectFlags>();
   sub->add_option("path", f->path,
-                  "checkpoint file, HF folder, .nemo, .safetensors, .npy, or FT N-gpu/ folder (-: a file on stdin)")
+                  "checkpoint file, HF folder, .nemo, .safetensors, .npy, .npz, or FT N-gpu/ folder (-: a file on stdin)")
       ->required();
   sub->add_flag("--stats", f->stats, "add sum, sum of absolute values, min and max (float64)");
   sub->add_flag("--json", f->json, "one JSON object per tensor");

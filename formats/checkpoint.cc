@@ -9,6 +9,7 @@
 #include "formats/hf_index.h"
 #include "formats/mapped_file.h"
 #include "formats/npy.h"
+#include "formats/npz.h"
 #include "formats/safetensors.h"
 #include "formats/tar_archive.h"
 #include "formats/torch_checkpoint.h"
@@ -131,7 +132,10 @@ void list_file(const std::string& path, CheckpointListing& out) {
   const size_t n = file->size();
   if (n == 0) throw Error(path, "empty file");
   check_not_git_lfs_pointer(p, n, path);
-  if (is_torch_checkpoint(p, n)) {
+  if (ends_with(path, ".npz")) {  // a zip too: told from a torch checkpoint by its name, as numpy does
+    out.format = "npz";
+    out.tensors = read_npz(file_storage(file), /*void2_is_bfloat16=*/true);
+  } else if (is_torch_checkpoint(p, n)) {
     out.format = n >= 2 && p[0] == 'P' && p[1] == 'K' ? "torch-zip" : "torch-legacy";
     add_torch(file_storage(file), "", out);
   } else if (is_npy(p, n)) {
@@ -145,7 +149,7 @@ void list_file(const std::string& path, CheckpointListing& out) {
     file.reset();
     out.tensors = read_safetensors(path);
   } else {
-    throw Error(path, "unrecognised file format (not a PyTorch checkpoint, .nemo tar, safetensors or .npy)");
+    throw Error(path, "unrecognised file format (not a PyTorch checkpoint, .nemo tar, safetensors, .npy or .npz)");
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // One entry point that lists the tensors of any supported input: a torch checkpoint (zip or legacy),
 // a .nemo (tar or tar.gz) or an extracted NeMo folder, a safetensors file, an HF folder (sharded or
-// not), a .npy, or an FT `N-gpu/` folder (shapes from its config.ini).
+// not), a .npy or .npz, or an FT `N-gpu/` folder (shapes from its config.ini).
 #include <memory>
 #include <string>
 #include <vector>

@@ -138,7 +138,9 @@ class HeaderParser {
   size_t p_ = 0;
 };
 
-DType descr_dtype(const std::string& descr, const std::string& origin) {
+DType descr_dtype(const std::string& descr, const std::string& origin, bool void2_is_bfloat16) {
+  // numpy has no bfloat16: jax's arrays (and ml_dtypes') are saved as 2-byte voids.
+  if (void2_is_bfloat16 && (descr == "|V2" || descr == "<V2")) return DType::kBFloat16;
   if (descr.size() >= 2) {
     const char order = descr[0];
     const std::string code = descr.substr(1);
@@ -215,7 +217,7 @@ void write_npy(const std::string& path, const TensorView& t) {
   write_file(path, buf.data(), buf.size());
 }
 
-TensorView read_npy(const Storage& bytes) {
+TensorView read_npy(const Storage& bytes, bool void2_is_bfloat16) {
   const std::string& origin = bytes.origin;
   if (bytes.nbytes < kMagicLen + 4 || std::memcmp(bytes.data, kMagic, kMagicLen) != 0)
     throw Error(origin, "not a .npy file (bad magic; expected \\x93NUMPY)");
@@ -234,7 +236,7 @@ TensorView read_npy(const Storage& bytes) {
   bool fortran = false;
   TensorView t;
   HeaderParser(text, origin).parse(&descr, &fortran, &t.shape);
-  t.dtype = descr_dtype(descr, origin);
+  t.dtype = descr_dtype(descr, origin, void2_is_bfloat16);
 
   const uint64_t es = dtype_size(t.dtype);
   // The product of the non-zero dimensions must fit too: TensorView::numel() multiplies them all.

@@ -13,7 +13,9 @@ namespace ftx {
 // Throws Error(path, ...) for bad magic, an unparsable header, a big-endian or unsupported descr,
 // or a payload shorter than the shape needs.
 TensorView read_npy(const std::string& path);
-TensorView read_npy(const Storage& bytes);  // bytes.origin names them in errors
+// bytes.origin names them in errors. `void2_is_bfloat16`: descr '|V2' (or '<V2') is bfloat16, as
+// numpy saves jax's and ml_dtypes' bfloat16 arrays; otherwise that descr is refused.
+TensorView read_npy(const Storage& bytes, bool void2_is_bfloat16 = false);
 
 // The preamble numpy's np.save writes for a C-order array: magic, version 1.0 (2.0 when the header
 // does not fit in 65535 bytes), the dict padded with spaces to a multiple of 64 bytes, ending '\n'.

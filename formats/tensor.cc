@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "formats/error.h"
 
@@ -16,6 +17,17 @@ Storage file_storage(const std::shared_ptr<const MappedFile>& file) {
   s.keep_alive = file;
   s.file = file;
   s.origin = file->path();
+  return s;
+}
+
+Storage sub_storage(const Storage& outer, uint64_t offset, uint64_t length, std::string origin) {
+  Storage s;
+  s.data = outer.data + offset;
+  s.nbytes = length;
+  s.keep_alive = outer.keep_alive;
+  s.file = outer.file;
+  if (outer.file) s.file_offset = outer.file_offset + offset;
+  s.origin = std::move(origin);
   return s;
 }
 

@@ -24,6 +24,9 @@ struct Storage {
 
 // The whole of a mapped file as one Storage (keeps the mapping alive; origin = its path).
 Storage file_storage(const std::shared_ptr<const MappedFile>& file);
+// The bytes [offset, offset+length) of `outer`, keeping its owner and file position (a member of a
+// zip archive); the caller has checked the range against outer.nbytes.
+Storage sub_storage(const Storage& outer, uint64_t offset, uint64_t length, std::string origin);
 
 struct TensorView {
   DType dtype = DType::kFloat32;

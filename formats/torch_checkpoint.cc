@@ -49,18 +49,6 @@ ValuePtr storage_value(DType dtype, int64_t numel, Storage s) {
   return Value::of_tensor(std::move(t));
 }
 
-// A sub-range [offset, offset+length) of `outer`, keeping its owner and file position.
-Storage sub_storage(const Storage& outer, uint64_t offset, uint64_t length, std::string origin) {
-  Storage s;
-  s.data = outer.data + offset;
-  s.nbytes = length;
-  s.keep_alive = outer.keep_alive;
-  s.file = outer.file;
-  if (outer.file) s.file_offset = outer.file_offset + offset;
-  s.origin = std::move(origin);
-  return s;
-}
-
 // The fields of a storage persistent id shared by both formats:
 // ('storage', StorageType, key, location, numel[, view_metadata]).
 struct StorageRef {

@@ -77,5 +77,8 @@ bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // id of "<|endoftext|>" in a GPT-2 vocab.json, or -1.
 int64_t endoftext_id(const std::string& vocab_json_text);
+// --vocab-path / --merges-path copied as vocab.json / merges.txt, as FT's Megatron converter does;
+// start_id and end_id become the vocabulary's <|endoftext|> when it has one.
+void add_gpt2_tokenizer_files(ConversionPlan& plan, const ConvertOptions& opt);
 
 }  // namespace ftx

@@ -124,6 +124,37 @@ TensorView row_range(const TensorView& t, int64_t begin, int64_t count, const st
   return v;
 }
 
+TensorView sum_tensors(const std::vector<TensorView>& terms, const std::string& origin) {
+  FTX_CHECK(!terms.empty(), origin, "no terms to sum");
+  std::vector<double> acc(static_cast<size_t>(terms[0].numel()), 0.0);
+  for (const TensorView& t : terms) {
+    FTX_CHECK(t.shape == terms[0].shape, origin,
+              "terms of shapes " + shape_to_string(terms[0].shape) + " and " + shape_to_string(t.shape) + " cannot be summed");
+    const std::vector<double> v = as_double(t);
+    for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+  }
+  return owned_tensor(std::vector<float>(acc.begin(), acc.end()), terms[0].shape, origin);
+}
+
+TensorView rows_plus(const std::vector<TensorView>& blocks, const TensorView& row, const std::string& origin) {
+  FTX_CHECK(row.shape.size() == 1, origin, "the added row has shape " + shape_to_string(row.shape) + ", not [C]");
+  const int64_t C = row.shape[0];
+  const std::vector<double> r = as_double(row);
+  int64_t rows = 0;
+  for (const TensorView& b : blocks) {
+    FTX_CHECK(b.shape.size() == 2 && b.shape[1] == C, origin,
+              "block of shape " + shape_to_string(b.shape) + " is not [rows, " + std::to_string(C) + "]");
+    rows += b.shape[0];
+  }
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(rows * C));
+  for (const TensorView& b : blocks) {
+    const std::vector<double> v = as_double(b);
+    for (size_t i = 0; i < v.size(); ++i) out.push_back(static_cast<float>(v[i] + r[i % static_cast<size_t>(C)]));
+  }
+  return owned_tensor(std::move(out), {rows, C}, origin);
+}
+
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin) {
   const std::vector<double> v = as_double(t);
   std::vector<float> out(v.size());

@@ -1,7 +1,8 @@
 #pragma once
 // FT files that no single source tensor holds, computed in memory: OPT's embeddings multiplied by
 // project_in / project_out, GPT-NeoX's summed parallel-residual bias, XGLM's sinusoidal position
-// table and scaled embeddings. Each result is an fp32 TensorView that owns its memory, so it takes
+// table and scaled embeddings, mesh-transformer-jax's shard biases summed and its embedding bias
+// folded into the table. Each result is an fp32 TensorView that owns its memory, so it takes
 // the same TensorJob path (split, cast, write, manifest) as a tensor mapped from a checkpoint.
 #include <cstdint>
 #include <string>
@@ -37,6 +38,14 @@ TensorView repeated_row_blocks(const TensorView& t, int64_t block, int64_t times
 // checkpoint stores fused (Phi-3's qkv_proj and gate_up_proj). Error naming `origin` when the range
 // is not inside t.
 TensorView row_range(const TensorView& t, int64_t begin, int64_t count, const std::string& origin);
+
+// The element-wise sum of same-shaped tensors (float64 sums rounded once): a bias every training
+// shard adds before an all-reduce (mesh-transformer-jax's embedding and MLP output biases).
+TensorView sum_tensors(const std::vector<TensorView>& terms, const std::string& origin);
+
+// `blocks` ([R_k, C] each) concatenated on axis 0, with `row` ([C]) added to every row (float64 sums
+// rounded once): an embedding table with its bias folded in.
+TensorView rows_plus(const std::vector<TensorView>& blocks, const TensorView& row, const std::string& origin);
 
 // t · s (float64 product rounded once).
 TensorView scaled_tensor(const TensorView& t, double s, const std::string& origin);

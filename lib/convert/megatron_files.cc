@@ -125,16 +125,7 @@ std::string megatron_arg_str(const ValuePtr& args, const char* key, const std::s
 void add_megatron_side_files(ConversionPlan& plan, const ConvertOptions& opt, const ValuePtr& args) {
   ModelConfig& c = plan.cfg;
   c.start_id = c.end_id = 50256;
-  if (!opt.vocab_path.empty()) {
-    auto mf = MappedFile::open(opt.vocab_path);
-    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(mf->data()), mf->size()));
-    if (id >= 0) c.start_id = c.end_id = id;
-    plan.copy_files.emplace_back("vocab.json", Storage{mf->data(), mf->size(), mf, mf, 0, opt.vocab_path});
-  }
-  if (!opt.merges_path.empty()) {
-    auto mf = MappedFile::open(opt.merges_path);
-    plan.copy_files.emplace_back("merges.txt", Storage{mf->data(), mf->size(), mf, mf, 0, opt.merges_path});
-  }
+  add_gpt2_tokenizer_files(plan, opt);
   plan.extra_ini.emplace_back("has_adapters", "False");
   plan.extra_ini.emplace_back("adapter_inter_size", std::to_string(megatron_arg_int(args, "project_size", 0)));
   if (args) {

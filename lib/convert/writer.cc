@@ -57,6 +57,19 @@ int64_t endoftext_id(const std::string& text) {
   return -1;
 }
 
+void add_gpt2_tokenizer_files(ConversionPlan& plan, const ConvertOptions& opt) {
+  if (!opt.vocab_path.empty()) {
+    auto mf = MappedFile::open(opt.vocab_path);
+    int64_t id = endoftext_id(std::string(reinterpret_cast<const char*>(mf->data()), mf->size()));
+    if (id >= 0) plan.cfg.start_id = plan.cfg.end_id = id;
+    plan.copy_files.emplace_back("vocab.json", Storage{mf->data(), mf->size(), mf, mf, 0, opt.vocab_path});
+  }
+  if (!opt.merges_path.empty()) {
+    auto mf = MappedFile::open(opt.merges_path);
+    plan.copy_files.emplace_back("merges.txt", Storage{mf->data(), mf->size(), mf, mf, 0, opt.merges_path});
+  }
+}
+
 namespace {
 
 const char* section_of(const ModelConfig& c) {

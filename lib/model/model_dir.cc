@@ -85,6 +85,9 @@ std::string convert_hint(const char* converter, const std::string& in) {
   if (present(d / "latest_checkpointed_iteration.txt") || present(d / "release") || present(d / "mp_rank_00") ||
       present(d / "mp_rank_00_000") || present(d / ".metadata"))
     throw Error(dir, "is a Megatron checkpoint, not a converted model; " + convert_hint("convert-megatron", dir));
+  if (present(d / "shard_0" / "0.npz"))
+    throw Error(dir, "is a mesh-transformer-jax checkpoint (GPT-J's shard_N/*.npz), not a converted model; " +
+                         convert_hint("convert-mesh-jax", dir));
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();

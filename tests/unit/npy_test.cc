@@ -1,5 +1,7 @@
-// .npy reader/writer against files numpy itself wrote (scripts/fixtures/make_format_fixtures.py).
+// .npy reader/writer and the .npz reader against files numpy itself wrote (scripts/fixtures/make_format_fixtures.py,
+// make_mesh_jax_fixtures.py).
 #include "formats/npy.h"
+#include "formats/npz.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -184,4 +186,35 @@ TEST(Npy, HeaderVariantsAndErrors) {
                 .find("too large"), std::string::npos);
   std::string long_len = std::string("\x93NUMPY\x01\x00\xff\xff", 10) + "{}";
   EXPECT_NE(error_of([&] { read_npy(bytes_of(long_len)); }).find("runs past the end"), std::string::npos);
+}
+
+// .npz (formats/npz.h) on a file np.savez wrote: the mesh-transformer-jax fixture's first file
+// (scripts/fixtures/make_mesh_jax_fixtures.py), whose arrays are jax's bfloat16 saved as '<V2'.
+TEST(Npz, ReadsNpSavezInOrderWithBfloat16Voids) {
+  const std::string path = std::string(FTX_TEST_SOURCE_DIR) + "/tests/fixtures/mesh_jax/step_7/shard_0/0.npz";
+  const Storage bytes = file_storage(MappedFile::open(path));
+  const std::vector<NamedTensor> a = read_npz(bytes, /*void2_is_bfloat16=*/true);
+  ASSERT_EQ(a.size(), 8u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].name, "arr_" + std::to_string(i));
+  EXPECT_EQ(a[0].tensor.dtype, DType::kBFloat16);
+  EXPECT_EQ(a[0].tensor.shape, (std::vector<int64_t>{32}));
+  EXPECT_EQ(a[1].tensor.shape, (std::vector<int64_t>{8, 32}));
+  // The embedding bias is k/1024 with |k| < 128: every value a multiple of 1/1024, none beyond 1/8.
+  for (int64_t i = 0; i < 32; ++i) {
+    const double v = load_as_double(DType::kBFloat16, a[0].tensor.data() + 2 * i);
+    EXPECT_EQ(v * 1024, std::round(v * 1024));
+    EXPECT_LT(std::fabs(v), 0.125);
+  }
+  EXPECT_NE(error_of([&] { read_npz(bytes); }).find(path + ":arr_0.npy: unsupported .npy dtype '<V2'"),
+            std::string::npos);
+}
+
+TEST(Npz, DamagedArchivesNameTheFile) {
+  const std::string path = std::string(FTX_TEST_SOURCE_DIR) + "/tests/fixtures/mesh_jax/step_7/shard_0/0.npz";
+  auto file = MappedFile::open(path);
+  const std::string whole(reinterpret_cast<const char*>(file->data()), file->size());
+  EXPECT_NE(error_of([&] { read_npz(bytes_of(whole.substr(0, whole.size() / 2), "half.npz"), true); }).find("half.npz"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_npz(bytes_of("\x93NUMPY", "x.npz"), true); }).find("x.npz: not an .npz file"),
+            std::string::npos);
 }

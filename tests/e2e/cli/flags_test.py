@@ -340,7 +340,8 @@ def test_ft_spellings(tmp):
         (["convert-nemo", "-i", "x.nemo", "-o", os.path.join(tmp, "n"), "-p_o", "p"],
          "ftx writes the prompt tables into the model folder with --prompt-in-file"),
         (["convert", "-i", HF_BIN, "-o", os.path.join(tmp, "c")],
-         "unknown subcommand 'convert'; did you mean 'convert-hf', 'convert-megatron' or 'convert-nemo'?"),
+         "unknown subcommand 'convert'; did you mean 'convert-hf', 'convert-megatron', 'convert-mesh-jax' or "
+         "'convert-nemo'?"),
         (["genrate", "-m", BPE], "unknown subcommand 'genrate'; did you mean 'generate'?"),
         (["gemm-tune", "8", "1", "32", "12", "128", "6144", "51200", "1", "1", "0"],
          "gemm-tune takes flags, not gpt_gemm's positional arguments; the same request is: ftx gemm-tune --batch-size 8 "

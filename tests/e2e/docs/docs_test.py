@@ -89,6 +89,7 @@ def inputs():
         "bloom": fixture("arch", "bloom_tok", "hf"),
         "opt": fixture("arch", "opt_pre", "hf"),
         "xglm": fixture("arch", "xglm_tok", "hf"),
+        "gptj-step": os.path.join(SRC, "tests", "fixtures", "mesh_jax", "step_7"),
         "ptuning.nemo": fixture("prompt", "classic.nemo"),
         "gpt2-tiny": fixture("engine", "gpt2", "1-gpu"),
     }
