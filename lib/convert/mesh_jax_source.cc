@@ -174,7 +174,7 @@ ConversionPlan plan_mesh_jax(const ConvertOptions& opt, const MeshJaxOptions& m)
 
   ConversionPlan plan;
   ModelConfig& c = plan.cfg;
-  c.arch = Architecture::kGptJ;
+  c.ft_variant = FtVariant::kGptJ;
   c.model_name = "gptj";
   c.head_num = c.kv_head_num = m.head_num;
   c.size_per_head = head;

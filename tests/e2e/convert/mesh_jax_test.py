@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end tests of `ftx convert-mesh-jax` (issue 49: seed 002's GPT-J from its original checkpoint).
 
-The fixture is tests/fixtures/mesh_jax/ (scripts/fixtures/make_mesh_jax_fixtures.py; SOURCE.md): a
+The fixture is tests/fixtures/mesh_jax/ (scripts/fixtures/make_mesh_jax_fixtures.py; tests/fixtures/mesh_jax/SOURCE.md): a
 tiny GPT-J (8 shards, 11 layers, d_model 32, 8 heads, inter 64, vocabulary 64) in mesh-transformer-jax's
 slim layout (step_7/shard_N/0.npz .. 15.npz, bfloat16 as jax saves it), and ft/1-gpu, ft/2-gpu:
 FasterTransformer's own gptj_ckpt_convert.py run on it with jax 0.4.30 from PyPI.
