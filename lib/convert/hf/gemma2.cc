@@ -38,23 +38,13 @@ void biases(const json& j, const std::string& origin, ModelConfig& c) { no_atten
 void more(HfCheckpoint& in, ConversionPlan& plan) { read_gemma(in, plan, kGemma2); }
 
 HfFamily gemma2() {
-  LlamaLike s;
-  s.model_type = "gemma2";
-  s.order = 130;
-  s.display = "Gemma 2";
-  s.examples = "google/gemma-2-2b, gemma-2-9b and gemma-2-27b, and their -it fine-tunes";
-  s.keys = keys;
-  s.default_eos = 1;
-  s.default_bos = 2;
+  LlamaLike s = gemma_spec();
+  s.family.model_type = "gemma2";
+  s.family.order = 130;
+  s.family.display = "Gemma 2";
+  s.family.examples = "google/gemma-2-2b, gemma-2-9b and gemma-2-27b, and their -it fine-tunes";
+  s.family.keys = keys;
   s.biases = biases;
-  s.default_head_dim = 256;
-  s.sandwich_norm = true;
-  s.act_key = "hidden_activation";
-  s.act_default = "gelu_pytorch_tanh";
-  s.act = Activation::kGeGluTanh;
-  s.act_says = "gelu_pytorch_tanh, i.e. GeGLU with the tanh GELU";
-  s.tied_default = true;
-  s.partial_rotary = false;
   s.more = more;
   return llama_like_family(s);
 }

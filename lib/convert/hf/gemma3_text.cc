@@ -108,24 +108,14 @@ void more(HfCheckpoint& in, ConversionPlan& plan) {
 }
 
 HfFamily gemma3_text() {
-  LlamaLike s;
-  s.model_type = "gemma3_text";
-  s.order = 140;
-  s.display = "Gemma 3 text";
-  s.examples = "google/gemma-3-1b-pt and -it, and the text model of the larger Gemma 3 (saved as gemma3_text)";
-  s.keys = keys;
-  s.default_eos = 1;
-  s.default_bos = 2;
+  LlamaLike s = gemma_spec();
+  s.family.model_type = "gemma3_text";
+  s.family.order = 140;
+  s.family.display = "Gemma 3 text";
+  s.family.examples = "google/gemma-3-1b-pt and -it, and the text model of the larger Gemma 3 (saved as gemma3_text)";
+  s.family.keys = keys;
   s.biases = biases;
-  s.default_head_dim = 256;
   s.qk_norm = true;
-  s.sandwich_norm = true;
-  s.act_key = "hidden_activation";
-  s.act_default = "gelu_pytorch_tanh";
-  s.act = Activation::kGeGluTanh;
-  s.act_says = "gelu_pytorch_tanh, i.e. GeGLU with the tanh GELU";
-  s.tied_default = true;
-  s.partial_rotary = false;
   s.rope_types = {RopeScalingType::kLinear};
   s.default_theta = 1e6;
   s.rope_layer_type = "full_attention";

@@ -55,6 +55,21 @@ std::vector<int64_t> layer_windows(const json& j, int64_t layers, int64_t period
 
 }  // namespace
 
+LlamaLike gemma_spec() {
+  LlamaLike s;
+  s.default_eos = 1;
+  s.default_bos = 2;
+  s.default_head_dim = 256;
+  s.sandwich_norm = true;
+  s.act_key = "hidden_activation";
+  s.act_default = "gelu_pytorch_tanh";
+  s.act = Activation::kGeGluTanh;
+  s.act_says = "gelu_pytorch_tanh, i.e. GeGLU with the tanh GELU";
+  s.tied_default = true;
+  s.partial_rotary = false;
+  return s;
+}
+
 std::vector<KeyRule> gemma_keys(const GemmaKeyNotes& n) {
   return {
       {"hidden_activation", R, "gelu_pytorch_tanh (absent too): GeGLU with the tanh GELU (others refused)"},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/convert/hf/family.h"
+#include "lib/convert/hf/llama_like.h"
 
 namespace ftx::hf {
 
@@ -25,6 +26,11 @@ struct GemmaKeyNotes {
   const char* attention_softcap;
   const char* final_logit_softcap;
 };
+
+// The LlamaLike settings both families take: eos 1 and bos 2 when absent, head_dim its own key
+// (absent: 256), the sandwich norms, hidden_activation gelu_pytorch_tanh (GeGLU with the tanh GELU),
+// tied embeddings by default, the whole head rotated.
+LlamaLike gemma_spec();
 
 // The shared keys' rules.
 std::vector<KeyRule> gemma_keys(const GemmaKeyNotes& n);

@@ -30,11 +30,11 @@ void biases(const json& j, const std::string& origin, ModelConfig& c) {
 
 HfFamily llama() {
   LlamaLike s;
-  s.model_type = "llama";
-  s.order = 80;
-  s.display = "Llama";
-  s.examples = "Llama 2, Llama 3, 3.1 and 3.2, Code Llama, TinyLlama, Vicuna, Yi, DeepSeek LLM (v1), SmolLM";
-  s.keys = keys;
+  s.family.model_type = "llama";
+  s.family.order = 80;
+  s.family.display = "Llama";
+  s.family.examples = "Llama 2, Llama 3, 3.1 and 3.2, Code Llama, TinyLlama, Vicuna, Yi, DeepSeek LLM (v1), SmolLM";
+  s.family.keys = keys;
   s.default_eos = 2;
   s.biases = biases;
   s.sliding_window = [](const json&, int64_t, const std::string&) -> int64_t { return 0; };

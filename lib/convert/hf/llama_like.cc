@@ -86,7 +86,7 @@ const ArchLayout& sandwich_layout(bool qk) {
 void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   const json& j = in.config;
   const std::string& origin = in.cfg_path;
-  const std::string& type = spec.model_type;
+  const std::string& type = spec.family.model_type;
   ModelConfig& c = plan.cfg;
   c.ft_variant = FtVariant::kGpt;
   c.model_name = str_or(j, "_name_or_path", "", origin);
@@ -264,13 +264,7 @@ void no_attention_bias(const json& j, const std::string& origin, const std::stri
 }
 
 HfFamily llama_like_family(const LlamaLike& spec) {
-  HfFamily f;
-  f.model_type = spec.model_type;
-  f.spellings = spec.spellings;
-  f.order = spec.order;
-  f.display = spec.display;
-  f.examples = spec.examples;
-  f.keys = spec.keys;
+  HfFamily f = spec.family;
   f.prefixes = {"model."};
   f.qkv = QkvOrder::kQkvMajor;
   f.read = [spec](HfCheckpoint& in, ConversionPlan& plan) { read(spec, in, plan); };

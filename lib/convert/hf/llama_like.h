@@ -11,12 +11,9 @@
 namespace ftx::hf {
 
 struct LlamaLike {
-  std::string model_type;  // canonical
-  std::vector<std::string> spellings;
-  int order = 0;
-  std::string display;
-  std::string examples;
-  const std::vector<KeyRule>& (*keys)() = nullptr;
+  // The registry's fields the family gives (model_type, spellings, order, display, examples,
+  // keys); llama_like_family fills in the rest (reader, layout, hooks).
+  HfFamily family;
   int64_t default_eos = 2;  // eos_token_id when absent
   // has_bias / qkv_bias from the family's bias keys.
   void (*biases)(const json& j, const std::string& origin, ModelConfig& c) = nullptr;

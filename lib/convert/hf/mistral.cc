@@ -16,11 +16,11 @@ const std::vector<KeyRule>& keys() {
 
 HfFamily mistral() {
   LlamaLike s;
-  s.model_type = "mistral";
-  s.order = 90;
-  s.display = "Mistral";
-  s.examples = "Mistral 7B (v0.1 to v0.3) and its fine-tunes (Zephyr, OpenHermes); not Mixtral (mixture of experts)";
-  s.keys = keys;
+  s.family.model_type = "mistral";
+  s.family.order = 90;
+  s.family.display = "Mistral";
+  s.family.examples = "Mistral 7B (v0.1 to v0.3) and its fine-tunes (Zephyr, OpenHermes); not Mixtral (mixture of experts)";
+  s.family.keys = keys;
   s.default_eos = 2;
   s.biases = [](const json&, const std::string&, ModelConfig& c) {
     c.has_bias = false;

@@ -77,11 +77,11 @@ std::vector<Source> unfuse(HfCheckpoint& in, const ModelConfig& c, const Source&
 
 HfFamily phi3() {
   LlamaLike s;
-  s.model_type = "phi3";
-  s.order = 120;
-  s.display = "Phi-3";
-  s.examples = "Phi-3 (mini, small, medium; 4k and 128k) and Phi-4-mini; not Phi-3.5-MoE or Phi-3-vision";
-  s.keys = keys;
+  s.family.model_type = "phi3";
+  s.family.order = 120;
+  s.family.display = "Phi-3";
+  s.family.examples = "Phi-3 (mini, small, medium; 4k and 128k) and Phi-4-mini; not Phi-3.5-MoE or Phi-3-vision";
+  s.family.keys = keys;
   s.default_eos = 32000;
   s.biases = [](const json&, const std::string&, ModelConfig& c) {
     c.has_bias = false;

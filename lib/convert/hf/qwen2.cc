@@ -31,11 +31,11 @@ void biases(const json& j, const std::string& origin, ModelConfig& c) {
 
 HfFamily qwen2() {
   LlamaLike s;
-  s.model_type = "qwen2";
-  s.order = 100;
-  s.display = "Qwen2";
-  s.examples = "Qwen1.5 and Qwen2/2.5 dense (not Qwen2-MoE)";
-  s.keys = keys;
+  s.family.model_type = "qwen2";
+  s.family.order = 100;
+  s.family.display = "Qwen2";
+  s.family.examples = "Qwen1.5 and Qwen2/2.5 dense (not Qwen2-MoE)";
+  s.family.keys = keys;
   s.default_eos = 151643;
   s.biases = biases;
   s.sliding_window = qwen_sliding_window;

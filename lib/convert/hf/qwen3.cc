@@ -44,11 +44,11 @@ void biases(const json& j, const std::string& origin, ModelConfig& c) { no_atten
 
 HfFamily qwen3() {
   LlamaLike s;
-  s.model_type = "qwen3";
-  s.order = 110;
-  s.display = "Qwen3";
-  s.examples = "Qwen3 dense (not Qwen3-MoE)";
-  s.keys = keys;
+  s.family.model_type = "qwen3";
+  s.family.order = 110;
+  s.family.display = "Qwen3";
+  s.family.examples = "Qwen3 dense (not Qwen3-MoE)";
+  s.family.keys = keys;
   s.default_eos = 151643;
   s.biases = biases;
   s.sliding_window = qwen_sliding_window;
