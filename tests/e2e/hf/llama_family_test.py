@@ -23,7 +23,8 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
   prefix       the paged cache with its prefix cache (a small --kv-cache-memory, 2-token blocks,
                repeated prompts and a prompt extending another): every result equals transformers'
                greedy tokens (the checkpoint's expected.json), prompt tokens come from the prefix
-               cache, and --no-prefix-cache gives the same output, for Llama, Qwen2 and Phi-3.
+               cache, and --no-prefix-cache gives the same output, for Llama, Qwen2, Phi-3, Gemma 2
+               and Gemma 3 (windowed layers masking blocks the cache keeps).
   lambada      eval-lambada on a tiny Llama with GPT-2's vocabulary (transformers' save_pretrained,
                here; GPT-2's tokenizer through --tokenizer) against lambada_test.py's float64 reference
                of both protocols on the first 12 LAMBADA texts, TP 1 and 2.
@@ -130,7 +131,7 @@ def prefix_tokens(stderr):
 
 
 def test_prefix(tmp):
-    for name in ("llama", "qwen2", "phi3_longrope"):
+    for name in ("llama", "qwen2", "phi3_longrope", "gemma2", "gemma3_text"):
         e = expected(name)
         folder = convert_hf5(name, os.path.join(tmp, name), 1)
         p, g = e["prompts"], e["greedy"]
@@ -140,7 +141,7 @@ def test_prefix(tmp):
         reqs.append({"ids": p[0] + g[0][:3], "max_new_tokens": 5})
         want = [g[i] for i in order] + [g[0][3:]]
         # One block: K and V of 2 positions in every layer (fp32); each sequence has at most 17
-        # positions -> 9 blocks of 2. Llama and Qwen2: 2 layers, 2 KV heads of 8; Phi-3: of 16.
+        # positions -> 9 blocks of 2. Llama and Qwen2: 2 layers, 2 KV heads of 8; Phi-3 and Gemma: of 16.
         c = json.load(open(os.path.join(HF5, name, "safetensors", "config.json")))
         d = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         block = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * d * 4 * 2
