@@ -22,6 +22,12 @@ frequency / factor) or {"type": "llama3", "factor", "low_freq_factor", "high_fre
 "attention_factor"} (Phi-3: frequency i / short_factor[i], cos and sin times attention_factor; the caller
 keeps sequences within original_max_position_embeddings, where short_factor holds). Optional layer entries q_norm,
 k_norm [head_dim] (Qwen3): RMSNorm gammas over each head of q and k after the projections, before rotary.
+Optional keys of Gemma 2 / 3 (their norms' (1 + w) is the caller's: the gammas come with the 1 added):
+cfg attention_scale (the factor of q·k in place of 1/sqrt(head_dim)), attention_softcap and
+final_logit_softcap (cap·tanh(x/cap) of the scaled scores before the mask, and of the logits),
+layer_windows (one per layer: w > 0 attends to the last w positions, 0 to all), rotary_base_local
+(the windowed layers rotate with it, unscaled); layer entries post_attn_ln and post_ffn_ln (the norms
+of the attention's and the FFN's outputs before the residual add).
 Optional cfg key gemm: a function (x, w, kind) -> x @ w used for every product with a weight matrix,
 kind 'layer' (QKV, attention output, FFN), 'head' (lm_head) or 'project' (OPT's projections); an
 emulation of reduced-precision GEMMs rounds x there (tests/reference/half_reference.py).
@@ -176,18 +182,25 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         if L.get("q_norm") is not None:  # Qwen3: RMSNorm over each head of q and of k, before rotary
             q = norm(q, (L["q_norm"], None), eps, "rmsnorm")
             k = norm(k, (L["k_norm"], None), eps, "rmsnorm")
+        w = (cfg.get("layer_windows") or [0] * len(W["layers"]))[li]
         if cfg["position"] == "rope":
-            rope = (pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"], cfg.get("rope_scaling"))
+            if w > 0 and cfg.get("rotary_base_local"):  # Gemma 3's sliding layers
+                rope = (pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base_local"], None)
+            else:
+                rope = (pos, cfg["rotary_dim"], cfg["rotary_style"], cfg["rotary_base"], cfg.get("rope_scaling"))
             q, k = _rotary(q, *rope), _rotary(k, *rope)
         if kv_store is not None:
             k, v = kv_store(li, k), kv_store(li, v)
-        mask = causal
+        mask = causal & ((pos[:, None] - pos[None, :]) < w) if w > 0 else causal
         if pre is not None:
             k, v = torch.cat([pre[0], k]), torch.cat([pre[1], v])
             mask = torch.cat([torch.ones(S, pre[0].shape[0], dtype=torch.bool), causal], dim=1)
         k = k.repeat_interleave(nh // kvh, dim=1)
         v = v.repeat_interleave(nh // kvh, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(d)
+        scores = torch.einsum("qhd,khd->hqk", q, k) * (cfg.get("attention_scale") or 1.0 / math.sqrt(d))
+        cap = cfg.get("attention_softcap")
+        if cap:
+            scores = cap * torch.tanh(scores / cap)
         if slopes is not None:
             scores = scores + slopes[:, None, None] * rel[None]
         scores = scores.masked_fill(~mask[None], float("-inf"))
@@ -213,8 +226,10 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
             h2 = h1 if cfg["shared_input_norm"] else _ln(x, L["ln2"], eps)
             x = x + attention(h1, L, li) + ffn(h2, L)
         else:
-            x = x + attention(_ln(x, L["ln1"], eps), L, li, pre)
-            x = x + ffn(_ln(x, L["ln2"], eps), L)
+            a = attention(_ln(x, L["ln1"], eps), L, li, pre)
+            x = x + (_ln(a, L["post_attn_ln"], eps) if L.get("post_attn_ln") is not None else a)
+            f = ffn(_ln(x, L["ln2"], eps), L)
+            x = x + (_ln(f, L["post_ffn_ln"], eps) if L.get("post_ffn_ln") is not None else f)
     if W.get("final_ln") is not None:
         x = _ln(x, W["final_ln"], eps)
     if W.get("project_out") is not None:
@@ -223,6 +238,9 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
     logits = mm(x, head.T, "head")
     if W.get("lm_head_bias") is not None:
         logits = logits + W["lm_head_bias"]
+    cap = cfg.get("final_logit_softcap")
+    if cap:
+        logits = cap * torch.tanh(logits / cap)
     return logits
 
 

@@ -29,6 +29,12 @@ as x @ weight.T, so W holds weight.T):
     Phi-3 / Phi-4-mini: Llama's math with q/k/v in one qkv_proj and gate/up in one gate_up_proj,
     rotary on int(head_dim · partial_rotary_factor) dims, longrope's short_factor and attention factor
     (sequences within original_max_position_embeddings only).
+  * Gemma 2 / Gemma 3 text (modeling_gemma2.py, modeling_gemma3.py): RMSNorm scaling by (1 + w), four
+    norms a layer (input, post_attention on the attention's output, pre_feedforward, post_feedforward),
+    embeddings times sqrt(hidden_size), GeGLU with the tanh GELU, head_dim (default 256) apart from
+    hidden_size, scores times query_pre_attn_scalar^-1/2 and softcapped (Gemma 2: 50 and 30 by
+    default), windows on the sliding_attention layers of layer_types; Gemma 3: q_norm / k_norm, and its
+    sliding layers rotate with rope_parameters.sliding_attention's base, unscaled.
 """
 import json
 import math
@@ -265,8 +271,47 @@ def llama(c, sd):
     return cfg, W
 
 
+def gemma(c, sd):
+    g = lambda k: sd[k].double()  # noqa: E731
+    one = lambda k: sd[k].double() + 1.0 if k in sd else None  # noqa: E731  (1 + w)
+    H, nh = c["hidden_size"], c["num_attention_heads"]
+    d = c.get("head_dim") or 256
+    gemma2 = c["model_type"] == "gemma2"
+    layers = []
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        layers.append({"ln1": (one(p + "input_layernorm.weight"), None),
+                       "post_attn_ln": (one(p + "post_attention_layernorm.weight"), None),
+                       "ln2": (one(p + "pre_feedforward_layernorm.weight"), None),
+                       "post_ffn_ln": (one(p + "post_feedforward_layernorm.weight"), None),
+                       "wq": g(a + "q_proj.weight").T, "wk": g(a + "k_proj.weight").T, "wv": g(a + "v_proj.weight").T,
+                       "bq": None, "bk": None, "bv": None, "wo": g(a + "o_proj.weight").T, "bo": None,
+                       "w1": g(p + "mlp.gate_proj.weight").T, "b1": None,
+                       "wg": g(p + "mlp.up_proj.weight").T, "bg": None,
+                       "w2": g(p + "mlp.down_proj.weight").T, "b2": None,
+                       "q_norm": one(a + "q_norm.weight"), "k_norm": one(a + "k_norm.weight")})
+    W = {"wte": g("model.embed_tokens.weight"), "final_ln": (one("model.norm.weight"), None), "layers": layers,
+         "lm_head": None if c.get("tie_word_embeddings", True) else g("lm_head.weight")}
+    rp = c.get("rope_parameters") or {}
+    full = rp.get("full_attention", rp)
+    theta, scaling = _rope_of(dict(c, rope_parameters=full))
+    local = rp.get("sliding_attention", {}).get("rope_theta", c.get("rope_local_base_freq", 10000.0))
+    types = c["layer_types"]
+    cfg = _base_cfg(nh, d, c.get("rms_norm_eps", 1e-6), "geglu_tanh")
+    cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=d,
+               rotary_style="half_split", rotary_base=theta, rope_scaling=scaling, sliding_window=0,
+               embedding_scale=math.sqrt(H), attention_scale=float(c.get("query_pre_attn_scalar", 256)) ** -0.5,
+               attention_softcap=c.get("attn_logit_softcapping", 50.0 if gemma2 else None),
+               final_logit_softcap=c.get("final_logit_softcapping", 30.0 if gemma2 else None),
+               layer_windows=[c["sliding_window"] if t == "sliding_attention" else 0 for t in types],
+               rotary_base_local=None if gemma2 else float(local))
+    return cfg, W
+
+
 def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
     return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
-            "mistral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama}[c["model_type"]](c, sd)
+            "mistral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama, "gemma2": gemma,
+            "gemma3_text": gemma}[c["model_type"]](c, sd)

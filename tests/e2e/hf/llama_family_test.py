@@ -8,8 +8,8 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
   reference    tests/reference/hf_arch_reference.py, the float64 oracle of the Llama family's quantised
                tests (weight_only here, w8a8_test.py, fp8_test.py, engine_w8a8/engine_fp8), on the
                transformers-5 checkpoints Llama, Mistral (sliding window 6, as gpt_reference's window)
-               Qwen2, Qwen3, Phi-3 (longrope, half the head rotated) and Phi-4-mini (tied, 3/4 rotated,
-               attention factor given): the logits of every step along transformers' greedy paths (expected.json's
+               Qwen2, Qwen3, Phi-3 (longrope, half the head rotated), Phi-4-mini (tied, 3/4 rotated,
+               attention factor given), Gemma 2 (softcaps, sandwich norms) and Gemma 3 (local rope, linear): the logits of every step along transformers' greedy paths (expected.json's
                greedy_logits) within REF_TOL of the row's largest |logit| of transformers' float64
                logits, and the same greedy tokens.
   weight_only  generate --int8-mode 1 (FT's weight-only INT8) on Llama (2 of 4 KV heads, llama3 rope)
@@ -17,7 +17,8 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
                projections taken apart, partial longrope): greedy output_ids equal the float64 emulation's
                (tests/reference/int8_reference.py weight_only_int8 on tests/reference/hf_arch_reference.py's
                model of the checkpoint) at TP 1, and at TP 2 under mpirun (one KV head per rank; each
-               rank quantises its own row blocks).
+               rank quantises its own row blocks). Gemma 2 and Gemma 3 (whose tokens INT8 does not
+               change): each greedy token's log probability within 2e-5 of the emulation's.
   sessions     session rounds (greedy, seeded top-p, beam 3; batch size 2) give the tokens of one fresh
                request over the whole context (sessions_test.py's check), Llama at TP 1 and 2.
   prefix       the paged cache with its prefix cache (a small --kv-cache-memory, 2-token blocks,
@@ -78,7 +79,8 @@ def generate(folder, requests, tmp, extra=(), tp=1):
 
 
 def test_reference(tmp):
-    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3_longrope", "phi4mini"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3_longrope", "phi4mini", "gemma2", "gemma3_text",
+                 "gemma3_text_linear"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         worst = 0.0
@@ -113,6 +115,33 @@ def test_weight_only(tmp):
                 ids = [g["output_ids"] for g in got]
                 check(ids == want, f"{name} TP {tp} --int8-mode 1: {ids} != emulation {want}")
         print(f"{name}: --int8-mode 1 greedy tokens equal the float64 emulation at TP 1{' and 2' if MPI else ''}")
+    # Gemma 2 and 3: the tiny fixtures keep their floating-point tokens under INT8, so the tokens
+    # cannot tell a quantised run; each token's log probability does. ftx's must be within LP_TOL of
+    # the emulation's and further than that from the floating-point model's.
+    LP_TOL = 2e-5
+    for name in ("gemma2", "gemma3_text"):
+        e = expected(name)
+        cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
+        for tp in (1, 2) if MPI else (1,):
+            Q = int8_reference.weight_only_int8(W, tp)
+            folder = convert_hf5(name, os.path.join(tmp, name), tp)
+            reqs = [{"ids": p, "max_new_tokens": 8, "top_p": 1e-6, "return_log_probs": True} for p in e["prompts"]]
+            got, _ = generate(folder, reqs, tmp, ["--int8-mode", "1"], tp)
+            if got is None:
+                continue
+            worst = moved = 0.0
+            for p, g in zip(e["prompts"], got):
+                seq = list(p)
+                for t, lp in zip(g["output_ids"], g["output_log_probs"]):
+                    want = float(torch.log_softmax(gref.forward(cfg, Q, seq)[-1], -1)[t])
+                    fp = float(torch.log_softmax(gref.forward(cfg, W, seq)[-1], -1)[t])
+                    worst, moved = max(worst, abs(lp - want)), max(moved, abs(want - fp))
+                    seq.append(t)
+            check([g["output_ids"] for g in got] == e["greedy"], f"{name} TP {tp} --int8-mode 1: other tokens")
+            check(worst <= LP_TOL, f"{name} TP {tp} --int8-mode 1: log probs {worst:.3g} from the emulation's")
+            check(moved > 10 * LP_TOL, f"{name} TP {tp}: INT8 moves the log probs by {moved:.3g} only")
+            print(f"{name} TP {tp}: --int8-mode 1 log probs within {worst:.2g} of the float64 emulation "
+                  f"(INT8 moves them by up to {moved:.2g})")
 
 
 def test_sessions(tmp):
