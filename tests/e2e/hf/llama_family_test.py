@@ -20,7 +20,8 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
                rank quantises its own row blocks). Gemma 2 and Gemma 3 (whose tokens INT8 does not
                change): each greedy token's log probability within 2e-5 of the emulation's.
   sessions     session rounds (greedy, seeded top-p, beam 3; batch size 2) give the tokens of one fresh
-               request over the whole context (sessions_test.py's check), Llama at TP 1 and 2.
+               request over the whole context (sessions_test.py's check), Llama and Gemma 3 (windowed
+               layers, local rope) at TP 1 and 2.
   prefix       the paged cache with its prefix cache (a small --kv-cache-memory, 2-token blocks,
                repeated prompts and a prompt extending another): every result equals transformers'
                greedy tokens (the checkpoint's expected.json), prompt tokens come from the prefix
@@ -145,11 +146,12 @@ def test_weight_only(tmp):
 
 
 def test_sessions(tmp):
-    for tp in (1, 2) if MPI else (1,):
-        folder = convert_hf5("llama", os.path.join(tmp, "llama"), tp)
-        sessions_test.check_rounds(folder, tmp, mpi=tp if tp > 1 else 0, label=f"llama TP {tp}",
-                                   extra=["--threads", "1"] if tp > 1 else [], vocab=64)
-    print(f"llama: session rounds equal fresh requests over the whole context at TP 1{' and 2' if MPI else ''}")
+    for name in ("llama", "gemma3_text"):
+        for tp in (1, 2) if MPI else (1,):
+            folder = convert_hf5(name, os.path.join(tmp, name), tp)
+            sessions_test.check_rounds(folder, tmp, mpi=tp if tp > 1 else 0, label=f"{name} TP {tp}",
+                                       extra=["--threads", "1"] if tp > 1 else [], vocab=64)
+        print(f"{name}: session rounds equal fresh requests over the whole context at TP 1{' and 2' if MPI else ''}")
 
 
 def prefix_tokens(stderr):
