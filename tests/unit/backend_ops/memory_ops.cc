@@ -73,6 +73,47 @@ BACKEND_OP_TEST(CopyAndFill, "copy", "fill") {
   }
 }
 
+// Strided 2-D copies (joining the ranks' slices of a split embedding or lm_head): rows of `width`
+// elements from a pitch-`sp` source into a pitch-`dp` destination; the elements between the rows
+// keep their values. Exact: values move as they are.
+BACKEND_OP_TEST(Copy2d, "copy_2d", "copy_act_2d") {
+  struct Shape {
+    int64_t width, height, sp, dp;
+  };
+  for (const Shape& sh : {Shape{1, 1, 1, 1}, Shape{3, 5, 7, 4}, Shape{64, 9, 64, 200}, Shape{33, 17, 40, 33}}) {
+    SCOPED_TRACE("width " + std::to_string(sh.width) + " height " + std::to_string(sh.height));
+    const auto src = random(static_cast<size_t>(sh.height * sh.sp));
+    const auto dst0 = random(static_cast<size_t>(sh.height * sh.dp));
+    auto moved = [&](std::vector<float> dst, const std::vector<float>& from) {
+      for (int64_t i = 0; i < sh.height; ++i)
+        for (int64_t j = 0; j < sh.width; ++j) dst[i * sh.dp + j] = from[i * sh.sp + j];
+      return dst;
+    };
+    expect_matches(
+        [&](ops::Backend& b) {
+          Buffers mem(b);
+          float* x = mem.put(src);
+          float* y = mem.put(dst0);
+          b.copy_2d(y, sh.dp, x, sh.sp, sh.width, sh.height);
+          return Outs{{"copy_2d", mem.get(y, dst0.size()), {}, true}};
+        },
+        [&] { return Outs{{"copy_2d", moved(dst0, src), {}, true}}; }, Tol{});
+    for (DType w : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(dtype_name(w));
+      ops::Backend& b = be({w});
+      const ops::Act a = b.alloc_act(src.size()), c = b.alloc_act(dst0.size());
+      b.upload_act(a, src.data(), src.size());
+      b.upload_act(c, dst0.data(), dst0.size());
+      b.copy_act_2d(c, sh.dp, a, sh.sp, sh.width, sh.height);
+      std::vector<float> got(dst0.size());
+      b.download_act(got.data(), c, got.size());
+      EXPECT_EQ(got, moved(round_to(b.act_dtype(), dst0), round_to(b.act_dtype(), src)));
+      b.release_act(a);
+      b.release_act(c);
+    }
+  }
+}
+
 // Activations in the backend's activation dtype, for each weight dtype it can be made with: fp32,
 // or the weights' half type (a GPU running a half model); values come back rounded to it, copies
 // move them as they are (memmove semantics).

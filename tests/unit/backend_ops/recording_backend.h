@@ -64,6 +64,14 @@ class RecordingBackend final : public ops::Backend {
   void upload_act(const ops::Act& dst, const float* src, size_t n) override { rec("upload_act").upload_act(dst, src, n); }
   void download_act(float* dst, const ops::Act& src, size_t n) override { rec("download_act").download_act(dst, src, n); }
   void copy_act(const ops::Act& dst, const ops::Act& src, size_t n) override { rec("copy_act").copy_act(dst, src, n); }
+  void copy_act_2d(const ops::Act& dst, int64_t dst_pitch, const ops::Act& src, int64_t src_pitch, int64_t width,
+                   int64_t height) override {
+    rec("copy_act_2d").copy_act_2d(dst, dst_pitch, src, src_pitch, width, height);
+  }
+  void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+               int64_t height) override {
+    rec("copy_2d").copy_2d(dst, dst_pitch, src, src_pitch, width, height);
+  }
 
   void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override {
