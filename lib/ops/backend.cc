@@ -116,6 +116,12 @@ Weight Backend::upload_weight_int8(const void* src, DType src_dtype, int64_t row
   return upload_int8(*this, src, src_dtype, rows, cols, cols, quantize_int8_columns);
 }
 
+Weight Backend::upload_weight_int4(const Int4Matrix& m, DType input_dtype) {
+  (void)m;
+  (void)input_dtype;
+  throw Error("the " + name() + " backend has no INT4 weight-only GEMM");
+}
+
 Weight Backend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                   float weights_scaling_factor) {
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);

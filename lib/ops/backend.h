@@ -38,6 +38,7 @@
 #include "lib/decoding/row_sampling.h"
 #include "lib/model/blocks.h"
 #include "lib/ops/act.h"
+#include "lib/ops/int4_matrix.h"
 #include "lib/ops/op_types.h"
 
 namespace ftx::ops {
@@ -88,6 +89,11 @@ class Backend : public decoding::LogitsDevice {
   // weight (Weight::activation_scaling_factor, weights_scaling_factor). Release with release_weight().
   virtual Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                    float weights_scaling_factor);
+  // An INT4 weight-only matrix (lib/ops/int4_matrix.h: 4-bit values in groups along K with fp32
+  // scales and optional zero points) into backend memory, held in 4 bits; its GEMMs round A to
+  // input_dtype (the model's float type) and compute the arithmetic int4_matrix.h states. Release with
+  // release_weight(). The default refuses: a backend without an INT4 GEMM says so by name.
+  virtual Weight upload_weight_int4(const Int4Matrix& m, DType input_dtype);
   // FP8 GEMMs and an FP8 KV cache need FP8 arithmetic: a device without it refuses them here, an
   // Error naming the device and `flag` (what asked for FP8). The CPU emulates it and never refuses.
   virtual void require_fp8(const std::string& flag) const { (void)flag; }

@@ -37,6 +37,9 @@ WeightKind weight_kind(const Weight& w) {
     case DType::kBFloat16: return WeightKind::kHalf;
     case DType::kInt8: return w.w8a8 ? WeightKind::kW8A8 : w.int8_rows ? WeightKind::kInt8Rows : WeightKind::kInt8Columns;
     case DType::kFloat8E4M3: return WeightKind::kFp8;
+    case DType::kUInt8:
+      if (w.int4) return WeightKind::kInt4Groups;
+      break;
     default: break;
   }
   throw Error(std::string("internal: no GEMM reads a weight held in ") + dtype_name(w.dtype));

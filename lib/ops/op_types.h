@@ -51,6 +51,15 @@ struct Weight {
   // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols) and
   // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: {s_w, s_x}).
   float activation_scaling_factor = 0.0f, weights_scaling_factor = 0.0f;
+  // INT4 weight-only (dtype kUInt8 with int4 set; Backend::upload_weight_int4 of an Int4Matrix,
+  // lib/ops/int4_matrix.h, whose comment is the arithmetic): `data` holds the 4-bit values and `scale`
+  // the fp32 group scales, both in the backend's own layout; int4_zeros the zero points (null:
+  // symmetric); int4_aux whatever else the backend's kernel needs (group boundaries, a row order
+  // for act-order groups); input_dtype as for weight-only INT8. Never transposed.
+  bool int4 = false;
+  int64_t int4_group_size = 0;
+  const uint8_t* int4_zeros = nullptr;
+  const void* int4_aux = nullptr;
   Weight() = default;
   Weight(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): fp32 is the default
   Weight(const void* p, DType t) : data(p), dtype(t) {}
@@ -68,6 +77,7 @@ enum class WeightKind {
   kInt8Rows,     // weight-only INT8 [N, K], one scale per row, used transposed only (--int8-lm-head)
   kW8A8,         // SmoothQuant W8A8: A quantised too, int8 × int8 (upload_weight_w8a8)
   kFp8,          // FP8 E4M3: A quantised to E4M3 (upload_weight_fp8)
+  kInt4Groups,   // INT4 weight-only [K, N] in groups along K (upload_weight_int4)
 };
 // Throws Error for a weight held in a dtype no GEMM reads.
 WeightKind weight_kind(const Weight& w);
