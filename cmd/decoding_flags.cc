@@ -62,6 +62,7 @@ void add_decoding_flags(CLI::App* sub, DecodingFlags& f, bool max_new_tokens_req
                   "KV cache are held in it too, on cpu both stay fp32)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   add_int8_mode_flag(sub, f.int8_mode, f.per_token, f.per_channel, f.int8_lm_head);
+  add_weight_only_flags(sub, f.weight_only);
   add_int8_kv_cache_flag(sub, f.int8_kv_cache);
   add_fp8_flags(sub, f.fp8, f.fp8_kv_cache);
   sub->add_option("--threads", f.threads, "CPU threads (default 0: OMP_NUM_THREADS, else all cores)");
@@ -80,6 +81,35 @@ void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& pe
   sub->add_flag("--int8-lm-head", int8_lm_head,
                 "--int8-mode 1: quantise the lm_head table too, per vocabulary row (TensorRT-LLM --quantize_lm_head; "
                 "FT keeps it floating point; cpu only)");
+}
+
+void add_weight_only_flags(CLI::App* sub, WeightOnlyFlags& f) {
+  sub->add_option("--weight-only-precision", f.precision,
+                  "int4: the layer GEMM weights quantised to 4 bits at load, group by group along the input "
+                  "(TensorRT-LLM's --weight_only_precision int4; a folder converted from a GPTQ, AWQ or "
+                  "compressed-tensors checkpoint holds INT4 already and needs no flag); int8: --int8-mode 1")
+      ->check(CLI::IsMember({"int8", "int4"}));
+  f.group_size_option = sub->add_option("--int4-group-size", f.int4_group_size,
+                                        "--weight-only-precision int4: input rows per scale (default 128; 0: one "
+                                        "scale per output column)");
+  sub->add_flag("--int4-zero-points", f.int4_zero_points,
+                "--weight-only-precision int4: asymmetric groups with a zero point each (GPTQ's and AWQ's rule; "
+                "default: symmetric, TensorRT-LLM's)");
+}
+
+void apply_weight_only_flags(const WeightOnlyFlags& f, RuntimeOptions& o) {
+  const bool given = f.group_size_option && f.group_size_option->count() > 0;
+  if (f.precision != "int4" && (given || f.int4_zero_points))
+    throw UsageError(std::string(given ? "--int4-group-size" : "--int4-zero-points") +
+                     " applies to --weight-only-precision int4 only");
+  if (f.precision == "int8") {
+    if (o.int8_mode != 0 && o.int8_mode != 1)
+      throw UsageError("--weight-only-precision int8 is --int8-mode 1, not --int8-mode " + std::to_string(o.int8_mode));
+    o.int8_mode = 1;
+  }
+  o.int4 = f.precision == "int4";
+  o.int4_group_size = f.int4_group_size;
+  o.int4_zero_points = f.int4_zero_points;
 }
 
 void add_int8_kv_cache_flag(CLI::App* sub, bool& int8_kv_cache) {
@@ -208,6 +238,7 @@ RuntimeOptions runtime_options(const DecodingFlags& f) {
   o.int8_kv_cache = f.int8_kv_cache;
   o.fp8 = f.fp8;
   o.fp8_kv_cache = f.fp8_kv_cache;
+  apply_weight_only_flags(f.weight_only, o);
   apply_parallel_flags(f.parallel, o);
   return o;
 }

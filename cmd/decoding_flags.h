@@ -20,12 +20,26 @@ namespace ftx::cmd {
 // FasterTransformer runs one), fp32 on cpu (the reference).
 DType model_dtype(const std::string& device, const std::string& dtype);
 
+// --weight-only-precision int8|int4 (TensorRT-LLM's --weight_only_precision; int8 is --int8-mode 1),
+// --int4-group-size, --int4-zero-points.
+struct WeightOnlyFlags {
+  std::string precision;  // "", "int8" or "int4"
+  int64_t int4_group_size = 128;
+  bool int4_zero_points = false;
+  CLI::Option* group_size_option = nullptr;  // to tell a given --int4-group-size from the default
+};
+void add_weight_only_flags(CLI::App* sub, WeightOnlyFlags& f);
+// Into the runtime options: int8 sets int8_mode 1 (UsageError when --int8-mode says otherwise), int4
+// the INT4 fields; --int4-group-size or --int4-zero-points without int4 is a UsageError.
+void apply_weight_only_flags(const WeightOnlyFlags& f, RuntimeOptions& o);
+
 struct DecodingFlags {
   std::string model_dir, tokenizer_dir, gemm_config, device = "cpu", dtype;  // dtype "": model_dtype's default
   int threads = 0;
   int int8_mode = 0;
   bool per_token = false, per_channel = false;  // --int8-mode 2's TensorRT-LLM modes
   bool int8_lm_head = false;                     // --int8-mode 1: the lm_head in int8 too
+  WeightOnlyFlags weight_only;
   bool int8_kv_cache = false;
   bool fp8 = false, fp8_kv_cache = false;
   int64_t max_new_tokens = 0;

@@ -36,6 +36,7 @@ struct EvalFlags {
   int threads = 0;
   int int8_mode = 0;
   bool per_token = false, per_channel = false, int8_lm_head = false;
+  ftx::cmd::WeightOnlyFlags weight_only;
   bool int8_kv_cache = false;
   bool fp8 = false, fp8_kv_cache = false;
   bool quiet = false, force = false, resume = false, max_examples_given = false;
@@ -67,6 +68,7 @@ int run_eval(const EvalFlags& f) {
   ro.int8_kv_cache = f.int8_kv_cache;
   ro.fp8 = f.fp8;
   ro.fp8_kv_cache = f.fp8_kv_cache;
+  ftx::cmd::apply_weight_only_flags(f.weight_only, ro);
   ftx::cmd::apply_parallel_flags(f.parallel, ro);
   ftx::ModelRun run(ro);
   ftx::dist::Communicator& comm = run.comm();
@@ -198,6 +200,7 @@ ftx::cmd::Action setup_eval(CLI::App* sub) {
                   "held in it too)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "float32", "float16", "bfloat16"}));
   ftx::cmd::add_int8_mode_flag(sub, f->int8_mode, f->per_token, f->per_channel, f->int8_lm_head);
+  ftx::cmd::add_weight_only_flags(sub, f->weight_only);
   ftx::cmd::add_int8_kv_cache_flag(sub, f->int8_kv_cache);
   ftx::cmd::add_fp8_flags(sub, f->fp8, f->fp8_kv_cache);
   sub->add_option("--threads", f->threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)");

@@ -90,10 +90,14 @@ const Spelling kSpellings[] = {
     {kConverters, "--dtype", Action::kAccept, "-t", true, ""},
     {kConverters, "--use_weight_only --use-weight-only --weight_only_precision --weight-only-precision",
      Action::kHint, "", false,
-     "weight-only INT8 is applied when the model is loaded (ftx generate --int8-mode 1): the converted folder "
-     "stays floating point; int4 is not supported"},
-    {kDecoders, "--use_weight_only --use-weight-only --weight_only_precision --weight-only-precision", Action::kHint,
-     "--int8-mode 1", false, "(weights quantised per column at load; int4 is not supported)"},
+     "weight-only INT8 and INT4 are applied when the model is loaded (ftx generate --int8-mode 1, "
+     "--weight-only-precision int4): the converted folder stays floating point (a GPTQ, AWQ or "
+     "compressed-tensors checkpoint converts to INT4 files as it is)"},
+    {kDecoders, "--use_weight_only --use-weight-only", Action::kHint, "--int8-mode 1", false,
+     "(or --weight-only-precision int4; weights quantised at load)"},
+    {kDecoders, "--weight_only_precision", Action::kAccept, "--weight-only-precision", true, ""},
+    {kDecoders, "--group_size --group-size --per_group", Action::kHint, "--int4-group-size", false,
+     "(with --weight-only-precision int4)"},
     {"generate chat", "--paged_kv_cache --paged-kv-cache --use_paged_context_fmha --enable_prefix_caching "
                       "--enable-prefix-caching --enable_kv_cache_reuse",
      Action::kHint, "", false,

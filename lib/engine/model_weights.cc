@@ -21,9 +21,11 @@
 #include "formats/tensor.h"
 #include "lib/engine/w8a8_weights.h"
 #include "lib/engine/fp8_weights.h"
+#include "lib/engine/int4_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/engine/weight_checks.h"
 #include "lib/model/fp8_files.h"
+#include "lib/model/int4_files.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
 #include "lib/ops/host_math.h"
@@ -115,6 +117,14 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
   std::set<std::string> expected;
   for (const auto& f : files) {
     expected.insert(f.file_name());
+    std::string gemm;
+    if (cfg.int4_weights && f.shape.size() >= 2 && is_w8a8_gemm(f.name, &gemm)) {
+      // An INT4 folder holds the GEMM's 4-bit files instead (their sizes are checked as they are read).
+      const std::string values = join(dir, int4_values_name(gemm) + "." + std::to_string(f.rank) + ".bin");
+      if (file_size(values) < 0)
+        throw Error(values, "missing INT4 weight file (config.ini says weight_only_precision = int4)");
+      continue;
+    }
     const std::string path = join(dir, f.file_name());
     const int64_t want = f.numel() * static_cast<int64_t>(el);
     const int64_t found = file_size(path);
@@ -145,7 +155,8 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
 }
 
 bool ModelWeights::unexpected_file(const std::string& n) {
-  return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !is_fp8_side_file(n);
+  return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !is_fp8_side_file(n) &&
+         !is_int4_side_file(n);
 }
 
 ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }
@@ -336,6 +347,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (is_prompt_table(f.name)) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
     const Slot slot = slot_for(f.name);
+    std::string int4_gemm;
+    if (slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &int4_gemm)) {
+      need += static_cast<double>(f.numel()) * int4_bytes_per_weight(cfg, quant, f.shape.front());
+      continue;
+    }
     const double el = !slot.matrix ? sizeof(float)
                       : quantized(f) || w8a8(f, nullptr) || fp8(f, nullptr)
                           ? 1.0 + 4.0 / static_cast<double>(f.shape.front())  // int8/E4M3 + column scales
@@ -374,6 +390,22 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (f.optional && file_size(path) < 0) continue;
     const Slot slot = slot_for(f.name);
     size_t before = w.bytes_;  // what this file adds, for the embedding and lm_head's counts
+    if (std::string gemm; slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &gemm)) {
+      const int64_t rows = f.shape.front(), cols = f.numel() / rows;
+      std::shared_ptr<MappedFile> file;
+      const uint8_t* src = nullptr;
+      if (!cfg.int4_weights) {  // quantised here from the float file
+        file = MappedFile::open(path);
+        const size_t nbytes = static_cast<size_t>(f.numel()) * dtype_size(file_dtype);
+        src = file->slice(0, nbytes, f.file_name());
+        check_weight_bytes(path, src, nbytes, file_dtype, manifest ? manifest->find(f.file_name()) : nullptr, dir);
+      }
+      size_t held = 0;
+      *slot.matrix = load_int4_weight(dir, cfg, quant, gemm, rank, rows, cols, src, file_dtype, backend, &held);
+      w.owned_weights_.push_back(*slot.matrix);
+      w.bytes_ += held;
+      continue;
+    }
     if (std::string gemm; w8a8(f, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
       *slot.matrix = load_w8a8_weight(dir, cfg, gemm, rank, tp, rows, cols, sq, w8a8_files, backend);

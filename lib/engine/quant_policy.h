@@ -5,6 +5,8 @@
 // ModelWeights::load reads it to choose each file's upload and the KV cache's scales. The backend
 // holds no mode: it is asked for the upload each weight needs, and a GEMM follows the weight it is
 // given (ops::weight_kind).
+#include <cstdint>
+
 #include "formats/dtype.h"
 
 namespace ftx {
@@ -28,6 +30,17 @@ struct QuantPolicy {
   // does ftx without the flag: at GPT-2's size the fp32 table is two thirds of what a weight-only
   // INT8 step reads. A backend without an int8 transposed GEMM says so (int8_lm_head_supported).
   bool int8_lm_head = false;
+  // INT4 weight-only (--weight-only-precision int4, TensorRT-LLM's --weight_only_precision int4): the
+  // same GEMM matrices quantised at load, group by group along the input dimension
+  // (ops::quantize_int4: group_size rows, 0 per column; zero_points for the asymmetric rule), held in
+  // 4 bits (Backend::upload_weight_int4). A folder whose config.ini says weight_only_precision = int4
+  // (an imported GPTQ, AWQ or compressed-tensors checkpoint) holds them already: ModelWeights::load
+  // reads its files whether or not this is set.
+  struct Int4 {
+    bool on = false;
+    int64_t group_size = 128;
+    bool zero_points = false;
+  } int4;
   SmoothQuant smoothquant;
   // FP8 (TensorRT-LLM's FP8 quantisation, --fp8): the layers' GEMM matrices (QKV, attention output,
   // FFN in, gate and out) are the folder's E4M3 files with their per-tensor scales, and each GEMM

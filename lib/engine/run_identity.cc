@@ -15,6 +15,10 @@ nlohmann::ordered_json run_identity(const std::string& model_dir, const RuntimeO
   run["per_token"] = runtime.per_token;
   run["per_channel"] = runtime.per_channel;
   if (runtime.int8_lm_head) run["int8_lm_head"] = true;  // only when given: earlier .partial files match without it
+  if (runtime.int4) {  // only when given, as int8_lm_head
+    run["int4_group_size"] = runtime.int4_group_size;
+    run["int4_zero_points"] = runtime.int4_zero_points;
+  }
   run["int8_kv_cache"] = runtime.int8_kv_cache;
   run["fp8"] = runtime.fp8;
   run["fp8_kv_cache"] = runtime.fp8_kv_cache;

@@ -57,6 +57,13 @@ Runtime make_runtime(const RuntimeOptions& o) {
     throw UsageError("--fp8 and --int8-mode " + std::to_string(o.int8_mode) +
                      " both quantise the layer GEMMs: give one");
   if (o.fp8_kv_cache && o.int8_kv_cache) throw UsageError("--fp8-kv-cache and --int8-kv-cache: give one");
+  if (o.int4 && (o.int8_mode != 0 || o.fp8))
+    throw UsageError(std::string("--weight-only-precision int4 and ") +
+                     (o.fp8 ? "--fp8" : "--int8-mode " + std::to_string(o.int8_mode)) +
+                     " both quantise the layer GEMMs: give one");
+  if (o.int4_group_size < 0)
+    throw UsageError("--int4-group-size " + std::to_string(o.int4_group_size) +
+                     ": expected rows per group (32, 64, 128, ...) or 0 for one group per column");
   Runtime rt;
   rt.embedding = embedding_sharding(o);
   rt.verbose = o.verbose;
@@ -77,6 +84,9 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if (o.fp8_kv_cache) rt.backend->require_fp8("--fp8-kv-cache");
   rt.quant.int8_weight_only = o.int8_mode == 1;
   rt.quant.int8_lm_head = o.int8_lm_head;
+  rt.quant.int4.on = o.int4;
+  rt.quant.int4.group_size = o.int4_group_size;
+  rt.quant.int4.zero_points = o.int4_zero_points;
   rt.quant.smoothquant.on = o.int8_mode == 2;
   rt.quant.smoothquant.per_token = o.per_token;
   rt.quant.smoothquant.per_channel = o.per_channel;

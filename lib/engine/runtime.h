@@ -33,6 +33,10 @@ struct RuntimeOptions {
   int int8_mode = 0;  // --int8-mode: 0 off, 1 weight-only (FT int8_mode 1), 2 SmoothQuant W8A8
   bool per_token = false, per_channel = false;  // --per-token / --per-channel (int8_mode 2 only)
   bool int8_lm_head = false;  // --int8-lm-head (int8_mode 1 only): the lm_head table in int8 too
+  // --weight-only-precision int4 (with --int4-group-size, --int4-zero-points): the layer GEMMs in INT4.
+  bool int4 = false;
+  int64_t int4_group_size = 128;
+  bool int4_zero_points = false;
   bool int8_kv_cache = false;  // --int8-kv-cache: K and V held in int8 with the folder's calibrated scales
   bool fp8 = false;            // --fp8: the layer GEMMs in FP8 E4M3 from the folder's FP8 files
   bool fp8_kv_cache = false;   // --fp8-kv-cache: K and V held in FP8 E4M3 with the folder's scales
@@ -48,7 +52,8 @@ struct RuntimeOptions {
 // quantisation policy.
 // An explicit gemm_config with the CPU device is a UsageError: the CPU has no algorithms to pick;
 // so is an int8_mode other than 0, 1 or 2, --per-token or --per-channel without int8_mode 2,
-// --int8-lm-head without int8_mode 1 or on a backend without its GEMM, --fp8
+// --int8-lm-head without int8_mode 1 or on a backend without its GEMM, INT4 with an int8_mode or --fp8,
+// a negative INT4 group size, --fp8
 // with an int8_mode, and --fp8-kv-cache with --int8-kv-cache. A device without FP8 arithmetic
 // refuses --fp8 and --fp8-kv-cache (Error naming the device).
 // --embedding-sharding-dim without --use-parallel-embedding, or other than 0 or 1, and

@@ -47,6 +47,8 @@
 //                              only when set)
 //      layer_window            per-layer sliding windows, one per layer, 0 for a full layer ("4,0";
 //                              Gemma 2/3's layer_types; written only when a layer has one)
+//      weight_only_precision   int4: the layer GEMMs are INT4 files (int4_files.h), with int4_group_size
+//                              (rows per group, 0: per column; written only then)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
@@ -381,6 +383,10 @@ IniFile ModelConfig::to_ini() const {
     ini.set(s, "layer_window", list);
   }
   if (rotary_base_local > 0) ini.set(s, "rotary_base_local", fmt_double(rotary_base_local));
+  if (int4_weights) {
+    ini.set(s, "weight_only_precision", "int4");
+    ini.set(s, "int4_group_size", std::to_string(int4_group_size));
+  }
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
   if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));

@@ -56,6 +56,14 @@ RuntimeOptions int8_mode(int mode, bool int8_kv_cache = false, bool int8_lm_head
   return o;
 }
 
+RuntimeOptions int4_mode(int64_t group_size, bool zero_points) {
+  RuntimeOptions o;
+  o.int4 = true;
+  o.int4_group_size = group_size;
+  o.int4_zero_points = zero_points;
+  return o;
+}
+
 RuntimeOptions fp8_mode(bool gemms, bool kv_cache) {
   RuntimeOptions o;
   o.fp8 = gemms;
@@ -87,6 +95,9 @@ const std::vector<Mode>& modes() {
       {"FP8 E4M3 GEMMs (--fp8)", "fp8", fp8_mode(true, false), {0.98, 1e-3}},
       {"FP8 KV cache (--fp8-kv-cache)", "fp8", fp8_mode(false, true), {0.99, 1e-4}},
       {"FP8 GEMMs + FP8 KV cache", "fp8", fp8_mode(true, true), {0.98, 1e-3}},
+      {"int4 weight-only, group 128 (--weight-only-precision int4)", "ft", int4_mode(128, false), {0.9, 1e-2}},
+      {"int4 weight-only, group 32", "ft", int4_mode(32, false), {0.9, 1e-2}},
+      {"int4 weight-only, group 32, zero points", "ft", int4_mode(32, true), {0.9, 1e-2}},
   };
   return m;
 }

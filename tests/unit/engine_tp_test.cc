@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <tuple>
 
 #include "engine_test_util.h"
 #include "formats/error.h"
+#include "lib/cpu/cpu_backend.h"
 #include "lib/dist/communicator.h"
 
 namespace ftx {
@@ -61,6 +63,31 @@ TEST(EngineTensorParallel, Int8WeightOnlyTwoRanksMatchEmulation) {
         const auto& l = tp2.steps[b][s];
         EXPECT_EQ(std::max_element(l.begin(), l.end()) - l.begin(), e.greedy[b][s]);
       }
+    }
+  }
+}
+
+// INT4 weight-only at TP 2: each rank quantises its own shard; groups of 16 rows divide every rank's
+// input, so the emulation's tp2 sections differ from tp1 only per column ("channel": each
+// row-parallel shard is its own group). 1e-4 and the same greedy tokens.
+TEST(EngineTensorParallel, Int4WeightOnlyTwoRanksMatchEmulation) {
+  if (!dist::launched_by_mpi()) GTEST_SKIP() << "needs mpirun -np 2";
+  auto comm = dist::make_communicator();
+  ASSERT_EQ(comm->size(), 2);
+  const std::string root = test::engine_fixtures();
+  for (const auto& name : test::engine_int8_model_names()) {
+    for (const auto& [variant, group, zero_points] :
+         {std::tuple<const char*, int64_t, bool>{"g16", 16, false}, {"g16_zp", 16, true}, {"channel", 0, false}}) {
+      const auto e = test::load_expected(root + "/" + name, std::string("int4_weight_only/tp2_") + variant);
+      ASSERT_FALSE(e.prompts.empty()) << name << ": no INT4 TP-2 reference";
+      SCOPED_TRACE(name + " " + variant);
+      QuantPolicy q;
+      q.int4.on = true;
+      q.int4.group_size = group;
+      q.int4.zero_points = zero_points;
+      cpu::CpuBackend be(0);
+      const auto tp2 = test::run_greedy_paths_on(be, root + "/" + name + "/2-gpu", e, *comm, {}, q);
+      if (comm->rank() == 0) test::expect_greedy_paths_match(tp2, e, 1e-4);
     }
   }
 }

@@ -366,12 +366,15 @@ def test_peer_spellings(tmp):
         (gen + ["--use_fp8"], "did you mean --fp8?"),
         (gen + ["--kv_cache_dtype", "fp8"], "did you mean --fp8-kv-cache or --int8-kv-cache?"),
         (gen + ["--use_weight_only"], "did you mean --int8-mode 1?"),
-        (gen + ["--weight_only_precision", "int8"], "did you mean --int8-mode 1?"),
+        (gen + ["--group_size", "64"], "did you mean --int4-group-size?"),
+        (gen + ["--int4-group-size", "64"], "applies to --weight-only-precision int4 only"),
+        (gen + ["--weight_only_precision", "int4", "--int8-mode", "1"], "both quantise the layer GEMMs"),
+        (gen + ["--weight-only-precision", "int8", "--int8-mode", "2"], "is --int8-mode 1, not --int8-mode 2"),
         (["smoothquant", "-i", NEOX, "-o", os.path.join(tmp, "x"), "--use_fp8"], "did you mean --fp8?"),
         (["smoothquant", "-i", NEOX, "-o", os.path.join(tmp, "x"), "--fp8_kv_cache"], "did you mean --fp8?"),
         (["smoothquant", "-i", NEOX, "-o", os.path.join(tmp, "x"), "--qformat", "fp8"], "--fp8 (qformat fp8)"),
         (["convert-megatron", "-i", "x", "-o", os.path.join(tmp, "y"), "--pp_size", "2"], "ftx writes no pipeline split"),
-        (["convert-hf", "-i", HF_BIN, "-o", os.path.join(tmp, "y"), "--use_weight_only"], "ftx generate --int8-mode 1"),
+        (["convert-hf", "-i", HF_BIN, "-o", os.path.join(tmp, "y"), "--use_weight_only"], "ftx generate --int8-mode 1, --weight-only-precision int4"),
     ]
     for argv, needle in cases:
         r = ftx(*argv)
