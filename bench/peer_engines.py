@@ -7,7 +7,11 @@ precision per process (each engine's thread pools and memory start fresh, as ftx
                                                    "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"}, tied head)
   peer_engines.py ct2-convert HF OUT               ct2-transformers-converter's converter (float32 weights; the compute
                                                    type is chosen at load, as CT2 users do)
-  peer_engines.py gguf HF OUT TYPE                 a GGUF (f32, f16, bf16, q8_0) with the gguf package
+  peer_engines.py gguf HF OUT TYPE                 a GGUF (f32, f16, bf16, q8_0) with the gguf package; q4_0 and
+                                                   q4_k_m: the f32 GGUF requantised by llama.cpp's own quantiser
+                                                   (llama_model_quantize, as its llama-quantize tool does)
+  peer_engines.py gguf-bytes GGUF                  the bytes of its layer matrices and of the matrix the output
+                                                   reads (output.weight, else the tied token_embd), as JSON
   peer_engines.py ct2|llama MODEL TYPE TASK.json   timings, printed as one JSON line
   peer_engines.py versions                         each engine's version, as JSON
 
@@ -74,6 +78,39 @@ def ct2_convert(hf, out):
             return model_class.from_pretrained(model_name_or_path, **kwargs)
 
     Converter(hf).convert(out, force=True)
+
+
+LLAMA_FTYPES = {"q4_0": 2, "q4_k_m": 15}  # llama.h's LLAMA_FTYPE_MOSTLY_Q4_0, LLAMA_FTYPE_MOSTLY_Q4_K_M
+
+
+def quantize_gguf(hf, out, kind):
+    """llama.cpp's 4-bit files as its users make them: an f32 GGUF requantised by llama_model_quantize
+    (its own choice of types per tensor: q4_k_m mixes Q4_K and Q6_K; both put the output matrix in Q6_K)."""
+    import ctypes
+    import llama_cpp
+    f32 = out + ".f32"
+    write_gguf(hf, f32, "f32")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = LLAMA_FTYPES[kind]
+    params.nthread = int(os.environ.get("OMP_NUM_THREADS", "2"))
+    rc = llama_cpp.llama_model_quantize(f32.encode(), out.encode(), ctypes.byref(params))
+    os.remove(f32)
+    if rc != 0:
+        raise SystemExit(f"llama_model_quantize {kind}: {rc}")
+
+
+def gguf_bytes(path):
+    import gguf
+    r = gguf.GGUFReader(path)
+    layers = head = 0
+    names = {t.name for t in r.tensors}
+    head_name = "output.weight" if "output.weight" in names else "token_embd.weight"
+    for t in r.tensors:
+        if t.name.startswith("blk.") and t.name.endswith(".weight") and len(t.shape) == 2 and t.shape[1] > 1:
+            layers += int(t.n_bytes)
+        elif t.name == head_name:
+            head = int(t.n_bytes)
+    return {"layer_bytes": layers, "head_bytes": head}
 
 
 def write_gguf(hf, out, kind):
@@ -329,7 +366,9 @@ def main():
     elif cmd == "ct2-convert":
         ct2_convert(sys.argv[2], sys.argv[3])
     elif cmd == "gguf":
-        write_gguf(sys.argv[2], sys.argv[3], sys.argv[4])
+        (quantize_gguf if sys.argv[4] in LLAMA_FTYPES else write_gguf)(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "gguf-bytes":
+        print(json.dumps(gguf_bytes(sys.argv[2])))
     elif cmd == "versions":
         print(json.dumps(versions()))
     elif cmd in ("ct2", "llama"):
