@@ -17,6 +17,7 @@
 #include "lib/cpu/activation.h"
 #include "lib/cpu/cpu_features.h"
 #include "lib/cpu/dnnl_matmul.h"
+#include "lib/cpu/int4_gemm.h"
 #include "lib/cpu/int8_gemm.h"
 #include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/bf16_pair_gemm.h"
@@ -134,7 +135,30 @@ ops::Weight CpuBackend::upload_weight_w8a8(const int8_t* q, int64_t rows, int64_
   return w;
 }
 
+ops::Weight CpuBackend::upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) {
+  if (input_dtype != DType::kFloat32 && !is_half(input_dtype))
+    throw Error(std::string("upload_weight_int4: input dtype ") + dtype_name(input_dtype) +
+                " (expected fp32, fp16 or bf16)");
+  const int64_t words = int4_layout_words(m);
+  float* w_dst = alloc(static_cast<size_t>(std::max<int64_t>(words, 1)));
+  auto* layout = new Int4Layout(make_int4_layout(m, reinterpret_cast<uint32_t*>(w_dst)));
+  ops::Weight w(w_dst, DType::kUInt8);
+  w.int4 = true;
+  w.int4_group_size = m.group_size;
+  w.int4_zeros = layout->zeros.empty() ? nullptr : layout->zeros.data();
+  w.int4_aux = layout;
+  w.scale = layout->scales.data();
+  w.input_dtype = input_dtype;
+  w.panel_cols = kInt4PanelCols;
+  return w;
+}
+
 void CpuBackend::release_weight(const ops::Weight& w) {
+  if (w && w.int4) {
+    release(static_cast<float*>(const_cast<void*>(w.data)));
+    delete static_cast<const Int4Layout*>(w.int4_aux);
+    return;
+  }
   if (w && is_half(w.dtype)) {
     release(static_cast<float*>(const_cast<void*>(w.data)));
     return;
@@ -210,8 +234,10 @@ void CpuBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act a_act, const ops
     throw Error("gemm: an int8 weight quantised per column cannot be transposed (only an --int8-lm-head table is)");
   if (kind == ops::WeightKind::kInt8Rows && !trans_b)
     throw Error("gemm: an int8 table quantised per row (--int8-lm-head) is used transposed only");
+  if (kind == ops::WeightKind::kInt4Groups && trans_b) throw Error("gemm: an INT4 weight cannot be transposed");
   if (trans_b && weight.panel_cols > 0) throw Error("gemm: a weight packed in column panels cannot be transposed");
   switch (kind) {
+    case ops::WeightKind::kInt4Groups: return int4_gemm(M, N, K, A, weight, C, beta);
     case ops::WeightKind::kHalf: return half_gemm(M, N, K, A, weight, trans_b, C, beta);
     case ops::WeightKind::kFp8: return fp8_gemm(M, N, K, A, weight, C, beta);
     case ops::WeightKind::kW8A8: {
@@ -275,6 +301,17 @@ void CpuBackend::int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, cons
           int8_weight_gemm_block(M, N, K, a, q, weight.scale, C, beta, n0, nn, weight.panel_cols);
       },
       align);
+}
+
+void CpuBackend::int4_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,
+                           float beta) {
+  const auto& w = *static_cast<const Int4Layout*>(weight.int4_aux);
+  if (w.K != K || w.N != N)
+    throw Error("gemm: an INT4 weight of [" + std::to_string(w.K) + ", " + std::to_string(w.N) + "] used as [" +
+                std::to_string(K) + ", " + std::to_string(N) + "]");
+  int4_act_.prepare(M, K, A, w, weight.input_dtype);
+  for_column_blocks(
+      M, N, K, [&](int64_t n0, int64_t nn) { int4_gemm_block(w, int4_act_, C, beta, n0, nn); }, kInt4PanelCols);
 }
 
 void CpuBackend::fp8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& weight, float* C,

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "lib/cpu/int4_gemm.h"
 #include "lib/cpu/w8a8_gemm.h"
 #include "lib/ops/backend.h"
 
@@ -45,6 +46,10 @@ class CpuBackend : public ops::Backend {
   // FP8 matrices stay E4M3 in the same column panels; the widening kernel reads them (widening_gemm.h).
   ops::Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                 float weights_scaling_factor) override;
+
+  // INT4 matrices stay 4-bit, in int4_gemm.h's layout (groups as contiguous runs of rows, act-order
+  // rows reordered); never transposed.
+  ops::Weight upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -100,6 +105,8 @@ class CpuBackend : public ops::Backend {
   // Weight-only INT8 (not W8A8): A rounded to B.input_dtype first. trans_b: an --int8-lm-head table.
   void int8_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, bool trans_b, float* C,
                  float beta);
+  // The INT4 arithmetic of lib/ops/int4_matrix.h for an INT4 B (int4_gemm.h).
+  void int4_gemm(int64_t M, int64_t N, int64_t K, const float* A, const ops::Weight& B, float* C, float beta);
   // Runs block(n0, nn) over column blocks of an N-column output, one per thread when worth it.
   template <class Block>
   void for_column_blocks(int64_t M, int64_t N, int64_t K, const Block& block, int64_t align = 16);
@@ -110,6 +117,7 @@ class CpuBackend : public ops::Backend {
   std::vector<uint16_t> a_bf16_;    // bf16 GEMMs on pair tiles or oneDNN: A as bf16
   std::unique_ptr<DnnlMatmul> dnnl_;  // made on the first bf16 GEMM with many rows
   W8A8Activations w8a8_act_;          // the input of the W8A8 GEMM running now, quantised
+  Int4Activations int4_act_;          // the input of the INT4 GEMM running now, in kernel-row order
 };
 
 }  // namespace ftx::cpu

@@ -57,6 +57,18 @@ struct Avx512 {
                                       _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
     return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
   }
+
+  // INT4 (int4_kernels.h): 32-bit lanes of 8 nibbles, nibble t at bits 4t..4t+3. nibble(w, t): nibble t
+  // of each lane in fp32, times 16^t for t < 7 (masked in place: one and) and as itself for t = 7
+  // (shifted down: in place it would make a negative int32). Exact: a 4-bit value times a power of two.
+  FTX_VEC_FN(FTX_TARGET_AVX512) __m512i load_words(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  FTX_VEC_FN(FTX_TARGET_AVX512) F nibble(__m512i w, int t) {
+    if (t == 7) return _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 28));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(w, _mm512_set1_epi32(0xF << (4 * t))));
+  }
+  FTX_VEC_FN(FTX_TARGET_AVX512) F widen_uint8(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
 };
 
 struct Avx2 {
@@ -107,6 +119,18 @@ struct Avx2 {
     const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7),
                                    _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+  }
+
+  // INT4: as Avx512's.
+  FTX_VEC_FN(FTX_TARGET_AVX2) __m256i load_words(const uint32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  FTX_VEC_FN(FTX_TARGET_AVX2) F nibble(__m256i w, int t) {
+    if (t == 7) return _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 28));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xF << (4 * t))));
+  }
+  FTX_VEC_FN(FTX_TARGET_AVX2) F widen_uint8(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
 };
 

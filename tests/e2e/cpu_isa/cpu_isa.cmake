@@ -19,7 +19,7 @@ endif()
 # The gtest binaries whose every test runs a CPU kernel or the engine on the CPU backend (of
 # backend_ops_test its CPU instances and coverage check; its CUDA ones are the gpu label's); each
 # checks after its tests the level its kernels ran at (cpu_isa_reached.cc).
-set(FTX_ISA_UNIT_TESTS backend_ops_test cpu_half_gemm_test cpu_fp8_gemm_test cpu_activation_test cpu_rms_norm_test
+set(FTX_ISA_UNIT_TESTS backend_ops_test cpu_half_gemm_test cpu_fp8_gemm_test cpu_int4_gemm_test cpu_activation_test cpu_rms_norm_test
     half_rounding_test w8a8_gemm_test kv_cache_int8_test engine_ops_test engine_reference_test engine_half_test
     engine_paged_test engine_w8a8_test engine_fp8_test engine_session_test)
 add_library(cpu_isa_reached OBJECT ${CMAKE_CURRENT_LIST_DIR}/../../unit/cpu_isa_reached.cc)
