@@ -84,6 +84,9 @@ RuntimeOptions fp8_mode(bool gemms, bool kv_cache) {
 // 0.9914 and 2.00e-4 (0.9911 before the tile prefill kernel): floors 0.98 and 1e-3 with FP8 GEMMs,
 // 0.99 and 1e-4 for the cache alone (INT8 KV's). An fp32 head would pass --int8-lm-head's floors
 // too (weight-only alone does): Int8LmHeadComputesWithTheInt8Table checks that the head is INT8.
+// INT4 weight-only (--weight-only-precision int4; hidden 256, FFN 1024, so a group of 128 is half an
+// attention input): group 128 symmetric measured agreement 0.9840 and mean KL 4.8e-4 (max 2.6e-2),
+// group 32 0.9852 and 4.6e-4, group 32 with zero points 0.9897 and 2.1e-4: floors 0.97 and 2e-3.
 const std::vector<Mode>& modes() {
   static const std::vector<Mode> m = {
       {"int8 weight-only (--int8-mode 1)", "ft", int8_mode(1), {0.99, 1e-4}},
@@ -95,9 +98,9 @@ const std::vector<Mode>& modes() {
       {"FP8 E4M3 GEMMs (--fp8)", "fp8", fp8_mode(true, false), {0.98, 1e-3}},
       {"FP8 KV cache (--fp8-kv-cache)", "fp8", fp8_mode(false, true), {0.99, 1e-4}},
       {"FP8 GEMMs + FP8 KV cache", "fp8", fp8_mode(true, true), {0.98, 1e-3}},
-      {"int4 weight-only, group 128 (--weight-only-precision int4)", "ft", int4_mode(128, false), {0.9, 1e-2}},
-      {"int4 weight-only, group 32", "ft", int4_mode(32, false), {0.9, 1e-2}},
-      {"int4 weight-only, group 32, zero points", "ft", int4_mode(32, true), {0.9, 1e-2}},
+      {"int4 group 128 (--weight-only-precision int4)", "ft", int4_mode(128, false), {0.97, 2e-3}},
+      {"int4 group 32", "ft", int4_mode(32, false), {0.97, 2e-3}},
+      {"int4 group 32, zero points", "ft", int4_mode(32, true), {0.97, 2e-3}},
   };
   return m;
 }
