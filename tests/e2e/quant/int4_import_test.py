@@ -14,7 +14,7 @@ Usage: int4_import_test.py {weights|errors}
            weight_only_precision = int4 and int4_group_size; the embeddings, norms and lm_head as
            the checkpoint holds them.
   errors:  every refused quantization_config option by key and value, a v1 zero field of 15, a
-           group split across ranks, a family ftx does not import quantised, a Linear left float:
+           group split across ranks, q/k/v of differing act-orders (they fuse into one GEMM), a family ftx does not import quantised, a Linear left float:
            one-line errors, exit 1, nothing written.
 Environment: FTX_BIN.
 """
@@ -272,6 +272,12 @@ def v1_zero_field_15(t):
     qz[0, 0] = (qz[0, 0] & ~np.uint32(0xF)) | np.uint32(0xF)
 
 
+def k_proj_own_order(t):
+    """k_proj's groups in another act-order than q_proj's and v_proj's (the same group sizes)."""
+    g = t["model.layers.0.self_attn.k_proj.g_idx"]
+    t["model.layers.0.self_attn.k_proj.g_idx"] = np.roll(g, 1)
+
+
 def float_down_proj(t):
     m = "model.layers.0.mlp.down_proj"
     for k in ("qweight", "qzeros", "scales", "g_idx"):
@@ -311,6 +317,8 @@ def test_errors():
             refused(tmp, name, variant(tmp, case, name.replace(" ", "_"), qc_change=change), "config.json", *needles)
         refused(tmp, "gptq v1 zero field 15",
                 variant(tmp, g, "v1_15", tensors_change=v1_zero_field_15), "q_proj.qzeros", "stores 15", "gptq_v2")
+        refused(tmp, "q/k/v with differing g_idx",
+                variant(tmp, "gptq_asym_actorder_g64", "kv_order", tensors_change=k_proj_own_order), "k_proj")
         refused(tmp, "awq g64 at TP 4", os.path.join(FIX, "awq_g64"), "o_proj", "64", tp=4)
         refused(tmp, "gptq with a float down_proj",
                 variant(tmp, g, "float_down", tensors_change=float_down_proj), "mlp.dense_4h_to_h", "INT4")
