@@ -134,6 +134,11 @@ std::set<std::string> plan_int4_import(const HfFamily& family, HfCheckpoint& in,
                     std::string("no quantised ") + "qkv"[k] + "_proj for " + gemm +
                         " (q_proj, k_proj and v_proj must all be quantised)");
         const ops::Int4Matrix &Q = *g.parts[0], &K = *g.parts[1], &V = *g.parts[2];
+        for (size_t k = 1; k < 3; ++k)
+          FTX_CHECK(g.parts[k]->group_index == Q.group_index && g.parts[k]->group_size == Q.group_size, in.folder,
+                    g.part_modules[k] + " is grouped otherwise than " + g.part_modules[0] +
+                        " (g_idx or group size): q, k and v fuse into one GEMM (" + gemm +
+                        ") whose input rows have one grouping; not supported");
         FTX_CHECK(Q.cols == c.q_width() && K.cols == g_source * d && V.cols == g_source * d, origin,
                   "q/k/v have " + std::to_string(Q.cols) + "/" + std::to_string(K.cols) + "/" + std::to_string(V.cols) +
                       " output features, expected " + std::to_string(c.q_width()) + "/" + std::to_string(g_source * d) +
