@@ -124,8 +124,6 @@ void refuse_common(const json& j, const std::string& origin) {
   FTX_CHECK(pruned == j.end() || pruned->is_null() || pruned->empty(), origin,
             "pruned_heads = " + (pruned == j.end() ? std::string() : pruned->dump(-1).substr(0, 80)) +
                 " is not supported (attention heads removed)");
-  FTX_CHECK(!j.contains("quantization_config"), origin,
-            "quantization_config is not supported (quantised weights; convert the unquantised checkpoint)");
   FTX_CHECK(!bool_or(j, "add_cross_attention", false, origin), origin,
             "add_cross_attention true is not supported (cross-attention layers)");
 }

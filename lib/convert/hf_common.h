@@ -44,7 +44,8 @@ int64_t token_id_or(const json& j, const std::string& k, int64_t d, const std::s
                     std::vector<std::string>* notes = nullptr);
 // The activation named by key `k` (default `d`); Error(origin, "k = 'v': unknown activation ...").
 Activation activation_key(const json& j, const std::string& k, const std::string& d, const std::string& origin);
-// Keys every architecture refuses: pruned_heads not empty, quantization_config, add_cross_attention true.
+// Keys every architecture refuses: pruned_heads not empty, add_cross_attention true (quantization_config
+// is the quantised readers' to judge: lib/convert/quantized/).
 void refuse_common(const json& j, const std::string& origin);
 
 // Every tensor of the model, names as stored (prefixes included): `in_path` is the model folder

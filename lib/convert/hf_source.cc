@@ -3,6 +3,7 @@
 // families is in lib/convert/hf/<family>.cc.
 #include <array>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "lib/convert/hf_config.h"
 #include "lib/convert/hf_families.h"
 #include "lib/convert/layout_table.h"
+#include "lib/convert/quantized/int4_plan.h"
 #include "lib/convert/source_names.h"
 
 namespace ftx {
@@ -22,8 +24,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// The layout pass: every source through the family's hooks and layout table, q/k/v parts fused.
-void plan_tensors(const hf::HfFamily& f, hf::HfCheckpoint& in, const ArchLayout& layout, ConversionPlan& plan) {
+// The layout pass: every source through the family's hooks and layout table, q/k/v parts fused;
+// `int4` are the quantised Linears' tensors, planned apart (plan_int4_import).
+void plan_tensors(const hf::HfFamily& f, hf::HfCheckpoint& in, const ArchLayout& layout, const std::set<std::string>& int4,
+                  ConversionPlan& plan) {
   const ModelConfig& c = plan.cfg;
   JobContext ctx;
   ctx.heads_per_shard = c.head_num;
@@ -43,6 +47,7 @@ void plan_tensors(const hf::HfFamily& f, hf::HfCheckpoint& in, const ArchLayout&
   const std::vector<hf::Source>& sources = f.unfuse ? unfused : in.sources();
   std::map<std::string, std::array<const hf::Source*, 3>> parts;  // ft name -> q, k, v
   for (const hf::Source& s : sources) {
+    if (int4.count(s.name)) continue;
     std::string name = s.name;
     std::vector<TensorView> shards{s.t};
     if (!hooks.layout_takes(s, name, shards, plan)) continue;
@@ -92,12 +97,13 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   plan.extra_ini.emplace_back("model_type", f->model_type);
   const ArchLayout& layout = f->layout(in, plan.cfg);
   NamePrefixes prefixes;
-  for (const hf::Source& s : in.sources()) {
-    prefixes.add(s.stored, s.name);
-    if (!layout_skips(layout, s.name)) check_float_weight(s.t, s.origin);
-  }
+  for (const hf::Source& s : in.sources()) prefixes.add(s.stored, s.name);
   plan.source_names = checkpoint_names(layout, std::move(prefixes));
-  plan_tensors(*f, in, layout, plan);
+  const std::set<std::string> int4 =
+      j.contains("quantization_config") ? hf::plan_int4_import(*f, in, layout, plan) : std::set<std::string>{};
+  for (const hf::Source& s : in.sources())
+    if (!int4.count(s.name) && !layout_skips(layout, s.name)) check_float_weight(s.t, s.origin);
+  plan_tensors(*f, in, layout, int4, plan);
   hf::add_tokenizer_files(folder, plan);
   for (const std::string& k : hf::unknown_keys(j, f->model_type))
     plan.warnings.push_back(cfg_path + ": key '" + k + "' = " + j[k].dump(-1).substr(0, 60) +

@@ -305,6 +305,12 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("qk_norm");
   c.integer("sliding_window", 0, INT32_MAX);
   c.boolean("sandwich_norm");
+  const auto weight_only = c.choice("weight_only_precision", {{"none"}, {"int4"}}, "none, int4");
+  const auto int4_group = c.integer("int4_group_size", 0, kMaxDim, "0: one group per GEMM (per channel)");
+  if (weight_only && *weight_only == "int4" && !int4_group)
+    c.fail("weight_only_precision", "needs int4_group_size (absent)");
+  if (int4_group && !(weight_only && *weight_only == "int4"))
+    c.fail("int4_group_size", "given without weight_only_precision = int4");
   const auto layer_window = c.integer_list("layer_window", 0, INT32_MAX);
   const auto base_local = c.real("rotary_base_local", 0.0, true, 1e10);
   if (base_local && !(layer_window && std::any_of(layer_window->begin(), layer_window->end(), [](int64_t w) { return w > 0; })))

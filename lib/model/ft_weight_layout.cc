@@ -1,5 +1,6 @@
 #include "lib/model/ft_weight_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ftx {
@@ -116,7 +117,22 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       if (!rms) l.repl(p + "mlp.post_layernorm.bias", {H});
     }
   }
+  if (cfg.weight_only_precision == WeightOnlyPrecision::kInt4) {
+    // The layer GEMMs' weights are the int4 files (int4_files.h), whose shapes depend on the groups.
+    files.erase(std::remove_if(files.begin(), files.end(), [](const FtWeightFile& f) { return ft_is_layer_gemm_weight(f.name); }),
+                files.end());
+  }
   return files;
+}
+
+bool ft_is_layer_gemm_weight(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return false;
+  for (const char* g : {".attention.query_key_value.weight", ".attention.dense.weight", ".mlp.dense_h_to_4h.weight",
+                        ".mlp.dense_h_to_4h.gate.weight", ".mlp.dense_4h_to_h.weight"}) {
+    const size_t n = std::strlen(g);
+    if (name.size() > n && name.compare(name.size() - n, n, g) == 0) return true;
+  }
+  return false;
 }
 
 bool ft_is_int8_side_file(const std::string& f) {

@@ -51,6 +51,9 @@
 //                              (rows per group, 0: per column; written only then)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
+//      weight_only_precision   int4: the layer GEMMs are stored as INT4 files (lib/model/int4_files.h)
+//                              instead of float ones (written only then; absent or none: floats)
+//      int4_group_size         with int4: input rows per group, 0 for one group per GEMM (per channel)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -168,6 +171,10 @@ const char* ft_variant_name(FtVariant v) {
     case FtVariant::kGptBigCode: return "gpt_bigcode";
   }
   return "gpt";
+}
+
+const char* weight_only_precision_name(WeightOnlyPrecision p) {
+  return p == WeightOnlyPrecision::kInt4 ? "int4" : "none";
 }
 
 FtVariant ft_variant_from_name(const std::string& s) {
@@ -388,6 +395,10 @@ IniFile ModelConfig::to_ini() const {
     ini.set(s, "int4_group_size", std::to_string(int4_group_size));
   }
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
+  if (weight_only_precision == WeightOnlyPrecision::kInt4) {
+    ini.set(s, "weight_only_precision", weight_only_precision_name(weight_only_precision));
+    ini.set(s, "int4_group_size", std::to_string(int4_group_size));
+  }
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
   if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
   if (final_logit_softcap > 0) ini.set(s, "final_logit_softcap", fmt_double(final_logit_softcap));

@@ -71,6 +71,10 @@ std::map<std::string, ModelConfig> models() {
   qwen3.rope_scaling = RopeScaling::yarn(4, 16);
   qwen3.rope_scaling.mscale = 0.707, qwen3.rope_scaling.mscale_all_dim = 1, qwen3.rope_scaling.truncate = false;
   m["qwen3_yarn"] = qwen3;
+  // GPTQ/AWQ imported (issue 50): the layer GEMMs as INT4 files with groups of 32 rows.
+  ModelConfig llama_int4 = llama;
+  llama_int4.weight_only_precision = WeightOnlyPrecision::kInt4, llama_int4.int4_group_size = 32;
+  m["llama_int4"] = llama_int4;
   // Gemma 2 (issue 46): sandwich and (1 + γ) norms, its attention scale, both softcaps, a window on
   // layer 0 only, sqrt(H) in bf16, head_dim apart from the width.
   ModelConfig gemma = mcore;
@@ -143,6 +147,7 @@ std::string meaning(const ModelConfig& c) {
   for (double v : {c.attention_scale, c.attention_softcap, c.final_logit_softcap}) s += " " + std::to_string(v);
   for (int64_t w : c.layer_window) s += " w" + std::to_string(w);
   s += " " + std::to_string(c.rotary_base_local);
+  s += std::string(" ") + weight_only_precision_name(c.weight_only_precision) + " " + std::to_string(c.int4_group_size);
   return s;
 }
 
@@ -218,6 +223,9 @@ TEST(ConfigIniCheck, EachKeyRemoved) {
       if (key == "rotary_base") continue;
       // Without qk_norm the folder's attention.{q,k}_layernorm files tell (ModelWeights refuses them).
       if (key == "qk_norm") continue;
+      // Without weight_only_precision an INT4 folder reads as a float one whose layer GEMM files are
+      // missing: the load names the first (int4_group_size alone is refused below).
+      if (key == "weight_only_precision") continue;
       // Gemma's keys, written only when set, are the one statement of their fact (the norm files
       // tell sandwich_norm at load).
       static const std::set<std::string> gemma = {"sandwich_norm", "norm_unit_offset", "attention_scale",
@@ -245,7 +253,7 @@ Kind kind_of(const std::string& key) {
                                               "n_embd", "n_head", "n_layer", "intermediate_size",
                                               "tensor_para_size", "kv_head_num"};
   static const std::set<std::string> counts = {"max_pos_seq_len", "n_positions", "rotary_dim", "rotary_embedding",
-                                               "position_offset"};
+                                               "position_offset", "int4_group_size"};
   static const std::set<std::string> ids = {"start_id", "end_id", "prompt_learning_start_id"};
   static const std::set<std::string> bools = {"has_positional_encoding", "has_pre_decoder_layernorm",
                                               "has_post_decoder_layernorm", "use_attention_linear_bias",
