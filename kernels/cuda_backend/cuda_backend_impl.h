@@ -79,6 +79,11 @@ class CudaBackend : public ops::Backend {
   // the two scales in device memory ({weights_scaling_factor, activation_scaling_factor}, Weight::scale).
   ops::Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                 float weights_scaling_factor) override;
+  // Held in 4 bits in kernels/quantization/int4_layout.h's layout: Weight::data the packed values,
+  // scale the scales, int4_zeros the zero points (null: symmetric), int4_aux the act-order row
+  // arrays ([K] groups, then [K] source rows; null without a group index), int4_group_size the rows
+  // per group (0 with act-order). The GEMM is kernels/quantization/int4_gemm.h's, for every M.
+  ops::Weight upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) override;
 
   float* alloc(size_t n) override;
   void release(float* p) override;
@@ -170,6 +175,8 @@ class CudaBackend : public ops::Backend {
   void gemm_w8a8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // FP8: quantise A to E4M3, cuBLASLt's FP8 GEMM into C (the arithmetic of lib/ops/op_types.h).
   void gemm_fp8(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
+  // INT4 weight-only: one fused dequantising kernel (kernels/quantization/int4_gemm.h).
+  void gemm_int4(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C, float beta);
   // Whole blocks of `sh` that both caches' allocations hold, for check_block_ids (-1: unknown).
   int64_t cache_blocks(const ops::KvCache& k, const ops::KvCache& v, const ops::AttentionShape& sh) const;
 

@@ -1,6 +1,7 @@
 // CudaBackend::gemm: the one switch on the weight's kind (ops::weight_kind), then float weights
 // through cuBLASLt (the activation rounded to the weights' dtype where held in another), weight-only
-// INT8 widened and scaled, SmoothQuant W8A8 and FP8 through their quantised cuBLASLt forms. The
+// INT8 widened and scaled, SmoothQuant W8A8 and FP8 through their quantised cuBLASLt forms, INT4
+// through its own dequantising kernel (cuBLASLt has no 4-bit weight-only GEMM). The
 // cuBLASLt call itself and its plans are cuda_gemm_plan.cc's.
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "kernels/memory/memory_kernels.h"
 #include "kernels/quantization/fp8_gemm_lt.h"
 #include "kernels/quantization/fp8_kernels.h"
+#include "kernels/quantization/int4_gemm.h"
 #include "kernels/quantization/int8_gemm_lt.h"
 #include "kernels/quantization/quantize_kernels.h"
 
@@ -32,6 +34,7 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::W
     case ops::WeightKind::kFp8: return gemm_fp8(M, N, K, A, weight, C, beta);
     case ops::WeightKind::kInt8Columns:
     case ops::WeightKind::kInt8Rows: return gemm_int8(M, N, K, A, weight, C, beta);
+    case ops::WeightKind::kInt4Groups: return gemm_int4(M, N, K, A, weight, C, beta);
     case ops::WeightKind::kFloat32:
     case ops::WeightKind::kHalf: break;
   }
@@ -115,4 +118,20 @@ void CudaBackend::gemm_int8(int64_t M, int64_t N, int64_t K, ops::Act A, const o
   invoke_scale_columns(stream_, C.data, act_kind(C, "int8 gemm"), static_cast<const float*>(parts[2]), w.scale, M, N,
                        beta);
 }
+
+void CudaBackend::gemm_int4(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& w, ops::Act C,
+                            float beta) {
+  const ElemKind a_kind = act_kind(A, "INT4 gemm"), c_kind = act_kind(C, "INT4 gemm");
+  Int4DeviceWeight d;
+  d.packed = static_cast<const uint8_t*>(w.data);
+  d.scales = w.scale;
+  d.zeros = w.int4_zeros;
+  if (w.int4_aux) {  // act-order: [K] groups, then [K] source rows (upload_weight_int4)
+    d.row_group = static_cast<const int32_t*>(w.int4_aux);
+    d.perm = d.row_group + K;
+  }
+  d.group_size = w.int4_group_size;
+  invoke_int4_gemm(stream_, C.data, c_kind, A.data, a_kind, elem_kind(w.input_dtype), d, M, N, K, beta);
+}
+
 }  // namespace ftx::cuda

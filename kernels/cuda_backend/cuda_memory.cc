@@ -1,7 +1,7 @@
 // CudaBackend's memory: weights and caches from the arena (quantised weights transposed for
-// cuBLASLt's TN forms), transfers that finish before the host buffer may go away, activations
-// converted through scratch when held in a half type, the scratch the ops share, and the pinned
-// ring that stages each op's host metadata.
+// cuBLASLt's TN forms, INT4 in its kernel's layout), transfers that finish before the host buffer
+// may go away, activations converted through scratch when held in a half type, the scratch the ops
+// share, and the pinned ring that stages each op's host metadata.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -12,6 +12,7 @@
 #include "kernels/cuda_backend/act_kinds.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/memory/memory_kernels.h"
+#include "kernels/quantization/int4_layout.h"
 #include "lib/ops/host_math.h"
 
 namespace ftx::cuda {
@@ -75,10 +76,38 @@ ops::Weight CudaBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64
   return w;
 }
 
+ops::Weight CudaBackend::upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) {
+  check_not_in_step("upload_weight_int4");
+  elem_kind(input_dtype);  // fp32, fp16 or bf16: Error naming any other
+  const Int4DeviceLayout l = make_int4_layout(m, "upload_weight_int4");
+  // One arena range per buffer (each 256-byte aligned, as the kernel's vector loads need).
+  auto put = [&](const void* host, size_t bytes) -> void* {
+    if (bytes == 0) return nullptr;
+    void* d = arena_.allocate(bytes);
+    FTX_CUDA_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_));
+    return d;
+  };
+  ops::Weight w(put(l.packed.data(), l.packed.size()), DType::kUInt8);
+  w.scale = static_cast<const float*>(put(l.scales.data(), l.scales.size() * sizeof(float)));
+  w.int4_zeros = static_cast<const uint8_t*>(put(l.zeros.data(), l.zeros.size()));
+  std::vector<int32_t> aux(l.row_group);  // act-order only: [K] groups, then [K] source rows
+  aux.insert(aux.end(), l.perm.begin(), l.perm.end());
+  w.int4_aux = put(aux.data(), aux.size() * sizeof(int32_t));
+  synchronize();  // the host buffers go away on return
+  w.int4 = true;
+  w.int4_group_size = l.group_size;
+  w.input_dtype = input_dtype;
+  return w;
+}
+
 void CudaBackend::release_weight(const ops::Weight& w) {
   if (!w) return;
   arena_.release(const_cast<void*>(w.data));
-  if (w.dtype == DType::kInt8 || w.dtype == DType::kFloat8E4M3) arena_.release(const_cast<float*>(w.scale));
+  if (w.dtype == DType::kInt8 || w.dtype == DType::kFloat8E4M3 || w.int4) arena_.release(const_cast<float*>(w.scale));
+  if (w.int4) {
+    arena_.release(const_cast<uint8_t*>(w.int4_zeros));
+    arena_.release(const_cast<void*>(w.int4_aux));
+  }
 }
 
 ops::KvCache CudaBackend::alloc_kv(size_t n, DType t) {
