@@ -20,7 +20,7 @@ bool is_int4_gemm(const std::string& dir, const ModelConfig& cfg, const QuantPol
                   std::string* gemm);
 
 // This rank's [rows, cols] matrix of `gemm` as an INT4 weight: the folder's INT4 files when
-// cfg.int4_weights, else `float_src` (the float file's bytes, `src_dtype`) quantised by quant.int4's
+// cfg.holds_int4(), else `float_src` (the float file's bytes, `src_dtype`) quantised by quant.int4's
 // rule. `bytes` gets what the backend holds (values, scales, zeros).
 ops::Weight load_int4_weight(const std::string& dir, const ModelConfig& cfg, const QuantPolicy& quant,
                              const std::string& gemm, int rank, int64_t rows, int64_t cols, const void* float_src,

@@ -101,6 +101,13 @@ void check_layer_count(const std::string& dir, const ModelConfig& cfg) {
                                              std::to_string(layers) + " layer" + (layers == 1 ? "" : "s"));
 }
 
+// The layout with the layer GEMMs' float files listed: an INT4 folder holds INT4 files in their place
+// (ft_weight_files leaves them out), and the loader needs each GEMM's shape to read them.
+ModelConfig with_float_gemms(ModelConfig cfg) {
+  cfg.weight_only_precision = WeightOnlyPrecision::kNone;
+  return cfg;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -112,13 +119,13 @@ std::string gib(double bytes) {
 void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, int tp) {
   check_tp(dir, cfg, tp);
   check_layer_count(dir, cfg);
-  const auto files = ft_weight_files(cfg, tp);
+  const auto files = ft_weight_files(with_float_gemms(cfg), tp);
   const size_t el = dtype_size(cfg.weight_data_type);
   std::set<std::string> expected;
   for (const auto& f : files) {
     expected.insert(f.file_name());
     std::string gemm;
-    if (cfg.int4_weights && f.shape.size() >= 2 && is_w8a8_gemm(f.name, &gemm)) {
+    if (cfg.holds_int4() && f.shape.size() >= 2 && is_w8a8_gemm(f.name, &gemm)) {
       // An INT4 folder holds the GEMM's 4-bit files instead (their sizes are checked as they are read).
       const std::string values = join(dir, int4_values_name(gemm) + "." + std::to_string(f.rank) + ".bin");
       if (file_size(values) < 0)
@@ -336,7 +343,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     return quant.fp8 && f.shape.size() >= 2 && is_fp8_gemm(f.name, gemm);
   };
   // What this rank will hold, against what the backend has, before anything is allocated.
-  const std::vector<FtWeightFile> files = ft_weight_files(cfg, tp);
+  const std::vector<FtWeightFile> files = ft_weight_files(with_float_gemms(cfg), tp);
   double need = 0;
   // Prompt-learning tables are checked with the rest but held by PromptTables (prompt_tables.h).
   auto is_prompt_table = [](const std::string& n) {
@@ -394,7 +401,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
       std::shared_ptr<MappedFile> file;
       const uint8_t* src = nullptr;
-      if (!cfg.int4_weights) {  // quantised here from the float file
+      if (!cfg.holds_int4()) {  // quantised here from the float file
         file = MappedFile::open(path);
         const size_t nbytes = static_cast<size_t>(f.numel()) * dtype_size(file_dtype);
         src = file->slice(0, nbytes, f.file_name());

@@ -315,9 +315,6 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   const auto base_local = c.real("rotary_base_local", 0.0, true, 1e10);
   if (base_local && !(layer_window && std::any_of(layer_window->begin(), layer_window->end(), [](int64_t w) { return w > 0; })))
     c.fail("rotary_base_local", "no layer has a window (layer_window) to use it");
-  const auto precision = c.choice("weight_only_precision", {{"int4"}}, "int4");
-  const auto int4_group = c.integer("int4_group_size", 0, kMaxDim);
-  if (int4_group && !precision) c.fail("int4_group_size", "given without weight_only_precision = int4");
   c.real("attention_scale", 0.0, true, 1e6);
   c.real("attention_softcap", 0.0, true, 1e6);
   c.real("final_logit_softcap", 0.0, true, 1e6);

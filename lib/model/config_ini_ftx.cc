@@ -98,8 +98,6 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   if (r.has("layer_window"))  // "4,0": check_config_ini has checked the integers and their count
     for (double w : number_list(r.get("layer_window"))) c.layer_window.push_back(static_cast<int64_t>(w));
   c.rotary_base_local = r.d_or("rotary_base_local", 0.0);
-  c.int4_weights = r.has("weight_only_precision");  // check_config_ini: int4 is its only value
-  c.int4_group_size = r.i_or("int4_group_size", 0);
   c.attention_scale = r.d_or("attention_scale", 0.0);
   c.attention_softcap = r.d_or("attention_softcap", 0.0);
   c.final_logit_softcap = r.d_or("final_logit_softcap", 0.0);

@@ -47,8 +47,6 @@
 //                              only when set)
 //      layer_window            per-layer sliding windows, one per layer, 0 for a full layer ("4,0";
 //                              Gemma 2/3's layer_types; written only when a layer has one)
-//      weight_only_precision   int4: the layer GEMMs are INT4 files (int4_files.h), with int4_group_size
-//                              (rows per group, 0: per column; written only then)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
 //      weight_only_precision   int4: the layer GEMMs are stored as INT4 files (lib/model/int4_files.h)
@@ -390,10 +388,6 @@ IniFile ModelConfig::to_ini() const {
     ini.set(s, "layer_window", list);
   }
   if (rotary_base_local > 0) ini.set(s, "rotary_base_local", fmt_double(rotary_base_local));
-  if (int4_weights) {
-    ini.set(s, "weight_only_precision", "int4");
-    ini.set(s, "int4_group_size", std::to_string(int4_group_size));
-  }
   if (sandwich_norm) ini.set(s, "sandwich_norm", "1");
   if (weight_only_precision == WeightOnlyPrecision::kInt4) {
     ini.set(s, "weight_only_precision", weight_only_precision_name(weight_only_precision));

@@ -81,11 +81,6 @@ struct ModelConfig {
   // with rotary_base and rope_scaling (Gemma 3's local and global rope: rope_local_base_freq, or
   // rope_parameters' sliding_attention and full_attention sets). 0: every layer as the others.
   double rotary_base_local = 0.0;
-  // The folder's layer GEMMs are INT4 files (lib/model/int4_files.h: a GPTQ, AWQ or
-  // compressed-tensors checkpoint converted as it is), not floating-point ones: config.ini's
-  // weight_only_precision = int4, with int4_group_size (rows per group; 0: one group per column).
-  bool int4_weights = false;
-  int64_t int4_group_size = 0;
   NormPlacement norm = NormPlacement::kPre;
   // Pre-norm models only: the attention's and the FFN's outputs are normalised too, each with its
   // own gamma, after the all-reduce and before the residual add (Gemma 2/3's post_attention_layernorm
@@ -136,6 +131,7 @@ struct ModelConfig {
   // With kInt4: the input rows per group of the files without a g_idx file (read_int4_files);
   // 0: one group spans each GEMM's whole input (per-channel scales).
   int64_t int4_group_size = 0;
+  bool holds_int4() const { return weight_only_precision == WeightOnlyPrecision::kInt4; }
 
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 

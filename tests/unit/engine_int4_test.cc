@@ -120,7 +120,7 @@ void make_int4_folder(const std::string& src, const std::string& dst, int64_t gr
     if (zero_points) write(int4_zeros_name(gemm), m.zeros.data(), m.zeros.size());
     fs::remove(path);
   }
-  cfg.int4_weights = true;
+  cfg.weight_only_precision = WeightOnlyPrecision::kInt4;
   cfg.int4_group_size = group_size;
   cfg.to_ini().write(dst + "/config.ini");
 }

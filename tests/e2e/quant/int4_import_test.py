@@ -3,7 +3,7 @@
 fixtures of tests/fixtures/int4_import (scripts/fixtures/make_gptq_awq_fixtures.py: AutoAWQ 0.2.9's
 own packer; GPTQModel 7.7.0's packing transcribed; SOURCE.md there).
 
-Usage: int4_import_test.py {weights|errors}
+Usage: int4_import_test.py {weights|logits|errors}
   weights: every case at TP 1, 2 and 4 (AWQ and GPTQ group 64 without act-order at TP 1 and 2; their
            TP 4 is a refusal below): each rank's INT4 files (values, scales, zeros, g_idx) dequantised
            here in float64 equal the producer-side dequantisation exactly, after the transcription of
@@ -13,6 +13,11 @@ Usage: int4_import_test.py {weights|errors}
            up column-parallel, o and down row-parallel. No float file for a layer GEMM; config.ini's
            weight_only_precision = int4 and int4_group_size; the embeddings, norms and lm_head as
            the checkpoint holds them.
+  logits:  every case converted at TP 1 and 2 runs in ftx's engine (the gtest convert_arch_test's
+           ArchEngine.LogitsMatchReference, alone and under `mpirun -np 2`): the logits of every step
+           along the greedy paths of a float64 forward of the dequantised model
+           (tests/reference/hf_arch_reference.py with each quantised Linear's weight the producer-side
+           dequantisation above) within 1e-4 of the row's largest logit.
   errors:  every refused quantization_config option by key and value, a v1 zero field of 15, a
            group split across ranks, q/k/v of differing act-orders (they fuse into one GEMM), a family ftx does not import quantised, a Linear left float:
            one-line errors, exit 1, nothing written.
@@ -23,6 +28,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -236,6 +242,71 @@ def test_weights():
     print(f"largest difference from the producer-side float64 dequantisation: {worst}")
 
 
+# ---- the engine on the imported folders -----------------------------------------------------------
+
+PROMPTS = [[1, 5, 9, 13, 2, 40, 7], [3, 33, 17], [62, 11, 4, 4, 50, 21, 8, 30, 1]]
+NEW_TOKENS = 6
+
+
+def reference_model(case, t, refs):
+    """hf_arch_reference's float64 model of the checkpoint, each quantised Linear's weight the
+    producer-side dequantisation."""
+    import torch
+    sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
+    import hf_arch_reference
+    c = json.load(open(os.path.join(FIX, case, "config.json")))
+    sd = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in t.items()
+          if not k.endswith((".qweight", ".qzeros", ".scales", ".g_idx"))}
+    for module, w in refs.items():
+        sd[module + ".weight"] = torch.from_numpy(w)
+    return {"llama": hf_arch_reference.llama}[c["model_type"]](c, sd)
+
+
+def test_logits():
+    import torch
+    sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
+    import gpt_reference as gref
+    exe = os.environ.get("FTX_ARCH_ENGINE_TEST")
+    if not check(bool(exe) and os.path.exists(exe), f"FTX_ARCH_ENGINE_TEST ({exe}) is not the convert_arch_test binary"):
+        return
+    mpirun = shutil.which("mpirun")
+    tmp = tempfile.mkdtemp()
+    try:
+        dirs = []
+        for case in sorted(CASES["cases"]):
+            t, refs = references(case)
+            cfg, W = reference_model(case, t, refs)
+            d = os.path.join(tmp, case)
+            for tp in (1, 2):
+                r = ftx(["convert-hf", "-i", os.path.join(FIX, case), "-o", os.path.join(d, "ft"), "--tp", str(tp)])
+                check(r.returncode == 0, f"{case} TP {tp}: convert-hf failed: {r.stderr.strip()}")
+            end_id = CASES["config"]["eos_token_id"]
+            e = {"end_id": end_id, "vocab_size": CASES["config"]["vocab_size"], "prompts": PROMPTS,
+                 "prompt_logits": [], "greedy": [], "greedy_logits": []}
+            for p in PROMPTS:
+                e["prompt_logits"].append(gref.forward(cfg, W, p)[-1].tolist())
+                toks, steps = gref.greedy(cfg, W, p, NEW_TOKENS, end_id)
+                e["greedy"].append(toks)
+                e["greedy_logits"].append([s.tolist() for s in steps])
+            with open(os.path.join(d, "expected.json"), "w") as f:
+                json.dump(e, f)
+            dirs.append(d)
+        env = dict(os.environ, FTX_ARCH_MODELS=",".join(dirs))
+        launches = [("TP 1", [exe])]
+        if mpirun:
+            launches.append(("TP 2", [mpirun, "-np", "2", "--oversubscribe", "--allow-run-as-root", "-x",
+                                      "OMP_NUM_THREADS=1", "-x", "FTX_ARCH_MODELS", exe]))
+        for tag, cmd in launches:
+            r = subprocess.run(cmd + ["--gtest_filter=ArchEngine.*", "--gtest_color=no"], env=env, capture_output=True,
+                               text=True)
+            ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
+            if check(ok, f"engine logits {tag}: {r.stdout[-3000:]}{r.stderr[-1000:]}"):
+                print(f"{tag}: {len(dirs)} imported checkpoints' logits within 1e-4 of the dequantised float64 model "
+                      f"along its greedy paths ({', '.join(sorted(CASES['cases']))})")
+    finally:
+        shutil.rmtree(tmp)
+
+
 # ---- refusals ------------------------------------------------------------------------------------
 
 def variant(tmp, case, name, qc_change=None, tensors_change=None, config_change=None):
@@ -336,5 +407,5 @@ def test_errors():
 
 if __name__ == "__main__":
     part = sys.argv[1] if len(sys.argv) > 1 else "weights"
-    {"weights": test_weights, "errors": test_errors}[part]()
+    {"weights": test_weights, "logits": test_logits, "errors": test_errors}[part]()
     finish(f"int4_import {part}")
