@@ -51,6 +51,9 @@ class RecordingBackend : public ops::Backend {
   ops::Weight upload_weight_int8(const void* src, DType t, int64_t rows, int64_t cols) override {
     return in_.upload_weight_int8(src, t, rows, cols);
   }
+  ops::Weight upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) override {
+    return in_.upload_weight_int4(m, input_dtype);
+  }
   void release_weight(const ops::Weight& w) override { in_.release_weight(w); }
   DType kv_dtype() const override { return in_.kv_dtype(); }
   void require_fp8(const std::string& flag) const override { in_.require_fp8(flag); }

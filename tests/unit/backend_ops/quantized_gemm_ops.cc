@@ -141,3 +141,76 @@ BACKEND_OP_TEST(Fp8Gemm, "require_fp8", "upload_weight_fp8", "gemm", "release_we
 }
 
 }  // namespace ftx::test
+
+namespace ftx::test {
+
+// INT4 weight-only (lib/ops/int4_matrix.h): A rounded to the input dtype, times the dequantised
+// matrix, summed in fp32: against float64 over dequantize_int4, 1e-5 of Σ|a·w| (+ |beta·C|).
+// Symmetric and zero-point matrices, groups of 32 and one per column, act-order group indices, K odd,
+// N even but not a multiple of the lanes, one row and many, beta 0 and 1, fp32 and bf16 inputs. A
+// backend without the GEMM refuses the upload by name (Backend::upload_weight_int4): the CPU must not.
+BACKEND_OP_TEST(Int4Gemm, "upload_weight_int4", "gemm", "release_weight") {
+  struct Case {
+    Shape s;
+    int64_t group_size;
+    bool act_order, zero_points;
+    DType input;
+  };
+  {
+    const float one[2] = {1.0f, 1.0f};
+    try {
+      be().release_weight(be().upload_weight_int4(ops::quantize_int4(one, DType::kFloat32, 1, 2, 0, false), DType::kFloat32));
+    } catch (const Error& e) {  // a backend without the GEMM says so by name
+      if (on_cpu()) throw;
+      EXPECT_NE(std::string(e.what()).find("no INT4 weight-only GEMM"), std::string::npos) << e.what();
+      GTEST_SKIP() << e.what();
+    }
+  }
+  const Case cases[] = {{{1, 134, 256}, 32, false, false, DType::kFloat32}, {{3, 70, 77}, 0, false, true, DType::kBFloat16},
+                        {{7, 134, 200}, 32, true, true, DType::kFloat32},  {{17, 262, 128}, 64, false, false, DType::kBFloat16},
+                        {{64, 70, 96}, 32, true, false, DType::kFloat32}};
+  for (const Case& c : cases)
+    for (float beta : {0.0f, 1.0f}) {
+      const Shape s = c.s;
+      SCOPED_TRACE(shape_name(s) + " group " + std::to_string(c.group_size) + (c.act_order ? " act-order" : "") +
+                   (c.zero_points ? " zero points" : "") + " beta " + std::to_string(beta));
+      const std::vector<float> w = random(static_cast<size_t>(s.K * s.N), -0.1f, 0.1f);
+      ops::Int4Matrix m = ops::quantize_int4(w.data(), DType::kFloat32, s.K, s.N, c.group_size, c.zero_points);
+      if (c.act_order) {
+        m.group_index.resize(static_cast<size_t>(s.K));
+        for (int64_t k = 0; k < s.K; ++k) m.group_index[static_cast<size_t>(k)] = static_cast<int32_t>(k / m.group_size);
+        std::shuffle(m.group_index.begin(), m.group_index.end(), rng());
+      }
+      const std::vector<float> a = random(static_cast<size_t>(s.M * s.K), -2.0f, 2.0f);
+      const std::vector<float> c0 = random(static_cast<size_t>(s.M * s.N));
+      const std::vector<double> wd = ops::dequantize_int4(m);
+      std::vector<float> want(static_cast<size_t>(s.M * s.N));
+      std::vector<double> mag(want.size());
+      for (int64_t i = 0; i < s.M; ++i)
+        for (int64_t n = 0; n < s.N; ++n) {
+          double acc = 0, abs_sum = 0;
+          for (int64_t k = 0; k < s.K; ++k) {
+            const double p = static_cast<double>(round_to(c.input, a[i * s.K + k])) * wd[k * s.N + n];
+            acc += p;
+            abs_sum += std::fabs(p);
+          }
+          const double bc = static_cast<double>(beta) * c0[i * s.N + n];
+          want[i * s.N + n] = static_cast<float>(acc + bc);
+          mag[i * s.N + n] = abs_sum + std::fabs(bc);
+        }
+      expect_matches(
+          [&](ops::Backend& b) {
+            Buffers mem(b);
+            const ops::Weight q = b.upload_weight_int4(m, c.input);
+            EXPECT_TRUE(q.int4);
+            float* da = mem.put(a);
+            float* cc = mem.put(c0);
+            b.gemm(s.M, s.N, s.K, da, q, false, cc, beta);
+            b.release_weight(q);
+            return Outs{{"C", mem.get(cc, static_cast<size_t>(s.M * s.N))}};
+          },
+          [&] { return Outs{{"C", want, mag}}; }, Tol{1e-5, 1e-5});
+    }
+}
+
+}  // namespace ftx::test

@@ -38,6 +38,9 @@ class RecordingBackend final : public ops::Backend {
   ops::Weight upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float s_x, float s_w) override {
     return rec("upload_weight_fp8").upload_weight_fp8(q, rows, cols, s_x, s_w);
   }
+  ops::Weight upload_weight_int4(const ops::Int4Matrix& m, DType input_dtype) override {
+    return rec("upload_weight_int4").upload_weight_int4(m, input_dtype);
+  }
   void require_fp8(const std::string& flag) const override { rec("require_fp8").require_fp8(flag); }
   int64_t vocab_pad_multiple() const override { return rec("vocab_pad_multiple").vocab_pad_multiple(); }
   DType kv_dtype() const override { return rec("kv_dtype").kv_dtype(); }
