@@ -171,6 +171,35 @@ TEST(CompressedTensors, I50_ActOrderGroupIndexIsHonoured) {
   EXPECT_TRUE(reader->int4(module, ckpt.lookup()).group_index.empty());
 }
 
+// compressed-tensors quantises a matrix with fewer inputs than group_size as one group (and refuses
+// inputs that are not whole groups otherwise): the group-64 fixture read as if its group size were
+// 256 (one group over q_proj's 64 inputs, the same numbers) and 48 (64 inputs: not whole groups).
+TEST(CompressedTensors, I50_FewerInputsThanTheGroupSizeAreOneGroup) {
+  const std::string dir = fixtures() + "/w4a16_group64_fp32";
+  const Tensors ckpt = load(dir + "/model/model.safetensors");
+  const Tensors ref = load(dir + "/reference.safetensors");
+  const std::string module = "model.layers.0.self_attn.q_proj";
+  json qc = quantization_config("w4a16_group64_fp32");
+  qc["config_groups"]["group_0"]["weights"]["group_size"] = 256;
+  const ops::Int4Matrix q = hf::compressed_tensors_reader(qc, "config.json")->int4(module, ckpt.lookup());
+  EXPECT_EQ(q.groups, 1);
+  EXPECT_EQ(q.group_size, 256);
+  const std::vector<double> got = ops::dequantize_int4(q);
+  const TensorView& exact = ref.by_name.at(module + ".weight");
+  int64_t differ = 0;
+  for (int64_t o = 0; o < 64; ++o)
+    for (int64_t k = 0; k < 64; ++k)
+      differ += got[static_cast<size_t>(k * 64 + o)] != load_as_double(DType::kFloat64, exact.data() + (o * 64 + k) * 8);
+  EXPECT_EQ(differ, 0);
+  qc["config_groups"]["group_0"]["weights"]["group_size"] = 48;
+  try {
+    hf::compressed_tensors_reader(qc, "config.json")->int4(module, ckpt.lookup());
+    ADD_FAILURE() << "64 inputs in groups of 48 were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of group_size 48"), std::string::npos) << e.what();
+  }
+}
+
 // A module the config ignores (here by compressed-tensors' "re:" regex, matched from the name's
 // start) must not be stored quantised.
 TEST(CompressedTensors, I50_IgnoredModuleStoredQuantisedIsAnError) {
@@ -235,6 +264,7 @@ TEST(CompressedTensors, I50_RefusedOptionsNameKeyAndValue) {
       {"/transform_config", {{"config_groups", json::object({{"u", 1}})}}, "transform_config {"},
       {"/quant_method", "gptq", "quantization_config.quant_method gptq"},
       {"/some_future_option", true, "quantization_config.some_future_option true"},
+      {"/config_groups/group_0/weights/symmetric", "yes", "quantization_config: "},  // a JSON type error
   };
   for (const auto& c : cases) {
     json qc = base;

@@ -73,7 +73,8 @@ Scheme parse_scheme(const std::string& origin, const std::string& name, const nl
   for (const auto& t : g.at("targets")) s.targets.push_back(t.get<std::string>());
 
   const nlohmann::json bits = w.value("num_bits", nlohmann::json(8));
-  if (bits != 4) refuse(origin, wk + "num_bits", bits, "ftx imports 4-bit pack-quantized weights only");
+  if (bits != 4)
+    refuse(origin, wk + "num_bits", bits, "ftx imports 4-bit weights only (8-bit W8A16 import is not implemented)");
   const nlohmann::json type = w.value("type", nlohmann::json("int"));
   if (type != "int") refuse(origin, wk + "type", type, "ftx imports integer weights only");
   if (!unset(w, "dynamic") && w.at("dynamic") != false)
@@ -200,11 +201,12 @@ class CompressedTensorsReader : public QuantizedLinearReader {
     m.rows = in;
     m.cols = out;
     if (s.strategy == "group") {
-      FTX_CHECK(in % s.group_size == 0, packed.storage.origin,
+      // compressed-tensors' own rule: whole groups, or one group when the inputs are fewer.
+      FTX_CHECK(in < s.group_size || in % s.group_size == 0, packed.storage.origin,
                 hn + " has " + std::to_string(in) + " inputs, not a multiple of group_size " +
                     std::to_string(s.group_size) + " (config_groups." + s.name + ")");
       m.group_size = s.group_size;
-      m.groups = in / s.group_size;
+      m.groups = (in + s.group_size - 1) / s.group_size;
     } else {
       m.group_size = in;
       m.groups = 1;
@@ -303,9 +305,8 @@ const std::set<std::string> kTopKeys = {"quant_method", "format",          "conf
                                         "kv_cache_scheme", "quantization_status", "global_compression_ratio",
                                         "version",      "sparsity_config", "transform_config", "run_compressed"};
 
-}  // namespace
 
-std::unique_ptr<QuantizedLinearReader> compressed_tensors_reader(const nlohmann::json& qc, const std::string& origin) {
+std::unique_ptr<QuantizedLinearReader> make_reader(const nlohmann::json& qc, const std::string& origin) {
   if (!qc.is_object()) throw Error(origin, std::string(kKey) + " is not an object");
   if (qc.value("quant_method", std::string()) != "compressed-tensors")
     refuse(origin, "quant_method", qc.value("quant_method", nlohmann::json()), "not compressed-tensors");
@@ -348,6 +349,16 @@ std::unique_ptr<QuantizedLinearReader> compressed_tensors_reader(const nlohmann:
     for (const auto& i : qc.at("ignore")) ignore.push_back(i.get<std::string>());
   }
   return std::make_unique<CompressedTensorsReader>(std::move(schemes), std::move(ignore), origin);
+}
+
+}  // namespace
+
+std::unique_ptr<QuantizedLinearReader> compressed_tensors_reader(const nlohmann::json& qc, const std::string& origin) {
+  try {
+    return make_reader(qc, origin);
+  } catch (const nlohmann::json::exception& e) {  // a value of the wrong JSON type somewhere
+    throw Error(origin, std::string(kKey) + ": " + e.what());
+  }
 }
 
 }  // namespace ftx::hf
