@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "formats/error.h"
 #include "lib/util/transpose.h"
@@ -390,7 +393,50 @@ Full assemble(const TensorJob& job, DType out) {
 
 }  // namespace
 
+namespace {
+
+void run_single_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit);
+
+// stack_experts: each expert as a job of its own, its pieces for each rank gathered and emitted
+// stacked, [E, piece...].
+void run_stacked_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit) {
+  FTX_CHECK(!job.shards.empty(), where(job), "no experts to stack");
+  const int64_t E = static_cast<int64_t>(job.shards.size());
+  std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> by_rank;
+  for (int64_t e = 0; e < E; ++e) {
+    TensorJob one = job;
+    one.stack_experts = false;
+    one.merge_axis = -1;
+    one.shards = {job.shards[static_cast<size_t>(e)]};
+    run_single_job(one, tp, out, [&](const JobOutput& o) {
+      auto& [shape, bytes] = by_rank[o.rank];
+      if (e == 0) {
+        shape = o.shape;
+        bytes.reserve(o.nbytes * static_cast<size_t>(E));
+      }
+      FTX_CHECK(o.shape == shape && bytes.size() == o.nbytes * static_cast<size_t>(e), where(job),
+                "expert " + std::to_string(e) + " has shape " + shape_to_string(o.shape) + ", expert 0 " +
+                    shape_to_string(shape));
+      bytes.insert(bytes.end(), o.data, o.data + o.nbytes);
+    });
+  }
+  for (auto& [rank, piece] : by_rank) {
+    std::vector<int64_t> shape = {E};
+    shape.insert(shape.end(), piece.first.begin(), piece.first.end());
+    emit(JobOutput{rank, shape, piece.second.data(), piece.second.size()});
+  }
+}
+
+}  // namespace
+
 void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit) {
+  if (job.stack_experts) run_stacked_job(job, tp, out, emit);
+  else run_single_job(job, tp, out, emit);
+}
+
+namespace {
+
+void run_single_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit) {
   FTX_CHECK(out == DType::kFloat32 || out == DType::kFloat16 || out == DType::kBFloat16, where(job),
             std::string("unsupported output data type ") + dtype_name(out));
   const Full f = assemble(job, out);
@@ -450,5 +496,7 @@ void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::func
     emit(o);
   }
 }
+
+}  // namespace
 
 }  // namespace ftx

@@ -19,6 +19,7 @@
 #include "lib/cpu/dnnl_matmul.h"
 #include "lib/cpu/int4_gemm.h"
 #include "lib/cpu/int8_gemm.h"
+#include "lib/cpu/moe_ffn.h"
 #include "lib/cpu/widening_gemm.h"
 #include "lib/cpu/bf16_pair_gemm.h"
 #include "lib/cpu/half_rounding.h"
@@ -441,6 +442,10 @@ void CpuBackend::softcap(float* x, int64_t rows, int64_t N, float cap) {
   const int64_t n = rows * N;
 #pragma omp parallel for if (worth_parallel(n))
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void CpuBackend::moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::MoeLayer& layer) {
+  cpu::moe_ffn(*this, out.fp32(), in.fp32(), rows, layer);
 }
 
 void CpuBackend::bias_activation(ops::Act x_act, const float* bias, ops::Act gate_act, const float* gate_bias,

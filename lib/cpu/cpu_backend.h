@@ -61,6 +61,9 @@ class CpuBackend : public ops::Backend {
   void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;
 
+  // Rows grouped by expert, each expert's GEMMs once over its rows (moe_ffn.h).
+  void moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::MoeLayer& layer) override;
+
   void layer_norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t rows, int64_t H,
                   float eps) override;
   void add_residual_layer_norm(ops::Act x, ops::Act y, const float* bias, const float* gamma, const float* beta,

@@ -4,7 +4,8 @@
 //
 // Tensor parallelism: QKV and FFN-in are column-parallel (this rank's heads /
 // inter columns), attention.dense and FFN-out are row-parallel, so each rank holds a partial sum
-// that one all-reduce completes. Row-parallel biases are replicated and added once, after the
+// that one all-reduce completes. A mixture-of-experts layer slices every expert so (FT's GPT-MoE):
+// each rank routes the same rows to the same experts and sums its columns' share. Row-parallel biases are replicated and added once, after the
 // all-reduce, except GPT-NeoX with parallel residual, whose `mlp.attention.bias.sum` file holds
 // (attention bias + MLP bias) / TP for adding on every rank before it, as FT's runtime does.
 #include "lib/engine/engine.h"
@@ -135,6 +136,21 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
 }
 
 void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
+  if (lw.moe_router) {  // experts, each sliced over the ranks as the dense FFN: a partial sum too
+    ops::MoeLayer m;
+    m.hidden = H_;
+    m.inter = local_inter_;
+    m.experts = cfg_.expert_num;
+    m.top_k = cfg_.moe_top_k;
+    m.routing = cfg_.moe_routing;
+    m.act = cfg_.activation;
+    m.router = lw.moe_router;
+    m.fc = lw.moe_fc.data();
+    m.gate = lw.moe_gate.empty() ? nullptr : lw.moe_gate.data();
+    m.proj = lw.moe_proj.data();
+    be_.moe_ffn(out, in, n, m);
+    return;
+  }
   be_.gemm(n, local_inter_, H_, in, lw.fc_w, false, inter_, 0.0f);
   if (lw.gate_w) be_.gemm(n, local_inter_, H_, in, lw.gate_w, false, gate_, 0.0f);
   be_.bias_activation(inter_, lw.fc_b, lw.gate_w ? gate_ : ops::Act(), lw.gate_b, n, local_inter_,

@@ -296,6 +296,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         {"mlp.dense_h_to_4h.gate.bias", &LayerWeights::gate_b},
         {"mlp.dense_4h_to_h.weight", &LayerWeights::proj_w},
         {"mlp.dense_4h_to_h.bias", &LayerWeights::proj_b},
+        {"mlp.moe.gate.wg.weight", &LayerWeights::moe_router},
         // GPT-NeoX parallel residual: attention and MLP output biases summed into one file.
         {"mlp.attention.bias.sum", &LayerWeights::proj_b},
     };
@@ -323,6 +324,28 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     }
     throw Error(join(dir, name), "the engine has no use for this tensor");
   };
+
+  // The stacked experts of a layer ([E, rows, cols] files): one matrix per expert.
+  auto expert_stack = [&](const std::string& name) -> std::vector<ops::Weight>* {
+    static const std::pair<const char*, std::vector<ops::Weight> LayerWeights::*> stacks[] = {
+        {"mlp.moe.experts.dense_h_to_4h.weight", &LayerWeights::moe_fc},
+        {"mlp.moe.experts.dense_h_to_4h.gate.weight", &LayerWeights::moe_gate},
+        {"mlp.moe.experts.dense_4h_to_h.weight", &LayerWeights::moe_proj}};
+    if (!starts_with(name, "model.layers.")) return nullptr;
+    const size_t dot = name.find('.', 13);
+    if (dot == std::string::npos) return nullptr;
+    const int64_t L = std::strtoll(name.c_str() + 13, nullptr, 10);
+    for (const auto& [suffix, member] : stacks)
+      if (name.compare(dot + 1, std::string::npos, suffix) == 0 && L >= w.first_layer_ && L < end_layer)
+        return &(w.layers[static_cast<size_t>(L - w.first_layer_)].*member);
+    return nullptr;
+  };
+  if (cfg.is_moe()) {
+    const char* flag = quant.int8_weight_only ? "--int8-mode 1" : sq.on ? "--int8-mode 2" : quant.fp8 ? "--fp8" : nullptr;
+    if (flag)
+      throw Error(join(dir, "config.ini"), std::string(flag) + " with a mixture of experts (expert_num = " +
+                                               std::to_string(cfg.expert_num) + ") is not supported yet");
+  }
 
   const DType file_dtype = cfg.weight_data_type;
   if (file_dtype != DType::kFloat32 && file_dtype != DType::kFloat16 && file_dtype != DType::kBFloat16)
@@ -353,6 +376,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if ((f.rank >= 0 && f.rank != rank) || !on_this_stage(f.name)) continue;
     if (is_prompt_table(f.name)) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
+    if (expert_stack(f.name)) {
+      need += static_cast<double>(f.numel()) * static_cast<double>(dtype_size(backend.weight_dtype()));
+      continue;
+    }
     const Slot slot = slot_for(f.name);
     std::string int4_gemm;
     if (slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &int4_gemm)) {
@@ -395,6 +422,21 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if (is_prompt_table(f.name)) continue;
     const std::string path = join(dir, f.file_name());
     if (f.optional && file_size(path) < 0) continue;
+    if (std::vector<ops::Weight>* stack = expert_stack(f.name)) {
+      auto file = MappedFile::open(path);
+      const size_t n = static_cast<size_t>(f.numel()), es = dtype_size(file_dtype);
+      const uint8_t* src = file->slice(0, n * es, f.file_name());
+      check_weight_bytes(path, src, n * es, file_dtype, manifest ? manifest->find(f.file_name()) : nullptr, dir);
+      const int64_t experts = f.shape[0], rows = f.shape[1], cols = f.shape[2];
+      const size_t per = static_cast<size_t>(rows * cols);
+      for (int64_t e = 0; e < experts; ++e) {
+        stack->push_back(backend.upload_weight_matrix(src + e * per * es, file_dtype, rows, cols));
+        w.owned_weights_.push_back(stack->back());
+        w.bytes_ += per * dtype_size(stack->back().dtype);
+      }
+      file->release(0, file->size());
+      continue;
+    }
     const Slot slot = slot_for(f.name);
     size_t before = w.bytes_;  // what this file adds, for the embedding and lm_head's counts
     if (std::string gemm; slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &gemm)) {

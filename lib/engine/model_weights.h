@@ -41,6 +41,11 @@ struct LayerWeights {
   const float* gate_b = nullptr;
   ops::Weight proj_w;                    // [I/T, H]
   const float* proj_b = nullptr;         // [H]
+  // A mixture-of-experts layer (ModelConfig::is_moe_layer; fc_w, gate_w and proj_w stay empty):
+  // the router [H, E], and expert e's FFN on this rank, moe_fc[e] and moe_gate[e] [H, I/T],
+  // moe_proj[e] [I/T, H] (each a slice of the stacked file, uploaded as its own matrix).
+  ops::Weight moe_router;
+  std::vector<ops::Weight> moe_fc, moe_gate, moe_proj;
   // INT8 or FP8 KV cache only (ModelWeights::kv_dtype() int8 or fp8): the layer's kv_quant_orig
   // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;

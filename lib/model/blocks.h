@@ -43,5 +43,10 @@ inline constexpr Activation Activation::kGeGluTanh{Nonlinearity::kGeluTanh, true
 // LayerNorm (gamma, beta) or RMSNorm (gamma only: x / sqrt(mean(x^2) + eps) * gamma).
 enum class Normalization { kLayerNorm, kRmsNorm };
 enum class AttentionKind { kMultiHead, kMultiQuery };
+// How a mixture-of-experts router turns its logits into the weights of the chosen experts: a
+// softmax over all experts in fp32, the top k, and then (kSoftmaxTopKRenorm, Mixtral; Qwen3-MoE's
+// norm_topk_prob true) those k renormalised to sum to 1, or (kSoftmaxTopK, Qwen2-MoE's
+// norm_topk_prob false) kept as they are.
+enum class MoeRouting { kSoftmaxTopKRenorm, kSoftmaxTopK };
 
 }  // namespace ftx

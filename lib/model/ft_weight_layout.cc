@@ -104,14 +104,26 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     l.repl(p + "post_attention_layernorm.weight", {H});
     if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
-    l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
-    if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
-    if (cfg.activation.is_gated()) {
-      l.split(p + "mlp.dense_h_to_4h.gate.weight", {H, I / tp});
-      if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.gate.bias", {I / tp});
+    if (cfg.is_moe_layer(L)) {
+      // FT's GPT-MoE names: the router whole on every rank, each expert's FFN sliced as a dense
+      // one is (columns of the first GEMMs, rows of the second), the experts stacked on axis 0.
+      // A gated FFN's second input projection is `.gate.`, as the dense layout names it.
+      // (validate() refuses has_bias with experts: no expert bias files yet.)
+      const int64_t E = cfg.expert_num;
+      l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, I / tp});
+      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, I / tp});
+      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, I / tp, H});
+    } else {
+      l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
+      if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
+      if (cfg.activation.is_gated()) {
+        l.split(p + "mlp.dense_h_to_4h.gate.weight", {H, I / tp});
+        if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.gate.bias", {I / tp});
+      }
+      l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
+      if (cfg.has_bias) l.repl(p + "mlp.dense_4h_to_h.bias", {H});
     }
-    l.split(p + "mlp.dense_4h_to_h.weight", {I / tp, H});
-    if (cfg.has_bias) l.repl(p + "mlp.dense_4h_to_h.bias", {H});
     if (cfg.sandwich_norm) {
       l.repl(p + "mlp.post_layernorm.weight", {H});
       if (!rms) l.repl(p + "mlp.post_layernorm.bias", {H});

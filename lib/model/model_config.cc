@@ -52,6 +52,9 @@
 //      weight_only_precision   int4: the layer GEMMs are stored as INT4 files (lib/model/int4_files.h)
 //                              instead of float ones (written only then; absent or none: floats)
 //      int4_group_size         with int4: input rows per group, 0 for one group per GEMM (per channel)
+//      moe_top_k, moe_router   experts per token and the router's rule, softmax_topk_renorm |
+//                              softmax_topk (with FT's [structure] gpt_with_moe, expert_num,
+//                              moe_layers; written only for a mixture of experts; config_ini_moe.cc)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -278,6 +281,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   c.tensor_para_size = r.i_or("tensor_para_size", tp_of_folder_name(origin));
   config_ini::read_ftx_keys(r, c);
   config_ini::read_prompt_learning(r, c);
+  config_ini::read_moe_keys(r, c);
   return c;
 }
 
@@ -399,6 +403,15 @@ IniFile ModelConfig::to_ini() const {
   ini.set(s, "tied_embeddings", b01(tied_embeddings));
   ini.set(s, "has_lm_head_bias", b01(has_lm_head_bias));
   if (embedding_scale != 1.0) ini.set(s, "embedding_scale", fmt_double(embedding_scale));
+  if (is_moe()) {  // FT's [structure] section, moe_layers spelled as FT's converter writes it
+    std::string list;
+    for (int64_t l : moe_layers) list += (list.empty() ? "" : ", ") + std::to_string(l);
+    ini.set("structure", "gpt_with_moe", "1");
+    ini.set("structure", "expert_num", std::to_string(expert_num));
+    ini.set("structure", "moe_layers", "[" + list + "]");
+    ini.set(s, "moe_top_k", std::to_string(moe_top_k));
+    ini.set(s, "moe_router", moe_routing == MoeRouting::kSoftmaxTopK ? "softmax_topk" : "softmax_topk_renorm");
+  }
   if (prompt.any()) {
     ini.set(s, "num_tasks", std::to_string(prompt.tasks.size()));
     ini.set(s, "prompt_learning_start_id", std::to_string(prompt.start_id));
@@ -410,6 +423,10 @@ IniFile ModelConfig::to_ini() const {
     }
   }
   return ini;
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  return is_moe() && std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
 }
 
 int64_t ModelConfig::kv_heads_per_rank(int64_t tp) const {
@@ -476,6 +493,17 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
             "rotary_base_local is set for a model without rotary embeddings");
   FTX_CHECK(!sandwich_norm || (norm == NormPlacement::kPre && !parallel_residual), origin,
             "sandwich_norm needs a pre-norm model with sequential residuals");
+  if (is_moe()) {
+    FTX_CHECK(!moe_layers.empty() && moe_layers.front() >= 0 && moe_layers.back() < num_layer &&
+                  std::is_sorted(moe_layers.begin(), moe_layers.end()) &&
+                  std::adjacent_find(moe_layers.begin(), moe_layers.end()) == moe_layers.end(),
+              origin, "moe_layers must list layers of [0, " + std::to_string(num_layer) + ") once each, ascending");
+    FTX_CHECK(moe_top_k >= 1 && moe_top_k <= expert_num, origin,
+              "moe_top_k = " + std::to_string(moe_top_k) + " must be in [1, expert_num = " +
+                  std::to_string(expert_num) + "]");
+    FTX_CHECK(!has_bias, origin, "has_bias with experts (expert_num = " + std::to_string(expert_num) +
+                                     "): the experts' biases (FT GPT-MoE's) are not supported yet");
+  }
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));
 }

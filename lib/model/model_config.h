@@ -135,6 +135,17 @@ struct ModelConfig {
 
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 
+  // Mixture of experts (docs/ft-layout.md#mixture-of-experts). FT's GPT-MoE [structure] section:
+  // gpt_with_moe, expert_num, moe_layers (the layers whose FFN is expert_num experts of inter_size
+  // each, routed per token; the others are dense). FT takes the top-k (moe_k) at run time; for the
+  // models ftx converts it is part of the model, ftx's key moe_top_k, as is the routing (moe_router).
+  int64_t expert_num = 0;           // 0: a dense model
+  std::vector<int64_t> moe_layers;  // ascending, each in [0, num_layer)
+  int64_t moe_top_k = 0;
+  MoeRouting moe_routing = MoeRouting::kSoftmaxTopKRenorm;
+  bool is_moe() const { return expert_num > 0; }
+  bool is_moe_layer(int64_t layer) const;
+
   // The residual width, and the attention's: Q's columns and attention.dense's input.
   int64_t hidden() const { return hidden_size > 0 ? hidden_size : q_width(); }
   int64_t q_width() const { return head_num * size_per_head; }

@@ -122,6 +122,15 @@ Weight Backend::upload_weight_int4(const Int4Matrix& m, DType input_dtype) {
   throw Error("the " + name() + " backend has no INT4 weight-only GEMM");
 }
 
+void Backend::moe_ffn(Act out, Act in, int64_t rows, const MoeLayer& layer) {
+  (void)out;
+  (void)in;
+  (void)rows;
+  (void)layer;
+  throw Error("moe_ffn: the " + name() + " backend has no mixture-of-experts layer yet (the CPU backend has; "
+              "run with --device cpu)");
+}
+
 Weight Backend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64_t cols, float activation_scaling_factor,
                                   float weights_scaling_factor) {
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);

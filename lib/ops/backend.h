@@ -168,6 +168,24 @@ class Backend : public decoding::LogitsDevice {
   virtual void gemm(int64_t M, int64_t N, int64_t K, Act A, const Weight& B, bool trans_b, Act C,
                     float beta) = 0;
 
+  // ---- mixture of experts ----
+  // out[rows, hidden] = the experts' FFN of in[rows, hidden] (a rank's partial sum, see MoeLayer):
+  //  1. router logits l = in · router, an fp32 GEMM output (gemm's rules: A rounded to the router's
+  //     dtype, fp32 sums);
+  //  2. per row, in fp32: p = softmax(l) over all experts (the exponentials summed in double), the
+  //     top_k largest p in descending order (equal p: the lower expert first), renormalised to sum
+  //     to 1 for MoeRouting::kSoftmaxTopKRenorm (Σ taken in double, each p divided in fp32);
+  //  3. y_e = act(in · fc_e) [· (in · gate_e)] · proj_e for the rows routed to expert e, each GEMM
+  //     and the activation with gemm's and bias_activation's arithmetic (the expert's weights read
+  //     once for all its rows);
+  //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32, in the order of step 2, from 0 (so a row's sum does
+  //     not depend on which other rows share the call).
+  // out may be in (GPT-J-style parallel residual blocks pass one buffer): every row of in is read
+  // before out is written.
+  // The default refuses, naming the backend: a backend without the op says so instead of
+  // computing something else.
+  virtual void moe_ffn(Act out, Act in, int64_t rows, const MoeLayer& layer);
+
   // ---- elementwise / normalisation ----
   // out[r] = (x[r] - mean) / sqrt(var + eps) · gamma + beta   (biased variance, as torch).
   virtual void layer_norm(Act out, Act x, const float* gamma, const float* beta,

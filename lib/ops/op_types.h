@@ -170,6 +170,21 @@ struct BlockTables {
   const int32_t* row(int64_t r) const { return ids + r * stride; }
 };
 
+// One layer of experts as one rank holds it (Backend::moe_ffn): the router, whole on every rank,
+// and `experts` FFNs each sliced as a dense FFN is over the ranks: fc (and gate, for a gated
+// activation) [hidden, inter] of this rank's columns, proj [inter, hidden] of its rows, so the op's
+// output is a partial sum the engine's all-reduce completes. `fc`, `gate` and `proj` point to
+// `experts` weights each (expert e's at index e).
+struct MoeLayer {
+  int64_t hidden = 0, inter = 0, experts = 0, top_k = 0;
+  MoeRouting routing = MoeRouting::kSoftmaxTopKRenorm;
+  Activation act;
+  Weight router;                 // [hidden, experts]
+  const Weight* fc = nullptr;    // the activated projection (Mixtral's w1)
+  const Weight* gate = nullptr;  // gated activations: the multiplied one (w3); else null
+  const Weight* proj = nullptr;  // the output projection (w2)
+};
+
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm
 // with its quantize ops; every backend computes exactly this, fp32 output):
 //  1. Activations to int8, round half to even and saturate to [-128, 127] (PTX cvt.rni.sat.s8.f32,

@@ -77,6 +77,11 @@ class RecordingBackend : public ops::Backend {
   void copy_act(const ops::Act& d, const ops::Act& s, size_t n) override { in_.copy_act(d, s, n); }
   void gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::Weight& B, bool trans_b, ops::Act C,
             float beta) override;
+  // The experts' GEMMs run inside the inner backend's op, unseen by watch(): calibration of a
+  // mixture of experts is refused before it runs (calibrate.cc).
+  void moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::MoeLayer& layer) override {
+    in_.moe_ffn(out, in, rows, layer);
+  }
   void layer_norm(ops::Act out, ops::Act x, const float* g, const float* b, int64_t rows, int64_t H,
                   float eps) override {
     in_.layer_norm(out, x, g, b, rows, H, eps);

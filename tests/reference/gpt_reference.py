@@ -209,10 +209,25 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         return lin(o, L["wo"], L["bo"])
 
     def ffn(h, L):
+        if L.get("experts") is not None:
+            return moe(h, L)
         a = _act(cfg["activation"], lin(h, L["w1"], L["b1"]))
         if L.get("wg") is not None:
             a = a * lin(h, L["wg"], L["bg"])
         return lin(a, L["w2"], L["b2"])
+
+    def moe(h, L):
+        # A layer of experts (Mixtral): softmax over every expert's router logit, the top k, renormalised
+        # (moe_renormalise) or not; each token's output the weighted sum of its experts' FFNs.
+        p = torch.softmax(h @ L["router"], dim=-1)
+        top, idx = torch.topk(p, cfg["moe_top_k"], dim=-1)
+        if cfg.get("moe_renormalise", True):
+            top = top / top.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for t in range(h.shape[0]):
+            for w, e in zip(top[t], idx[t]):
+                out[t] += w * ffn(h[t:t + 1], L["experts"][int(e)])[0]
+        return out
 
     for li, L in enumerate(W["layers"]):
         pre = prefix[li] if prefix is not None else None

@@ -24,6 +24,9 @@ as x @ weight.T, so W holds weight.T):
     read from transformers 5's rope_parameters or 4.x's rope_theta / rope_scaling,
     down(silu(gate(x)) · up(x)), lm_head or the tied embed_tokens; Mistral's sliding_window is
     returned in cfg["sliding_window"] for the caller (gpt_reference.forward's `window`);
+    Mixtral (modeling_mixtral.py): Mistral's attention, every FFN a layer of experts: softmax of
+    the router's logits (block_sparse_moe.gate) over all experts, the top num_experts_per_tok
+    renormalised, each token the weighted sum of its experts' down(silu(w1 x) · w3 x);
     Qwen3: as Qwen2 without biases, head_dim (default 128) apart from hidden_size, q_norm / k_norm
     (RMSNorm over each head of q and k, before rotary); its default rope only (yarn is not here);
     Phi-3 / Phi-4-mini: Llama's math with q/k/v in one qkv_proj and gate/up in one gate_up_proj,
@@ -243,6 +246,7 @@ def llama(c, sd):
         sd = _unfused(c, sd)
     g = lambda k: sd[k].double()  # noqa: E731
     opt = lambda k: sd[k].double() if k in sd else None  # noqa: E731
+    opt_t = lambda k: sd[k].double().T if k in sd else None  # noqa: E731  (a dense FFN; Mixtral's are experts)
     H, nh = c["hidden_size"], c["num_attention_heads"]
     # Qwen3Config's head_dim is a field with default 128; the others' is hidden_size / heads.
     d = c.get("head_dim") or (128 if c["model_type"] == "qwen3" else H // nh)
@@ -255,14 +259,24 @@ def llama(c, sd):
                        "wq": g(a + "q_proj.weight").T, "wk": g(a + "k_proj.weight").T, "wv": g(a + "v_proj.weight").T,
                        "bq": opt(a + "q_proj.bias"), "bk": opt(a + "k_proj.bias"), "bv": opt(a + "v_proj.bias"),
                        "wo": g(a + "o_proj.weight").T, "bo": None,
-                       "w1": g(p + "mlp.gate_proj.weight").T, "b1": None,
-                       "wg": g(p + "mlp.up_proj.weight").T, "bg": None,
-                       "w2": g(p + "mlp.down_proj.weight").T, "b2": None,
+                       "w1": opt_t(p + "mlp.gate_proj.weight"), "b1": None,
+                       "wg": opt_t(p + "mlp.up_proj.weight"), "bg": None,
+                       "w2": opt_t(p + "mlp.down_proj.weight"), "b2": None,
                        "q_norm": opt(a + "q_norm.weight"), "k_norm": opt(a + "k_norm.weight")})
+    if c["model_type"] == "mixtral":  # every FFN a layer of experts (block_sparse_moe, modeling_mixtral.py)
+        for i, L in enumerate(layers):
+            m = f"model.layers.{i}.block_sparse_moe."
+            L["router"] = g(m + "gate.weight").T
+            L["experts"] = [{"w1": g(f"{m}experts.{e}.w1.weight").T, "b1": None,
+                             "wg": g(f"{m}experts.{e}.w3.weight").T, "bg": None,
+                             "w2": g(f"{m}experts.{e}.w2.weight").T, "b2": None}
+                            for e in range(c["num_local_experts"])]
     W = {"wte": g("model.embed_tokens.weight"), "final_ln": (g("model.norm.weight"), None), "layers": layers}
     W["lm_head"] = None if c.get("tie_word_embeddings", False) else g("lm_head.weight")
     theta, scaling = _rope_of(c)
     cfg = _base_cfg(nh, d, c.get("rms_norm_eps", 1e-6), "swiglu")
+    if c["model_type"] == "mixtral":
+        cfg.update(moe_top_k=c["num_experts_per_tok"], moe_renormalise=True)
     rp = c.get("rope_parameters") or {}
     rot = int(d * float(rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
     cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=rot,
@@ -313,5 +327,5 @@ def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
     return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
-            "mistral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama, "gemma2": gemma,
+            "mistral": llama, "mixtral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama, "gemma2": gemma,
             "gemma3_text": gemma}[c["model_type"]](c, sd)

@@ -344,5 +344,139 @@ TEST(TensorJob, RefusesOtherOutputTypes) {
   }
 }
 
+// Issue 51: a mixture of experts (Mixtral's) on the dense model `small` is: layer 1's FFN 4 experts.
+ModelConfig moe() {
+  ModelConfig c = small();
+  c.activation = Activation::kSwiGlu;
+  c.normalization = Normalization::kRmsNorm;
+  c.has_bias = false;
+  c.expert_num = 4;
+  c.moe_layers = {1};
+  c.moe_top_k = 2;
+  return c;
+}
+
+std::string load_error(const std::string& text) {
+  try {
+    ModelConfig::from_ini(IniFile::parse(text, "out/1-gpu/config.ini"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// FT's GPT-MoE [structure] section (moe_layers a Python list, as its converter writes it) and ftx's
+// moe_top_k and moe_router, written only for a mixture of experts and read back.
+TEST(ModelConfig, I51_MoeKeysRoundTrip) {
+  const IniFile ini = moe().to_ini();
+  EXPECT_EQ(ini.get("structure", "gpt_with_moe"), "1");
+  EXPECT_EQ(ini.get("structure", "expert_num"), "4");
+  EXPECT_EQ(ini.get("structure", "moe_layers"), "[1]");
+  EXPECT_EQ(ini.get("gpt", "moe_top_k"), "2");
+  EXPECT_EQ(ini.get("gpt", "moe_router"), "softmax_topk_renorm");
+  const ModelConfig d = ModelConfig::from_ini(IniFile::parse(ini.to_string(), "mem"));
+  EXPECT_EQ(d.expert_num, 4);
+  EXPECT_EQ(d.moe_layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(d.moe_top_k, 2);
+  EXPECT_EQ(d.moe_routing, MoeRouting::kSoftmaxTopKRenorm);
+  EXPECT_FALSE(d.is_moe_layer(0));
+  EXPECT_TRUE(d.is_moe_layer(1));
+  EXPECT_EQ(d.to_ini().to_string(), ini.to_string());
+  EXPECT_FALSE(small().to_ini().has_section("structure"));
+  EXPECT_FALSE(small().to_ini().has("gpt", "moe_top_k"));
+  ModelConfig plain = moe();
+  plain.moe_routing = MoeRouting::kSoftmaxTopK;
+  plain.moe_layers = {0, 1};
+  const ModelConfig e = ModelConfig::from_ini(IniFile::parse(plain.to_ini().to_string(), "mem"));
+  EXPECT_EQ(e.moe_routing, MoeRouting::kSoftmaxTopK);
+  EXPECT_EQ(e.moe_layers, (std::vector<int64_t>{0, 1}));
+}
+
+// Each MoE key that is wrong or missing is named with its value; FT's run-time moe_k is not guessed.
+TEST(ModelConfig, I51_MoeKeysRefusedByName) {
+  const std::string text = moe().to_ini().to_string();
+  auto with = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return std::string(text).replace(at, from.size(), to);
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {with("moe_top_k = 2\n", ""), "[gpt] has no moe_top_k"},
+      {with("moe_top_k = 2", "moe_top_k = 5"), "[gpt] moe_top_k = 5: must be in [1, 4]"},
+      {with("moe_layers = [1]", "moe_layers = [1, 2]"), "[structure] moe_layers = [1, 2]: layer 2 is not below num_layer 2"},
+      {with("moe_layers = [1]", "moe_layers = [1, 0]"), "[structure] moe_layers = [1, 0]: layers must be listed once"},
+      {with("moe_layers = [1]", "moe_layers = [x]"), "[structure] moe_layers = [x]: 'x' is not a layer index"},
+      {with("expert_num = 4", "expert_num = 0"), "[structure] expert_num = 0: must be in [1, 65536]"},
+      {with("moe_router = softmax_topk_renorm", "moe_router = sigmoid"), "[gpt] moe_router = sigmoid: not a router"},
+      {with("gpt_with_moe = 1", "gpt_with_moe = 0"), "moe_top_k = 2 without [structure] gpt_with_moe = 1"},
+  };
+  for (const auto& [ini, want] : cases) {
+    const std::string got = load_error(ini);
+    EXPECT_NE(got.find("out/1-gpu/config.ini"), std::string::npos) << got;
+    EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "', got '" << got << "'";
+  }
+  ModelConfig biased = moe();
+  biased.has_bias = true;
+  EXPECT_THROW(biased.validate(1, "x"), Error);  // no expert bias files yet
+}
+
+// A layer of experts has FT's GPT-MoE files in place of the dense FFN's: the router whole, the
+// experts stacked on axis 0, each sliced over the ranks as the dense FFN is.
+TEST(FtWeightFiles, I51_MoeLayerFiles) {
+  const ModelConfig c = moe();  // H 32, I 128, E 4
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  EXPECT_EQ(by.at("model.layers.1.mlp.moe.gate.wg.weight.bin").shape, (std::vector<int64_t>{32, 4}));
+  for (int r = 0; r < 2; ++r) {
+    const std::string R = "." + std::to_string(r) + ".bin";
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{4, 32, 64}));
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_h_to_4h.gate.weight" + R).shape,
+              (std::vector<int64_t>{4, 32, 64}));
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_4h_to_h.weight" + R).shape, (std::vector<int64_t>{4, 64, 32}));
+    EXPECT_EQ(by.count("model.layers.1.mlp.dense_h_to_4h.weight" + R), 0u);
+    EXPECT_EQ(by.count("model.layers.0.mlp.dense_h_to_4h.weight" + R), 1u);  // layer 0 stays dense
+  }
+  EXPECT_EQ(by.count("model.layers.0.mlp.moe.gate.wg.weight.bin"), 0u);
+}
+
+// stack_experts: each expert transposed and split alone, the ranks' pieces stacked [E, ...].
+TEST(TensorJob, I51_StackedExpertsSplitEachExpert) {
+  // Expert e's nn.Linear weight [out 4, in 2]: w[o][i] = 100e + 10o + i.
+  std::vector<std::vector<float>> w(3);
+  std::vector<TensorView> views;
+  for (int e = 0; e < 3; ++e) {
+    for (int o = 0; o < 4; ++o)
+      for (int i = 0; i < 2; ++i) w[e].push_back(100 * e + 10 * o + i);
+    views.push_back(float_view(w[e]));
+    views.back().shape = {4, 2};
+  }
+  for (OutSplit split : {OutSplit::kColumn, OutSplit::kRow}) {
+    TensorJob job;
+    job.name = "experts";
+    job.shards = views;
+    job.transpose = true;  // [in 2, out 4]
+    job.split = split;
+    job.stack_experts = true;
+    std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<float>>> got;
+    run_tensor_job(job, 2, DType::kFloat32, [&](const JobOutput& o) {
+      got[o.rank] = {o.shape, {reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes)}};
+    });
+    ASSERT_EQ(got.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      const auto& [shape, v] = got[r];
+      if (split == OutSplit::kColumn) {  // [E, in 2, out 2]: out columns 2r, 2r + 1
+        ASSERT_EQ(shape, (std::vector<int64_t>{3, 2, 2}));
+        for (int e = 0; e < 3; ++e)
+          for (int i = 0; i < 2; ++i)
+            for (int o = 0; o < 2; ++o) EXPECT_EQ(v[(e * 2 + i) * 2 + o], 100 * e + 10 * (2 * r + o) + i);
+      } else {  // [E, in 1, out 4]: in row r
+        ASSERT_EQ(shape, (std::vector<int64_t>{3, 1, 4}));
+        for (int e = 0; e < 3; ++e)
+          for (int o = 0; o < 4; ++o) EXPECT_EQ(v[e * 4 + o], 100 * e + 10 * o + r);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ftx

@@ -307,7 +307,7 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
       {"GPTNeoX", "gpt_neox"},  {"bloom", "bloom"},             {"opt", "opt"},
       {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
       {"qwen2", "qwen2"},       {"qwen3", "qwen3"},           {"phi3", "phi3"},
-      {"gemma2", "gemma2"},     {"gemma3_text", "gemma3_text"},
+      {"gemma2", "gemma2"},     {"gemma3_text", "gemma3_text"}, {"mixtral", "mixtral"},
   };
   for (const auto& [type, family] : types) {
     const hf::HfFamily* f = hf::find_family(type);
@@ -319,15 +319,15 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
   for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
   EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
                                              "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
-                                             "gemma3_text"}));
+                                             "gemma3_text", "mixtral"}));
   EXPECT_EQ(hf::find_family("gemma"), nullptr);
   EXPECT_EQ(hf::find_family("gemma3"), nullptr);  // the multimodal model: its text model is gemma3_text
   EXPECT_EQ(hf::supported_list(),
             "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, "
-            "phi3, gemma2, gemma3_text");
+            "phi3, gemma2, gemma3_text, mixtral");
   EXPECT_EQ(hf::model_flag_list(),
             "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, phi3, "
-            "gemma2, gemma3_text");
+            "gemma2, gemma3_text, mixtral");
 }
 
 // The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf

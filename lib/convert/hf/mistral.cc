@@ -19,7 +19,7 @@ HfFamily mistral() {
   s.family.model_type = "mistral";
   s.family.order = 90;
   s.family.display = "Mistral";
-  s.family.examples = "Mistral 7B (v0.1 to v0.3) and its fine-tunes (Zephyr, OpenHermes); not Mixtral (mixture of experts)";
+  s.family.examples = "Mistral 7B (v0.1 to v0.3) and its fine-tunes (Zephyr, OpenHermes); Mixtral is its own model_type, mixtral";
   s.family.keys = keys;
   s.default_eos = 2;
   s.biases = [](const json&, const std::string&, ModelConfig& c) {

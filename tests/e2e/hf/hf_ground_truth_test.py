@@ -240,12 +240,21 @@ def config_ini_records(tmp):
                             "rotary_scaling_beta_slow": "0.5", "rotary_scaling_mscale": "0",
                             "rotary_scaling_mscale_all_dim": "0", "rotary_scaling_truncate": "1",
                             "rotary_scaling_attention_factor": None, "rotary_dim": "16"},
+        ("mixtral", 1): {"moe_top_k": "2", "moe_router": "softmax_topk_renorm", "kv_head_num": "2",
+                         "activation": "SiGLU", "has_bias": "0", "inter_size": "32"},
     }
     for (name, T), keys in want.items():
         sec = ini_of(convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name + "_ini"), T, "fp32"))
         got = {k: sec.get(k) for k in keys}
         if check(got == keys, f"{name} T={T}: config.ini has {got}, expected {keys}"):
             print(f"ok   layouts {name} T={T}: config.ini " + ", ".join(f"{k} = {v}" for k, v in keys.items()))
+    # FT's GPT-MoE section, as its megatron_gpt_moe_ckpt_convert.py writes it (moe_layers a Python list).
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(os.path.join(tmp, "mixtral_ini", "1-gpu", "config.ini"))  # converted above
+    structure = dict(ini["structure"]) if ini.has_section("structure") else None
+    want_structure = {"gpt_with_moe": "1", "expert_num": "4", "moe_layers": "[0, 1]"}
+    if check(structure == want_structure, f"mixtral: config.ini [structure] is {structure}, expected {want_structure}"):
+        print("ok   layouts mixtral: config.ini [structure] " + ", ".join(f"{k} = {v}" for k, v in want_structure.items()))
 
 
 def convert_all(names, prefix, fp32_tps=(1, 2), half_tps=(1, 2)):
@@ -403,10 +412,11 @@ def greedy_runs(m, e, tmp):
                 (f"{name} bf16", gen("bf16", 1), 1, e["bf16"]["greedy"], None, [])]
     extra = WINDOW_FLAGS.get(name, [])
     runs = []
-    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope", "gemma2", "gemma3_text") else (1, 2):
+    for T in (1, 2, 4) if name in ("llama", "qwen2", "qwen3", "phi3_longrope", "gemma2", "gemma3_text",
+                                   "mixtral") else (1, 2):
         folder = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name), T, "fp32")
         runs.append((name, folder, T, e["greedy"], e["greedy_logits"], extra))
-        if T == 1 and name in ("llama", "phi3_longrope", "gemma3_text"):  # two pipeline stages over the 1-gpu folder
+        if T == 1 and name in ("llama", "phi3_longrope", "gemma3_text", "mixtral"):  # two pipeline stages over the 1-gpu folder
             runs.append((name + " PP 2", folder, 2, e["greedy"], e["greedy_logits"],
                          extra + ["--pipeline-para-size", "2"]))
     if "bf16" in m["layouts"]:

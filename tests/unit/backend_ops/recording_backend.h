@@ -80,6 +80,9 @@ class RecordingBackend final : public ops::Backend {
             float beta) override {
     rec("gemm").gemm(M, N, K, A, B, trans_b, C, beta);
   }
+  void moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::MoeLayer& layer) override {
+    rec("moe_ffn").moe_ffn(out, in, rows, layer);
+  }
   void layer_norm(ops::Act out, ops::Act x, const float* gamma, const float* beta, int64_t rows, int64_t H,
                   float eps) override {
     rec("layer_norm").layer_norm(out, x, gamma, beta, rows, H, eps);

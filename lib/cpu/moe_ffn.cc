@@ -1,0 +1,81 @@
+#include "lib/cpu/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+#include "lib/cpu/cpu_backend.h"
+
+namespace ftx::cpu {
+
+void moe_route(const float* logits, int64_t experts, int64_t top_k, MoeRouting routing, MoeChoice* out) {
+  const float top = *std::max_element(logits, logits + experts);
+  std::vector<double> e(static_cast<size_t>(experts));
+  double sum = 0.0;
+  for (int64_t i = 0; i < experts; ++i) sum += e[i] = std::exp(static_cast<double>(logits[i]) - top);
+  std::vector<float> p(static_cast<size_t>(experts));
+  for (int64_t i = 0; i < experts; ++i) p[i] = static_cast<float>(e[i] / sum);
+  std::vector<int32_t> order(static_cast<size_t>(experts));
+  std::iota(order.begin(), order.end(), 0);
+  // A stable sort keeps equal probabilities in expert order.
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+  double chosen = 0.0;
+  for (int64_t k = 0; k < top_k; ++k) chosen += p[order[k]];
+  for (int64_t k = 0; k < top_k; ++k) {
+    const float w = p[order[k]];
+    out[k] = {order[k], routing == MoeRouting::kSoftmaxTopKRenorm ? w / static_cast<float>(chosen) : w};
+  }
+}
+
+void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const ops::MoeLayer& m) {
+  const int64_t H = m.hidden, I = m.inter, E = m.experts, K = m.top_k;
+  FTX_CHECK(H > 0 && I > 0 && E > 0 && K >= 1 && K <= E, "moe_ffn",
+            "hidden " + std::to_string(H) + ", inter " + std::to_string(I) + ", experts " + std::to_string(E) +
+                ", top_k " + std::to_string(K) + ": top_k must be in [1, experts]");
+  FTX_CHECK(m.fc && m.proj && m.router && (m.gate != nullptr) == m.act.is_gated(), "moe_ffn",
+            "the layer needs a router, fc and proj weights, and gate weights exactly when its activation is gated");
+  if (rows <= 0) return;
+  std::vector<float> logits(static_cast<size_t>(rows * E));
+  be.gemm(rows, E, H, in, m.router, false, logits.data(), 0.0f);
+  std::vector<MoeChoice> choice(static_cast<size_t>(rows * K));
+  for (int64_t r = 0; r < rows; ++r) moe_route(logits.data() + r * E, E, K, m.routing, choice.data() + r * K);
+
+  // Each expert's slots (row · K + k), in row order.
+  std::vector<std::vector<int64_t>> slots(static_cast<size_t>(E));
+  for (int64_t s = 0; s < rows * K; ++s) slots[choice[s].expert].push_back(s);
+  std::vector<float> y(static_cast<size_t>(rows * K * H));  // each slot's expert output
+  std::vector<float> x, a, g, o;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<int64_t>& rs = slots[e];
+    const int64_t n = static_cast<int64_t>(rs.size());
+    if (n == 0) continue;
+    x.resize(static_cast<size_t>(n * H));
+    a.resize(static_cast<size_t>(n * I));
+    o.resize(static_cast<size_t>(n * H));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&x[i * H], in + (rs[i] / K) * H, sizeof(float) * H);
+    be.gemm(n, I, H, x.data(), m.fc[e], false, a.data(), 0.0f);
+    if (m.gate) {
+      g.resize(static_cast<size_t>(n * I));
+      be.gemm(n, I, H, x.data(), m.gate[e], false, g.data(), 0.0f);
+    }
+    be.bias_activation(a.data(), nullptr, m.gate ? ops::Act(g.data()) : ops::Act(), nullptr, n, I, m.act);
+    be.gemm(n, H, I, a.data(), m.proj[e], false, o.data(), 0.0f);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&y[rs[i] * H], &o[i * H], sizeof(float) * H);
+  }
+#pragma omp parallel for schedule(static) if (rows * H >= 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = out + r * H;
+    std::fill(dst, dst + H, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float w = choice[r * K + k].weight;
+      const float* src = &y[(r * K + k) * H];
+      for (int64_t h = 0; h < H; ++h) dst[h] += w * src[h];
+    }
+  }
+}
+
+}  // namespace ftx::cpu

@@ -1,0 +1,167 @@
+// The mixture-of-experts layer (Backend::moe_ffn): a float64 reference written from the contract in
+// lib/ops/backend.h (Mixtral's router: softmax over every expert, the top k, renormalised; or kept
+// as they are, Qwen2-MoE's norm_topk_prob false), its expert FFNs with SwiGLU and with an ungated
+// GELU, and the property the engine relies on: a row's output is the same bits whether it shares
+// the call with other rows or not (each expert's GEMM sums the same way for any number of rows).
+//
+// Tolerance of an output, relative to Σ_k p_k Σ_i |h_i · proj_ih| (the down projection's magnitude):
+// the CPU 1e-5 against float64 (three fp32 GEMMs in a row, the router's softmax in fp32).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "formats/error.h"
+#include "unit/backend_ops/backend_ops.h"
+#include "unit/backend_ops/reference.h"
+
+namespace ftx::test {
+namespace {
+
+constexpr Tol kMoeTol{1e-5, 1e-4};
+
+struct MoeCase {
+  int64_t rows, hidden, inter, experts, top_k;
+  Activation act;
+  MoeRouting routing;
+};
+
+std::string case_name(const MoeCase& c) {
+  return "rows " + std::to_string(c.rows) + " H " + std::to_string(c.hidden) + " I " + std::to_string(c.inter) +
+         " E " + std::to_string(c.experts) + " k " + std::to_string(c.top_k) + (c.act.is_gated() ? " gated" : "") +
+         (c.routing == MoeRouting::kSoftmaxTopK ? " no renorm" : "");
+}
+
+struct MoeInputs {
+  std::vector<float> x, router;
+  std::vector<std::vector<float>> fc, gate, proj;  // per expert
+};
+
+// out and scale per the file comment, in double.
+Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
+  const int64_t H = c.hidden, I = c.inter, E = c.experts;
+  std::vector<float> out(static_cast<size_t>(c.rows * H));
+  std::vector<double> scale(out.size());
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const float* x = &in.x[r * H];
+    std::vector<double> l(static_cast<size_t>(E), 0.0);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t h = 0; h < H; ++h) l[e] += double(x[h]) * in.router[h * E + e];
+    const double top = *std::max_element(l.begin(), l.end());
+    std::vector<double> p(l.size());
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(l[e] - top);
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order(static_cast<size_t>(E));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double chosen = 0;
+    for (int64_t k = 0; k < c.top_k; ++k) chosen += p[order[k]];
+    std::vector<double> acc(static_cast<size_t>(H), 0.0), mag(static_cast<size_t>(H), 0.0);
+    for (int64_t k = 0; k < c.top_k; ++k) {
+      const int64_t e = order[k];
+      const double w = c.routing == MoeRouting::kSoftmaxTopKRenorm ? p[e] / chosen : p[e];
+      std::vector<double> hid(static_cast<size_t>(I));
+      for (int64_t i = 0; i < I; ++i) {
+        double a = 0, g = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          a += double(x[h]) * in.fc[e][h * I + i];
+          if (c.act.is_gated()) g += double(x[h]) * in.gate[e][h * I + i];
+        }
+        hid[i] = activation_ref(c.act.nonlinearity(), a) * (c.act.is_gated() ? g : 1.0);
+      }
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < I; ++i) {
+          const double term = hid[i] * in.proj[e][i * H + h];
+          acc[h] += w * term;
+          mag[h] += w * std::fabs(term);
+        }
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      out[r * H + h] = static_cast<float>(acc[h]);
+      scale[r * H + h] = mag[h];
+    }
+  }
+  return Outs{{"out", out, scale}};
+}
+
+// The layer on backend b: weights uploaded as the engine loads them (upload_weight_matrix), rows
+// [first, first + count) of the inputs in one call.
+std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& in, int64_t first, int64_t count) {
+  const int64_t H = c.hidden, I = c.inter;
+  Buffers mem(b);
+  std::vector<ops::Weight> held;
+  auto matrix = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    held.push_back(b.upload_weight_matrix(v.data(), DType::kFloat32, rows, cols));
+    return held.back();
+  };
+  std::vector<ops::Weight> fc, gate, proj;
+  for (int64_t e = 0; e < c.experts; ++e) {
+    fc.push_back(matrix(in.fc[e], H, I));
+    if (c.act.is_gated()) gate.push_back(matrix(in.gate[e], H, I));
+    proj.push_back(matrix(in.proj[e], I, H));
+  }
+  ops::MoeLayer m;
+  m.hidden = H;
+  m.inter = I;
+  m.experts = c.experts;
+  m.top_k = c.top_k;
+  m.routing = c.routing;
+  m.act = c.act;
+  m.router = matrix(in.router, H, c.experts);
+  m.fc = fc.data();
+  m.gate = c.act.is_gated() ? gate.data() : nullptr;
+  m.proj = proj.data();
+  float* x = mem.put({in.x.begin() + first * H, in.x.begin() + (first + count) * H});
+  float* out = mem.alloc(static_cast<size_t>(count * H));
+  b.moe_ffn(out, x, count, m);
+  std::vector<float> got = mem.get(out, static_cast<size_t>(count * H));
+  for (const ops::Weight& w : held) b.release_weight(w);
+  return got;
+}
+
+}  // namespace
+
+BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
+  const MoeCase cases[] = {
+      {1, 16, 8, 4, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
+      {9, 48, 32, 4, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
+      {23, 64, 40, 8, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},  // past the streaming kernel's rows
+      {7, 32, 24, 6, 1, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
+      {11, 32, 24, 5, 5, Activation::kGelu, MoeRouting::kSoftmaxTopKRenorm},  // every expert, ungated
+      {10, 32, 16, 8, 3, Activation::kSwiGlu, MoeRouting::kSoftmaxTopK},
+  };
+  for (const MoeCase& c : cases) {
+    SCOPED_TRACE(case_name(c));
+    MoeInputs in;
+    in.x = random(static_cast<size_t>(c.rows * c.hidden));
+    in.router = random(static_cast<size_t>(c.hidden * c.experts));
+    for (int64_t e = 0; e < c.experts; ++e) {
+      in.fc.push_back(random(static_cast<size_t>(c.hidden * c.inter)));
+      in.gate.push_back(c.act.is_gated() ? random(static_cast<size_t>(c.hidden * c.inter)) : std::vector<float>{});
+      in.proj.push_back(random(static_cast<size_t>(c.inter * c.hidden)));
+    }
+    if (!on_cpu()) {
+      // No device implementation yet: refused by name, never a wrong answer.
+      try {
+        run_moe(be(), c, in, 0, c.rows);
+        ADD_FAILURE() << "the " << be().name() << " backend's moe_ffn did not refuse";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("moe_ffn"), std::string::npos) << e.what();
+      }
+      return;
+    }
+    expect_matches([&](ops::Backend& b) { return Outs{{"out", run_moe(b, c, in, 0, c.rows)}}; },
+                   [&] { return moe_ref(c, in); }, kMoeTol);
+    // Each row alone gives the bits it gets in company.
+    const std::vector<float> together = run_moe(be(), c, in, 0, c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const std::vector<float> alone = run_moe(be(), c, in, r, 1);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + r * c.hidden))
+          << "row " << r << " differs when run alone";
+    }
+  }
+}
+
+}  // namespace ftx::test
