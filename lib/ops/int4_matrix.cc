@@ -149,6 +149,14 @@ Int4Matrix int4_rows(const Int4Matrix& m, int64_t r0, int64_t nr, const std::str
     out.group_index.assign(m.group_index.begin() + r0, m.group_index.begin() + r0 + nr);
     return out;
   }
+  if (m.groups == 1) {  // one group per column (per channel): every slice of the rows keeps its scales
+    Int4Matrix out = m;
+    out.rows = nr;
+    out.group_size = nr;
+    out.packed.assign(m.packed.begin() + static_cast<std::ptrdiff_t>(r0 * row_bytes),
+                      m.packed.begin() + static_cast<std::ptrdiff_t>((r0 + nr) * row_bytes));
+    return out;
+  }
   FTX_CHECK(r0 % m.group_size == 0 && (nr % m.group_size == 0 || r0 + nr == m.rows), origin,
             "INT4 rows [" + num(r0) + ", " + num(r0 + nr) + ") split a group of " + num(m.group_size) +
                 " rows across tensor-parallel ranks (choose a TP size that divides the input dimension into whole groups)");

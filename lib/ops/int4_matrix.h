@@ -76,8 +76,9 @@ std::vector<double> dequantize_int4(const Int4Matrix& m);
 //    even (Error naming `origin` otherwise);
 //  * rows [r0, r0 + nr) (a row-parallel GEMM: attention output, FFN out): u rows; with no
 //    group_index, r0 and nr must be multiples of group_size (Error naming `origin` and the group
-//    size: a group would straddle two ranks) and the groups' s and z rows are sliced; with a
-//    group_index, every group's s and z are kept and group_index is sliced.
+//    size: a group would straddle two ranks) and the groups' s and z rows are sliced, except for a
+//    single group (per channel), whose s and z every slice keeps; with a group_index, every group's
+//    s and z are kept and group_index is sliced.
 Int4Matrix int4_columns(const Int4Matrix& m, int64_t c0, int64_t nc, const std::string& origin);
 Int4Matrix int4_rows(const Int4Matrix& m, int64_t r0, int64_t nr, const std::string& origin);
 // Side by side along N (QKV or gate|up fused from separate projections): same rows and grouping

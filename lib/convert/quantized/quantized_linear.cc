@@ -2,6 +2,7 @@
 
 #include "formats/error.h"
 #include "lib/convert/quantized/awq.h"
+#include "lib/convert/quantized/compressed_tensors.h"
 #include "lib/convert/quantized/gptq.h"
 
 namespace ftx::hf {
@@ -11,14 +12,13 @@ std::unique_ptr<QuantizedLinearReader> make_quantized_linear_reader(const nlohma
   auto m = qc.find("quant_method");
   FTX_CHECK(m != qc.end() && m->is_string(), origin,
             "quantization_config.quant_method = " + (m == qc.end() ? std::string("absent") : m->dump(-1).substr(0, 60)) +
-                " is not a method name (ftx imports gptq and awq)");
+                " is not a method name (ftx imports gptq, awq and compressed-tensors)");
   const std::string method = m->get<std::string>();
   if (method == "gptq") return make_gptq_reader(qc, origin);
   if (method == "awq") return make_awq_reader(qc, origin);
-  // ---- compressed-tensors: its reader (compressed_tensors.h) is dispatched here once it lands. ----
-  if (method == "compressed-tensors")
-    throw Error(origin, "quantization_config.quant_method = \"compressed-tensors\" is not supported yet (ftx imports gptq and awq)");
-  throw Error(origin, "quantization_config.quant_method = \"" + method + "\" is not supported (ftx imports gptq and awq)");
+  if (method == "compressed-tensors") return compressed_tensors_reader(qc, origin);
+  throw Error(origin, "quantization_config.quant_method = \"" + method +
+                          "\" is not supported (ftx imports gptq, awq and compressed-tensors)");
 }
 
 }  // namespace ftx::hf

@@ -57,6 +57,10 @@ def read_st(path):
         if k == "__metadata__":
             continue
         a, b = v["data_offsets"]
+        if v["dtype"] == "BF16":  # widened exactly to fp32
+            h = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.uint16).astype(np.uint32) << 16
+            out[k] = h.view(np.float32).reshape(v["shape"]).copy()
+            continue
         out[k] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=DT[v["dtype"]]).reshape(v["shape"]).copy()
     return out
 
@@ -204,7 +208,7 @@ def test_weights():
             t, refs = references(case)
             for tp in tps_of(case):
                 out = os.path.join(tmp, f"{case}-tp{tp}")
-                r = ftx(["convert-hf", "-i", os.path.join(FIX, case), "-o", out, "--tp", str(tp)])
+                r = ftx(["convert-hf", "-i", os.path.join(FIX, case), "-o", out, "-g", str(tp)])
                 if not check(r.returncode == 0, f"{case} TP {tp}: convert-hf failed: {r.stderr.strip()}"):
                     continue
                 folder = os.path.join(out, f"{tp}-gpu")
@@ -248,15 +252,23 @@ PROMPTS = [[1, 5, 9, 13, 2, 40, 7], [3, 33, 17], [62, 11, 4, 4, 50, 21, 8, 30, 1
 NEW_TOKENS = 6
 
 
-def reference_model(case, t, refs):
-    """hf_arch_reference's float64 model of the checkpoint, each quantised Linear's weight the
-    producer-side dequantisation."""
+CT = os.path.join(SRC, "tests", "fixtures", "compressed_tensors")
+# llm-compressor's int4 fixtures (tests/fixtures/compressed_tensors, SOURCE.md there): name -> TP sizes
+# (group 64 would split o_proj's 64 inputs across two ranks at TP 2: refused, not run).
+CT_CASES = {"w4a16_group_sym": (1, 2), "w4a16_group_asym": (1, 2), "w4a16_channel_asym": (1, 2),
+            "w4a16_group64_fp32": (1,), "w4a16_tensor": (1, 2)}
+
+
+def reference_model(folder, t, refs):
+    """hf_arch_reference's float64 model of the checkpoint in `folder`, each quantised Linear's weight
+    the producer-side dequantisation."""
     import torch
     sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
     import hf_arch_reference
-    c = json.load(open(os.path.join(FIX, case, "config.json")))
-    sd = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in t.items()
-          if not k.endswith((".qweight", ".qzeros", ".scales", ".g_idx"))}
+    c = json.load(open(os.path.join(folder, "config.json")))
+    quantised = (".qweight", ".qzeros", ".scales", ".g_idx", ".weight_packed", ".weight_scale", ".weight_zero_point",
+                 ".weight_shape", ".weight_g_idx")
+    sd = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in t.items() if not k.endswith(quantised)}
     for module, w in refs.items():
         sd[module + ".weight"] = torch.from_numpy(w)
     return {"llama": hf_arch_reference.llama}[c["model_type"]](c, sd)
@@ -272,16 +284,25 @@ def test_logits():
     mpirun = shutil.which("mpirun")
     tmp = tempfile.mkdtemp()
     try:
-        dirs = []
-        for case in sorted(CASES["cases"]):
-            t, refs = references(case)
-            cfg, W = reference_model(case, t, refs)
+        dirs = {1: [], 2: []}
+        sources = [(case, os.path.join(FIX, case), (1, 2)) for case in sorted(CASES["cases"])]
+        sources += [(case, os.path.join(CT, case, "model"), tps) for case, tps in CT_CASES.items()]
+        for case, folder, tps in sources:
+            if case in CASES["cases"]:
+                t, refs = references(case)
+            else:  # compressed-tensors' own float64 decompression, [out, in]
+                t = read_st(os.path.join(folder, "model.safetensors"))
+                ref = read_st(os.path.join(CT, case, "reference.safetensors"))
+                refs = {k[:-len(".weight")]: v for k, v in ref.items() if k.endswith(".weight")}
+            cfg, W = reference_model(folder, t, refs)
+            c = json.load(open(os.path.join(folder, "config.json")))
             d = os.path.join(tmp, case)
-            for tp in (1, 2):
-                r = ftx(["convert-hf", "-i", os.path.join(FIX, case), "-o", os.path.join(d, "ft"), "--tp", str(tp)])
-                check(r.returncode == 0, f"{case} TP {tp}: convert-hf failed: {r.stderr.strip()}")
-            end_id = CASES["config"]["eos_token_id"]
-            e = {"end_id": end_id, "vocab_size": CASES["config"]["vocab_size"], "prompts": PROMPTS,
+            for tp in tps:
+                r = ftx(["convert-hf", "-i", folder, "-o", os.path.join(d, "ft"), "-g", str(tp), "-t", "fp32"])
+                if check(r.returncode == 0, f"{case} TP {tp}: convert-hf failed: {r.stderr.strip()}"):
+                    dirs[tp].append(d)
+            end_id = c["eos_token_id"] if isinstance(c["eos_token_id"], int) else c["eos_token_id"][0]
+            e = {"end_id": end_id, "vocab_size": c["vocab_size"], "prompts": PROMPTS,
                  "prompt_logits": [], "greedy": [], "greedy_logits": []}
             for p in PROMPTS:
                 e["prompt_logits"].append(gref.forward(cfg, W, p)[-1].tolist())
@@ -290,19 +311,18 @@ def test_logits():
                 e["greedy_logits"].append([s.tolist() for s in steps])
             with open(os.path.join(d, "expected.json"), "w") as f:
                 json.dump(e, f)
-            dirs.append(d)
-        env = dict(os.environ, FTX_ARCH_MODELS=",".join(dirs))
-        launches = [("TP 1", [exe])]
+        launches = [("TP 1", [exe], dirs[1])]
         if mpirun:
             launches.append(("TP 2", [mpirun, "-np", "2", "--oversubscribe", "--allow-run-as-root", "-x",
-                                      "OMP_NUM_THREADS=1", "-x", "FTX_ARCH_MODELS", exe]))
-        for tag, cmd in launches:
+                                      "OMP_NUM_THREADS=1", "-x", "FTX_ARCH_MODELS", exe], dirs[2]))
+        for tag, cmd, ds in launches:
+            env = dict(os.environ, FTX_ARCH_MODELS=",".join(ds))
             r = subprocess.run(cmd + ["--gtest_filter=ArchEngine.*", "--gtest_color=no"], env=env, capture_output=True,
                                text=True)
             ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout and "SKIPPED" not in r.stdout
             if check(ok, f"engine logits {tag}: {r.stdout[-3000:]}{r.stderr[-1000:]}"):
-                print(f"{tag}: {len(dirs)} imported checkpoints' logits within 1e-4 of the dequantised float64 model "
-                      f"along its greedy paths ({', '.join(sorted(CASES['cases']))})")
+                print(f"{tag}: {len(ds)} imported checkpoints' logits within 1e-4 of the dequantised float64 model "
+                      f"along its greedy paths ({', '.join(os.path.basename(x) for x in ds)})")
     finally:
         shutil.rmtree(tmp)
 
@@ -327,7 +347,7 @@ def variant(tmp, case, name, qc_change=None, tensors_change=None, config_change=
 
 def refused(tmp, name, folder, *needles, tp=1):
     out = os.path.join(tmp, "out-" + name)
-    r = ftx(["convert-hf", "-i", folder, "-o", out, "--tp", str(tp)])
+    r = ftx(["convert-hf", "-i", folder, "-o", out, "-g", str(tp)])
     one_line_error(name, r, 1, *needles)
     check(not os.path.exists(out) or not listing(out), f"{name}: something was written: {listing(out)[:3]}")
 
@@ -381,8 +401,6 @@ def test_errors():
             ("awq group_size -1", a, set_key("group_size", -1), "quantization_config.group_size = -1"),
             ("method bitsandbytes", g, set_key("quant_method", "bitsandbytes"),
              'quantization_config.quant_method = "bitsandbytes"'),
-            ("method compressed-tensors", g, set_key("quant_method", "compressed-tensors"),
-             'quantization_config.quant_method = "compressed-tensors"'),
         ]
         for name, case, change, *needles in cases:
             refused(tmp, name, variant(tmp, case, name.replace(" ", "_"), qc_change=change), "config.json", *needles)
