@@ -10,6 +10,7 @@
 #include "lib/engine/quant_policy.h"
 #include "lib/model/model_config.h"
 #include "lib/ops/backend.h"
+#include "lib/ops/int4_matrix.h"
 
 namespace ftx {
 
@@ -25,6 +26,12 @@ bool is_int4_gemm(const std::string& dir, const ModelConfig& cfg, const QuantPol
 ops::Weight load_int4_weight(const std::string& dir, const ModelConfig& cfg, const QuantPolicy& quant,
                              const std::string& gemm, int rank, int64_t rows, int64_t cols, const void* float_src,
                              DType src_dtype, ops::Backend& backend, size_t* bytes);
+
+// The four INT4 files of `gemm` on `rank` in FT folder `dir` (lib/model/int4_files.h) as a [rows, cols]
+// matrix (rows, cols: this rank's shape of the float weight), checked (ops::check_int4): Error naming
+// the file on a missing file or a size that disagrees. group_size: the folder's int4_group_size.
+ops::Int4Matrix read_int4_files(const std::string& dir, const std::string& gemm, int rank, int64_t rows, int64_t cols,
+                                int64_t group_size);
 
 // The bytes per weight an INT4 [rows, cols] GEMM matrix takes (for the memory check before loading).
 double int4_bytes_per_weight(const ModelConfig& cfg, const QuantPolicy& quant, int64_t rows);

@@ -4,18 +4,16 @@
 // fp8_files.h, so the engine finds them without knowing who made them.
 //
 // For one layer GEMM (`gemm` = "model.layers.L.<FT GEMM name>", e.g.
-// model.layers.0.attention.query_key_value) on rank R, beside or instead of <gemm>.weight.R.bin,
-// each split per rank as ops::int4_columns / int4_rows split the matrix (lib/ops/int4_matrix.h):
+// model.layers.0.attention.query_key_value) on rank R, instead of <gemm>.weight.R.bin,
+// each split per rank as ops::int4_columns / int4_rows split the matrix (lib/ops/int4_matrix.h; the
+// engine reads them with read_int4_files, lib/engine/int4_weights.h):
 //   <gemm>.weight.int4.R.bin          uint8 [in_R, out_R / 2]  the 4-bit values u, two per byte
 //   <gemm>.weight.int4_scales.R.bin   fp32  [groups_R, out_R]  the group scales s
 //   <gemm>.weight.int4_zeros.R.bin    uint8 [groups_R, out_R]  zero points z (absent: symmetric, 8)
 //   <gemm>.weight.int4_g_idx.R.bin    int32 [in_R]             each row's group (absent: row / group size)
-// config.ini's [ftx] keys weight_only_precision = int4 and int4_group_size (lib/model/model_config.h)
+// config.ini's keys weight_only_precision = int4 and int4_group_size (lib/model/model_config.h)
 // say the folder holds them.
-#include <cstdint>
 #include <string>
-
-#include "lib/ops/int4_matrix.h"
 
 namespace ftx {
 
@@ -25,11 +23,5 @@ std::string int4_zeros_name(const std::string& gemm);
 std::string int4_g_idx_name(const std::string& gemm);
 // True for any of the file names above (with ".bin" and rank suffixes).
 bool is_int4_side_file(const std::string& file_name);
-
-// The four files of `gemm` on `rank` in FT folder `dir` as a [rows, cols] matrix (rows, cols: this
-// rank's shape of the float weight), checked (check_int4): Error naming the file on a missing file or a
-// size that disagrees. group_size: the folder's int4_group_size.
-ops::Int4Matrix read_int4_files(const std::string& dir, const std::string& gemm, int rank, int64_t rows, int64_t cols,
-                                int64_t group_size);
 
 }  // namespace ftx

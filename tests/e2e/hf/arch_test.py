@@ -330,7 +330,7 @@ def errors():
                      "mistral, qwen2")
         src = edited_copy(tmp, "bloom", lambda c: c.update(model_type="falcon"))
         expect_error("unknown model_type", conv(src), supported, out)
-        expect_error("unknown --model", conv(hf_dir("bloom"), "--model", "mixtral"), "--model", out)
+        expect_error("unknown --model", conv(hf_dir("bloom"), "--model", "falcon"), "--model", out)
         # --model overrides config.json's model_type (here a name ftx does not know).
         r = run(conv(src, "--model", "bloom"))
         if r.returncode != 0 or "architecture = bloom" not in open(os.path.join(out, "1-gpu", "config.ini")).read():

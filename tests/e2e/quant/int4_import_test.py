@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`ftx convert-hf` of GPTQ and AWQ checkpoints into ftx's INT4 files (issue 50), on the committed
 fixtures of tests/fixtures/int4_import (scripts/fixtures/make_gptq_awq_fixtures.py: AutoAWQ 0.2.9's
-own packer; GPTQModel 7.7.0's packing transcribed; SOURCE.md there).
+own packer; GPTQModel 7.7.0's packing transcribed; tests/fixtures/int4_import/SOURCE.md).
 
 Usage: int4_import_test.py {weights|logits|errors}
   weights: every case at TP 1, 2 and 4 (AWQ and GPTQ group 64 without act-order at TP 1 and 2; their
@@ -253,7 +253,7 @@ NEW_TOKENS = 6
 
 
 CT = os.path.join(SRC, "tests", "fixtures", "compressed_tensors")
-# llm-compressor's int4 fixtures (tests/fixtures/compressed_tensors, SOURCE.md there): name -> TP sizes
+# llm-compressor's int4 fixtures (tests/fixtures/compressed_tensors/SOURCE.md): name -> TP sizes
 # (group 64 would split o_proj's 64 inputs across two ranks at TP 2: refused, not run).
 CT_CASES = {"w4a16_group_sym": (1, 2), "w4a16_group_asym": (1, 2), "w4a16_channel_asym": (1, 2),
             "w4a16_group64_fp32": (1,), "w4a16_tensor": (1, 2)}
