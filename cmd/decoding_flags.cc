@@ -79,8 +79,8 @@ void add_int8_mode_flag(CLI::App* sub, int& int8_mode, bool& per_token, bool& pe
   sub->add_flag("--per-channel", per_channel,
                 "--int8-mode 2: per-output-column weight scales, the .col files (TensorRT-LLM --per_channel)");
   sub->add_flag("--int8-lm-head", int8_lm_head,
-                "--int8-mode 1: quantise the lm_head table too, per vocabulary row (TensorRT-LLM --quantize_lm_head; "
-                "FT keeps it floating point; cpu only)");
+                "--int8-mode 1 or --weight-only-precision int4: quantise the lm_head table to int8 too, per vocabulary "
+                "row (TensorRT-LLM --quantize_lm_head; FT keeps it floating point; cpu only)");
 }
 
 void add_weight_only_flags(CLI::App* sub, WeightOnlyFlags& f) {

@@ -40,6 +40,17 @@ void check_embedding_sharing(const EmbeddingSharding& e, const dist::ParallelLay
                      "embedding lookup reads it in floating point; give one");
 }
 
+// A folder whose config.ini says weight_only_precision = int4 (no flag needed to run it). An
+// unreadable folder is not this check's to name: loading it does.
+bool folder_holds_int4(const std::string& model_dir) {
+  if (model_dir.empty()) return false;
+  try {
+    return read_model_config(model_dir).holds_int4();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 Runtime make_runtime(const RuntimeOptions& o) {
@@ -51,8 +62,11 @@ Runtime make_runtime(const RuntimeOptions& o) {
   if ((o.per_token || o.per_channel) && o.int8_mode != 2)
     throw UsageError(std::string(o.per_token ? "--per-token" : "--per-channel") +
                      " applies to --int8-mode 2 (SmoothQuant W8A8) only");
-  if (o.int8_lm_head && o.int8_mode != 1)
-    throw UsageError("--int8-lm-head applies to --int8-mode 1 (weight-only INT8) only");
+  // An int8 head beside 4-bit layers is what llama.cpp's q4 files hold (a 6-bit head); beside
+  // W8A8 or FP8 layers it is not offered.
+  if (o.int8_lm_head && o.int8_mode != 1 && !o.int4 && !folder_holds_int4(o.model_dir))
+    throw UsageError("--int8-lm-head applies to weight-only quantisation (--int8-mode 1 or "
+                     "--weight-only-precision int4) only");
   if (o.fp8 && o.int8_mode != 0)
     throw UsageError("--fp8 and --int8-mode " + std::to_string(o.int8_mode) +
                      " both quantise the layer GEMMs: give one");

@@ -70,6 +70,22 @@ TEST_P(EngineInt4Reference, QuantisedAtLoadMatchesEmulation) {
   EXPECT_GT(test::largest_prompt_logit_gap(sym, zp), 1e-3) << "the two INT4 rules give the same logits";
 }
 
+// With --int8-lm-head: the 4-bit layers and the lm_head table in int8 (one scale per vocabulary
+// row), as llama.cpp's q4 files pair 4-bit layers with a wider head. Within 1e-4 of the emulation
+// that quantises both, which the 4-bit emulation with a float head must not also pass.
+TEST_P(EngineInt4Reference, Int8HeadMatchesEmulation) {
+  const auto e = test::load_expected(dir(), "int4_weight_only/tp1_g16_head");
+  ASSERT_FALSE(e.prompts.empty()) << "no INT4 + int8 head reference for " << GetParam();
+  dist::SingleRank comm;
+  cpu::CpuBackend be(0);
+  QuantPolicy q = int4_policy(kVariants[0]);
+  q.int8_lm_head = true;
+  const auto o = test::run_greedy_paths_on(be, dir() + "/1-gpu", e, comm, {}, q);
+  test::expect_greedy_paths_match(o, e, 1e-4);
+  EXPECT_GT(test::largest_prompt_logit_gap(e, test::load_expected(dir(), "int4_weight_only/tp1_g16")), 1e-3)
+      << "the int8 head changes nothing: the test would not see a float head";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineInt4Reference, ::testing::ValuesIn(test::engine_int8_model_names()),
                          [](const auto& info) { return info.param; });
 
@@ -206,6 +222,10 @@ TEST(EngineInt4, RuntimeRefusals) {
   o.fp8 = false;
   o.int4_group_size = -1;
   EXPECT_THROW(make_runtime(o), UsageError);
+  // --int8-lm-head joins INT4 as it joins weight-only INT8: no refusal of the pair.
+  o.int4_group_size = 128;
+  o.int8_lm_head = true;
+  EXPECT_NO_THROW(make_runtime(o));
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST(EngineInt8, LmHeadTableQuantisedPerRowIsUsedTransposed) {
   }
 }
 
-// --int8-lm-head: refused without --int8-mode 1, and by a backend without an int8 transposed GEMM
+// --int8-lm-head: refused without weight-only quantisation, and by a backend without an int8 transposed GEMM
 // (a CPU backend that says it has none stands in for the CUDA one, which stops earlier here: no GPU).
 TEST(EngineInt8, Int8LmHeadIsRefusedWhereItCannotRun) {
   struct NoInt8Head : cpu::CpuBackend {
@@ -182,7 +182,7 @@ TEST(EngineInt8, Int8LmHeadIsRefusedWhereItCannotRun) {
     o.int8_mode = mode;
     EXPECT_THROW(
         try { make_runtime(o); } catch (const UsageError& e) {
-          EXPECT_NE(std::string(e.what()).find("--int8-lm-head applies to --int8-mode 1"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("--int8-lm-head applies to weight-only quantisation (--int8-mode 1 or --weight-only-precision int4)"), std::string::npos) << e.what();
           throw;
         },
         UsageError);
