@@ -7,8 +7,9 @@
 // and giving it back), cuda_memory.cc (the arena, transfers, scratch and metadata staging),
 // cuda_graphs.cc (repeated steps as CUDA graphs), cuda_gemm.cc (the switch on the weight's kind and
 // the quantised GEMMs), cuda_gemm_plan.cc (cuBLASLt plans, gemm_config.in, the call itself),
-// cuda_ops.cc (norms, QK-norm, softcap, bias, activation, embedding, rotary), cuda_attention.cc (attention and the
-// cache's copies) and cuda_sampling.cc (sample_rows); act_kinds.h holds the dtype checks they share.
+// cuda_ops.cc (norms, QK-norm, softcap, bias, activation, embedding, rotary), cuda_attention.cc
+// (attention and the cache's copies), cuda_moe.cc (the mixture-of-experts layer) and
+// cuda_sampling.cc (sample_rows); act_kinds.h holds the dtype checks they share.
 //
 // One host thread drives a backend (the CUDA device is selected in the constructor, per thread).
 #include <cublasLt.h>
@@ -119,6 +120,9 @@ class CudaBackend : public ops::Backend {
   void add_bias(ops::Act x, const float* bias, int64_t rows, int64_t N) override;
   void bias_activation(ops::Act x, const float* bias, ops::Act gate, const float* gate_bias, int64_t rows, int64_t N,
                        Activation act) override;
+  // kernels/moe/ around gemm() (cuda_moe.cc): one GEMM per non-empty expert, their row counts read
+  // back; refused inside a recorded step (a CUDA graph cannot hold data-dependent GEMM shapes).
+  void moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::MoeLayer& layer) override;
 
   void embedding(ops::Act out, const ops::Weight& wte, const float* wpe, ops::PositionTable table,
                  int64_t position_offset, const int32_t* ids, const int32_t* positions, int64_t rows,
@@ -261,6 +265,8 @@ class CudaBackend : public ops::Backend {
   size_t download_cap_ = 0;
   float* scratch_ = nullptr;
   size_t scratch_cap_ = 0;
+  void* moe_buf_ = nullptr;  // moe_ffn's buffers (its GEMMs use scratch_ meanwhile)
+  size_t moe_cap_ = 0;
   std::vector<void*> deferred_releases_;  // released during a capture, freed when it ends
 };
 

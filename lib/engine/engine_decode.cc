@@ -46,8 +46,9 @@ void Engine::decode_batch(const int32_t* tokens, const int32_t* cache_rows, cons
   const int64_t virtual_from = std::max<int64_t>(prompt_start_, cfg_.vocab_size);
   const std::vector<int32_t> tables = block_tables(cache_rows, n);
   const ops::BlockTables bt{tables.data(), stride_};
+  // A mixture-of-experts step is not: its experts' GEMMs are sized by the routing of its tokens.
   std::unique_ptr<ops::RepeatableStep> step;
-  if (!has_virtual(tokens, n, virtual_from))
+  if (!has_virtual(tokens, n, virtual_from) && cfg_.expert_num == 0)
     step = std::make_unique<ops::RepeatableStep>(be_, "engine " + std::to_string(reinterpret_cast<uintptr_t>(this)) +
                                                           " generation " + std::to_string(generation_) + " decode " +
                                                           std::to_string(n) + " at " + std::to_string(first));
