@@ -20,7 +20,7 @@ const std::vector<KeyRule>& common_keys() {
       {"bos_token_id", R, "start_id"},
       {"eos_token_id", R, "end_id (the first of a list)"},
       {"pruned_heads", R, "non-empty refused (heads removed)"},
-      {"quantization_config", R, "gptq and awq: the layer GEMMs imported as INT4 (other methods refused)"},
+      {"quantization_config", R, "gptq, awq, compressed-tensors: the layer GEMMs imported as INT4 (compressed-tensors int8: INT8; other methods and schemes refused)"},
       {"add_cross_attention", R, "true refused (cross-attention layers)"},
       {"torch_dtype", N, "4.x: the dtype of the saved weights; read from the files, -t sets the output's"},
       {"dtype", N, "5.x: as torch_dtype"},

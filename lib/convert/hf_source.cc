@@ -25,7 +25,7 @@ namespace {
 using json = nlohmann::json;
 
 // The layout pass: every source through the family's hooks and layout table, q/k/v parts fused;
-// `int4` are the quantised Linears' tensors, planned apart (plan_int4_import).
+// `int4` are the quantised Linears' tensors, planned apart (plan_quantized_import).
 void plan_tensors(const hf::HfFamily& f, hf::HfCheckpoint& in, const ArchLayout& layout, const std::set<std::string>& int4,
                   ConversionPlan& plan) {
   const ModelConfig& c = plan.cfg;
@@ -100,7 +100,7 @@ ConversionPlan plan_hf(const ConvertOptions& opt) {
   for (const hf::Source& s : in.sources()) prefixes.add(s.stored, s.name);
   plan.source_names = checkpoint_names(layout, std::move(prefixes));
   const std::set<std::string> int4 =
-      j.contains("quantization_config") ? hf::plan_int4_import(*f, in, layout, plan) : std::set<std::string>{};
+      j.contains("quantization_config") ? hf::plan_quantized_import(*f, in, layout, plan) : std::set<std::string>{};
   for (const hf::Source& s : in.sources())
     if (!int4.count(s.name) && !layout_skips(layout, s.name)) check_float_weight(s.t, s.origin);
   plan_tensors(*f, in, layout, int4, plan);

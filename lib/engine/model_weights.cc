@@ -22,10 +22,12 @@
 #include "lib/engine/w8a8_weights.h"
 #include "lib/engine/fp8_weights.h"
 #include "lib/engine/int4_weights.h"
+#include "lib/engine/int8_weights.h"
 #include "lib/engine/kv_cache_scales.h"
 #include "lib/engine/weight_checks.h"
 #include "lib/model/fp8_files.h"
 #include "lib/model/int4_files.h"
+#include "lib/model/int8_files.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/model_dir.h"
 #include "lib/ops/host_math.h"
@@ -132,6 +134,13 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
         throw Error(values, "missing INT4 weight file (config.ini says weight_only_precision = int4)");
       continue;
     }
+    if (cfg.holds_int8() && f.shape.size() >= 2 && is_w8a8_gemm(f.name, &gemm)) {
+      // An INT8 folder holds the GEMM's int8 files instead (their sizes are checked as they are read).
+      const std::string values = join(dir, int8_values_name(gemm) + "." + std::to_string(f.rank) + ".bin");
+      if (file_size(values) < 0)
+        throw Error(values, "missing INT8 weight file (config.ini says weight_only_precision = int8)");
+      continue;
+    }
     const std::string path = join(dir, f.file_name());
     const int64_t want = f.numel() * static_cast<int64_t>(el);
     const int64_t found = file_size(path);
@@ -163,7 +172,7 @@ void ModelWeights::check_files(const std::string& dir, const ModelConfig& cfg, i
 
 bool ModelWeights::unexpected_file(const std::string& n) {
   return starts_with(n, "model.") && ends_with(n, ".bin") && !ft_is_int8_side_file(n) && !is_fp8_side_file(n) &&
-         !is_int4_side_file(n);
+         !is_int4_side_file(n) && !is_int8_wo_side_file(n);
 }
 
 ModelWeights::ModelWeights(ModelWeights&& o) noexcept { *this = std::move(o); }
@@ -214,6 +223,7 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
   check_files(dir, cfg, tp);
+  check_int8_folder_policy(dir, cfg, quant);
   const SmoothQuant& sq = quant.smoothquant;
   const W8A8Files w8a8_files = sq.on ? check_w8a8_folder(dir, cfg, sq) : W8A8Files::kTrtLlm;
   if (layout.pp > cfg.num_layer)
@@ -382,6 +392,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     }
     const Slot slot = slot_for(f.name);
     std::string int4_gemm;
+    if (slot.matrix && f.shape.size() >= 2 && is_int8_file_gemm(dir, cfg, quant, f.name, &int4_gemm)) {
+      need += static_cast<double>(f.numel()) * (1.0 + 4.0 / static_cast<double>(f.shape.front()));  // + column scales
+      continue;
+    }
     if (slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &int4_gemm)) {
       need += static_cast<double>(f.numel()) * int4_bytes_per_weight(cfg, quant, f.shape.front());
       continue;
@@ -439,6 +453,13 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     }
     const Slot slot = slot_for(f.name);
     size_t before = w.bytes_;  // what this file adds, for the embedding and lm_head's counts
+    if (std::string gemm; slot.matrix && f.shape.size() >= 2 && is_int8_file_gemm(dir, cfg, quant, f.name, &gemm)) {
+      const int64_t rows = f.shape.front(), cols = f.numel() / rows;
+      *slot.matrix = upload_int8_columns(backend, read_int8_files(dir, gemm, rank, rows, cols));
+      w.owned_weights_.push_back(*slot.matrix);
+      w.bytes_ += static_cast<size_t>(f.numel()) + static_cast<size_t>(cols) * sizeof(float);
+      continue;
+    }
     if (std::string gemm; slot.matrix && f.shape.size() >= 2 && is_int4_gemm(dir, cfg, quant, f.name, &gemm)) {
       const int64_t rows = f.shape.front(), cols = f.numel() / rows;
       std::shared_ptr<MappedFile> file;

@@ -22,7 +22,10 @@ struct SmoothQuant {
 struct QuantPolicy {
   // Weight-only INT8 (FT's int8_mode 1): the layers' GEMM matrices (QKV, attention output, FFN in
   // and out; not the embeddings or lm_head) quantised per column at load time
-  // (Backend::upload_weight_int8); the GEMMs read int8, with A in the model's float type.
+  // (Backend::upload_weight_int8); the GEMMs read int8, with A in the model's float type. A folder
+  // whose config.ini says weight_only_precision = int8 (an imported compressed-tensors W8A16
+  // checkpoint) holds them pre-quantised: ModelWeights::load reads its files (int8_weights.h) whether
+  // or not this is set.
   bool int8_weight_only = false;
   // --int8-lm-head (with weight-only INT8): the lm_head table [vocab, H] held in int8 too, each row
   // (one output of the transposed GEMM) quantised by the same rule, as TensorRT-LLM's

@@ -305,7 +305,7 @@ void check_config_ini(const IniFile& ini, const std::string& sec) {
   c.boolean("qk_norm");
   c.integer("sliding_window", 0, INT32_MAX);
   c.boolean("sandwich_norm");
-  const auto weight_only = c.choice("weight_only_precision", {{"none"}, {"int4"}}, "none, int4");
+  const auto weight_only = c.choice("weight_only_precision", {{"none"}, {"int4"}, {"int8"}}, "none, int4, int8");
   const auto int4_group = c.integer("int4_group_size", 0, kMaxDim, "0: one group per GEMM (per channel)");
   if (weight_only && *weight_only == "int4" && !int4_group)
     c.fail("weight_only_precision", "needs int4_group_size (absent)");

@@ -91,8 +91,10 @@ void read_ftx_keys(const Reader& r, ModelConfig& c) {
   c.sliding_window = r.i_or("sliding_window", 0);
   c.sandwich_norm = r.b_or("sandwich_norm", false);
   // check_config_ini has checked the spelling and that int4 comes with its group size.
-  c.weight_only_precision =
-      lower(r.get_or("weight_only_precision", "none")) == "int4" ? WeightOnlyPrecision::kInt4 : WeightOnlyPrecision::kNone;
+  const std::string weight_only = lower(r.get_or("weight_only_precision", "none"));
+  c.weight_only_precision = weight_only == "int4"   ? WeightOnlyPrecision::kInt4
+                            : weight_only == "int8" ? WeightOnlyPrecision::kInt8
+                                                    : WeightOnlyPrecision::kNone;
   c.int4_group_size = r.i_or("int4_group_size", 0);
   c.layer_window.clear();
   if (r.has("layer_window"))  // "4,0": check_config_ini has checked the integers and their count

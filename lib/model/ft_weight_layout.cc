@@ -129,8 +129,9 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       if (!rms) l.repl(p + "mlp.post_layernorm.bias", {H});
     }
   }
-  if (cfg.weight_only_precision == WeightOnlyPrecision::kInt4) {
-    // The layer GEMMs' weights are the int4 files (int4_files.h), whose shapes depend on the groups.
+  if (cfg.weight_only_precision != WeightOnlyPrecision::kNone) {
+    // The layer GEMMs' weights are the int4 files (int4_files.h), whose shapes depend on the groups,
+    // or the int8 files (int8_files.h).
     files.erase(std::remove_if(files.begin(), files.end(), [](const FtWeightFile& f) { return ft_is_layer_gemm_weight(f.name); }),
                 files.end());
   }

@@ -32,8 +32,9 @@ struct FtWeightFile {
 //    attention.dense, mlp (+ `mlp.dense_h_to_4h.gate.*` for gated activations), biases when has_bias;
 //    with sandwich_norm the output norms `attention.post_layernorm.*` and `mlp.post_layernorm.*`.
 //  * GPT-J and GPT-NeoX: their own lists (no position table, an lm_head always).
-//  * weight_only_precision int4: the layer GEMMs' weights (ft_is_layer_gemm_weight) are not listed:
-//    the folder holds their int4 files (lib/model/int4_files.h) instead.
+//  * weight_only_precision int4 or int8: the layer GEMMs' weights (ft_is_layer_gemm_weight) are not
+//    listed: the folder holds their int4 files (lib/model/int4_files.h) or int8 files
+//    (lib/model/int8_files.h) instead.
 std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp);
 
 // True for a layer GEMM's weight tensor name (model.layers.L.attention.query_key_value.weight,

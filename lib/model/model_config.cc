@@ -49,8 +49,9 @@
 //                              Gemma 2/3's layer_types; written only when a layer has one)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
-//      weight_only_precision   int4: the layer GEMMs are stored as INT4 files (lib/model/int4_files.h)
-//                              instead of float ones (written only then; absent or none: floats)
+//      weight_only_precision   int4: the layer GEMMs are stored as INT4 files (lib/model/int4_files.h),
+//                              int8: as pre-quantised INT8 files (lib/model/int8_files.h), instead
+//                              of float ones (written only then; absent or none: floats)
 //      int4_group_size         with int4: input rows per group, 0 for one group per GEMM (per channel)
 //      moe_top_k, moe_router   experts per token and the router's rule, softmax_topk_renorm |
 //                              softmax_topk (with FT's [structure] gpt_with_moe, expert_num,
@@ -175,7 +176,7 @@ const char* ft_variant_name(FtVariant v) {
 }
 
 const char* weight_only_precision_name(WeightOnlyPrecision p) {
-  return p == WeightOnlyPrecision::kInt4 ? "int4" : "none";
+  return p == WeightOnlyPrecision::kInt4 ? "int4" : p == WeightOnlyPrecision::kInt8 ? "int8" : "none";
 }
 
 FtVariant ft_variant_from_name(const std::string& s) {
@@ -397,6 +398,8 @@ IniFile ModelConfig::to_ini() const {
     ini.set(s, "weight_only_precision", weight_only_precision_name(weight_only_precision));
     ini.set(s, "int4_group_size", std::to_string(int4_group_size));
   }
+  if (weight_only_precision == WeightOnlyPrecision::kInt8)
+    ini.set(s, "weight_only_precision", weight_only_precision_name(weight_only_precision));
   if (attention_scale > 0) ini.set(s, "attention_scale", fmt_double(attention_scale));
   if (attention_softcap > 0) ini.set(s, "attention_softcap", fmt_double(attention_softcap));
   if (final_logit_softcap > 0) ini.set(s, "final_logit_softcap", fmt_double(final_logit_softcap));

@@ -48,11 +48,13 @@ struct PromptLearning {
 // file: products of sizes stay far from int64 overflow before anyone multiplies them.
 constexpr int64_t kMaxModelDim = int64_t(1) << 24;
 
-// How the folder stores the layer GEMMs' weights: as floats (<gemm>.weight.R.bin), or as INT4 with
-// group scales (the four int4 files of lib/model/int4_files.h instead; ftx convert-hf's GPTQ and AWQ
-// import writes them). config.ini's [ftx-section] weight_only_precision = int4, with int4_group_size.
-enum class WeightOnlyPrecision { kNone, kInt4 };
-const char* weight_only_precision_name(WeightOnlyPrecision p);  // "none", "int4"
+// How the folder stores the layer GEMMs' weights: as floats (<gemm>.weight.R.bin), as INT4 with
+// group scales (the four int4 files of lib/model/int4_files.h instead; ftx convert-hf's GPTQ, AWQ and
+// compressed-tensors int4 import writes them), or as INT8 with column scales (the two files of
+// lib/model/int8_files.h; the compressed-tensors W8A16 import writes them). config.ini's
+// [ftx-section] weight_only_precision = int4 (with int4_group_size) or int8.
+enum class WeightOnlyPrecision { kNone, kInt4, kInt8 };
+const char* weight_only_precision_name(WeightOnlyPrecision p);  // "none", "int4", "int8"
 
 struct ModelConfig {
   FtVariant ft_variant = FtVariant::kGpt;
@@ -125,13 +127,15 @@ struct ModelConfig {
 
   int64_t tensor_para_size = 1;     // the TP size the folder was written for
   DType weight_data_type = DType::kFloat32;
-  // kInt4: every layer GEMM (QKV, attention.dense, the FFN's, the gate included) is stored as INT4
+  // kInt4 (kInt8): every layer GEMM (QKV, attention.dense, the FFN's, the gate included) is stored as INT4
   // files, and ft_weight_files lists no float file for it; the embeddings, norms and lm_head stay floats.
   WeightOnlyPrecision weight_only_precision = WeightOnlyPrecision::kNone;
   // With kInt4: the input rows per group of the files without a g_idx file (read_int4_files);
   // 0: one group spans each GEMM's whole input (per-channel scales).
   int64_t int4_group_size = 0;
   bool holds_int4() const { return weight_only_precision == WeightOnlyPrecision::kInt4; }
+  // kInt8: every layer GEMM is stored as pre-quantised INT8 files (lib/model/int8_files.h), likewise.
+  bool holds_int8() const { return weight_only_precision == WeightOnlyPrecision::kInt8; }
 
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
 

@@ -2,8 +2,8 @@
 // tests/fixtures/compressed_tensors holds tiny Llama checkpoints quantised and saved by llm-compressor
 // (save_compressed=True) and, per quantised module, compressed-tensors' own decompression in float64
 // and the weight transformers loads in the model's dtype. Every quantised module read as an INT4
-// matrix must dequantise to exactly the producer's weight; every option ftx does not implement is
-// refused by its key and value.
+// matrix (or, 8-bit, an INT8 one with column scales) must dequantise to exactly the producer's
+// weight; every option ftx does not implement is refused by its key and value.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,6 +120,75 @@ TEST(CompressedTensors, I50_Int4ModulesEqualTheProducersWeights) {
   EXPECT_EQ(checked, 5 * 14);  // five int4 fixtures of 14 quantised Linears
 }
 
+// llm-compressor's W8A16 (int8, channel or tensor, symmetric) saved pack-quantized with 8-bit fields:
+// each module read as INT8 values with one scale per output column, q · s, must equal the producer's
+// float64 decompression exactly, and rounded to the model's dtype transformers' weight.
+TEST(CompressedTensors, I50_Int8ModulesEqualTheProducersWeights) {
+  const json m = manifest();
+  int checked = 0, fixtures_read = 0;
+  for (const auto& f : m.at("fixtures")) {
+    const std::string name = f.at("name");
+    const json& w = f.at("weights").at("group_0");
+    if (w.at("num_bits") != 8 || w.at("type") != "int" || f.value("refused", false)) continue;
+    SCOPED_TRACE(name);
+    ++fixtures_read;
+    const std::string dir = fixtures() + "/" + name;
+    auto reader = hf::compressed_tensors_reader(quantization_config(name), dir + "/model/config.json");
+    EXPECT_EQ(reader->weight_bits(), 8);
+    const Tensors ckpt = load(dir + "/model/model.safetensors");
+    const Tensors ref = load(dir + "/reference.safetensors");
+    const DType dt = dtype_of(f.at("dtype"));
+    for (const auto& mod : f.at("modules")) {
+      const std::string module = mod;
+      SCOPED_TRACE(module);
+      const ops::Int8Columns q = reader->int8(module, ckpt.lookup());
+      const TensorView& exact = ref.by_name.at(module + ".weight");
+      const TensorView& loaded = ref.by_name.at(module + ".loaded");
+      ASSERT_EQ(exact.shape, std::vector<int64_t>({q.cols, q.rows}));  // torch's [out, in]
+      int64_t differ = 0, differ_loaded = 0, extremes = 0;
+      for (int64_t o = 0; o < q.cols; ++o)
+        for (int64_t k = 0; k < q.rows; ++k) {
+          const int v = q.values[static_cast<size_t>(k * q.cols + o)];
+          extremes += v == 127 || v == -127 || v == -128;
+          const double x = static_cast<double>(v) * static_cast<double>(q.scales[static_cast<size_t>(o)]);
+          const int64_t i = o * q.rows + k;
+          differ += x != load_as_double(exact.dtype, exact.data() + i * dtype_size(exact.dtype));
+          differ_loaded += round_to_dtype(x, dt) != load_as_double(loaded.dtype, loaded.data() + i * dtype_size(loaded.dtype));
+        }
+      EXPECT_EQ(differ, 0) << "elements unlike compressed-tensors' float64 decompression";
+      EXPECT_EQ(differ_loaded, 0) << "elements unlike transformers' weight";
+      EXPECT_GT(extremes, 0) << "min-max scales put some value at the int8 range's end";
+      ++checked;
+    }
+    // An 8-bit scheme is never read as INT4.
+    EXPECT_THROW(reader->int4("model.layers.0.self_attn.q_proj", ckpt.lookup()), Error);
+  }
+  EXPECT_EQ(fixtures_read, 2);
+  EXPECT_EQ(checked, 2 * 14);
+}
+
+// The producer's checkpoints of schemes ftx's INT8 and FP8 GEMMs cannot hold exactly, refused by the
+// key and value that decide it (the config.json llm-compressor saved).
+TEST(CompressedTensors, I50_ProducersInt8AndFp8SchemesRefusedByName) {
+  const std::map<std::string, std::string> expected = {
+      {"w8a16_group", "quantization_config.config_groups.group_0.weights.strategy group: group-wise int8"},
+      {"w8a16_channel_asym", "quantization_config.config_groups.group_0.weights.symmetric false: int8 zero points"},
+      {"fp8_static", "quantization_config.config_groups.group_0.weights.type float: static per-tensor FP8"},
+      {"fp8_dynamic", "quantization_config.config_groups.group_0.input_activations.dynamic true: dynamic"},
+  };
+  int seen = 0;
+  const json m = manifest();
+  for (const auto& f : m.at("fixtures")) {
+    if (!f.value("refused", false)) continue;
+    const std::string name = f.at("name");
+    ASSERT_TRUE(expected.count(name)) << name;
+    const std::string e = error_of(quantization_config(name));
+    EXPECT_NE(e.find(expected.at(name)), std::string::npos) << name << ": " << e;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 4);
+}
+
 // compressed-tensors before 0.13 stored weight_g_idx for actorder "group" (llm-compressor 0.14 no
 // longer writes it): input column k uses group g_idx[k]'s scale and zero point, W[o][k] =
 // (q[o][k] - zp[o][g]) · s[o][g] (compressed-tensors' dequantize with g_idx). The stored values q
@@ -218,9 +287,8 @@ TEST(CompressedTensors, I50_IgnoredModuleStoredQuantisedIsAnError) {
 
 // Every option ftx does not implement, refused by its key and value (edits of the real config).
 TEST(CompressedTensors, I50_RefusedOptionsNameKeyAndValue) {
-  // The producer's int8 (W8A16) checkpoint as saved: pack-quantized with 8-bit values.
-  EXPECT_NE(error_of(quantization_config("w8a16_channel")).find("config_groups.group_0.weights.num_bits 8"),
-            std::string::npos);
+  // The producer's int8 (W8A16) checkpoint as saved (pack-quantized with 8-bit values) is read.
+  EXPECT_EQ(error_of(quantization_config("w8a16_channel")), "");
   const json base = quantization_config("w4a16_group_asym");
   EXPECT_EQ(error_of(base), "");
   struct Case {
@@ -242,7 +310,14 @@ TEST(CompressedTensors, I50_RefusedOptionsNameKeyAndValue) {
       {"/format", "naive-quantized", "quantization_config.format naive-quantized"},
       {"/format", "nvfp4-pack-quantized", "quantization_config.format nvfp4-pack-quantized"},
       {"/config_groups/group_0/format", "float-quantized", "config_groups.group_0.format float-quantized"},
-      {"/config_groups/group_0/weights/num_bits", 8, "config_groups.group_0.weights.num_bits 8"},
+      {"/config_groups/group_0/weights/num_bits", 16, "config_groups.group_0.weights.num_bits 16"},
+      {"/config_groups/group_0/weights/num_bits", 2, "config_groups.group_0.weights.num_bits 2"},
+      // int8 in groups, or with zero points: ftx's INT8 GEMM has one scale per column, no zero point.
+      {"/config_groups/group_0/weights/num_bits", 8, "config_groups.group_0.weights.strategy group"},
+      {"/config_groups/group_1", {{"targets", {"re:.*down_proj"}}, {"weights", {{"num_bits", 8}, {"strategy", "channel"}}}},
+       "config_groups.group_1.weights.num_bits 8: differs from config_groups.group_0's 4"},
+      // FP8 (float-quantized): each scheme by the key ftx's FP8 GEMM cannot hold.
+      {"/config_groups/group_0/weights/type", "float", "config_groups.group_0.weights.type float: FP8 weight-only"},
       {"/config_groups/group_0/weights/type", "float", "config_groups.group_0.weights.type float"},
       {"/config_groups/group_0/weights/strategy", "block", "config_groups.group_0.weights.strategy block"},
       {"/config_groups/group_0/weights/strategy", "tensor_group", "config_groups.group_0.weights.strategy tensor_group"},

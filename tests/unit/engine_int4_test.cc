@@ -2,7 +2,9 @@
 // weight_only_precision = int4): the layer GEMMs quantised at load or read from the folder's INT4
 // files, held in 4 bits, and the logits along the greedy paths of a float64 emulation
 // (tests/reference/int4_reference.py, expected.json "int4_weight_only") within 1e-4. TP 2 is
-// engine_tp_test.cc's.
+// engine_tp_test.cc's. Also the other pre-quantised weight-only folder, weight_only_precision = int8
+// (lib/model/int8_files.h, what convert-hf's compressed-tensors W8A16 import writes): its INT8 files
+// run with --int8-mode 1's arithmetic.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -22,7 +24,9 @@
 #include "lib/engine/w8a8_weights.h"
 #include "lib/model/ft_weight_layout.h"
 #include "lib/model/int4_files.h"
+#include "lib/model/int8_files.h"
 #include "lib/model/model_dir.h"
+#include "lib/ops/host_math.h"
 #include "lib/ops/int4_matrix.h"
 
 namespace ftx {
@@ -226,6 +230,107 @@ TEST(EngineInt4, RuntimeRefusals) {
   o.int4_group_size = 128;
   o.int8_lm_head = true;
   EXPECT_NO_THROW(make_runtime(o));
+}
+
+// A copy of `src` whose layer GEMMs are INT8 files quantised by FT's per-column rule (the rule
+// --int8-mode 1 applies at load, ops::quantize_int8_columns), the float files removed; config.ini
+// says weight_only_precision = int8.
+void make_int8_folder(const std::string& src, const std::string& dst) {
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  ModelConfig cfg = read_model_config(dst);
+  for (const FtWeightFile& f : ft_weight_files(cfg, cfg.tensor_para_size)) {
+    std::string gemm;
+    if (f.shape.size() < 2 || !is_w8a8_gemm(f.name, &gemm)) continue;
+    const std::string path = dst + "/" + f.file_name();
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const int64_t rows = f.shape.front(), cols = f.numel() / rows;
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    ops::convert_weight(bytes.data(), cfg.weight_data_type, w.data(), DType::kFloat32, w.size());
+    std::vector<int8_t> q(w.size());
+    std::vector<float> s(static_cast<size_t>(cols));
+    ops::quantize_int8_columns(w.data(), rows, cols, q.data(), s.data());
+    auto write = [&](const std::string& name, const void* p, size_t n) {
+      std::ofstream out(dst + "/" + name + "." + std::to_string(f.rank) + ".bin", std::ios::binary);
+      out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+    };
+    write(int8_values_name(gemm), q.data(), q.size());
+    write(int8_scales_name(gemm), s.data(), s.size() * sizeof(float));
+    fs::remove(path);
+  }
+  cfg.weight_only_precision = WeightOnlyPrecision::kInt8;
+  cfg.to_ini().write(dst + "/config.ini");
+}
+
+// A folder of INT8 files runs as weight-only INT8 without a flag (and with --int8-mode 1, its own
+// arithmetic): the logits of --int8-mode 1's emulation (expected.json int8_weight_only/tp1) within
+// 1e-4 along its greedy paths, the matrices held in int8.
+TEST(EngineInt8Files, FolderOfInt8FilesMatchesInt8ModeOne) {
+  for (const char* model : {"gpt2", "gptj"}) {
+    SCOPED_TRACE(model);
+    const std::string root = test::engine_fixtures() + "/" + model;
+    const std::string dst = ::testing::TempDir() + "/int8-folder-" + model;
+    make_int8_folder(root + "/1-gpu", dst);
+    ModelWeights::check_files(dst, read_model_config(dst), 1);
+    const auto e = test::load_expected(root, "int8_weight_only/tp1");
+    ASSERT_FALSE(e.prompts.empty());
+    QuantPolicy mode1;
+    mode1.int8_weight_only = true;
+    for (const QuantPolicy& q : {QuantPolicy{}, mode1}) {
+      dist::SingleRank comm;
+      cpu::CpuBackend be(0);
+      const auto o = test::run_greedy_paths_on(be, dst, e, comm, {}, q);
+      test::expect_greedy_paths_match(o, e, 1e-4);
+    }
+    cpu::CpuBackend be(1);
+    auto w = ModelWeights::load(dst, 0, 1, be);
+    EXPECT_EQ(w.layers[0].qkv_w.dtype, DType::kInt8);
+    EXPECT_EQ(ops::weight_kind(w.layers[0].qkv_w), ops::WeightKind::kInt8Columns);
+    EXPECT_EQ(w.wte.dtype, DType::kFloat32);
+    fs::remove_all(dst);
+  }
+}
+
+// What an INT8 folder cannot do, each an Error naming the file: another quantisation of the same
+// GEMMs (--int8-mode 2, --fp8, --weight-only-precision int4), a scales file of the wrong size, a
+// missing INT8 file.
+TEST(EngineInt8Files, FolderRefusals) {
+  const std::string dst = ::testing::TempDir() + "/int8-folder-refusals";
+  make_int8_folder(test::engine_fixtures() + "/gpt2/1-gpu", dst);
+  cpu::CpuBackend be(1);
+  QuantPolicy sq, fp8, int4;
+  sq.smoothquant.on = true;
+  fp8.fp8 = true;
+  int4.int4.on = true;
+  const std::vector<std::pair<QuantPolicy, std::string>> cases = {
+      {sq, "--int8-mode 2"}, {fp8, "--fp8"}, {int4, "--weight-only-precision int4"}};
+  for (const auto& [q, flag] : cases) {
+    try {
+      ModelWeights::load(dst, 0, 1, be, q);
+      ADD_FAILURE() << "an INT8 folder loaded with " << flag;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.ini: weight_only_precision = int8"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  }
+  const std::string scales = dst + "/" + int8_scales_name("model.layers.1.mlp.dense_4h_to_h") + ".0.bin";
+  fs::resize_file(scales, fs::file_size(scales) - 4);
+  try {
+    ModelWeights::load(dst, 0, 1, be);
+    ADD_FAILURE() << "a short scales file loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(scales), std::string::npos) << e.what();
+  }
+  const std::string values = dst + "/" + int8_values_name("model.layers.0.attention.dense") + ".0.bin";
+  fs::remove(values);
+  try {
+    ModelWeights::check_files(dst, read_model_config(dst), 1);
+    ADD_FAILURE() << "a missing INT8 file passed the check";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(values), std::string::npos) << e.what();
+  }
+  fs::remove_all(dst);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ struct Scheme {
   std::string name;                  // config_groups key, for messages
   std::vector<std::string> targets;  // "Linear", a module name, or "re:" + regex
   std::string strategy;              // group, channel, tensor
+  int bits = 4;                      // 4 (INT4 import) or 8 (INT8 weight-only import)
   int64_t group_size = 0;            // group strategy only
   bool symmetric = true;
   bool act_order_groups = false;     // actorder "group" (alias "dynamic", true): g_idx stored
@@ -42,6 +43,35 @@ struct Scheme {
 const std::set<std::string> kWeightKeys = {"num_bits", "type",     "symmetric", "group_size",    "strategy",
                                            "block_structure", "dynamic", "actorder", "observer",
                                            "observer_kwargs", "scale_dtype", "zp_dtype"};
+
+bool is_fp8(const nlohmann::json& g) {
+  return g.is_object() && !unset(g, "weights") && g.at("weights").is_object() &&
+         g.at("weights").value("type", nlohmann::json()) == "float";
+}
+
+// FP8 weights (type float: llm-compressor's FP8, FP8_DYNAMIC and FP8 weight-only schemes), refused by
+// the first key ftx's FP8 mode cannot hold exactly. That mode's GEMM (lib/ops/op_types.h) multiplies
+// an E4M3 weight with one per-tensor scale by an input quantised with one static per-tensor scale.
+[[noreturn]] void refuse_fp8(const std::string& origin, const std::string& at, const nlohmann::json& g) {
+  const nlohmann::json& w = g.at("weights");
+  if (unset(g, "input_activations"))
+    refuse(origin, at + ".weights.type", "float",
+           "FP8 weight-only checkpoints are not imported: ftx's FP8 mode quantises each GEMM's input with a "
+           "static scale the checkpoint does not have");
+  const nlohmann::json& a = g.at("input_activations");
+  if (!unset(a, "dynamic") && a.at("dynamic") != false)
+    refuse(origin, at + ".input_activations.dynamic", a.at("dynamic"),
+           "dynamic (per-token) FP8 activation scales are not implemented: ftx's FP8 GEMM quantises its input "
+           "with one static per-tensor scale (activation_scaling_factor)");
+  const nlohmann::json ws = w.value("strategy", nlohmann::json());
+  if (ws != "tensor")
+    refuse(origin, at + ".weights.strategy", ws,
+           "FP8 weight scales other than per tensor are not implemented: ftx's FP8 GEMM holds one weight scale "
+           "per GEMM (weights_scaling_factor)");
+  refuse(origin, at + ".weights.type", "float",
+         "static per-tensor FP8 is not imported: q_proj, k_proj and v_proj each carry their own weight scale, "
+         "and ftx's fused QKV GEMM holds one (merging them would re-quantise the weights)");
+}
 
 Scheme parse_scheme(const std::string& origin, const std::string& name, const nlohmann::json& g,
                     const std::string& top_format) {
@@ -57,8 +87,8 @@ Scheme parse_scheme(const std::string& origin, const std::string& name, const nl
   if (!unset(g, "format")) format = g.at("format").get<std::string>();
   if (format != "pack-quantized")
     refuse(origin, unset(g, "format") ? std::string("format") : at + ".format", format,
-           "ftx imports compressed-tensors' pack-quantized int4 weights only (8-bit int-quantized/naive-quantized "
-           "and FP8 float-quantized weights are not implemented)");
+           "ftx imports compressed-tensors' pack-quantized int4 and int8 weights only (int-quantized and "
+           "naive-quantized, llm-compressor's W8A8 forms, and FP8 float-quantized weights are not implemented)");
   if (unset(g, "weights")) refuse(origin, at + ".weights", nullptr, "a config group that quantises no weights");
   const nlohmann::json& w = g.at("weights");
   for (auto it = w.begin(); it != w.end(); ++it)
@@ -73,8 +103,9 @@ Scheme parse_scheme(const std::string& origin, const std::string& name, const nl
   for (const auto& t : g.at("targets")) s.targets.push_back(t.get<std::string>());
 
   const nlohmann::json bits = w.value("num_bits", nlohmann::json(8));
-  if (bits != 4)
-    refuse(origin, wk + "num_bits", bits, "ftx imports 4-bit weights only (8-bit W8A16 import is not implemented)");
+  if (bits != 4 && bits != 8)
+    refuse(origin, wk + "num_bits", bits, "ftx imports 4-bit and 8-bit integer weights only");
+  s.bits = bits.get<int>();
   const nlohmann::json type = w.value("type", nlohmann::json("int"));
   if (type != "int") refuse(origin, wk + "type", type, "ftx imports integer weights only");
   if (!unset(w, "dynamic") && w.at("dynamic") != false)
@@ -91,8 +122,15 @@ Scheme parse_scheme(const std::string& origin, const std::string& name, const nl
     strategy = gs.is_null() ? "tensor" : (gs == -1 ? "channel" : "group");
   }
   if (strategy != "group" && strategy != "channel" && strategy != "tensor")
+    refuse(origin, wk + "strategy", strategy, "ftx imports the group, channel and tensor strategies only");
+  // ftx's INT8 weight-only GEMM is q · s with one scale per output column (FT's int8_mode 1).
+  if (s.bits == 8 && strategy == "group")
     refuse(origin, wk + "strategy", strategy,
-           "ftx imports the group, channel and tensor strategies of 4-bit weights only");
+           "group-wise int8 scales are not implemented: ftx's INT8 weight-only GEMM holds one scale per output "
+           "column (strategy channel or tensor)");
+  if (s.bits == 8 && !s.symmetric)
+    refuse(origin, wk + "symmetric", false,
+           "int8 zero points are not implemented: ftx's INT8 weight-only GEMM is symmetric (q · s)");
   s.strategy = strategy;
   if (strategy == "group") {
     if (!gs.is_number_integer() || gs.get<int64_t>() <= 0)
@@ -163,6 +201,7 @@ class CompressedTensorsReader : public QuantizedLinearReader {
   // One group size for the model (the converter's layout holds one): 0 for channel and tensor
   // scales (one group over the whole input dimension, as ops::quantize_int4 reads 0).
   int64_t group_size() const override { return schemes_.front().group_size; }
+  int weight_bits() const override { return schemes_.front().bits; }
 
   std::vector<std::string> tensors(const std::string& module, const TensorLookup& get) const override {
     if (!get(module + ".weight_packed")) return {};
@@ -173,15 +212,55 @@ class CompressedTensorsReader : public QuantizedLinearReader {
     return names;
   }
 
+  // The 8-bit form is pack_to_int32's with num_bits 8: input column k of output row o is byte k % 4
+  // of word k / 4, holding q + 128 for the signed q in -128..127; weight_scale is [out, 1] (channel)
+  // or one value (tensor). W = q · s, ftx's INT8 weight-only arithmetic: q and s are moved, not rounded.
+  ops::Int8Columns int8(const std::string& module, const TensorLookup& get) const override {
+    const Scheme& s = scheme_of(module);
+    FTX_CHECK(s.bits == 8, origin_, module + " is " + std::to_string(s.bits) + "-bit (config_groups." + s.name + ")");
+    const std::string pn = module + ".weight_packed", sn = module + ".weight_scale", hn = module + ".weight_shape";
+    const TensorView& packed = need(module, "weight_packed", s, get);
+    const std::vector<int64_t> shape = integers(need(module, "weight_shape", s, get), hn);
+    FTX_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, packed.storage.origin,
+              hn + " " + nlohmann::json(shape).dump() + " is not [out, in]");
+    const int64_t out = shape[0], in = shape[1], words = (in + 3) / 4;
+    FTX_CHECK(packed.dtype == DType::kInt32 && packed.shape == std::vector<int64_t>({out, words}),
+              packed.storage.origin,
+              pn + " is " + dtype_name(packed.dtype) + " " + shape_to_string(packed.shape) + ", not int32 " +
+                  shape_to_string({out, words}) + " for " + hn + " [" + std::to_string(out) + ", " +
+                  std::to_string(in) + "] (8-bit fields)");
+    const TensorView& scale = need(module, "weight_scale", s, get);
+    const std::vector<float> sv = floats(scale, sn);
+    const bool tensor_wide = s.strategy == "tensor";
+    FTX_CHECK(tensor_wide ? sv.size() == 1 : scale.shape == std::vector<int64_t>({out, 1}), scale.storage.origin,
+              sn + " is " + shape_to_string(scale.shape) + ", not " +
+                  (tensor_wide ? std::string("one value") : shape_to_string({out, 1})) + " (strategy " + s.strategy + ")");
+    if (const TensorView* zp = get(module + ".weight_zero_point"))
+      throw Error(zp->storage.origin, module + ".weight_zero_point is stored but config_groups." + s.name + " is symmetric");
+    FTX_CHECK(!get(module + ".weight_g_idx"), origin_,
+              module + ".weight_g_idx is stored but the strategy is " + s.strategy);
+
+    ops::Int8Columns m;
+    m.rows = in;
+    m.cols = out;
+    m.scales.resize(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) m.scales[static_cast<size_t>(o)] = sv[tensor_wide ? 0 : static_cast<size_t>(o)];
+    const std::vector<int64_t> pv = integers(packed, pn);
+    m.values.resize(static_cast<size_t>(in * out));
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < in; ++k) {
+        const uint32_t word = static_cast<uint32_t>(pv[static_cast<size_t>(o * words + k / 4)]);
+        const int u = static_cast<int>((word >> (8 * (k % 4))) & 0xFF);
+        m.values[static_cast<size_t>(k * out + o)] = static_cast<int8_t>(u - 128);
+      }
+    ops::check_int8_columns(m, packed.storage.origin + ": " + module);
+    return m;
+  }
+
   ops::Int4Matrix int4(const std::string& module, const TensorLookup& get) const override {
     const Scheme& s = scheme_of(module);
-    auto need = [&](const char* what) -> const TensorView& {
-      const TensorView* t = get(module + "." + what);
-      if (!t)
-        throw Error(origin_, module + "." + what + " is missing (config_groups." + s.name + ", strategy " +
-                                 s.strategy + (s.symmetric ? "" : ", asymmetric") + ")");
-      return *t;
-    };
+    FTX_CHECK(s.bits == 4, origin_, module + " is " + std::to_string(s.bits) + "-bit (config_groups." + s.name + ")");
+    auto need = [&](const char* what) -> const TensorView& { return this->need(module, what, s, get); };
     const std::string pn = module + ".weight_packed", sn = module + ".weight_scale",
                       zn = module + ".weight_zero_point", hn = module + ".weight_shape", gn = module + ".weight_g_idx";
     const TensorView& packed = need("weight_packed");
@@ -279,6 +358,14 @@ class CompressedTensorsReader : public QuantizedLinearReader {
   }
 
  private:
+  const TensorView& need(const std::string& module, const char* what, const Scheme& s, const TensorLookup& get) const {
+    const TensorView* t = get(module + "." + what);
+    if (!t)
+      throw Error(origin_, module + "." + what + " is missing (config_groups." + s.name + ", strategy " + s.strategy +
+                               (s.symmetric ? "" : ", asymmetric") + ")");
+    return *t;
+  }
+
   const Scheme& scheme_of(const std::string& module) const {
     for (const auto& ig : ignore_)
       if (matches(module, ig))
@@ -326,17 +413,26 @@ std::unique_ptr<QuantizedLinearReader> make_reader(const nlohmann::json& qc, con
   const nlohmann::json fmt = qc.value("format", nlohmann::json());
   if (!fmt.is_string()) refuse(origin, "format", fmt, "a compressed-tensors format must be named");
   const std::string top_format = fmt.get<std::string>();
+  // An FP8 checkpoint (format float-quantized) is refused by its scheme's keys, which say why.
+  if (!unset(qc, "config_groups") && qc.at("config_groups").is_object())
+    for (auto it = qc.at("config_groups").begin(); it != qc.at("config_groups").end(); ++it)
+      if (is_fp8(it.value())) refuse_fp8(origin, "config_groups." + it.key(), it.value());
   if (top_format != "pack-quantized" && top_format != "mixed-precision")
     refuse(origin, "format", top_format,
-           "ftx imports compressed-tensors' pack-quantized int4 weights only (8-bit int-quantized/naive-quantized "
-           "and FP8 float-quantized weights are not implemented)");
+           "ftx imports compressed-tensors' pack-quantized int4 and int8 weights only (int-quantized and "
+           "naive-quantized, llm-compressor's W8A8 forms, are not implemented)");
 
   if (unset(qc, "config_groups") || !qc.at("config_groups").is_object() || qc.at("config_groups").empty())
     refuse(origin, "config_groups", qc.value("config_groups", nlohmann::json()), "no quantisation scheme is given");
   std::vector<Scheme> schemes;
   for (auto it = qc.at("config_groups").begin(); it != qc.at("config_groups").end(); ++it)
     schemes.push_back(parse_scheme(origin, it.key(), it.value(), top_format));
-  // The converter's INT4 layout has one group size per model.
+  // The converter's layouts hold one width (INT4 or INT8 files) and one INT4 group size per model.
+  for (const auto& s : schemes)
+    if (s.bits != schemes.front().bits)
+      refuse(origin, "config_groups." + s.name + ".weights.num_bits", s.bits,
+             "differs from config_groups." + schemes.front().name + "'s " + std::to_string(schemes.front().bits) +
+                 "; ftx holds every layer GEMM of a model in one weight-only precision");
   for (const auto& s : schemes)
     if (s.group_size != schemes.front().group_size)
       refuse(origin, "config_groups." + s.name + ".weights.group_size", s.group_size,

@@ -7,6 +7,11 @@
 
 namespace ftx::hf {
 
+ops::Int8Columns QuantizedLinearReader::int8(const std::string& module, const TensorLookup& get) const {
+  (void)get;
+  throw Error(module, "the " + method() + " reader holds no 8-bit weights");
+}
+
 std::unique_ptr<QuantizedLinearReader> make_quantized_linear_reader(const nlohmann::json& qc, const std::string& origin) {
   FTX_CHECK(qc.is_object(), origin, "quantization_config = " + qc.dump(-1).substr(0, 80) + " is not a JSON object");
   auto m = qc.find("quant_method");

@@ -1,7 +1,8 @@
 #pragma once
 // Quantised checkpoints (config.json's quantization_config): one reader per quant_method turns the
 // tensors of each quantised Linear into ops::Int4Matrix (lib/ops/int4_matrix.h), the form ftx's INT4
-// weight-only layout holds, without going through float. The HF converter's driver (hf_source.cc)
+// weight-only layout holds, or (8-bit weights) ops::Int8Columns (lib/ops/int8_columns.h), the INT8
+// weight-only one, without going through float. The HF converter's driver (hf_source.cc)
 // asks the reader which modules are quantised, takes their tensors away from the float layout, and
 // maps, fuses and splits the matrices as it would the float weights (lib/model/int4_files.h names
 // the files). A reader refuses, by key and value, every option of its method ftx does not implement.
@@ -14,6 +15,7 @@
 
 #include "formats/tensor.h"
 #include "lib/ops/int4_matrix.h"
+#include "lib/ops/int8_columns.h"
 
 namespace ftx::hf {
 
@@ -34,6 +36,11 @@ class QuantizedLinearReader {
   virtual ops::Int4Matrix int4(const std::string& module, const TensorLookup& get) const = 0;
   // The group size the method quantised with (rows per group; the input dimension for per-channel).
   virtual int64_t group_size() const = 0;
+  // The width of the stored integers, one for the whole model: 4 (read with int4()) or 8 (int8()).
+  virtual int weight_bits() const { return 4; }
+  // Linear `module`'s 8-bit weight in FT's [in, out] orientation with one scale per output column.
+  // The default is an Error: only readers whose weight_bits() is 8 are asked.
+  virtual ops::Int8Columns int8(const std::string& module, const TensorLookup& get) const;
 };
 
 // The reader for config.json's quantization_config `qc` (origin: config.json's path, for messages),

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`ftx convert-hf` of GPTQ and AWQ checkpoints into ftx's INT4 files (issue 50), on the committed
 fixtures of tests/fixtures/int4_import (scripts/fixtures/make_gptq_awq_fixtures.py: AutoAWQ 0.2.9's
-own packer; GPTQModel 7.7.0's packing transcribed; tests/fixtures/int4_import/SOURCE.md).
+own packer; GPTQModel 7.7.0's packing transcribed; tests/fixtures/int4_import/SOURCE.md), and of
+llm-compressor's compressed-tensors checkpoints into ftx's INT4 and INT8 files
+(tests/fixtures/compressed_tensors/SOURCE.md).
 
 Usage: int4_import_test.py {weights|logits|errors}
   weights: every case at TP 1, 2 and 4 (AWQ and GPTQ group 64 without act-order at TP 1 and 2; their
@@ -12,13 +14,16 @@ Usage: int4_import_test.py {weights|logits|errors}
            [Q | K | V] of the rank's heads (K/V heads copied per rank at TP 4 > 2 K/V heads), gate and
            up column-parallel, o and down row-parallel. No float file for a layer GEMM; config.ini's
            weight_only_precision = int4 and int4_group_size; the embeddings, norms and lm_head as
-           the checkpoint holds them.
+           the checkpoint holds them. llm-compressor's W8A16 checkpoints (int8 channel and tensor) at
+           TP 1, 2 and 4: each rank's INT8 files (values, column scales) as q * s equal
+           compressed-tensors' float64 decompression exactly; weight_only_precision = int8.
   logits:  every case converted at TP 1 and 2 runs in ftx's engine (the gtest convert_arch_test's
            ArchEngine.LogitsMatchReference, alone and under `mpirun -np 2`): the logits of every step
            along the greedy paths of a float64 forward of the dequantised model
            (tests/reference/hf_arch_reference.py with each quantised Linear's weight the producer-side
            dequantisation above) within 1e-4 of the row's largest logit.
-  errors:  every refused quantization_config option by key and value, a v1 zero field of 15, a
+  errors:  every refused quantization_config option by key and value (llm-compressor's int8 groups
+           and zero points, FP8 static and dynamic as the producer saved them), a v1 zero field of 15, a
            group split across ranks, q/k/v of differing act-orders (they fuse into one GEMM), a family ftx does not import quantised, a Linear left float:
            one-line errors, exit 1, nothing written.
 Environment: FTX_BIN.
@@ -188,6 +193,53 @@ def expected_pieces(refs, layer, tp, heads, kv_source, kv_ini, d):
     return out
 
 
+def int8_dequantized(folder, gemm, rank, rows, cols):
+    """One rank's INT8 files of a [rows, cols] GEMM as float64, by docs/quantization.md's formula
+    W[k][n] = q[k][n] * s[n]; None when a file's size disagrees."""
+    def f(kind, dtype):
+        p = os.path.join(folder, f"{gemm}.weight.{kind}.{rank}.bin")
+        return np.fromfile(p, dtype=dtype) if os.path.exists(p) else None
+    q, s = f("int8_wo", np.int8), f("int8_wo_scales", np.float32)
+    if q is None or s is None or q.size != rows * cols or s.size != cols:
+        return None
+    return q.reshape(rows, cols).astype(np.float64) * s.astype(np.float64)[None, :]
+
+
+def test_int8_weights(tmp):
+    """llm-compressor's W8A16 checkpoints: every rank's INT8 files against compressed-tensors' own
+    float64 decompression (reference.safetensors), exactly."""
+    for case in CT_INT8:
+        folder = os.path.join(CT, case, "model")
+        c = json.load(open(os.path.join(folder, "config.json")))
+        heads, kv_source = c["num_attention_heads"], c["num_key_value_heads"]
+        d = c["hidden_size"] // heads
+        ref = read_st(os.path.join(CT, case, "reference.safetensors"))
+        refs = {k[:-len(".weight")]: v for k, v in ref.items() if k.endswith(".weight")}
+        for tp in (1, 2, 4):
+            out = os.path.join(tmp, f"{case}-tp{tp}")
+            r = ftx(["convert-hf", "-i", folder, "-o", out, "-g", str(tp)])
+            if not check(r.returncode == 0, f"{case} TP {tp}: convert-hf failed: {r.stderr.strip()}"):
+                continue
+            ft = os.path.join(out, f"{tp}-gpu")
+            check(ini_value(ft, "weight_only_precision") == "int8", f"{case} TP {tp}: weight_only_precision")
+            check(ini_value(ft, "int4_group_size") is None, f"{case} TP {tp}: int4_group_size written")
+            kv_ini = int(ini_value(ft, "kv_head_num"))
+            files = os.listdir(ft)
+            check(not any(".int4" in f for f in files), f"{case} TP {tp}: INT4 files written")
+            n = 0
+            for layer in range(c["num_hidden_layers"]):
+                for (gemm, rank), want in expected_pieces(refs, layer, tp, heads, kv_source, kv_ini, d).items():
+                    check(not os.path.exists(os.path.join(ft, f"{gemm}.weight.{rank}.bin")),
+                          f"{case} TP {tp}: a float file for {gemm}")
+                    got = int8_dequantized(ft, gemm, rank, *want.shape)
+                    if check(got is not None, f"{case} TP {tp}: {gemm} rank {rank}: INT8 files missing or of the "
+                                              f"wrong size for {want.shape}"):
+                        n += 1
+                        check(np.array_equal(got, want), f"{case} TP {tp}: {gemm} rank {rank}: max difference "
+                                                         f"{np.abs(got - want).max()} from compressed-tensors'")
+            print(f"{case} TP {tp}: {n} INT8 GEMM pieces equal compressed-tensors' float64 decompression")
+
+
 def tps_of(case):
     s = CASES["cases"][case]["settings"]
     # Row-parallel o_proj/down_proj hold 128/4 = 32 rows a rank at TP 4: groups of 64 without
@@ -244,6 +296,11 @@ def test_weights():
     finally:
         shutil.rmtree(tmp)
     print(f"largest difference from the producer-side float64 dequantisation: {worst}")
+    tmp = tempfile.mkdtemp()
+    try:
+        test_int8_weights(tmp)
+    finally:
+        shutil.rmtree(tmp)
 
 
 # ---- the engine on the imported folders -----------------------------------------------------------
@@ -256,7 +313,16 @@ CT = os.path.join(SRC, "tests", "fixtures", "compressed_tensors")
 # llm-compressor's int4 fixtures (tests/fixtures/compressed_tensors/SOURCE.md): name -> TP sizes
 # (group 64 would split o_proj's 64 inputs across two ranks at TP 2: refused, not run).
 CT_CASES = {"w4a16_group_sym": (1, 2), "w4a16_group_asym": (1, 2), "w4a16_channel_asym": (1, 2),
-            "w4a16_group64_fp32": (1,), "w4a16_tensor": (1, 2)}
+            "w4a16_group64_fp32": (1,), "w4a16_tensor": (1, 2), "w8a16_channel": (1, 2), "w8a16_tensor": (1, 2)}
+# Its W8A16 (int8, symmetric, one scale per output or per matrix): ftx's INT8 weight-only files.
+CT_INT8 = ("w8a16_channel", "w8a16_tensor")
+# Its schemes ftx refuses, by the key and value config.json holds.
+CT_REFUSED = {
+    "w8a16_group": "quantization_config.config_groups.group_0.weights.strategy group",
+    "w8a16_channel_asym": "quantization_config.config_groups.group_0.weights.symmetric false",
+    "fp8_static": "quantization_config.config_groups.group_0.weights.type float",
+    "fp8_dynamic": "quantization_config.config_groups.group_0.input_activations.dynamic true",
+}
 
 
 def reference_model(folder, t, refs):
@@ -419,6 +485,8 @@ def test_errors():
         cfg["quantization_config"] = json.load(open(os.path.join(FIX, g, "config.json")))["quantization_config"]
         json.dump(cfg, open(os.path.join(folder, "config.json"), "w"))
         refused(tmp, "gpt2 with gptq", folder, "model_type 'gpt2'", "llama")
+        for case, needle in CT_REFUSED.items():
+            refused(tmp, "compressed-tensors " + case, os.path.join(CT, case, "model"), "config.json", needle)
     finally:
         shutil.rmtree(tmp)
 
