@@ -45,5 +45,9 @@ void read_ftx_keys(const Reader& r, ModelConfig& c);
 // FT's prompt learning keys: num_tasks, prompt_learning_type, prompt_learning_start_id and the
 // [task_K] sections.
 void read_prompt_learning(const Reader& r, ModelConfig& c);
+// FT's GPT-MoE [structure] section (gpt_with_moe, expert_num, moe_layers as Python's list text
+// "[1, 3]") and ftx's moe_k there; written only for a model with experts.
+void read_moe_structure(const IniFile& ini, ModelConfig& c);
+void write_moe_structure(const ModelConfig& c, IniFile& ini);
 
 }  // namespace ftx::config_ini

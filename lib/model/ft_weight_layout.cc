@@ -103,6 +103,15 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
     }
     l.repl(p + "post_attention_layernorm.weight", {H});
     if (!rms) l.repl(p + "post_attention_layernorm.bias", {H});
+    if (cfg.moe.is_moe_layer(L)) {  // FT's GPT-MoE: the gate and the experts stacked on axis 0
+      const int64_t E = cfg.moe.expert_num;
+      l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, I / tp});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, I / tp});
+      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, I / tp, H});
+      l.repl(p + "mlp.moe.experts.dense_4h_to_h.bias", {E, H});
+      continue;
+    }
     l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
     if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});
     if (cfg.activation.is_gated()) {

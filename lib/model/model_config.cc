@@ -51,6 +51,8 @@
 //                              (rows per group, 0: per column; written only then)
 //      sandwich_norm           1: the attention and FFN outputs are normalised before the residual
 //                              add (Gemma 2/3; written only then)
+// A section of its own, [structure], holds FT's GPT-MoE keys (gpt_with_moe, expert_num, moe_layers)
+// and ftx's moe_k (the trained top-k), written only for a model with experts (config_ini_moe.cc).
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -273,6 +275,7 @@ ModelConfig ModelConfig::from_ini(const IniFile& ini) {
   c.tensor_para_size = r.i_or("tensor_para_size", tp_of_folder_name(origin));
   config_ini::read_ftx_keys(r, c);
   config_ini::read_prompt_learning(r, c);
+  config_ini::read_moe_structure(ini, c);
   return c;
 }
 
@@ -404,6 +407,7 @@ IniFile ModelConfig::to_ini() const {
       ini.set(t, "prompt_length", std::to_string(prompt.tasks[k].length));
     }
   }
+  config_ini::write_moe_structure(*this, ini);
   return ini;
 }
 

@@ -48,6 +48,20 @@ struct PromptLearning {
 // file: products of sizes stay far from int64 overflow before anyone multiplies them.
 constexpr int64_t kMaxModelDim = int64_t(1) << 24;
 
+// FasterTransformer's GPT-MoE (config.ini's [structure] section, as FT's
+// megatron_gpt_moe_ckpt_convert.py writes it): layers listed in `layers` replace their FFN by a gate
+// (model.layers.N.mlp.moe.gate.wg.weight [H, expert_num]) and expert_num stacked experts
+// (model.layers.N.mlp.moe.experts.*, each expert's FFN split over the TP ranks like a dense one).
+// FT takes the top-k at run time; `k` is ftx's record of the one the model was trained with (0: unknown).
+struct MoeConfig {
+  bool gpt_with_moe = false;
+  int64_t expert_num = 0;
+  std::vector<int64_t> layers;  // [structure] moe_layers
+  int64_t k = 0;                // [structure] moe_k (ftx's key)
+  bool any() const { return gpt_with_moe && !layers.empty(); }
+  bool is_moe_layer(int64_t layer) const;
+};
+
 struct ModelConfig {
   FtVariant ft_variant = FtVariant::kGpt;
   std::string model_name = "gpt";
@@ -126,6 +140,7 @@ struct ModelConfig {
   DType weight_data_type = DType::kFloat32;
 
   PromptLearning prompt;            // tasks and their tables' kind (none unless config.ini has them)
+  MoeConfig moe;                    // [structure] (FT's GPT-MoE); none unless config.ini has it
 
   // The residual width, and the attention's: Q's columns and attention.dense's input.
   int64_t hidden() const { return hidden_size > 0 ? hidden_size : q_width(); }
