@@ -322,7 +322,7 @@ struct Full {
 Full assemble(const TensorJob& job, DType out) {
   FTX_CHECK(!job.shards.empty(), where(job), "no source tensor");
   const size_t es = dtype_size(out);
-  if (job.merge_axis < 0 || job.shards.size() == 1) {
+  if (!job.stack && (job.merge_axis < 0 || job.shards.size() == 1)) {
     Full f{prepare_shard(job, job.shards[0], out), {}};
     if (job.segments > 0) f.segs = segment_widths(job, f.d.last());
     if (!job.seg_sizes.empty()) f.segs = job.seg_sizes;
@@ -342,6 +342,15 @@ Full assemble(const TensorJob& job, DType out) {
                                   std::to_string(k) + " has " + shape_to_string(b));
   }
   Full f;
+  if (job.stack) {  // the parts agree in shape (checked above): their bytes in order are the stack
+    f.d.shape = parts[0].shape;
+    f.d.shape.insert(f.d.shape.begin(), static_cast<int64_t>(parts.size()));
+    const size_t nb = static_cast<size_t>(prod(parts[0].shape)) * es;
+    Scratch cat(nb * parts.size());
+    for (size_t k = 0; k < parts.size(); ++k) std::memcpy(cat.data() + k * nb, parts[k].p, nb);
+    f.d.adopt(std::move(cat));
+    return f;
+  }
   if (job.merge_axis == 0) {
     f.d.shape = parts[0].shape;
     f.d.shape[0] = 0;
@@ -408,6 +417,21 @@ void run_tensor_job(const TensorJob& job, int64_t tp, DType out, const std::func
     for (int64_t r = 0; r < tp; ++r) {
       JobOutput o{r, f.d.shape, f.d.p + r * per * es, static_cast<size_t>(per) * es};
       o.shape[0] = R / tp;
+      emit(o);
+    }
+    return;
+  }
+  if (job.split == OutSplit::kAxis1) {  // rank r: rows [r·n/tp, (r+1)·n/tp) of axis 1 of every slice of axis 0
+    FTX_CHECK(f.d.shape.size() >= 2 && f.d.shape[1] % tp == 0, where(job),
+              "axis 1 of shape " + shape_to_string(f.d.shape) +
+                  " is not divisible by the inference tensor parallel size " + std::to_string(tp));
+    const int64_t outer = f.d.shape[0], inner = numel / outer, per = inner / tp;
+    for (int64_t r = 0; r < tp; ++r) {
+      Scratch buf(static_cast<size_t>(outer * per) * es);
+      for (int64_t e = 0; e < outer; ++e)
+        std::memcpy(buf.data() + e * per * es, f.d.p + (e * inner + r * per) * es, static_cast<size_t>(per) * es);
+      JobOutput o{r, f.d.shape, buf.data(), buf.size()};
+      o.shape[1] /= tp;
       emit(o);
     }
     return;

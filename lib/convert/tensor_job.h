@@ -24,6 +24,7 @@ enum class OutSplit {
   kReplicated,  // one file, no rank suffix
   kRow,         // axis 0
   kColumn,      // last axis, per segment (see TensorJob::segments)
+  kAxis1,       // axis 1 of a stack ([E, I, H] experts' dense_4h_to_h: each rank takes its I/tp rows of every expert)
 };
 
 struct TensorJob {
@@ -33,6 +34,9 @@ struct TensorJob {
   // How shards combine into the full tensor: -1 = take shards[0] only (replicated in training),
   // 0 = concatenate on axis 0, 1 = concatenate on the last axis (segment by segment, see below).
   int merge_axis = -1;
+  // The shards are not training TP shards but tensors of one shape (FT's GPT-MoE experts, after
+  // their transpose) stacked on a new leading axis, in order.
+  bool stack = false;
   // With merge_axis 1: the pieces may differ in their last axis (SantaCoder q_attn + kv_attn);
   // otherwise every training shard must have the same shape.
   bool ragged_last = false;

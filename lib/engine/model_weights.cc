@@ -206,6 +206,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
                                 const QuantPolicy& quant, const EmbeddingSharding& embedding) {
   const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
+  // Running a MoE layer's dense FFN files would not exist, and skipping its experts would be another model.
+  if (cfg.moe.any())
+    throw Error(join(dir, "config.ini"), "MoE layers are not supported yet ([structure] gpt_with_moe = 1, expert_num = " +
+                                             std::to_string(cfg.moe.expert_num) + ", " +
+                                             std::to_string(cfg.moe.layers.size()) + " MoE layers)");
   check_files(dir, cfg, tp);
   const SmoothQuant& sq = quant.smoothquant;
   const W8A8Files w8a8_files = sq.on ? check_w8a8_folder(dir, cfg, sq) : W8A8Files::kTrtLlm;
