@@ -116,10 +116,11 @@ def test_folder_inspect_accepts_generate_refuses():
             else:
                 print(f"ok   folder inspect --verify accepts the T={T} folder")
         g = subprocess.run([FTX, "generate", "-m", os.path.join(tmp, "1-gpu"), "--input-ids", "-",
-                            "--max-new-tokens", "2"], input="1,2,3\n", capture_output=True, text=True)
-        lines = [l for l in g.stderr.strip().splitlines() if l]
+                            "--max-new-tokens", "2", "--output", os.path.join(tmp, "out.jsonl")], input="1,2,3\n", capture_output=True, text=True)
+        # The fixture's end_id (50256, FT's default) lies outside its vocabulary: a warning line may precede.
+        lines = [l for l in g.stderr.strip().splitlines() if l.startswith("ftx: error:")]
         if g.returncode == 0 or len(lines) != 1 or "MoE layers are not supported yet" not in lines[0] \
-                or "config.ini" not in lines[0]:
+                or "config.ini" not in lines[0] or os.path.exists(os.path.join(tmp, "out.jsonl")):
             fail(f"generate on a MoE folder: exit {g.returncode}, stderr {g.stderr[-400:]!r}")
         else:
             print(f"ok   folder generate refuses: {lines[0]}")
@@ -148,7 +149,7 @@ def test_errors_refused_by_name():
     expect_error("residual MoE", os.path.join(bad, "residual"), "mlp_type = residual")
     expect_error("missing expert file", os.path.join(bad, "no_expert"), "layer_1_expert_2_mp_rank_00_model_states.pt")
     expect_error("pipelined expert files", os.path.join(bad, "expert_pp"), "layer_0_expert_0_mp_rank_00_000_model_states.pt")
-    expect_error("experts not divisible", fixtures()[0]["src"], "divisible", T=3)
+    expect_error("T=3 does not divide the heads", fixtures()[0]["src"], "divisible", T=3)
 
 
 def main():
