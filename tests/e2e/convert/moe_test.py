@@ -6,7 +6,7 @@ Modes (one ctest entry each; fixtures by scripts/fixtures/make_moe_fixtures.py):
            transcribed): the same .bin files with identical bytes, every config.ini key of its [gpt]
            and [structure] sections in ftx's with an equal value, args.txt identical; for T in {1,2,4}
            x {fp32, fp16} on a TP-1 fp32 and a TP-2 fp16 (fp32 gate) checkpoint (so TP merge and split).
-  folder   the converted folder: `ftx inspect --verify` accepts it; `ftx generate` refuses it by name
+  folder   DeepSpeed's save folder read through its `latest` file; the converted folder: `ftx inspect --verify` accepts it; `ftx generate` refuses it by name
            (MoE layers are not supported yet, naming config.ini) instead of skipping the experts.
   errors   what FT's script cannot read or ftx cannot represent: one `ftx: error:` line naming it,
            non-zero exit, no N-gpu/ folder left.
@@ -115,6 +115,18 @@ def test_folder_inspect_accepts_generate_refuses():
                 fail(f"inspect --verify refused the T={T} MoE folder: {v.stdout[-400:]} {v.stderr[-400:]}")
             else:
                 print(f"ok   folder inspect --verify accepts the T={T} folder")
+        # DeepSpeed's save folder: its `latest` file names the tag folder.
+        save = os.path.join(tmp, "save")
+        os.makedirs(save)
+        os.symlink(fx["src"], os.path.join(save, "global_step10"))
+        with open(os.path.join(save, "latest"), "w") as f:
+            f.write("global_step10")
+        r = convert(save, os.path.join(tmp, "via_latest"), 1)
+        if r.returncode != 0 or open(os.path.join(tmp, "via_latest", "1-gpu", "model.layers.1.mlp.moe.experts.dense_h_to_4h.weight.0.bin"), "rb").read() \
+                != open(os.path.join(tmp, "1-gpu", "model.layers.1.mlp.moe.experts.dense_h_to_4h.weight.0.bin"), "rb").read():
+            fail(f"the save folder with `latest` did not convert as its tag folder: {r.stderr}")
+        else:
+            print("ok   folder a save folder's `latest` names the tag folder")
         g = subprocess.run([FTX, "generate", "-m", os.path.join(tmp, "1-gpu"), "--input-ids", "-",
                             "--max-new-tokens", "2", "--output", os.path.join(tmp, "out.jsonl")], input="1,2,3\n", capture_output=True, text=True)
         # The fixture's end_id (50256, FT's default) lies outside its vocabulary: a warning line may precede.
