@@ -19,4 +19,4 @@ ftx::cmd::Action setup(CLI::App* sub) {
 
 }  // namespace
 
-FTX_SUBCOMMAND("convert-megatron", "Convert a Megatron-LM GPT checkpoint to FasterTransformer's layout", setup);
+FTX_SUBCOMMAND("convert-megatron", "Convert a Megatron-LM GPT checkpoint (or a Megatron-DeepSpeed MoE one) to FasterTransformer's layout", setup);

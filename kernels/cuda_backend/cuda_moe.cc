@@ -29,6 +29,9 @@ void CudaBackend::moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::Mo
   if (!m.fc || !m.proj || !m.router || (m.gate != nullptr) != m.act.is_gated())
     throw Error("CUDA moe_ffn: the layer needs a router, fc and proj weights, and gate weights exactly when its "
                 "activation is gated");
+  if (m.fc_bias || m.proj_bias)
+    throw Error("CUDA moe_ffn: experts with biases (FT GPT-MoE's, Megatron-DeepSpeed's) are not implemented on "
+                "this backend yet; decode such a model with --device cpu");
   if (rows <= 0) return;
   if (step_mode_ == StepMode::kCapture || step_mode_ == StepMode::kReplay)
     throw Error("CUDA moe_ffn: a mixture-of-experts layer cannot be recorded into a CUDA graph (its GEMMs are sized "

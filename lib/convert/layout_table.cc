@@ -75,6 +75,8 @@ const ArchLayout& mcore_gpt_layout() {
           {kL + R"(mlp\.linear_fc1\.(weight|bias))", kFL + "mlp.dense_h_to_4h.$2", Role::kColumnGated, true},
           {kL + R"(mlp\.linear_fc2\.weight)", kFL + "mlp.dense_4h_to_h.weight", Role::kRow, true},
           {kL + R"(mlp\.linear_fc2\.bias)", kFL + "mlp.dense_4h_to_h.bias", Role::kReplicated, false},
+          // A layer of experts' router [E, H] (its experts: lib/convert/mcore_experts.h).
+          {kL + R"(mlp\.router\.weight)", kFL + "mlp.moe.gate.wg.weight", Role::kReplicated, true},
       },
       {R"(.*\._extra_state(/.*)?)", R"(.*\.inv_freq)"}};
   return l;

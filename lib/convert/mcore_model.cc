@@ -29,8 +29,16 @@ void refuse_megatron(const ValuePtr& args, const std::string& origin) {
     const char* what;
   };
   static const Refused refused[] = {
-      {"num_experts", "mixture of experts (MoE)"},
       {"multi_latent_attention", "multi-latent attention"},
+      // MoE options whose layer ftx's engine does not compute.
+      {"moe_shared_expert_intermediate_size", "shared experts"},
+      {"moe_router_topk_scaling_factor", "a scaled router (top-k scaling factor)"},
+      {"moe_router_num_groups", "group-limited routing"},
+      {"moe_router_group_topk", "group-limited routing"},
+      {"moe_router_enable_expert_bias", "a router with expert biases"},
+      {"moe_expert_capacity_factor", "token dropping (an expert capacity factor)"},
+      {"moe_apply_probs_on_input", "router probabilities applied to the experts' input"},
+      {"moe_use_legacy_grouped_gemm", "the legacy GroupedMLP (weight1/weight2)"},
       {"virtual_pipeline_model_parallel_size", "virtual pipeline parallelism"},
       {"num_layers_per_virtual_pipeline_stage", "virtual pipeline parallelism"},
       {"qk_layernorm", "QK layernorm"},
@@ -51,8 +59,15 @@ void refuse_nemo(const YAML::Node& y, const std::string& origin) {
     const char* what;
   };
   static const Refused refused[] = {
-      {"num_moe_experts", "mixture of experts (MoE)"},
       {"multi_latent_attention", "multi-latent attention"},
+      {"moe_shared_expert_intermediate_size", "shared experts"},
+      {"moe_router_topk_scaling_factor", "a scaled router (top-k scaling factor)"},
+      {"moe_router_num_groups", "group-limited routing"},
+      {"moe_router_group_topk", "group-limited routing"},
+      {"moe_router_enable_expert_bias", "a router with expert biases"},
+      {"moe_expert_capacity_factor", "token dropping (an expert capacity factor)"},
+      {"moe_apply_probs_on_input", "router probabilities applied to the experts' input"},
+      {"moe_use_legacy_grouped_gemm", "the legacy GroupedMLP (weight1/weight2)"},
       {"virtual_pipeline_model_parallel_size", "virtual pipeline parallelism"},
       {"qk_layernorm", "QK layernorm"},
       {"seq_len_interpolation_factor", "rotary sequence-length interpolation"},
@@ -65,6 +80,42 @@ void refuse_nemo(const YAML::Node& y, const std::string& origin) {
     if (l.empty() || l == "false" || l == "0" || l == "null" || l == "none") continue;
     throw Error(origin, std::string(r.what) + " is not supported (" + r.key + ": " + s + ")");
   }
+}
+
+// The MoE settings read the same way from Megatron-LM's args and NeMo's yaml (the same names but
+// num_experts / num_moe_experts); `text` gives a set value's spelling for the error.
+struct MoeSettings {
+  int64_t experts = 0, topk = 2, ffn_hidden = 0, ep = 1, etp = 0;
+  bool pre_softmax = false;
+  std::string score = "softmax", balancing = "aux_loss", layer_freq = "1";
+};
+
+void apply_moe(const MoeSettings& m, const char* experts_key, McoreArgs& a, const std::string& origin) {
+  if (m.experts <= 0) return;
+  const std::string p = experts_key;
+  FTX_CHECK(m.experts <= (1 << 16), origin, p + " = " + std::to_string(m.experts) + " is not a number of experts ftx runs");
+  FTX_CHECK(m.topk >= 1 && m.topk <= m.experts, origin,
+            "moe_router_topk = " + std::to_string(m.topk) + " is not in [1, " + p + " = " + std::to_string(m.experts) + "]");
+  FTX_CHECK(m.score == "softmax", origin,
+            "moe_router_score_function = " + m.score + " is not supported (a softmax router only)");
+  FTX_CHECK(m.balancing != "sinkhorn", origin,
+            "moe_router_load_balancing_type = sinkhorn is not supported (its router is not a softmax top-k)");
+  // Every layer a layer of experts: ftx's FT layout has one FFN size, the experts'.
+  FTX_CHECK(m.layer_freq == "1", origin,
+            "moe_layer_freq = " + m.layer_freq + " is not supported (only every layer with experts)");
+  FTX_CHECK(m.etp == 0 || m.etp == a.tp, origin,
+            "expert_tensor_parallel_size = " + std::to_string(m.etp) + " differs from tensor_model_parallel_size = " +
+                std::to_string(a.tp) + " (not supported)");
+  FTX_CHECK(m.ep >= 1 && m.experts % m.ep == 0, origin,
+            "expert_model_parallel_size = " + std::to_string(m.ep) + " does not divide " + p + " = " +
+                std::to_string(m.experts));
+  FTX_CHECK(!a.bias, origin, "experts with biases are not supported (" + p + " = " + std::to_string(m.experts) +
+                                 " with linear biases): the engine does not run expert biases yet");
+  a.experts = m.experts;
+  a.moe_topk = m.topk;
+  a.moe_pre_softmax = m.pre_softmax;
+  a.moe_ffn_hidden = m.ffn_hidden > 0 ? m.ffn_hidden : a.ffn_hidden;
+  a.ep = m.ep;
 }
 
 void check_sizes(const McoreArgs& a, const std::string& origin) {
@@ -133,6 +184,18 @@ McoreArgs mcore_args_from_megatron(const ValuePtr& args, const std::string& orig
                  : squared ? Activation::kSquaredRelu
                  : megatron_arg_bool(args, "openai_gelu", false) ? Activation::kGeluTanh
                                                                  : Activation::kGelu;
+  MoeSettings m;
+  m.experts = megatron_arg_int(args, "num_experts", 0);
+  m.topk = megatron_arg_int(args, "moe_router_topk", 2);
+  m.pre_softmax = megatron_arg_bool(args, "moe_router_pre_softmax", false);
+  m.ffn_hidden = megatron_arg_int(args, "moe_ffn_hidden_size", 0);
+  m.ep = megatron_arg_int(args, "expert_model_parallel_size", 1);
+  m.etp = megatron_arg_int(args, "expert_tensor_parallel_size", 0);
+  m.score = megatron_arg_str(args, "moe_router_score_function", "softmax");
+  m.balancing = megatron_arg_str(args, "moe_router_load_balancing_type", "aux_loss");
+  if (ValuePtr f = megatron_arg(args, "moe_layer_freq"); f && f->kind != Value::Kind::kNone)
+    m.layer_freq = f->kind == Value::Kind::kInt ? std::to_string(f->i) : f->repr(40);
+  apply_moe(m, "args.num_experts", a, origin);
   check_sizes(a, origin);
   return a;
 }
@@ -174,6 +237,18 @@ McoreArgs mcore_args_from_nemo(const YAML::Node& y, const std::string& origin) {
   } catch (const Error& e) {
     throw Error(origin, e.what());
   }
+  MoeSettings m;
+  m.experts = yaml_or<int64_t>(y, "num_moe_experts", 0);
+  m.topk = yaml_or<int64_t>(y, "moe_router_topk", 2);
+  m.pre_softmax = yaml_or<bool>(y, "moe_router_pre_softmax", false);
+  m.ffn_hidden = yaml_or<int64_t>(y, "moe_ffn_hidden_size", 0);
+  m.ep = yaml_or<int64_t>(y, "expert_model_parallel_size", 1);
+  m.etp = yaml_or<int64_t>(y, "expert_tensor_parallel_size", 0);
+  m.score = yaml_or<std::string>(y, "moe_router_score_function", "softmax");
+  m.balancing = yaml_or<std::string>(y, "moe_router_load_balancing_type", "aux_loss");
+  if (y["moe_layer_freq"] && !y["moe_layer_freq"].IsNull())
+    m.layer_freq = y["moe_layer_freq"].IsScalar() ? y["moe_layer_freq"].as<std::string>() : "a list";
+  apply_moe(m, "num_moe_experts", a, origin);
   check_sizes(a, origin);
   return a;
 }
@@ -197,6 +272,13 @@ ModelConfig mcore_model_config(const McoreArgs& a, int64_t vocab_rows, const std
   c.normalization = a.rmsnorm ? Normalization::kRmsNorm : Normalization::kLayerNorm;
   c.has_bias = a.bias;
   c.tied_embeddings = a.tied;
+  if (a.experts > 0) {
+    c.expert_num = a.experts;
+    for (int64_t l = 0; l < a.num_layers; ++l) c.moe_layers.push_back(l);
+    c.moe_top_k = a.moe_topk;
+    c.moe_routing = a.moe_pre_softmax ? MoeRouting::kSoftmaxTopK : MoeRouting::kSoftmaxTopKRenorm;
+    c.inter_size = a.moe_ffn_hidden;  // every layer's FFN is its experts'
+  }
   if (a.position == "rope") {
     c.position = PositionEmbedding::kRotary;
     c.rotary_style = RotaryStyle::kHalfSplit;

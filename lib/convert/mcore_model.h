@@ -1,8 +1,9 @@
 #pragma once
 // What a Megatron Core GPT is, from Megatron-LM's `args` (a legacy shard's, or common.pt's of a
 // torch_dist checkpoint) or NeMo's model_config.yaml (mcore_gpt), and the FT ModelConfig and job
-// context it implies. Options ftx cannot run (MoE, multi-latent attention, virtual pipeline,
-// QK layernorm, ...) are refused here with a one-line error naming the argument.
+// context it implies. Options ftx cannot run (shared experts and router options, multi-latent
+// attention, virtual pipeline, QK layernorm, ...) are refused here with a one-line error naming the
+// argument.
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,12 @@ struct McoreArgs {
   // Where `tied` comes from, and how to say otherwise, for tied_output_layer.h's error.
   std::string tied_because, untie_hint;
   Activation activation = Activation::kGelu;
+  // Mixture of experts (Megatron Core's MoELayer in every layer; 0 experts: dense): the router's
+  // top-k, whether its softmax runs before the top-k (moe_router_pre_softmax: the chosen
+  // probabilities as they are) or after it (over the k chosen logits, which is the softmax over
+  // all renormalised to the k), each expert's FFN size, and the expert-parallel training size.
+  int64_t experts = 0, moe_topk = 0, moe_ffn_hidden = 0, ep = 1;
+  bool moe_pre_softmax = false;
 };
 
 // `args` may be null only when `origin` is a checkpoint that has none: then an Error.

@@ -6,6 +6,7 @@
 #include "lib/convert/mcore_source.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "formats/error.h"
 #include "formats/torch_checkpoint.h"
 #include "lib/convert/dcp_shards.h"
+#include "lib/convert/mcore_experts.h"
 #include "lib/convert/mcore_model.h"
 #include "lib/convert/shard_groups.h"
 #include "lib/convert/source_names.h"
@@ -40,19 +42,31 @@ std::string layout_name(const std::string& n) { return starts_with(n, "decoder."
 // ---- legacy shards --------------------------------------------------------------------------
 
 struct LegacyShard {
-  int64_t tp, pp;
+  int64_t tp, pp, ep;                 // ep: the expert-parallel rank (0 without expert parallelism)
   std::string origin;                 // the shard's file (or archive member)
   std::vector<NamedTensor> tensors;   // names without prefixes, local layer numbers
 };
 
+[[noreturn]] void refuse_experts_without_args(const std::string& name, const std::string& origin) {
+  throw Error(origin, "has the expert tensor '" + name + "' but the model's settings name no experts (num_experts)");
+}
+
 void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards, const std::string& origin,
                      ConversionPlan& plan) {
   ShardGroups groups(a.tp);
+  McoreExperts experts(a);
   NamePrefixes prefixes;  // decoder.: a missing layer tensor named as Megatron Core names it
   std::map<int64_t, const TensorView*> wte;  // per TP rank: the word embeddings
   std::vector<std::pair<const LegacyShard*, const TensorView*>> copies;  // a tied model's output layers
   for (const auto& s : shards)
     for (const auto& nt : s.tensors) {
+      if (is_mcore_expert_name(nt.name)) {
+        if (a.experts == 0) refuse_experts_without_args(nt.name, origin + "/" + s.origin);
+        experts.add_legacy(nt.name, s.pp * (a.num_layers / a.pp), s.tp, s.ep, nt.tensor,
+                           origin + "/" + s.origin);
+        continue;
+      }
+      if (s.ep > 0) continue;  // every expert-parallel rank holds the same copy of the rest
       if (nt.name == "embedding.word_embeddings.weight") wte[s.tp] = &nt.tensor;
       if (a.tied && nt.name == "output_layer.weight") {
         copies.push_back({&s, &nt.tensor});
@@ -75,6 +89,7 @@ void add_legacy_jobs(const McoreArgs& a, const std::vector<LegacyShard>& shards,
             "holds " + std::to_string(groups.num_layers()) + " layers, the arguments say " + std::to_string(a.num_layers));
   plan.cfg = mcore_model_config(a, vocab_rows, origin);
   groups.build_jobs(mcore_gpt_layout(), mcore_job_context(a, a.tp), origin, plan.jobs);
+  if (a.experts > 0) experts.build_legacy_jobs(origin, plan.jobs);
   plan.source_names = checkpoint_names(mcore_gpt_layout(), std::move(prefixes));
 }
 
@@ -152,11 +167,16 @@ void add_dist_jobs(const McoreArgs& a, const DcpCheckpoint& ck, const std::strin
       t.stacked = true;
       t.layout = n.substr(std::string("decoder.layers.").size());
     }
+    if (t.stacked && is_mcore_expert_name(t.layout) && a.experts == 0) refuse_experts_without_args(kv.first, origin);
     todo.push_back(std::move(t));
   }
   plan.cfg = mcore_model_config(a, wte_info.shape[0], origin);
 
   for (const DistTensor& t : todo) {
+    if (t.stacked && is_mcore_expert_name(t.layout)) {
+      add_mcore_dist_expert_jobs(a, ck, t.name, t.layout, plan.jobs);
+      continue;
+    }
     const DcpTensorInfo& info = ck.info(t.name);
     const std::string what = origin + ":" + t.name;
     if (!t.stacked) {
@@ -212,21 +232,37 @@ ConversionPlan plan_mcore_megatron_legacy(const ConvertOptions& opt, const std::
   for (const auto& f : files) by_rank[{f.tp, f.pp}] = &f;
   std::vector<LegacyShard> shards;
   for (int64_t p = 0; p < a.pp; ++p)
-    for (int64_t t = 0; t < a.tp; ++t) {
-      auto it = by_rank.find({t, p});
-      FTX_CHECK(it != by_rank.end(), dir,
-                "missing shard " + megatron_shard_name(t, p, a.pp) + "/model_optim_rng.pt (the checkpoint has " +
-                    std::to_string(a.tp) + " tensor parallel x " + std::to_string(a.pp) + " pipeline shards)");
-      const MegatronShardFile& f = *it->second;
-      ValuePtr root = (t == 0 && p == 0) ? root0 : load_torch_checkpoint(f.path);
-      FTX_CHECK(!root->get("model0"), f.path, "virtual pipeline checkpoints (model0, ...) are not supported");
-      ValuePtr model = root->get("model");
-      FTX_CHECK(model && model->is_dict(), f.path, "has no 'model' state dict");
-      LegacyShard s{t, p, f.dir_name, {}};
-      std::vector<NamedValue> others;
-      flatten_value(model, "", s.tensors, others);
-      shards.push_back(std::move(s));
-    }
+    for (int64_t t = 0; t < a.tp; ++t)
+      for (int64_t e = 0; e < a.ep; ++e) {
+        // Expert parallelism appends the expert-parallel rank: mp_rank_TT[_PPP]_EEE (Megatron-LM's
+        // get_checkpoint_name), so such a name is read from the args, not from the folder's names.
+        std::string dir_name = megatron_shard_name(t, p, a.pp), path;
+        if (a.ep > 1) {
+          char ep[8];
+          std::snprintf(ep, sizeof ep, "_%03lld", static_cast<long long>(e));
+          dir_name += ep;
+          path = dir + "/" + dir_name + "/model_optim_rng.pt";
+          FTX_CHECK(path_exists(path), dir,
+                    "missing shard " + dir_name + "/model_optim_rng.pt (the checkpoint has " + std::to_string(a.tp) +
+                        " tensor parallel x " + std::to_string(a.pp) + " pipeline x " + std::to_string(a.ep) +
+                        " expert parallel shards)");
+        } else {
+          auto it = by_rank.find({t, p});
+          FTX_CHECK(it != by_rank.end(), dir,
+                    "missing shard " + dir_name + "/model_optim_rng.pt (the checkpoint has " + std::to_string(a.tp) +
+                        " tensor parallel x " + std::to_string(a.pp) + " pipeline shards)");
+          path = it->second->path;
+          dir_name = it->second->dir_name;
+        }
+        ValuePtr root = (t == 0 && p == 0 && a.ep == 1) ? root0 : load_torch_checkpoint(path);
+        FTX_CHECK(!root->get("model0"), path, "virtual pipeline checkpoints (model0, ...) are not supported");
+        ValuePtr model = root->get("model");
+        FTX_CHECK(model && model->is_dict(), path, "has no 'model' state dict");
+        LegacyShard s{t, p, e, dir_name, {}};
+        std::vector<NamedValue> others;
+        flatten_value(model, "", s.tensors, others);
+        shards.push_back(std::move(s));
+      }
   ConversionPlan plan;
   plan.source_format = "megatron";
   plan.source_path = opt.in_path;
@@ -243,7 +279,7 @@ ConversionPlan plan_mcore_megatron_dist(const ConvertOptions& opt, const std::st
   ValuePtr args = root->is_dict() ? root->get("args") : nullptr;
   if (args && !args->is_dict()) args = nullptr;
   McoreArgs a = mcore_args_from_megatron(args, common);
-  a.tp = a.pp = 1;  // the tensors are global
+  a.tp = a.pp = a.ep = 1;  // the tensors are global
   DcpCheckpoint ck = DcpCheckpoint::open_dir(dir);
   ConversionPlan plan;
   plan.source_format = "megatron";
@@ -288,7 +324,7 @@ void plan_mcore_nemo_weights(const NemoFiles& files, const YAML::Node& cfg, cons
       check_dist_backend(files.origin(dist + "metadata.json"),
                          std::string(reinterpret_cast<const char*>(s.data), static_cast<size_t>(s.nbytes)));
     }
-    a.tp = a.pp = 1;  // the tensors are global
+    a.tp = a.pp = a.ep = 1;  // the tensors are global
     const std::string origin = files.origin(dist.substr(0, dist.size() - 1));
     DcpCheckpoint ck(origin, [&files, dist](const std::string& name) {
       FTX_CHECK(files.has(dist + name), files.origin(dist + name), "is missing");
@@ -297,6 +333,9 @@ void plan_mcore_nemo_weights(const NemoFiles& files, const YAML::Node& cfg, cons
     add_dist_jobs(a, ck, "model.", plan);
     return;
   }
+  FTX_CHECK(a.ep == 1, yorigin,
+            "expert_model_parallel_size = " + std::to_string(a.ep) +
+                " with per-rank model_weights.ckpt files is not supported (a distributed model_weights/ is)");
   std::vector<LegacyShard> shards;
   for (int64_t p = 0; p < a.pp; ++p)
     for (int64_t t = 0; t < a.tp; ++t) {
@@ -306,7 +345,7 @@ void plan_mcore_nemo_weights(const NemoFiles& files, const YAML::Node& cfg, cons
       std::vector<NamedTensor> tensors;
       std::vector<NamedValue> others;
       flatten_value(root, "", tensors, others);
-      LegacyShard s{t, p, member.substr(0, member.find('/')), {}};
+      LegacyShard s{t, p, 0, member.substr(0, member.find('/')), {}};
       for (auto& nt : tensors) {
         const std::string n = strip_prefix(nt.name, "model.");
         if (!n.empty()) s.tensors.push_back({n, nt.tensor});  // e.g. prompt tables are converted separately

@@ -40,7 +40,8 @@ std::vector<std::string> list_dir(const std::string& dir) {
 }
 
 std::vector<MegatronShardFile> find_megatron_shards(const std::string& dir) {
-  static const std::regex mp(R"(mp_rank_(\d{2})(?:_(\d{3}))?)");
+  // A third number is Megatron Core's expert-parallel rank (mcore_source.cc reads those by the args).
+  static const std::regex mp(R"(mp_rank_(\d{2})(?:_(\d{3}))?(?:_\d{3})?)");
   static const std::regex tpp(R"(tp_rank_(\d{2})_pp_rank_(\d{3}))");
   std::vector<MegatronShardFile> out;
   for (auto& n : list_dir(dir)) {

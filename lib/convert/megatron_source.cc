@@ -10,12 +10,21 @@
 #include "lib/convert/conversion.h"
 #include "lib/convert/mcore_source.h"
 #include "lib/convert/megatron_files.h"
+#include "lib/convert/megatron_moe_source.h"
 #include "lib/convert/shard_groups.h"
 
 namespace ftx {
 
 
 ConversionPlan plan_megatron(const ConvertOptions& opt) {
+  // DeepSpeed's folders (Megatron-DeepSpeed MoE): the tag folder itself, or the save folder whose
+  // `latest` file names it.
+  if (is_megatron_moe_dir(opt.in_path)) return plan_megatron_moe(opt, opt.in_path);
+  if (path_exists(opt.in_path + "/latest") && !is_directory(opt.in_path + "/latest")) {
+    std::string tag = read_text_file(opt.in_path + "/latest");
+    while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
+    if (!tag.empty() && is_megatron_moe_dir(opt.in_path + "/" + tag)) return plan_megatron_moe(opt, opt.in_path + "/" + tag);
+  }
   const std::string dir = resolve_megatron_iteration_dir(opt.in_path);
   if (is_dcp_dir(dir)) return plan_mcore_megatron_dist(opt, dir);
   std::vector<MegatronShardFile> files = find_megatron_shards(dir);

@@ -400,14 +400,17 @@ void run_single_job(const TensorJob& job, int64_t tp, DType out, const std::func
 // stack_experts: each expert as a job of its own, its pieces for each rank gathered and emitted
 // stacked, [E, piece...].
 void run_stacked_job(const TensorJob& job, int64_t tp, DType out, const std::function<void(const JobOutput&)>& emit) {
-  FTX_CHECK(!job.shards.empty(), where(job), "no experts to stack");
-  const int64_t E = static_cast<int64_t>(job.shards.size());
+  const int64_t per = job.expert_shards;
+  FTX_CHECK(!job.shards.empty() && per >= 1 && static_cast<int64_t>(job.shards.size()) % per == 0, where(job),
+            std::to_string(job.shards.size()) + " shards are not experts of " + std::to_string(per) + " shards each");
+  const int64_t E = static_cast<int64_t>(job.shards.size()) / per;
   std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> by_rank;
   for (int64_t e = 0; e < E; ++e) {
     TensorJob one = job;
     one.stack_experts = false;
-    one.merge_axis = -1;
-    one.shards = {job.shards[static_cast<size_t>(e)]};
+    one.expert_shards = 1;
+    if (per == 1) one.merge_axis = -1;
+    one.shards.assign(job.shards.begin() + e * per, job.shards.begin() + (e + 1) * per);
     run_single_job(one, tp, out, [&](const JobOutput& o) {
       auto& [shape, bytes] = by_rank[o.rank];
       if (e == 0) {

@@ -52,10 +52,12 @@ struct TensorJob {
   std::vector<int64_t> seg_sizes;         // explicit full-tensor sizes (Tt = 1 only)
   std::vector<bool> seg_split;            // per segment; empty = all split
   OutSplit split = OutSplit::kReplicated;
-  // Each shard is one expert of a mixture-of-experts layer, not a training shard: the steps above
-  // and the split run on each shard alone (merge_axis is ignored), and each output file stacks the
+  // The shards are the experts of a mixture-of-experts layer, `expert_shards` consecutive ones each
+  // (an expert's training shards, merged by merge_axis; 1: the expert whole, merge_axis ignored):
+  // the steps above and the split run on each expert alone, and each output file stacks the
   // experts' pieces on a new axis 0 ([E, ...], FT's GPT-MoE expert files).
   bool stack_experts = false;
+  int64_t expert_shards = 1;
 };
 
 // The bytes of one output file. `data` may point into the source checkpoint (when no element

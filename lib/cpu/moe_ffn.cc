@@ -62,8 +62,10 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
       g.resize(static_cast<size_t>(n * I));
       be.gemm(n, I, H, x.data(), m.gate[e], false, g.data(), 0.0f);
     }
-    be.bias_activation(a.data(), nullptr, m.gate ? ops::Act(g.data()) : ops::Act(), nullptr, n, I, m.act);
+    be.bias_activation(a.data(), m.fc_bias ? m.fc_bias + e * I : nullptr, m.gate ? ops::Act(g.data()) : ops::Act(),
+                       nullptr, n, I, m.act);
     be.gemm(n, H, I, a.data(), m.proj[e], false, o.data(), 0.0f);
+    if (m.proj_bias) be.add_bias(o.data(), m.proj_bias + e * H, n, H);
     for (int64_t i = 0; i < n; ++i) std::memcpy(&y[rs[i] * H], &o[i * H], sizeof(float) * H);
   }
 #pragma omp parallel for schedule(static) if (rows * H >= 65536)

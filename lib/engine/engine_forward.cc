@@ -148,6 +148,8 @@ void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
     m.fc = lw.moe_fc.data();
     m.gate = lw.moe_gate.empty() ? nullptr : lw.moe_gate.data();
     m.proj = lw.moe_proj.data();
+    m.fc_bias = lw.moe_fc_b;
+    m.proj_bias = tp_.rank() == 0 ? lw.moe_proj_b : nullptr;  // once in the all-reduced sum
     be_.moe_ffn(out, in, n, m);
     return;
   }

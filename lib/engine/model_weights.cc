@@ -307,6 +307,8 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         {"mlp.dense_4h_to_h.weight", &LayerWeights::proj_w},
         {"mlp.dense_4h_to_h.bias", &LayerWeights::proj_b},
         {"mlp.moe.gate.wg.weight", &LayerWeights::moe_router},
+        {"mlp.moe.experts.dense_h_to_4h.bias", &LayerWeights::moe_fc_b},
+        {"mlp.moe.experts.dense_4h_to_h.bias", &LayerWeights::moe_proj_b},
         // GPT-NeoX parallel residual: attention and MLP output biases summed into one file.
         {"mlp.attention.bias.sum", &LayerWeights::proj_b},
     };

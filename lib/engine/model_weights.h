@@ -46,6 +46,8 @@ struct LayerWeights {
   // moe_proj[e] [I/T, H] (each a slice of the stacked file, uploaded as its own matrix).
   ops::Weight moe_router;
   std::vector<ops::Weight> moe_fc, moe_gate, moe_proj;
+  // Expert biases (has_bias: FT GPT-MoE's Megatron-DeepSpeed experts): [E, I/T] and [E, H].
+  const float *moe_fc_b = nullptr, *moe_proj_b = nullptr;
   // INT8 or FP8 KV cache only (ModelWeights::kv_dtype() int8 or fp8): the layer's kv_quant_orig
   // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;

@@ -108,12 +108,15 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       // FT's GPT-MoE names: the router whole on every rank, each expert's FFN sliced as a dense
       // one is (columns of the first GEMMs, rows of the second), the experts stacked on axis 0.
       // A gated FFN's second input projection is `.gate.`, as the dense layout names it.
-      // (validate() refuses has_bias with experts: no expert bias files yet.)
+      // Biases (Megatron-DeepSpeed's experts): the first one's columns split, the output's whole
+      // (validate() refuses them with a gate, which FT's layout has no file for).
       const int64_t E = cfg.expert_num;
       l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
       l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, I / tp});
+      if (cfg.has_bias) l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, I / tp});
       if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, I / tp});
       l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, I / tp, H});
+      if (cfg.has_bias) l.repl(p + "mlp.moe.experts.dense_4h_to_h.bias", {E, H});
     } else {
       l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
       if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});

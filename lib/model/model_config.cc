@@ -504,8 +504,10 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
     FTX_CHECK(moe_top_k >= 1 && moe_top_k <= expert_num, origin,
               "moe_top_k = " + std::to_string(moe_top_k) + " must be in [1, expert_num = " +
                   std::to_string(expert_num) + "]");
-    FTX_CHECK(!has_bias, origin, "has_bias with experts (expert_num = " + std::to_string(expert_num) +
-                                     "): the experts' biases (FT GPT-MoE's) are not supported yet");
+    // FT's GPT-MoE has bias files for a plain FFN's experts (Megatron-DeepSpeed's); none for a gate.
+    FTX_CHECK(!has_bias || !activation.is_gated(), origin,
+              "has_bias with gated experts (expert_num = " + std::to_string(expert_num) +
+                  "): FT's GPT-MoE layout has no file for an expert's gate bias");
   }
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));

@@ -175,8 +175,9 @@ class Backend : public decoding::LogitsDevice {
   //  2. per row, in fp32: p = softmax(l) over all experts (the exponentials summed in double), the
   //     top_k largest p in descending order (equal p: the lower expert first), renormalised to sum
   //     to 1 for MoeRouting::kSoftmaxTopKRenorm (Σ taken in double, each p divided in fp32);
-  //  3. y_e = act(in · fc_e) [· (in · gate_e)] · proj_e for the rows routed to expert e, each GEMM
-  //     and the activation with gemm's and bias_activation's arithmetic (the expert's weights read
+  //  3. y_e = act(in · fc_e + fc_bias_e) [· (in · gate_e)] · proj_e + proj_bias_e for the rows
+  //     routed to expert e (the biases when MoeLayer has them), each GEMM, the activation and the
+  //     bias add with gemm's, bias_activation's and add_bias's arithmetic (the expert's weights read
   //     once for all its rows);
   //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32, in the order of step 2, from 0 (so a row's sum does
   //     not depend on which other rows share the call).

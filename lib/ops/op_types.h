@@ -183,6 +183,11 @@ struct MoeLayer {
   const Weight* fc = nullptr;    // the activated projection (Mixtral's w1)
   const Weight* gate = nullptr;  // gated activations: the multiplied one (w3); else null
   const Weight* proj = nullptr;  // the output projection (w2)
+  // Expert biases (FT GPT-MoE's, Megatron-DeepSpeed's experts), null without: fc's [experts, inter]
+  // (expert e's this rank's columns at e · inter), proj's [experts, hidden], which the caller passes
+  // on one rank only, since each row adds it weighted by its choice's weight into the partial sum.
+  const float* fc_bias = nullptr;
+  const float* proj_bias = nullptr;
 };
 
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm

@@ -415,9 +415,11 @@ TEST(ModelConfig, I51_MoeKeysRefusedByName) {
     EXPECT_NE(got.find("out/1-gpu/config.ini"), std::string::npos) << got;
     EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "', got '" << got << "'";
   }
-  ModelConfig biased = moe();
+  ModelConfig biased = moe();  // gated: FT's layout has no file for an expert's gate bias
   biased.has_bias = true;
-  EXPECT_THROW(biased.validate(1, "x"), Error);  // no expert bias files yet
+  EXPECT_THROW(biased.validate(1, "x"), Error);
+  biased.activation = Activation::kGelu;  // Megatron-DeepSpeed's experts: FT's bias files
+  EXPECT_NO_THROW(biased.validate(1, "x"));
 }
 
 // A layer of experts has FT's GPT-MoE files in place of the dense FFN's: the router whole, the
@@ -475,6 +477,60 @@ TEST(TensorJob, I51_StackedExpertsSplitEachExpert) {
           for (int o = 0; o < 4; ++o) EXPECT_EQ(v[e * 4 + o], 100 * e + 10 * o + r);
       }
     }
+  }
+}
+
+
+// expert_shards: each expert's training TP shards merged before the split, the same files as from
+// the experts whole (Megatron Core's column- and row-parallel experts).
+TEST(TensorJob, I51_StackedExpertsMergeTrainingShards) {
+  // Expert e's nn.Linear weight [out 4, in 2]: w[o][i] = 100e + 10o + i; training TP 2 splits
+  // fc1-like (outputs: rows) or fc2-like (inputs: columns).
+  std::vector<std::vector<float>> w(3), part(12);
+  std::vector<TensorView> whole, by_out, by_in;
+  for (int e = 0; e < 3; ++e) {
+    for (int o = 0; o < 4; ++o)
+      for (int i = 0; i < 2; ++i) w[e].push_back(100 * e + 10 * o + i);
+    whole.push_back(float_view(w[e]));
+    whole.back().shape = {4, 2};
+    for (int t = 0; t < 2; ++t) {
+      std::vector<float>& rows = part[e * 4 + t];  // outputs 2t, 2t + 1
+      std::vector<float>& cols = part[e * 4 + 2 + t];  // input t
+      for (int o = 0; o < 4; ++o)
+        for (int i = 0; i < 2; ++i) {
+          if (o / 2 == t) rows.push_back(w[e][o * 2 + i]);
+          if (i == t) cols.push_back(w[e][o * 2 + i]);
+        }
+    }
+  }
+  for (int e = 0; e < 3; ++e)
+    for (int t = 0; t < 2; ++t) {
+      by_out.push_back(float_view(part[e * 4 + t]));
+      by_out.back().shape = {2, 2};
+      by_in.push_back(float_view(part[e * 4 + 2 + t]));
+      by_in.back().shape = {4, 1};
+    }
+  auto files = [](const TensorJob& job) {
+    std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<float>>> got;
+    run_tensor_job(job, 2, DType::kFloat32, [&](const JobOutput& o) {
+      got[o.rank] = {o.shape, {reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes)}};
+    });
+    return got;
+  };
+  for (bool column : {true, false}) {
+    TensorJob ref;
+    ref.name = "experts";
+    ref.shards = whole;
+    ref.transpose = true;
+    ref.split = column ? OutSplit::kColumn : OutSplit::kRow;
+    ref.stack_experts = true;
+    TensorJob merged = ref;
+    merged.shards = column ? by_out : by_in;
+    merged.expert_shards = 2;
+    merged.merge_axis = column ? 1 : 0;  // after the transpose: outputs are the last axis
+    const auto a = files(ref), b = files(merged);
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_EQ(a, b) << (column ? "column" : "row");
   }
 }
 

@@ -4,8 +4,9 @@ tests/fixtures/mcore/ (written by megatron-core itself: scripts/fixtures/make_mc
 versions in tests/fixtures/mcore/SOURCE.md). Runs with Debian's torch 1.13 (only to write derived inputs).
 
 Usage: mcore_test.py {convert|legacy|errors}
-  convert  every fixture (models classic, modern, extra, te, ln1p; training layouts TP x PP 1x1,
-           2x1, 1x2, 2x2; Megatron-LM legacy and torch_dist, NeMo legacy and distributed) through
+  convert  every fixture (models classic, modern, extra, te, ln1p, and the mixtures of experts moe,
+           moe_pre, moe_te (issue 51); training layouts TP x PP 1x1, 2x1, 1x2, 2x2 and TP x EP 1x2,
+           2x2; Megatron-LM legacy and torch_dist, NeMo legacy and distributed) through
            `convert-megatron` / `convert-nemo` at inference TP 1 and 2, fp32:
              * per model and TP, every folder holds the same files with the same bytes (manifest.json
                and args.txt aside: they name the source and its args): a dist checkpoint and the
@@ -25,7 +26,9 @@ Usage: mcore_test.py {convert|legacy|errors}
            (.bin files; config.ini between the two ftx folders), training TP 1 and 2, inference TP 1 and 2.
   errors   a missing and a truncated .distcp, a .metadata naming a chunk outside its file, an
            unknown class in .metadata, chunks that do not cover a tensor, unsupported options
-           (MoE, multi-latent attention, virtual pipeline; Megatron args and NeMo yaml), a zarr
+           (multi-latent attention, virtual pipeline, experts with biases, shared experts and the
+           other MoE settings ftx's engine does not compute; Megatron args and NeMo yaml; a shared
+           expert's tensor, a missing expert, an expert bias, a missing expert-parallel shard), a zarr
            checkpoint, a layer's linear_fc2 missing from legacy shards (B9: named so, not by its FT
            file): exit 1, one line `ftx: error: <file>: ...`, no output folder.
 """
@@ -51,7 +54,7 @@ FTX = os.environ["FTX_BIN"]
 SRC = os.environ["FTX_SOURCE_DIR"]
 FIX = os.path.join(SRC, "tests", "fixtures", "mcore")
 ENGINE_TEST = os.environ.get("FTX_ARCH_ENGINE_TEST", "")
-LAYOUTS = ["tp1pp1", "tp2pp1", "tp1pp2", "tp2pp2"]
+LAYOUTS = ["tp1pp1", "tp2pp1", "tp1pp2", "tp2pp2", "tp1pp1ep2", "tp2pp1ep2"]
 ITER = "iter_0000010"
 
 
@@ -60,7 +63,8 @@ def run(cmd, env=None, timeout=600):
 
 
 def models():
-    return [m for m in ("classic", "modern", "extra", "te", "ln1p") if os.path.isdir(os.path.join(FIX, m))]
+    return [m for m in ("classic", "modern", "extra", "te", "ln1p", "moe", "moe_pre", "moe_te")
+            if os.path.isdir(os.path.join(FIX, m))]
 
 
 def sources(model):
@@ -323,7 +327,7 @@ def test_errors():
         save_meta(meta, os.path.join(it, ".metadata"))
         expect_error("chunks that do not cover a tensor", "convert-megatron", d, out, "chunks cover")
 
-        for key, value, want in [("num_experts", 8, "mixture of experts (MoE) is not supported (args.num_experts = 8)"),
+        for key, value, want in [("num_experts", 8, "experts with biases are not supported (args.num_experts = 8"),
                                  ("multi_latent_attention", True, "multi-latent attention is not supported"),
                                  ("virtual_pipeline_model_parallel_size", 2, "virtual pipeline parallelism"),
                                  ("qk_layernorm", True, "QK layernorm is not supported")]:
@@ -341,6 +345,8 @@ def test_errors():
         ck["args"].num_experts = 4
         torch.save(ck, shard)
         expect_error("legacy args.num_experts", "convert-megatron", leg, out, "args.num_experts = 4")
+
+        test_moe_errors(tmp, out)
 
         # B9: a tensor the configuration needs is named as the checkpoint names it (linear_fc2),
         # not as the FT file it would become (dense_4h_to_h).
@@ -363,7 +369,9 @@ def test_errors():
 
         # NeMo: yaml options.
         src = os.path.join(FIX, "classic", "nemo", "tp1pp1_dist.nemo")
-        for key, value, want in [("num_moe_experts", "8", "mixture of experts (MoE) is not supported (num_moe_experts: 8)"),
+        for key, value, want in [("num_moe_experts", "8", "experts with biases are not supported (num_moe_experts = 8"),
+                                 ("moe_shared_expert_intermediate_size", "64",
+                                  "shared experts is not supported (moe_shared_expert_intermediate_size: 64)"),
                                  ("virtual_pipeline_model_parallel_size", "2", "virtual pipeline parallelism")]:
             stage = os.path.join(tmp, "nemo_" + key)
             with tarfile.open(src) as tf:
@@ -373,6 +381,53 @@ def test_errors():
             expect_error(f"nemo {key}", "convert-nemo", stage, out, want)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_moe_errors(tmp, out):
+    """Megatron Core MoE settings and tensors ftx's engine cannot compute, refused by name (issue 51)."""
+    import torch
+    base = os.path.join(FIX, "moe", "megatron", "tp1pp1ep2", "dist")
+    for key, value, want in [
+            ("moe_shared_expert_intermediate_size", 64, "shared experts is not supported (args.moe_shared_expert_intermediate_size = 64)"),
+            ("moe_router_score_function", "sigmoid", "moe_router_score_function = sigmoid is not supported"),
+            ("moe_router_topk_scaling_factor", 2.5, "a scaled router (top-k scaling factor) is not supported"),
+            ("moe_router_group_topk", 2, "group-limited routing is not supported"),
+            ("moe_router_enable_expert_bias", True, "a router with expert biases is not supported"),
+            ("moe_expert_capacity_factor", 1.0, "token dropping (an expert capacity factor) is not supported"),
+            ("moe_router_load_balancing_type", "sinkhorn", "moe_router_load_balancing_type = sinkhorn"),
+            ("moe_layer_freq", 2, "moe_layer_freq = 2 is not supported"),
+            ("moe_router_topk", 5, "moe_router_topk = 5 is not in [1, args.num_experts = 4]"),
+            ("expert_tensor_parallel_size", 2, "expert_tensor_parallel_size = 2 differs from tensor_model_parallel_size = 1")]:
+        d = os.path.join(tmp, "moe_" + key)
+        shutil.copytree(base, d)
+        common = torch.load(os.path.join(d, ITER, "common.pt"), weights_only=False)
+        setattr(common["args"], key, value)
+        torch.save(common, os.path.join(d, ITER, "common.pt"))
+        expect_error(f"moe args.{key}", "convert-megatron", d, out, want)
+    # Legacy shards: a shared expert's tensor, and an expert-parallel rank's file missing an expert.
+    leg = os.path.join(FIX, "moe", "megatron", "tp1pp1ep2", "legacy")
+    for label, edit, want in [
+            ("shared expert tensor", lambda m: m.__setitem__("decoder.layers.0.mlp.shared_experts.linear_fc1.weight",
+                                                              torch.zeros(64, 32)),
+             "has 'decoder.layers.0.mlp.shared_experts.linear_fc1.weight': shared experts (mlp.shared_experts) are not supported"),
+            ("missing expert", lambda m: m.pop("decoder.layers.1.mlp.experts.local_experts.1.linear_fc2.weight"),
+             "has no 'decoder.layers.1.mlp.experts.local_experts.1.linear_fc2.weight' on tensor parallel rank 0, "
+             "expert-parallel rank 1 (global expert 3 of 4)"),
+            ("expert bias", lambda m: m.__setitem__("decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.bias",
+                                                     torch.zeros(32)),
+             "unexpected expert tensor 'decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.bias'")]:
+        d = os.path.join(tmp, "moe_legacy_" + label.replace(" ", "_"))
+        shutil.copytree(leg, d)
+        path = os.path.join(d, ITER, "mp_rank_00_001", "model_optim_rng.pt")
+        ck = torch.load(path, weights_only=False)
+        edit(ck["model"])
+        torch.save(ck, path)
+        expect_error(f"moe legacy {label}", "convert-megatron", d, out, want)
+    d = os.path.join(tmp, "moe_legacy_no_ep_file")
+    shutil.copytree(leg, d)
+    shutil.rmtree(os.path.join(d, ITER, "mp_rank_00_001"))
+    expect_error("moe legacy missing expert-parallel shard", "convert-megatron", d, out,
+                 "missing shard mp_rank_00_001/model_optim_rng.pt (the checkpoint has 1 tensor parallel x 1 pipeline x 2 expert parallel shards)")
 
 
 def test_tied_output_layer(tmp, out):

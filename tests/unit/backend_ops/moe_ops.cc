@@ -33,17 +33,19 @@ struct MoeCase {
   int64_t rows, hidden, inter, experts, top_k;
   Activation act;
   MoeRouting routing;
+  bool bias = false;  // FT GPT-MoE's expert biases (Megatron-DeepSpeed's experts)
 };
 
 std::string case_name(const MoeCase& c) {
   return "rows " + std::to_string(c.rows) + " H " + std::to_string(c.hidden) + " I " + std::to_string(c.inter) +
          " E " + std::to_string(c.experts) + " k " + std::to_string(c.top_k) + (c.act.is_gated() ? " gated" : "") +
-         (c.routing == MoeRouting::kSoftmaxTopK ? " no renorm" : "");
+         (c.routing == MoeRouting::kSoftmaxTopK ? " no renorm" : "") + (c.bias ? " biases" : "");
 }
 
 struct MoeInputs {
   std::vector<float> x, router;
   std::vector<std::vector<float>> fc, gate, proj;  // per expert
+  std::vector<float> fc_b, proj_b;                 // [E, I], [E, H]; empty without biases
 };
 
 // out and scale per the file comment, in double.
@@ -77,14 +79,20 @@ Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
           a += double(x[h]) * in.fc[e][h * I + i];
           if (c.act.is_gated()) g += double(x[h]) * in.gate[e][h * I + i];
         }
+        if (c.bias) a += in.fc_b[e * I + i];
         hid[i] = activation_ref(c.act.nonlinearity(), a) * (c.act.is_gated() ? g : 1.0);
       }
-      for (int64_t h = 0; h < H; ++h)
+      for (int64_t h = 0; h < H; ++h) {
         for (int64_t i = 0; i < I; ++i) {
           const double term = hid[i] * in.proj[e][i * H + h];
           acc[h] += w * term;
           mag[h] += w * std::fabs(term);
         }
+        if (c.bias) {
+          acc[h] += w * in.proj_b[e * H + h];
+          mag[h] += w * std::fabs(in.proj_b[e * H + h]);
+        }
+      }
     }
     for (int64_t h = 0; h < H; ++h) {
       out[r * H + h] = static_cast<float>(acc[h]);
@@ -121,6 +129,10 @@ std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& i
   m.fc = fc.data();
   m.gate = c.act.is_gated() ? gate.data() : nullptr;
   m.proj = proj.data();
+  if (c.bias) {
+    m.fc_bias = mem.put(in.fc_b);
+    m.proj_bias = mem.put(in.proj_b);
+  }
   float* x = mem.put({in.x.begin() + first * H, in.x.begin() + (first + count) * H});
   float* out = mem.alloc(static_cast<size_t>(count * H));
   b.moe_ffn(out, x, count, m);
@@ -139,6 +151,8 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
       {7, 32, 24, 6, 1, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
       {11, 32, 24, 5, 5, Activation::kGelu, MoeRouting::kSoftmaxTopKRenorm},  // every expert, ungated
       {10, 32, 16, 8, 3, Activation::kSwiGlu, MoeRouting::kSoftmaxTopK},
+      {13, 32, 24, 4, 2, Activation::kGelu, MoeRouting::kSoftmaxTopKRenorm, true},  // GPT-MoE's biases
+      {6, 32, 24, 4, 1, Activation::kGelu, MoeRouting::kSoftmaxTopK, true},
   };
   if (!on_cpu())  // the device against its CPU twin: rows 1 .. 64, top-1 and top-2, renormalised or not
     for (int64_t rows : {1, 2, 5, 8, 17, 33, 64})
@@ -158,6 +172,19 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
         in.fc.push_back(random(static_cast<size_t>(c.hidden * c.inter)));
         in.gate.push_back(c.act.is_gated() ? random(static_cast<size_t>(c.hidden * c.inter)) : std::vector<float>{});
         in.proj.push_back(random(static_cast<size_t>(c.inter * c.hidden)));
+      }
+      if (c.bias) {
+        in.fc_b = random(static_cast<size_t>(c.experts * c.inter));
+        in.proj_b = random(static_cast<size_t>(c.experts * c.hidden));
+        if (!on_cpu()) {  // not on a device yet: refused by name, never a wrong answer
+          try {
+            run_moe(be({t}), c, in, 0, c.rows);
+            ADD_FAILURE() << "the " << be({t}).name() << " backend's moe_ffn did not refuse expert biases";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("biases"), std::string::npos) << e.what();
+          }
+          continue;
+        }
       }
       expect_matches({t}, [&](ops::Backend& b) { return Outs{{"out", run_moe(b, c, in, 0, c.rows)}}; },
                      [&] { return moe_ref(c, in); }, t == DType::kFloat32 ? kMoeTol : kMoeBf16Tol);
