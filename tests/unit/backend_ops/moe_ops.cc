@@ -1,10 +1,11 @@
 // The mixture-of-experts layer (Backend::moe_ffn): a float64 reference written from the contract in
 // lib/ops/backend.h (Mixtral's router: softmax over every expert, the top k, renormalised; or kept
 // as they are, Qwen2-MoE's norm_topk_prob false), its expert FFNs with SwiGLU and with an ungated
-// GELU, and the property the engine relies on: a row's output is the same bits whether it shares
+// GELU, Qwen2-MoE's shared expert (with its sigmoid weigher, and without one), and the property the engine relies on: a row's output is the same bits whether it shares
 // the call with other rows or not (each expert's GEMM sums the same way for any number of rows).
 //
-// Tolerance of an output, relative to Σ_k p_k Σ_i |h_i · proj_ih| (the down projection's magnitude):
+// Tolerance of an output, relative to Σ_k p_k Σ_i |h_i · proj_ih| (the down projection's magnitude,
+// plus the shared expert's w Σ_i |s_i · shared_proj_ih|):
 // the CPU 1e-5 against float64 (three fp32 GEMMs in a row, the router's softmax in fp32).
 #include <algorithm>
 #include <cmath>
@@ -25,18 +26,45 @@ struct MoeCase {
   int64_t rows, hidden, inter, experts, top_k;
   Activation act;
   MoeRouting routing;
+  int64_t shared_inter = 0;  // > 0: a shared expert
+  bool weigher = true;       // with a shared expert: its sigmoid gate
 };
 
 std::string case_name(const MoeCase& c) {
   return "rows " + std::to_string(c.rows) + " H " + std::to_string(c.hidden) + " I " + std::to_string(c.inter) +
          " E " + std::to_string(c.experts) + " k " + std::to_string(c.top_k) + (c.act.is_gated() ? " gated" : "") +
-         (c.routing == MoeRouting::kSoftmaxTopK ? " no renorm" : "");
+         (c.routing == MoeRouting::kSoftmaxTopK ? " no renorm" : "") +
+         (c.shared_inter > 0 ? " shared " + std::to_string(c.shared_inter) + (c.weigher ? " weighed" : "") : "");
 }
 
 struct MoeInputs {
   std::vector<float> x, router;
   std::vector<std::vector<float>> fc, gate, proj;  // per expert
+  std::vector<float> shared_fc, shared_gate, shared_proj, weigher;
 };
+
+// act(x · fc) [· (x · gate)] · proj of one row, in double, and Σ_i |hid_i · proj_ih| per output.
+void ffn_ref(const float* x, int64_t H, int64_t I, Activation act, const std::vector<float>& fc,
+             const std::vector<float>& gate, const std::vector<float>& proj, std::vector<double>& y,
+             std::vector<double>& mag) {
+  std::vector<double> hid(static_cast<size_t>(I));
+  for (int64_t i = 0; i < I; ++i) {
+    double a = 0, g = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      a += double(x[h]) * fc[h * I + i];
+      if (act.is_gated()) g += double(x[h]) * gate[h * I + i];
+    }
+    hid[i] = activation_ref(act.nonlinearity(), a) * (act.is_gated() ? g : 1.0);
+  }
+  y.assign(static_cast<size_t>(H), 0.0);
+  mag.assign(static_cast<size_t>(H), 0.0);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < I; ++i) {
+      const double term = hid[i] * proj[i * H + h];
+      y[h] += term;
+      mag[h] += std::fabs(term);
+    }
+}
 
 // out and scale per the file comment, in double.
 Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
@@ -58,25 +86,25 @@ Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
     double chosen = 0;
     for (int64_t k = 0; k < c.top_k; ++k) chosen += p[order[k]];
-    std::vector<double> acc(static_cast<size_t>(H), 0.0), mag(static_cast<size_t>(H), 0.0);
+    std::vector<double> acc(static_cast<size_t>(H), 0.0), mag(static_cast<size_t>(H), 0.0), y, ym;
     for (int64_t k = 0; k < c.top_k; ++k) {
       const int64_t e = order[k];
       const double w = c.routing == MoeRouting::kSoftmaxTopKRenorm ? p[e] / chosen : p[e];
-      std::vector<double> hid(static_cast<size_t>(I));
-      for (int64_t i = 0; i < I; ++i) {
-        double a = 0, g = 0;
-        for (int64_t h = 0; h < H; ++h) {
-          a += double(x[h]) * in.fc[e][h * I + i];
-          if (c.act.is_gated()) g += double(x[h]) * in.gate[e][h * I + i];
-        }
-        hid[i] = activation_ref(c.act.nonlinearity(), a) * (c.act.is_gated() ? g : 1.0);
+      ffn_ref(x, H, I, c.act, in.fc[e], in.gate[e], in.proj[e], y, ym);
+      for (int64_t h = 0; h < H; ++h) {
+        acc[h] += w * y[h];
+        mag[h] += w * ym[h];
       }
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < I; ++i) {
-          const double term = hid[i] * in.proj[e][i * H + h];
-          acc[h] += w * term;
-          mag[h] += w * std::fabs(term);
-        }
+    }
+    if (c.shared_inter > 0) {
+      double s = 0;
+      for (int64_t h = 0; h < H; ++h) s += double(x[h]) * (c.weigher ? in.weigher[h] : 0.0);
+      const double w = c.weigher ? 1.0 / (1.0 + std::exp(-s)) : 1.0;
+      ffn_ref(x, H, c.shared_inter, c.act, in.shared_fc, in.shared_gate, in.shared_proj, y, ym);
+      for (int64_t h = 0; h < H; ++h) {
+        acc[h] += w * y[h];
+        mag[h] += w * ym[h];
+      }
     }
     for (int64_t h = 0; h < H; ++h) {
       out[r * H + h] = static_cast<float>(acc[h]);
@@ -113,6 +141,13 @@ std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& i
   m.fc = fc.data();
   m.gate = c.act.is_gated() ? gate.data() : nullptr;
   m.proj = proj.data();
+  if (c.shared_inter > 0) {
+    m.shared_inter = c.shared_inter;
+    m.shared_fc = matrix(in.shared_fc, H, c.shared_inter);
+    if (c.act.is_gated()) m.shared_gate = matrix(in.shared_gate, H, c.shared_inter);
+    m.shared_proj = matrix(in.shared_proj, c.shared_inter, H);
+    if (c.weigher) m.shared_weigher = matrix(in.weigher, H, 1);
+  }
   float* x = mem.put({in.x.begin() + first * H, in.x.begin() + (first + count) * H});
   float* out = mem.alloc(static_cast<size_t>(count * H));
   b.moe_ffn(out, x, count, m);
@@ -131,6 +166,10 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
       {7, 32, 24, 6, 1, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
       {11, 32, 24, 5, 5, Activation::kGelu, MoeRouting::kSoftmaxTopKRenorm},  // every expert, ungated
       {10, 32, 16, 8, 3, Activation::kSwiGlu, MoeRouting::kSoftmaxTopK},
+      // Qwen2-MoE: not renormalised, a shared expert of another width weighed by its sigmoid gate.
+      {13, 48, 16, 6, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopK, 40},
+      {5, 32, 8, 4, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm, 24, false},
+      {9, 32, 16, 4, 1, Activation::kGelu, MoeRouting::kSoftmaxTopK, 8},
   };
   for (const MoeCase& c : cases) {
     SCOPED_TRACE(case_name(c));
@@ -141,6 +180,12 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
       in.fc.push_back(random(static_cast<size_t>(c.hidden * c.inter)));
       in.gate.push_back(c.act.is_gated() ? random(static_cast<size_t>(c.hidden * c.inter)) : std::vector<float>{});
       in.proj.push_back(random(static_cast<size_t>(c.inter * c.hidden)));
+    }
+    if (c.shared_inter > 0) {
+      in.shared_fc = random(static_cast<size_t>(c.hidden * c.shared_inter));
+      if (c.act.is_gated()) in.shared_gate = random(static_cast<size_t>(c.hidden * c.shared_inter));
+      in.shared_proj = random(static_cast<size_t>(c.shared_inter * c.hidden));
+      in.weigher = random(static_cast<size_t>(c.hidden));
     }
     if (!on_cpu()) {
       // No device implementation yet: refused by name, never a wrong answer.
