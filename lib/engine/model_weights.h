@@ -46,6 +46,9 @@ struct LayerWeights {
   // moe_proj[e] [I/T, H] (each a slice of the stacked file, uploaded as its own matrix).
   ops::Weight moe_router;
   std::vector<ops::Weight> moe_fc, moe_gate, moe_proj;
+  // Its shared expert, when the model has one (ModelConfig::moe_shared_inter_size): [H, Is/T] and
+  // [Is/T, H] on this rank, and the sigmoid gate's [H, 1].
+  ops::Weight moe_shared_fc, moe_shared_gate, moe_shared_proj, moe_shared_weigher;
   // INT8 or FP8 KV cache only (ModelWeights::kv_dtype() int8 or fp8): the layer's kv_quant_orig
   // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;
