@@ -1,8 +1,8 @@
 // Mixture-of-experts keys of config.ini (docs/ft-layout.md#mixture-of-experts): FT's GPT-MoE
 // [structure] section (gpt_with_moe, expert_num, moe_layers, as FT's megatron_gpt_moe_ckpt_convert.py
 // writes it: moe_layers a Python list, "[0, 2]") and ftx's moe_top_k, moe_router, moe_inter_size
-// and moe_shared_expert_inter_size in the model section. FT leaves the top-k to the run (moe_k); a folder without moe_top_k is refused by name
-// rather than run with a guessed k.
+// and moe_shared_expert_inter_size in the model section. FT leaves the top-k to the run (moe_k); a
+// folder without moe_top_k is refused by name rather than run with a guessed k.
 #include <string>
 #include <vector>
 
