@@ -101,10 +101,11 @@ CONTEXT = {**{("qwen2", k): v for k, v in QWEN.items()}, **{("qwen3", k): v for 
 
 
 def layered(entry, layers):
-    """A QWEN entry with its lists of layer types as long as the model's `layers`."""
+    """A QWEN entry with its lists of layer types as long as the model's `layers`, and a window to
+    start from: Qwen2-MoE's config saves sliding_window 0 when use_sliding_window is false."""
     fit = lambda v: [v[0]] * layers if isinstance(v, list) else v  # noqa: E731
     context, value = entry
-    return {k: fit(v) for k, v in context.items()}, fit(value)
+    return {"sliding_window": 4, **{k: fit(v) for k, v in context.items()}}, fit(value)
 
 
 def edited_copy(base, cfg, changes, dest):
