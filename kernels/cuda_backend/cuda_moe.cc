@@ -32,6 +32,9 @@ void CudaBackend::moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::Mo
   if (m.fc_bias || m.proj_bias)
     throw Error("CUDA moe_ffn: experts with biases (FT GPT-MoE's, Megatron-DeepSpeed's) are not implemented on "
                 "this backend yet; decode such a model with --device cpu");
+  if (m.shared_inter > 0)
+    throw Error("CUDA moe_ffn: a shared expert (Qwen2-MoE's) is not implemented on this backend yet; decode such a "
+                "model with --device cpu");
   if (rows <= 0) return;
   if (step_mode_ == StepMode::kCapture || step_mode_ == StepMode::kReplay)
     throw Error("CUDA moe_ffn: a mixture-of-experts layer cannot be recorded into a CUDA graph (its GEMMs are sized "

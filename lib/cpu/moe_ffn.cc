@@ -31,6 +31,35 @@ void moe_route(const float* logits, int64_t experts, int64_t top_k, MoeRouting r
   }
 }
 
+namespace {
+
+// Step 5 of Backend::moe_ffn before its sum: w[r] · s[r] for every row, read from `in` before the
+// routed sum writes `out` (which may be `in`).
+std::vector<float> weighed_shared_expert(CpuBackend& be, const float* in, int64_t rows, const ops::MoeLayer& m) {
+  const int64_t H = m.hidden, I = m.shared_inter;
+  FTX_CHECK(m.shared_fc && m.shared_proj && static_cast<bool>(m.shared_gate) == m.act.is_gated(), "moe_ffn",
+            "the shared expert needs fc and proj weights, and gate weights exactly when its activation is gated");
+  std::vector<float> a(static_cast<size_t>(rows * I)), g, s(static_cast<size_t>(rows * H)), w;
+  be.gemm(rows, I, H, in, m.shared_fc, false, a.data(), 0.0f);
+  if (m.shared_gate) {
+    g.resize(a.size());
+    be.gemm(rows, I, H, in, m.shared_gate, false, g.data(), 0.0f);
+  }
+  be.bias_activation(a.data(), nullptr, m.shared_gate ? ops::Act(g.data()) : ops::Act(), nullptr, rows, I, m.act);
+  be.gemm(rows, H, I, a.data(), m.shared_proj, false, s.data(), 0.0f);
+  if (m.shared_weigher) {
+    w.resize(static_cast<size_t>(rows));
+    be.gemm(rows, 1, H, in, m.shared_weigher, false, w.data(), 0.0f);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float weight = m.shared_weigher ? 1.0f / (1.0f + std::exp(-w[r])) : 1.0f;
+    for (int64_t h = 0; h < H; ++h) s[r * H + h] *= weight;
+  }
+  return s;
+}
+
+}  // namespace
+
 void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const ops::MoeLayer& m) {
   const int64_t H = m.hidden, I = m.inter, E = m.experts, K = m.top_k;
   FTX_CHECK(H > 0 && I > 0 && E > 0 && K >= 1 && K <= E, "moe_ffn",
@@ -68,6 +97,7 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
     if (m.proj_bias) be.add_bias(o.data(), m.proj_bias + e * H, n, H);
     for (int64_t i = 0; i < n; ++i) std::memcpy(&y[rs[i] * H], &o[i * H], sizeof(float) * H);
   }
+  const std::vector<float> shared = m.shared_inter > 0 ? weighed_shared_expert(be, in, rows, m) : std::vector<float>{};
 #pragma omp parallel for schedule(static) if (rows * H >= 65536)
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = out + r * H;
@@ -78,6 +108,7 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
       for (int64_t h = 0; h < H; ++h) dst[h] += w * src[h];
     }
   }
+  for (size_t i = 0; i < shared.size(); ++i) out[i] += shared[i];
 }
 
 }  // namespace ftx::cpu

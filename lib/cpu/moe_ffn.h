@@ -2,7 +2,8 @@
 // The CPU backend's mixture-of-experts layer (Backend::moe_ffn, lib/ops/backend.h): the router's
 // GEMM, the routing of each row in fp32, the rows grouped by expert so that each expert's three
 // GEMMs run once over all its rows (its weights read once per call, however many rows chose it),
-// and the weighted sum of each row's expert outputs in the order of its choices.
+// and the weighted sum of each row's expert outputs in the order of its choices; then a shared
+// expert's output, weighed by its sigmoid gate, added.
 #include <cstdint>
 
 #include "lib/model/blocks.h"

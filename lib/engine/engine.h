@@ -280,6 +280,7 @@ class Engine {
   ops::AttentionShape shape_;
   std::vector<float> alibi_;  // this rank's heads
   int64_t H_, local_inter_, qkv_cols_;
+  int64_t local_expert_inter_ = 0, local_shared_inter_ = 0;  // a mixture of experts' widths on this rank
   bool bias_before_reduce_;  // GPT-NeoX parallel residual: the bias sum file is divided by TP
   int64_t memory_len_ = 0;
   ops::Weight prompt_w_;  // stacked p-tuning tables [prompt_end_ - prompt_start_, H]; null: none

@@ -139,7 +139,7 @@ void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
   if (lw.moe_router) {  // experts, each sliced over the ranks as the dense FFN: a partial sum too
     ops::MoeLayer m;
     m.hidden = H_;
-    m.inter = local_inter_;
+    m.inter = local_expert_inter_;
     m.experts = cfg_.expert_num;
     m.top_k = cfg_.moe_top_k;
     m.routing = cfg_.moe_routing;
@@ -150,6 +150,11 @@ void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
     m.proj = lw.moe_proj.data();
     m.fc_bias = lw.moe_fc_b;
     m.proj_bias = tp_.rank() == 0 ? lw.moe_proj_b : nullptr;  // once in the all-reduced sum
+    m.shared_inter = local_shared_inter_;
+    m.shared_fc = lw.moe_shared_fc;
+    m.shared_gate = lw.moe_shared_gate;
+    m.shared_proj = lw.moe_shared_proj;
+    m.shared_weigher = lw.moe_shared_weigher;
     be_.moe_ffn(out, in, n, m);
     return;
   }

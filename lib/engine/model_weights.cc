@@ -309,6 +309,10 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
         {"mlp.moe.gate.wg.weight", &LayerWeights::moe_router},
         {"mlp.moe.experts.dense_h_to_4h.bias", &LayerWeights::moe_fc_b},
         {"mlp.moe.experts.dense_4h_to_h.bias", &LayerWeights::moe_proj_b},
+        {"mlp.moe.shared_expert.dense_h_to_4h.weight", &LayerWeights::moe_shared_fc},
+        {"mlp.moe.shared_expert.dense_h_to_4h.gate.weight", &LayerWeights::moe_shared_gate},
+        {"mlp.moe.shared_expert.dense_4h_to_h.weight", &LayerWeights::moe_shared_proj},
+        {"mlp.moe.shared_expert_gate.weight", &LayerWeights::moe_shared_weigher},
         // GPT-NeoX parallel residual: attention and MLP output biases summed into one file.
         {"mlp.attention.bias.sum", &LayerWeights::proj_b},
     };

@@ -48,6 +48,9 @@ struct LayerWeights {
   std::vector<ops::Weight> moe_fc, moe_gate, moe_proj;
   // Expert biases (has_bias: FT GPT-MoE's Megatron-DeepSpeed experts): [E, I/T] and [E, H].
   const float *moe_fc_b = nullptr, *moe_proj_b = nullptr;
+  // Its shared expert, when the model has one (ModelConfig::moe_shared_inter_size): [H, Is/T] and
+  // [Is/T, H] on this rank, and the sigmoid gate's [H, 1].
+  ops::Weight moe_shared_fc, moe_shared_gate, moe_shared_proj, moe_shared_weigher;
   // INT8 or FP8 KV cache only (ModelWeights::kv_dtype() int8 or fp8): the layer's kv_quant_orig
   // (kv_cache_scales.h) or kv_cache_scaling_factor (fp8_weights.h); 0 otherwise.
   float kv_scale = 0.0f;

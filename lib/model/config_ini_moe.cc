@@ -1,8 +1,8 @@
 // Mixture-of-experts keys of config.ini (docs/ft-layout.md#mixture-of-experts): FT's GPT-MoE
 // [structure] section (gpt_with_moe, expert_num, moe_layers, as FT's megatron_gpt_moe_ckpt_convert.py
-// writes it: moe_layers a Python list, "[0, 2]") and ftx's moe_top_k and moe_router in the model
-// section. FT leaves the top-k to the run (moe_k); a folder without moe_top_k is refused by name
-// rather than run with a guessed k.
+// writes it: moe_layers a Python list, "[0, 2]") and ftx's moe_top_k, moe_router, moe_inter_size
+// and moe_shared_expert_inter_size in the model section. FT leaves the top-k to the run (moe_k); a
+// folder without moe_top_k is refused by name rather than run with a guessed k.
 #include <string>
 #include <vector>
 
@@ -70,7 +70,7 @@ std::vector<int64_t> layer_list(const IniFile& ini, const std::string& sec, cons
 void read_moe_keys(const Reader& r, ModelConfig& c) {
   const IniFile& ini = r.ini;
   const std::string s = "structure";
-  for (const char* k : {"moe_top_k", "moe_router"})
+  for (const char* k : {"moe_top_k", "moe_router", "moe_inter_size", "moe_shared_expert_inter_size"})
     if (r.has(k) && !(ini.has(s, "gpt_with_moe") && ini.get_bool_or(s, "gpt_with_moe", false)))
       throw Error(ini.path(), "[" + r.sec + "] " + k + " = " + r.get(k) +
                                   " without [structure] gpt_with_moe = 1: the model has no experts to route to");
@@ -90,6 +90,9 @@ void read_moe_keys(const Reader& r, ModelConfig& c) {
   if (router == "softmax_topk_renorm") c.moe_routing = MoeRouting::kSoftmaxTopKRenorm;
   else if (router == "softmax_topk") c.moe_routing = MoeRouting::kSoftmaxTopK;
   else bad(ini, r.sec, "moe_router", "not a router ftx runs (softmax_topk_renorm, softmax_topk)");
+  if (r.has("moe_inter_size")) c.moe_inter_size = integer(ini, r.sec, "moe_inter_size", 1, kMaxModelDim);
+  if (r.has("moe_shared_expert_inter_size"))
+    c.moe_shared_inter_size = integer(ini, r.sec, "moe_shared_expert_inter_size", 1, kMaxModelDim);
 }
 
 }  // namespace ftx::config_ini

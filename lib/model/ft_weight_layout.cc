@@ -109,14 +109,20 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       // one is (columns of the first GEMMs, rows of the second), the experts stacked on axis 0.
       // A gated FFN's second input projection is `.gate.`, as the dense layout names it.
       // Biases (Megatron-DeepSpeed's experts): the first one's columns split, the output's whole
-      // (validate() refuses them with a gate, which FT's layout has no file for).
-      const int64_t E = cfg.expert_num;
+      // (validate() refuses them with a gate or a shared expert, which FT's layout has no file for).
+      const int64_t E = cfg.expert_num, Ie = cfg.expert_inter(), Is = cfg.moe_shared_inter_size;
       l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
-      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, I / tp});
-      if (cfg.has_bias) l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, I / tp});
-      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, I / tp});
-      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, I / tp, H});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, Ie / tp});
+      if (cfg.has_bias) l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, Ie / tp});
+      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, Ie / tp});
+      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, Ie / tp, H});
       if (cfg.has_bias) l.repl(p + "mlp.moe.experts.dense_4h_to_h.bias", {E, H});
+      if (Is > 0) {  // ftx's: a shared expert sliced as a dense FFN, its sigmoid gate whole on every rank
+        l.split(p + "mlp.moe.shared_expert.dense_h_to_4h.weight", {H, Is / tp});
+        if (cfg.activation.is_gated()) l.split(p + "mlp.moe.shared_expert.dense_h_to_4h.gate.weight", {H, Is / tp});
+        l.split(p + "mlp.moe.shared_expert.dense_4h_to_h.weight", {Is / tp, H});
+        l.repl(p + "mlp.moe.shared_expert_gate.weight", {H, 1});
+      }
     } else {
       l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
       if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});

@@ -56,6 +56,9 @@
 //      moe_top_k, moe_router   experts per token and the router's rule, softmax_topk_renorm |
 //                              softmax_topk (with FT's [structure] gpt_with_moe, expert_num,
 //                              moe_layers; written only for a mixture of experts; config_ini_moe.cc)
+//      moe_inter_size          each expert's FFN width, when it is not inter_size (the dense layers';
+//                              Qwen2-MoE, Qwen3-MoE; written only then)
+//      moe_shared_expert_inter_size  a shared expert's width (Qwen2-MoE; written only when there is one)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -66,6 +69,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "formats/error.h"
 #include "lib/model/config_ini_check.h"
@@ -414,6 +418,8 @@ IniFile ModelConfig::to_ini() const {
     ini.set("structure", "moe_layers", "[" + list + "]");
     ini.set(s, "moe_top_k", std::to_string(moe_top_k));
     ini.set(s, "moe_router", moe_routing == MoeRouting::kSoftmaxTopK ? "softmax_topk" : "softmax_topk_renorm");
+    if (moe_inter_size > 0 && moe_inter_size != inter_size) ini.set(s, "moe_inter_size", std::to_string(moe_inter_size));
+    if (moe_shared_inter_size > 0) ini.set(s, "moe_shared_expert_inter_size", std::to_string(moe_shared_inter_size));
   }
   if (prompt.any()) {
     ini.set(s, "num_tasks", std::to_string(prompt.tasks.size()));
@@ -508,6 +514,15 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
     FTX_CHECK(!has_bias || !activation.is_gated(), origin,
               "has_bias with gated experts (expert_num = " + std::to_string(expert_num) +
                   "): FT's GPT-MoE layout has no file for an expert's gate bias");
+    FTX_CHECK(!has_bias || moe_shared_inter_size == 0, origin,
+              "has_bias with a shared expert (moe_shared_expert_inter_size = " + std::to_string(moe_shared_inter_size) +
+                  "): no layout has a file for the shared expert's biases");
+    const std::pair<const char*, int64_t> widths[] = {{"moe_inter_size", expert_inter()},
+                                                      {"moe_shared_expert_inter_size", moe_shared_inter_size}};
+    for (const auto& [key, v] : widths)
+      FTX_CHECK(v >= 0 && v % tp == 0, origin,
+                std::string(key) + " " + std::to_string(v) + " is not divisible by tensor parallel size " +
+                    std::to_string(tp));
   }
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));

@@ -147,6 +147,12 @@ struct ModelConfig {
   std::vector<int64_t> moe_layers;  // ascending, each in [0, num_layer)
   int64_t moe_top_k = 0;
   MoeRouting moe_routing = MoeRouting::kSoftmaxTopKRenorm;
+  // ftx's keys for what FT's GPT-MoE lacks (Qwen2-MoE, Qwen3-MoE): each expert's width when it is
+  // not inter_size (moe_inter_size; inter_size stays the dense layers'), and a shared expert of
+  // moe_shared_expert_inter_size in every layer of experts, weighed by its sigmoid gate (0: none).
+  int64_t moe_inter_size = 0;
+  int64_t moe_shared_inter_size = 0;
+  int64_t expert_inter() const { return moe_inter_size > 0 ? moe_inter_size : inter_size; }
   bool is_moe() const { return expert_num > 0; }
   bool is_moe_layer(int64_t layer) const;
 

@@ -180,7 +180,12 @@ class Backend : public decoding::LogitsDevice {
   //     bias add with gemm's, bias_activation's and add_bias's arithmetic (the expert's weights read
   //     once for all its rows);
   //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32, in the order of step 2, from 0 (so a row's sum does
-  //     not depend on which other rows share the call).
+  //     not depend on which other rows share the call);
+  //  5. with a shared expert (shared_inter > 0): s = act(in · shared_fc) [· (in · shared_gate)] ·
+  //     shared_proj over every row (step 3's arithmetic), w[r] = 1 / (1 + exp(-(in · shared_weigher)[r]))
+  //     (the GEMM an fp32 output as in step 1, the sigmoid in fp32; 1 without a weigher), and
+  //     out[r] += w[r] · s[r] in fp32, after step 4. The weight multiplies this rank's partial s, so
+  //     the ranks' sum is the whole shared expert weighed.
   // out may be in (GPT-J-style parallel residual blocks pass one buffer): every row of in is read
   // before out is written.
   // The default refuses, naming the backend: a backend without the op says so instead of

@@ -188,6 +188,13 @@ struct MoeLayer {
   // on one rank only, since each row adds it weighted by its choice's weight into the partial sum.
   const float* fc_bias = nullptr;
   const float* proj_bias = nullptr;
+  // A shared expert (Qwen2-MoE's; shared_inter 0: none): one more FFN with the routed experts'
+  // activation, run on every row and sliced over the ranks as they are (shared_fc, shared_gate
+  // [hidden, shared_inter] of this rank's columns, shared_proj [shared_inter, hidden] of its rows),
+  // its output weighed by sigmoid(in · shared_weigher) and added to the routed sum.
+  int64_t shared_inter = 0;
+  Weight shared_fc, shared_gate, shared_proj;  // shared_gate: gated activations only
+  Weight shared_weigher;                       // [hidden, 1], whole on every rank; empty: weight 1
 };
 
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm

@@ -218,7 +218,8 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
 
     def moe(h, L):
         # A layer of experts (Mixtral): softmax over every expert's router logit, the top k, renormalised
-        # (moe_renormalise) or not; each token's output the weighted sum of its experts' FFNs.
+        # (moe_renormalise) or not; each token's output the weighted sum of its experts' FFNs, plus a
+        # shared expert's (Qwen2-MoE) times sigmoid(h · shared_gate).
         p = torch.softmax(h @ L["router"], dim=-1)
         top, idx = torch.topk(p, cfg["moe_top_k"], dim=-1)
         if cfg.get("moe_renormalise", True):
@@ -227,6 +228,8 @@ def forward(cfg, W, ids, window=0, embeds=None, prefix=None, kv_store=None):
         for t in range(h.shape[0]):
             for w, e in zip(top[t], idx[t]):
                 out[t] += w * ffn(h[t:t + 1], L["experts"][int(e)])[0]
+        if L.get("shared") is not None:
+            out = out + torch.sigmoid(h @ L["shared_gate"])[:, None] * ffn(h, L["shared"])
         return out
 
     for li, L in enumerate(W["layers"]):

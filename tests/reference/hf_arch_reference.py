@@ -27,6 +27,10 @@ as x @ weight.T, so W holds weight.T):
     Mixtral (modeling_mixtral.py): Mistral's attention, every FFN a layer of experts: softmax of
     the router's logits (block_sparse_moe.gate) over all experts, the top num_experts_per_tok
     renormalised, each token the weighted sum of its experts' down(silu(w1 x) · w3 x);
+    Qwen2-MoE / Qwen3-MoE (modeling_qwen2_moe.py, modeling_qwen3_moe.py): the layers with a router
+    (mlp.gate) are layers of experts (gate_proj, up_proj, down_proj each), softmax over all experts,
+    the top num_experts_per_tok, renormalised only with norm_topk_prob; Qwen2-MoE adds its
+    shared_expert's FFN times sigmoid(x · shared_expert_gate); the other layers are dense;
     Qwen3: as Qwen2 without biases, head_dim (default 128) apart from hidden_size, q_norm / k_norm
     (RMSNorm over each head of q and k, before rotary); its default rope only (yarn is not here);
     Phi-3 / Phi-4-mini: Llama's math with q/k/v in one qkv_proj and gate/up in one gate_up_proj,
@@ -250,6 +254,7 @@ def llama(c, sd):
     H, nh = c["hidden_size"], c["num_attention_heads"]
     # Qwen3Config's head_dim is a field with default 128; the others' is hidden_size / heads.
     d = c.get("head_dim") or (128 if c["model_type"] == "qwen3" else H // nh)
+    qwen_moe = c["model_type"] in ("qwen2_moe", "qwen3_moe")
     layers = []
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -271,12 +276,24 @@ def llama(c, sd):
                              "wg": g(f"{m}experts.{e}.w3.weight").T, "bg": None,
                              "w2": g(f"{m}experts.{e}.w2.weight").T, "b2": None}
                             for e in range(c["num_local_experts"])]
+    if qwen_moe:  # the layers with a router (mlp.gate) have experts, the others a dense FFN
+        ffn = lambda m: {"w1": g(m + "gate_proj.weight").T, "b1": None, "wg": g(m + "up_proj.weight").T,  # noqa: E731
+                         "bg": None, "w2": g(m + "down_proj.weight").T, "b2": None}
+        for i, L in enumerate(layers):
+            m = f"model.layers.{i}.mlp."
+            if m + "gate.weight" in sd:
+                L["router"] = g(m + "gate.weight").T
+                L["experts"] = [ffn(f"{m}experts.{e}.") for e in range(c.get("num_experts") or c["num_local_experts"])]
+                if m + "shared_expert_gate.weight" in sd:  # Qwen2-MoE
+                    L["shared"], L["shared_gate"] = ffn(m + "shared_expert."), g(m + "shared_expert_gate.weight")[0]
     W = {"wte": g("model.embed_tokens.weight"), "final_ln": (g("model.norm.weight"), None), "layers": layers}
     W["lm_head"] = None if c.get("tie_word_embeddings", False) else g("lm_head.weight")
     theta, scaling = _rope_of(c)
     cfg = _base_cfg(nh, d, c.get("rms_norm_eps", 1e-6), "swiglu")
     if c["model_type"] == "mixtral":
         cfg.update(moe_top_k=c["num_experts_per_tok"], moe_renormalise=True)
+    if qwen_moe:
+        cfg.update(moe_top_k=c["num_experts_per_tok"], moe_renormalise=bool(c.get("norm_topk_prob", False)))
     rp = c.get("rope_parameters") or {}
     rot = int(d * float(rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))))
     cfg.update(kv_heads=c.get("num_key_value_heads") or nh, normalization="rmsnorm", position="rope", rotary_dim=rot,
@@ -327,5 +344,5 @@ def build(hf_dir):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     sd = load_state(hf_dir)
     return {"gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "opt": opt, "xglm": xglm, "llama": llama,
-            "mistral": llama, "mixtral": llama, "qwen2": llama, "qwen3": llama, "phi3": llama, "gemma2": gemma,
-            "gemma3_text": gemma}[c["model_type"]](c, sd)
+            "mistral": llama, "mixtral": llama, "qwen2_moe": llama, "qwen3_moe": llama, "qwen2": llama, "qwen3": llama,
+            "phi3": llama, "gemma2": gemma, "gemma3_text": gemma}[c["model_type"]](c, sd)

@@ -441,6 +441,58 @@ TEST(FtWeightFiles, I51_MoeLayerFiles) {
   EXPECT_EQ(by.count("model.layers.0.mlp.moe.gate.wg.weight.bin"), 0u);
 }
 
+// Qwen2-MoE's layer of experts: the experts of their own width (moe_inter_size, inter_size staying
+// the dense layers'), and ftx's shared expert files: its FFN sliced as a dense one, its sigmoid gate
+// [H, 1] whole on every rank; the two widths written to config.ini only when they say something.
+TEST(FtWeightFiles, I51_QwenSharedExpertFiles) {
+  ModelConfig c = moe();  // H 32, I 128, E 4
+  c.moe_inter_size = 48;
+  c.moe_shared_inter_size = 96;
+  c.moe_routing = MoeRouting::kSoftmaxTopK;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  const std::string p = "model.layers.1.mlp.moe.";
+  EXPECT_EQ(by.at(p + "shared_expert_gate.weight.bin").shape, (std::vector<int64_t>{32, 1}));
+  for (int r = 0; r < 2; ++r) {
+    const std::string R = "." + std::to_string(r) + ".bin";
+    EXPECT_EQ(by.at(p + "experts.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{4, 32, 24}));
+    EXPECT_EQ(by.at(p + "experts.dense_4h_to_h.weight" + R).shape, (std::vector<int64_t>{4, 24, 32}));
+    EXPECT_EQ(by.at(p + "shared_expert.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{32, 48}));
+    EXPECT_EQ(by.at(p + "shared_expert.dense_h_to_4h.gate.weight" + R).shape, (std::vector<int64_t>{32, 48}));
+    EXPECT_EQ(by.at(p + "shared_expert.dense_4h_to_h.weight" + R).shape, (std::vector<int64_t>{48, 32}));
+    EXPECT_EQ(by.at("model.layers.0.mlp.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{32, 64}));
+  }
+  EXPECT_EQ(by.count("model.layers.0.mlp.moe.shared_expert_gate.weight.bin"), 0u);
+  EXPECT_EQ(by.count("model.layers.1.mlp.moe.shared_expert.dense_h_to_4h.weight.0.bin"), 1u);
+  for (auto& f : ft_weight_files(moe(), 1)) EXPECT_EQ(f.name.find("shared_expert"), std::string::npos) << f.name;
+
+  const IniFile ini = c.to_ini();
+  EXPECT_EQ(ini.get("gpt", "moe_inter_size"), "48");
+  EXPECT_EQ(ini.get("gpt", "moe_shared_expert_inter_size"), "96");
+  const ModelConfig d = ModelConfig::from_ini(IniFile::parse(ini.to_string(), "mem"));
+  EXPECT_EQ(d.moe_inter_size, 48);
+  EXPECT_EQ(d.expert_inter(), 48);
+  EXPECT_EQ(d.moe_shared_inter_size, 96);
+  EXPECT_EQ(d.inter_size, 128);
+  EXPECT_EQ(d.to_ini().to_string(), ini.to_string());
+  EXPECT_FALSE(moe().to_ini().has("gpt", "moe_inter_size"));
+  EXPECT_FALSE(moe().to_ini().has("gpt", "moe_shared_expert_inter_size"));
+  EXPECT_EQ(moe().expert_inter(), 128);
+
+  // Refused by name: a width no rank count divides, and the keys without experts.
+  ModelConfig odd = c;
+  odd.moe_shared_inter_size = 95;
+  EXPECT_THROW(odd.validate(2, "x"), Error);
+  odd = c;
+  odd.moe_inter_size = 47;
+  EXPECT_THROW(odd.validate(2, "x"), Error);
+  EXPECT_NO_THROW(c.validate(2, "x"));
+  std::string text = ini.to_string();
+  text.replace(text.find("gpt_with_moe = 1"), 16, "gpt_with_moe = 0");
+  const std::string got = load_error(text);
+  EXPECT_NE(got.find("without [structure] gpt_with_moe = 1"), std::string::npos) << got;
+}
+
 // stack_experts: each expert transposed and split alone, the ranks' pieces stacked [E, ...].
 TEST(TensorJob, I51_StackedExpertsSplitEachExpert) {
   // Expert e's nn.Linear weight [out 4, in 2]: w[o][i] = 100e + 10o + i.

@@ -308,6 +308,7 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
       {"xglm", "xglm"},         {"llama", "llama"},             {"mistral", "mistral"},
       {"qwen2", "qwen2"},       {"qwen3", "qwen3"},           {"phi3", "phi3"},
       {"gemma2", "gemma2"},     {"gemma3_text", "gemma3_text"}, {"mixtral", "mixtral"},
+      {"qwen2_moe", "qwen2_moe"}, {"qwen3_moe", "qwen3_moe"},
   };
   for (const auto& [type, family] : types) {
     const hf::HfFamily* f = hf::find_family(type);
@@ -319,15 +320,15 @@ TEST(HfFamilies, EveryFamilyIsRegistered) {
   for (const hf::HfFamily& f : hf::families()) names.push_back(f.model_type);
   EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "opt", "xglm",
                                              "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
-                                             "gemma3_text", "mixtral"}));
+                                             "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
   EXPECT_EQ(hf::find_family("gemma"), nullptr);
   EXPECT_EQ(hf::find_family("gemma3"), nullptr);  // the multimodal model: its text model is gemma3_text
   EXPECT_EQ(hf::supported_list(),
             "gpt2, gpt_bigcode (aliases: santacoder, starcoder), gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, "
-            "phi3, gemma2, gemma3_text, mixtral");
+            "phi3, gemma2, gemma3_text, mixtral, qwen2_moe, qwen3_moe");
   EXPECT_EQ(hf::model_flag_list(),
             "gpt2, gpt_bigcode, santacoder, starcoder, gptj, gpt_neox, bloom, opt, xglm, llama, mistral, qwen2, qwen3, phi3, "
-            "gemma2, gemma3_text, mixtral");
+            "gemma2, gemma3_text, mixtral, qwen2_moe, qwen3_moe");
 }
 
 // The man page's CONFIG.JSON KEYS section is what the registry prints (`ftx convert-hf

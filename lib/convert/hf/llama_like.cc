@@ -94,10 +94,14 @@ void read(const LlamaLike& spec, HfCheckpoint& in, ConversionPlan& plan) {
   const int64_t H = dim_key(j, "hidden_size", origin);
   const int64_t heads = dim_key(j, "num_attention_heads", origin);
   c.head_num = heads;
-  if (spec.default_head_dim > 0) {
-    // head_dim is the config's own field: absent means its default, not hidden_size / heads.
-    c.size_per_head = j.contains("head_dim") && !j["head_dim"].is_null() ? dim_key(j, "head_dim", origin)
-                                                                          : spec.default_head_dim;
+  if (spec.default_head_dim != 0) {
+    // head_dim is the config's own field: absent means its default (Qwen3-MoE's: hidden_size / heads).
+    const bool given = j.contains("head_dim") && !j["head_dim"].is_null();
+    FTX_CHECK(given || spec.default_head_dim > 0 || H % heads == 0, origin,
+              "hidden_size " + std::to_string(H) + " is not a multiple of num_attention_heads " + std::to_string(heads) +
+                  " and there is no head_dim");
+    c.size_per_head = given ? dim_key(j, "head_dim", origin)
+                            : spec.default_head_dim > 0 ? spec.default_head_dim : H / heads;
     if (c.q_width() != H) c.hidden_size = H;
   } else {
     FTX_CHECK(H % heads == 0, origin,
@@ -239,8 +243,10 @@ int64_t qwen_sliding_window(const json& j, int64_t layers, const std::string& or
       FTX_CHECK(t == "full_attention" || t == "sliding_attention", origin,
                 "layer_types holds " + t.dump() + " (full_attention or sliding_attention)");
   }
+  // Without use_sliding_window the window is not read (Qwen2-MoE's config saves it as 0 then).
+  if (!bool_or(j, "use_sliding_window", false, origin)) return 0;
   const int64_t w = sliding_window_key(j, origin);
-  if (w == 0 || !bool_or(j, "use_sliding_window", false, origin)) return 0;
+  if (w == 0) return 0;
   int64_t sliding = 0;
   auto lt = j.find("layer_types");
   if (lt != j.end() && lt->is_array()) {
@@ -261,6 +267,23 @@ void no_attention_bias(const json& j, const std::string& origin, const std::stri
   c.qkv_bias = false;
   FTX_CHECK(!bool_or(j, "attention_bias", false, origin), origin,
             "attention_bias true is not supported (" + display + "'s q/k/v and o biases without MLP biases)");
+}
+
+std::vector<RopeScalingType> qwen3_rope_types() {
+  return {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn};
+}
+
+std::vector<KeyRule> qwen3_rope_keys(std::vector<KeyRule> k) {
+  k = overriding(std::move(k),
+                 {{"rope_parameters", R,
+                   "5.x: rope_type (default, linear, llama3, yarn; others refused), rope_theta, factor, "
+                   "original_max_position_embeddings, low_freq_factor, high_freq_factor (llama3), beta_fast, "
+                   "beta_slow, mscale, mscale_all_dim, truncate, attention_factor (yarn); partial_rotary_factor other "
+                   "than 1 refused; any other field refused"},
+                  {"partial_rotary_factor", R, "1 only (Qwen3 rotates the whole head; others refused)"}});
+  k.push_back({"original_max_position_embeddings", R,
+               "yarn's original length when given at the top level (must agree with rope_parameters')"});
+  return k;
 }
 
 HfFamily llama_like_family(const LlamaLike& spec) {

@@ -20,7 +20,9 @@ struct LlamaLike {
   // The sliding window the model attends with, 0 for none (null: none).
   int64_t (*sliding_window)(const json& j, int64_t layers, const std::string& origin) = nullptr;
   // > 0: head_dim is the family's own key with this default (Qwen3: 128), free of hidden_size;
+  // kHeadDimFromHidden: its own key, hidden_size / num_attention_heads when absent (Qwen3-MoE);
   // 0: head_dim must be hidden_size / num_attention_heads (Llama, Mistral, Qwen2).
+  static constexpr int64_t kHeadDimFromHidden = -1;
   int64_t default_head_dim = 0;
   // Per-head RMSNorm of Q and K (self_attn.q_norm / k_norm -> attention.{q,k}_layernorm).
   bool qk_norm = false;
@@ -63,5 +65,9 @@ int64_t sliding_window_key(const json& j, const std::string& origin);
 // `display`'s biases.
 void no_attention_bias(const json& j, const std::string& origin, const std::string& display, ModelConfig& c);
 HfFamily llama_like_family(const LlamaLike& spec);
+// Qwen3's and Qwen3-MoE's rope keys in `k`: yarn beside linear and llama3, the whole head rotated,
+// yarn's top-level original_max_position_embeddings (LlamaLike::rope_types: qwen3_rope_types()).
+std::vector<KeyRule> qwen3_rope_keys(std::vector<KeyRule> k);
+std::vector<RopeScalingType> qwen3_rope_types();
 
 }  // namespace ftx::hf

@@ -34,7 +34,7 @@ HfFamily qwen2() {
   s.family.model_type = "qwen2";
   s.family.order = 100;
   s.family.display = "Qwen2";
-  s.family.examples = "Qwen1.5 and Qwen2/2.5 dense (not Qwen2-MoE)";
+  s.family.examples = "Qwen1.5 and Qwen2/2.5 dense; Qwen2-MoE is its own model_type, qwen2_moe";
   s.family.keys = keys;
   s.default_eos = 151643;
   s.biases = biases;

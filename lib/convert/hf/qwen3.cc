@@ -15,19 +15,9 @@ namespace {
 
 constexpr KeyUse R = KeyUse::kRead;
 
-std::vector<KeyRule> with_yarn(std::vector<KeyRule> k) {
-  return overriding(std::move(k),
-                    {{"rope_parameters", R,
-                      "5.x: rope_type (default, linear, llama3, yarn; others refused), rope_theta, factor, "
-                      "original_max_position_embeddings, low_freq_factor, high_freq_factor (llama3), beta_fast, "
-                      "beta_slow, mscale, mscale_all_dim, truncate, attention_factor (yarn); partial_rotary_factor other "
-                      "than 1 refused; any other field refused"},
-                     {"partial_rotary_factor", R, "1 only (Qwen3 rotates the whole head; others refused)"}});
-}
-
 const std::vector<KeyRule>& keys() {
   static const std::vector<KeyRule> k = join(
-      with_yarn(llama_like_keys(
+      qwen3_rope_keys(llama_like_keys(
           "size_per_head (absent: 128, Qwen3Config's default); hidden_size may differ from heads x head_dim")),
       {
           {"sliding_window", R, "sliding_window (null: none); see use_sliding_window"},
@@ -35,7 +25,6 @@ const std::vector<KeyRule>& keys() {
           {"max_window_layers", R, "4.x: layers from this index on slide; some sliding, some not is refused"},
           {"layer_types", R, "5.x: full_attention / sliding_attention per layer; a mix is refused"},
           {"attention_bias", R, "false: no biases; true (q/k/v and o biases) refused"},
-          {"original_max_position_embeddings", R, "yarn's original length when given at the top level (must agree with rope_parameters')"},
       });
   return k;
 }
@@ -47,14 +36,14 @@ HfFamily qwen3() {
   s.family.model_type = "qwen3";
   s.family.order = 110;
   s.family.display = "Qwen3";
-  s.family.examples = "Qwen3 dense (not Qwen3-MoE)";
+  s.family.examples = "Qwen3 dense; Qwen3-MoE is its own model_type, qwen3_moe";
   s.family.keys = keys;
   s.default_eos = 151643;
   s.biases = biases;
   s.sliding_window = qwen_sliding_window;
   s.default_head_dim = 128;
   s.qk_norm = true;
-  s.rope_types = {RopeScalingType::kLinear, RopeScalingType::kLlama3, RopeScalingType::kYarn};
+  s.rope_types = qwen3_rope_types();
   s.partial_rotary = false;
   return llama_like_family(s);
 }

@@ -22,7 +22,8 @@ Usage: hf_ground_truth_test.py {layouts|engine|generate|errors} {tf4|tf5}
             converts the same. tf5: config.ini records what changes the math: GPT-NeoX's rotary_pct 0.5
             and rotary_base 5000 read from rope_parameters (the case of issue 37), the rope scaling
             keys, qkv_bias, sliding_window, the KV heads copied at TP 4, Gemma 2's norms, scales,
-            softcaps and per-layer windows, Gemma 3's q/k norms and local rotary base.
+            softcaps and per-layer windows, Gemma 3's q/k norms and local rotary base, the mixtures of
+            experts' [structure] section, router, experts' and shared expert's widths (issue 51).
   engine    each model converted at TP 1 and 2, then the gtest HfGroundTruth.LogitsMatchTransformers
             alone and under `mpirun -np 2`: the logits of the prefill and of every decode step along
             transformers' greedy paths within 1e-4 of the row's largest |logit| of transformers' float64
@@ -242,6 +243,16 @@ def config_ini_records(tmp):
                             "rotary_scaling_attention_factor": None, "rotary_dim": "16"},
         ("mixtral", 1): {"moe_top_k": "2", "moe_router": "softmax_topk_renorm", "kv_head_num": "2",
                          "activation": "SiGLU", "has_bias": "0", "inter_size": "32"},
+        # Issue 51: the experts' width apart from the dense layer's, the shared expert's, the router
+        # as norm_topk_prob says, q/k biases (qwen2_moe) and q/k norms with head_dim (qwen3_moe).
+        ("qwen2_moe", 2): {"moe_top_k": "2", "moe_router": "softmax_topk", "inter_size": "40",
+                           "moe_inter_size": "16", "moe_shared_expert_inter_size": "24", "qkv_bias": "1",
+                           "kv_head_num": "2"},
+        ("qwen2_moe_step2", 1): {"moe_router": "softmax_topk_renorm", "moe_shared_expert_inter_size": "24"},
+        ("qwen3_moe", 1): {"moe_top_k": "2", "moe_router": "softmax_topk_renorm", "inter_size": "40",
+                           "moe_inter_size": "16", "moe_shared_expert_inter_size": None, "qk_norm": "1",
+                           "size_per_head": "16", "hidden_size": "48"},
+        ("qwen3_moe_step2", 1): {"moe_router": "softmax_topk"},
     }
     for (name, T), keys in want.items():
         sec = ini_of(convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name + "_ini"), T, "fp32"))
@@ -249,12 +260,16 @@ def config_ini_records(tmp):
         if check(got == keys, f"{name} T={T}: config.ini has {got}, expected {keys}"):
             print(f"ok   layouts {name} T={T}: config.ini " + ", ".join(f"{k} = {v}" for k, v in keys.items()))
     # FT's GPT-MoE section, as its megatron_gpt_moe_ckpt_convert.py writes it (moe_layers a Python list).
-    ini = configparser.ConfigParser(interpolation=None)
-    ini.read(os.path.join(tmp, "mixtral_ini", "1-gpu", "config.ini"))  # converted above
-    structure = dict(ini["structure"]) if ini.has_section("structure") else None
-    want_structure = {"gpt_with_moe": "1", "expert_num": "4", "moe_layers": "[0, 1]"}
-    if check(structure == want_structure, f"mixtral: config.ini [structure] is {structure}, expected {want_structure}"):
-        print("ok   layouts mixtral: config.ini [structure] " + ", ".join(f"{k} = {v}" for k, v in want_structure.items()))
+    # Qwen's layers of experts: mlp_only_layers and decoder_sparse_step leave the others dense.
+    for name, T, layers in (("mixtral", 1, "[0, 1]"), ("qwen2_moe", 2, "[0, 2]"), ("qwen2_moe_step2", 1, "[1]"),
+                            ("qwen3_moe", 1, "[1, 2]"), ("qwen3_moe_step2", 1, "[1]")):
+        ini = configparser.ConfigParser(interpolation=None)
+        ini.read(os.path.join(tmp, name + "_ini", f"{T}-gpu", "config.ini"))  # converted above
+        structure = dict(ini["structure"]) if ini.has_section("structure") else None
+        want_structure = {"gpt_with_moe": "1", "expert_num": "4", "moe_layers": layers}
+        if check(structure == want_structure, f"{name}: config.ini [structure] is {structure}, expected {want_structure}"):
+            print(f"ok   layouts {name}: config.ini [structure] " +
+                  ", ".join(f"{k} = {v}" for k, v in want_structure.items()))
 
 
 def convert_all(names, prefix, fp32_tps=(1, 2), half_tps=(1, 2)):

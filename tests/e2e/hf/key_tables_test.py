@@ -91,10 +91,21 @@ QWEN = {"sliding_window": ({"use_sliding_window": True, "layer_types": ["sliding
         "use_sliding_window": ({"sliding_window": 4, "layer_types": ["sliding_attention"] * 2}, True),
         "max_window_layers": ({**SLIDING, "layer_types": DELETE}, 0),
         "layer_types": ({"use_sliding_window": True, "sliding_window": 4}, ["sliding_attention"] * 2)}
+# Qwen3-MoE has no layer_types: use_sliding_window alone puts the window on every layer.
+QWEN3_MOE = {"sliding_window": ({"use_sliding_window": True}, 1), "use_sliding_window": ({"sliding_window": 4}, True)}
 # (family, key): (the other keys' values that make the key matter, the key's new value).
 CONTEXT = {**{("qwen2", k): v for k, v in QWEN.items()}, **{("qwen3", k): v for k, v in QWEN.items()},
+           **{("qwen3_moe", k): v for k, v in QWEN3_MOE.items()},
            # pre-LN without the final norm matches the post-LN fixture's tensors; with it, one is missing.
            ("opt", "_remove_final_layer_norm"): ({"do_layer_norm_before": True, "_remove_final_layer_norm": True}, False)}
+
+
+def layered(entry, layers):
+    """A QWEN entry with its lists of layer types as long as the model's `layers`, and a window to
+    start from: Qwen2-MoE's config saves sliding_window 0 when use_sliding_window is false."""
+    fit = lambda v: [v[0]] * layers if isinstance(v, list) else v  # noqa: E731
+    context, value = entry
+    return {"sliding_window": 4, **{k: fit(v) for k, v in context.items()}}, fit(value)
 
 
 def edited_copy(base, cfg, changes, dest):
@@ -145,6 +156,8 @@ def main():
                     if key == "model_type" or (kind == "read" and key not in cfg):
                         continue
                     context, value = CONTEXT.get((family, key), ({}, None)) if kind == "read" else ({}, None)
+                    if family == "qwen2_moe" and kind == "read" and key in QWEN:  # Qwen2's keys, on this many layers
+                        context, value = layered(QWEN[key], cfg["num_hidden_layers"])
                     old = dict(cfg)
                     reference = first
                     if context:

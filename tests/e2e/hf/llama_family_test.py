@@ -10,7 +10,8 @@ Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
                transformers-5 checkpoints Llama, Mistral (sliding window 6, as gpt_reference's window)
                Qwen2, Qwen3, Phi-3 (longrope, half the head rotated), Phi-4-mini (tied, 3/4 rotated,
                attention factor given), Gemma 2 (softcaps, sandwich norms), Gemma 3 (local rope, linear)
-               and Mixtral (4 experts, top 2): the logits of every step along transformers' greedy paths (expected.json's
+               Mixtral (4 experts, top 2), Qwen2-MoE (shared expert, not renormalised, dense layers) and
+               Qwen3-MoE (q/k norms, renormalised, dense layers): the logits of every step along transformers' greedy paths (expected.json's
                greedy_logits) within REF_TOL of the row's largest |logit| of transformers' float64
                logits, and the same greedy tokens.
   weight_only  generate --int8-mode 1 (FT's weight-only INT8) on Llama (2 of 4 KV heads, llama3 rope)
@@ -82,7 +83,7 @@ def generate(folder, requests, tmp, extra=(), tp=1):
 
 def test_reference(tmp):
     for name in ("llama", "mistral", "qwen2", "qwen3", "phi3_longrope", "phi4mini", "gemma2", "gemma3_text",
-                 "gemma3_text_linear", "mixtral"):
+                 "gemma3_text_linear", "mixtral", "qwen2_moe", "qwen2_moe_step2", "qwen3_moe", "qwen3_moe_step2"):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
         worst = 0.0
