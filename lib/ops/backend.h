@@ -175,11 +175,13 @@ class Backend : public decoding::LogitsDevice {
   //  2. per row, in fp32: p = softmax(l) over all experts (the exponentials summed in double), the
   //     top_k largest p in descending order (equal p: the lower expert first), renormalised to sum
   //     to 1 for MoeRouting::kSoftmaxTopKRenorm (Σ taken in double, each p divided in fp32);
-  //  3. y_e = act(in · fc_e) [· (in · gate_e)] · proj_e for the rows routed to expert e, each GEMM
-  //     and the activation with gemm's and bias_activation's arithmetic (the expert's weights read
-  //     once for all its rows);
-  //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32, in the order of step 2, from 0 (so a row's sum does
-  //     not depend on which other rows share the call).
+  //  3. y_e = act(in · fc_e) [· (in · gate_e)] · proj_e for the rows routed to expert e, for each
+  //     expert this rank holds (MoeLayer::holds), each GEMM and the activation with gemm's and
+  //     bias_activation's arithmetic for the weight's kind (a half or weight-only INT8 expert rounds
+  //     its A to the weight's input dtype; the expert's weights read once for all its rows);
+  //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32 over the row's choices this rank holds, in the order
+  //     of step 2, from 0 (so a row's sum does not depend on which other rows share the call; a row
+  //     none of whose experts are here gets 0).
   // out may be in (GPT-J-style parallel residual blocks pass one buffer): every row of in is read
   // before out is written.
   // The default refuses, naming the backend: a backend without the op says so instead of

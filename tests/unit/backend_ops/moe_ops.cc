@@ -4,8 +4,19 @@
 // GELU, and the property the engine relies on: a row's output is the same bits whether it shares
 // the call with other rows or not (each expert's GEMM sums the same way for any number of rows).
 //
+// The same layer with the weights a model loads them as: fp16 and bf16 (the GEMMs' A rounded to the
+// weights' dtype: the input, and the hidden activation before the down projection) and weight-only
+// INT8 (each expert's matrices quantised per column by FT's rule, A rounded to the model's dtype);
+// and with whole experts on each of two ranks (expert parallelism: each rank's output covers only
+// the choices it holds, and the two sum to the layer).
+//
 // Tolerance of an output, relative to Σ_k p_k Σ_i |h_i · proj_ih| (the down projection's magnitude):
-// the CPU 1e-5 against float64 (three fp32 GEMMs in a row, the router's softmax in fp32).
+// the CPU 1e-5 against float64 (three fp32 GEMMs in a row, the router's softmax in fp32). Half and
+// INT8 cases hold to it too: their inputs and expert weights lie on a grid of small multiples of
+// powers of two and the activation is ReLU, so every GEMM sum, the INT8 scales (a power of two: each
+// column's largest |w| is 1/2) and the hidden activation are exact in fp32, and rounding the hidden
+// activation to fp16/bf16 gives the same value in the reference as in the backend (with SiLU, an
+// fp32 ulp of difference can move it across a rounding boundary: a half ulp of one term).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -38,9 +49,42 @@ struct MoeInputs {
   std::vector<std::vector<float>> fc, gate, proj;  // per expert
 };
 
-// out and scale per the file comment, in double.
-Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
+// How the backend holds the layer: its weight dtype (the router and the floating-point experts),
+// the experts as weight-only INT8, and the experts this rank holds ([begin, begin + count); count 0:
+// all).
+struct MoeHolding {
+  DType weights = DType::kFloat32;
+  bool int8 = false;
+  int64_t expert_begin = 0, expert_count = 0;
+};
+
+std::string holding_name(const MoeHolding& h) {
+  return std::string(dtype_name(h.weights)) + (h.int8 ? " int8 experts" : "") +
+         (h.expert_count ? " experts [" + std::to_string(h.expert_begin) + ", " +
+                               std::to_string(h.expert_begin + h.expert_count) + ")"
+                         : "");
+}
+
+// out and scale per the file comment, in double: what the GEMMs read is the rounded or dequantised
+// value (reference.h's rules), the hidden activation rounded to the dtype the down projection's A
+// is rounded to, and only the held experts' terms summed.
+Outs moe_ref(const MoeCase& c, const MoeInputs& in0, const MoeHolding& hold = {}) {
   const int64_t H = c.hidden, I = c.inter, E = c.experts;
+  const DType t = hold.weights;  // A's rounding: a half weight's dtype, or an INT8 weight's input dtype
+  MoeInputs in = in0;
+  in.x = round_to(t, in0.x);
+  in.router = round_to(t, in0.router);
+  auto held_as = [&](const std::vector<float>& w, int64_t rows, int64_t cols) {
+    if (!hold.int8) return round_to(t, w);
+    const std::vector<double> d = int8_weight_only_values(w, rows, cols, false);
+    return std::vector<float>(d.begin(), d.end());  // exact: q · scale with a power-of-two scale
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    in.fc[e] = held_as(in0.fc[e], H, I);
+    if (c.act.is_gated()) in.gate[e] = held_as(in0.gate[e], H, I);
+    in.proj[e] = held_as(in0.proj[e], I, H);
+  }
+  const int64_t first = hold.expert_begin, held = hold.expert_count ? hold.expert_count : E;
   std::vector<float> out(static_cast<size_t>(c.rows * H));
   std::vector<double> scale(out.size());
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -61,6 +105,7 @@ Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
     std::vector<double> acc(static_cast<size_t>(H), 0.0), mag(static_cast<size_t>(H), 0.0);
     for (int64_t k = 0; k < c.top_k; ++k) {
       const int64_t e = order[k];
+      if (e < first || e >= first + held) continue;  // another rank's
       const double w = c.routing == MoeRouting::kSoftmaxTopKRenorm ? p[e] / chosen : p[e];
       std::vector<double> hid(static_cast<size_t>(I));
       for (int64_t i = 0; i < I; ++i) {
@@ -69,7 +114,7 @@ Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
           a += double(x[h]) * in.fc[e][h * I + i];
           if (c.act.is_gated()) g += double(x[h]) * in.gate[e][h * I + i];
         }
-        hid[i] = activation_ref(c.act.nonlinearity(), a) * (c.act.is_gated() ? g : 1.0);
+        hid[i] = round_to(t, static_cast<float>(activation_ref(c.act.nonlinearity(), a) * (c.act.is_gated() ? g : 1.0)));
       }
       for (int64_t h = 0; h < H; ++h)
         for (int64_t i = 0; i < I; ++i) {
@@ -86,30 +131,36 @@ Outs moe_ref(const MoeCase& c, const MoeInputs& in) {
   return Outs{{"out", out, scale}};
 }
 
-// The layer on backend b: weights uploaded as the engine loads them (upload_weight_matrix), rows
-// [first, first + count) of the inputs in one call.
-std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& in, int64_t first, int64_t count) {
+// The layer on backend b: weights uploaded as the engine loads them (upload_weight_matrix, or
+// upload_weight_int8 for INT8 experts; only the held experts), rows [first, first + count) of the
+// inputs in one call.
+std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& in, int64_t first, int64_t count,
+                           const MoeHolding& hold = {}) {
   const int64_t H = c.hidden, I = c.inter;
   Buffers mem(b);
   std::vector<ops::Weight> held;
-  auto matrix = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
-    held.push_back(b.upload_weight_matrix(v.data(), DType::kFloat32, rows, cols));
+  auto matrix = [&](const std::vector<float>& v, int64_t rows, int64_t cols, bool int8) {
+    held.push_back(int8 ? b.upload_weight_int8(v.data(), DType::kFloat32, rows, cols)
+                        : b.upload_weight_matrix(v.data(), DType::kFloat32, rows, cols));
     return held.back();
   };
   std::vector<ops::Weight> fc, gate, proj;
-  for (int64_t e = 0; e < c.experts; ++e) {
-    fc.push_back(matrix(in.fc[e], H, I));
-    if (c.act.is_gated()) gate.push_back(matrix(in.gate[e], H, I));
-    proj.push_back(matrix(in.proj[e], I, H));
+  const int64_t n_held = hold.expert_count ? hold.expert_count : c.experts;
+  for (int64_t e = hold.expert_begin; e < hold.expert_begin + n_held; ++e) {
+    fc.push_back(matrix(in.fc[e], H, I, hold.int8));
+    if (c.act.is_gated()) gate.push_back(matrix(in.gate[e], H, I, hold.int8));
+    proj.push_back(matrix(in.proj[e], I, H, hold.int8));
   }
   ops::MoeLayer m;
   m.hidden = H;
   m.inter = I;
   m.experts = c.experts;
+  m.expert_begin = hold.expert_begin;
+  m.expert_count = hold.expert_count;
   m.top_k = c.top_k;
   m.routing = c.routing;
   m.act = c.act;
-  m.router = matrix(in.router, H, c.experts);
+  m.router = matrix(in.router, H, c.experts, false);  // the router stays floating point
   m.fc = fc.data();
   m.gate = c.act.is_gated() ? gate.data() : nullptr;
   m.proj = proj.data();
@@ -123,6 +174,48 @@ std::vector<float> run_moe(ops::Backend& b, const MoeCase& c, const MoeInputs& i
 
 }  // namespace
 
+MoeInputs random_inputs(OpTest& t, const MoeCase& c) {
+  MoeInputs in;
+  in.x = t.random(static_cast<size_t>(c.rows * c.hidden));
+  in.router = t.random(static_cast<size_t>(c.hidden * c.experts));
+  for (int64_t e = 0; e < c.experts; ++e) {
+    in.fc.push_back(t.random(static_cast<size_t>(c.hidden * c.inter)));
+    in.gate.push_back(c.act.is_gated() ? t.random(static_cast<size_t>(c.hidden * c.inter)) : std::vector<float>{});
+    in.proj.push_back(t.random(static_cast<size_t>(c.inter * c.hidden)));
+  }
+  return in;
+}
+
+// Inputs on the grid of the file comment: x in {-8..8}/8, expert weights in {-8..8}/16 with each
+// column's largest |w| 1/2 (its first row); the router random.
+MoeInputs grid_inputs(OpTest& t, const MoeCase& c) {
+  auto grid = [&](int64_t rows, int64_t cols, float unit) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (float& x : v) x = static_cast<float>(t.random_int(-8, 8)) * unit;
+    for (int64_t j = 0; j < cols; ++j) v[static_cast<size_t>(j)] = t.random_int(0, 1) ? 0.5f : -0.5f;
+    return v;
+  };
+  MoeInputs in;
+  in.x = grid(c.rows, c.hidden, 0.125f);
+  in.router = t.random(static_cast<size_t>(c.hidden * c.experts));
+  for (int64_t e = 0; e < c.experts; ++e) {
+    in.fc.push_back(grid(c.hidden, c.inter, 0.0625f));
+    in.gate.push_back(c.act.is_gated() ? grid(c.hidden, c.inter, 0.0625f) : std::vector<float>{});
+    in.proj.push_back(grid(c.inter, c.hidden, 0.0625f));
+  }
+  return in;
+}
+
+// Each row alone gives the bits it gets in company.
+void expect_batch_independent(ops::Backend& b, const MoeCase& c, const MoeInputs& in, const MoeHolding& hold = {}) {
+  const std::vector<float> together = run_moe(b, c, in, 0, c.rows, hold);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const std::vector<float> alone = run_moe(b, c, in, r, 1, hold);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + r * c.hidden))
+        << "row " << r << " differs when run alone";
+  }
+}
+
 BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
   const MoeCase cases[] = {
       {1, 16, 8, 4, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
@@ -134,14 +227,7 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
   };
   for (const MoeCase& c : cases) {
     SCOPED_TRACE(case_name(c));
-    MoeInputs in;
-    in.x = random(static_cast<size_t>(c.rows * c.hidden));
-    in.router = random(static_cast<size_t>(c.hidden * c.experts));
-    for (int64_t e = 0; e < c.experts; ++e) {
-      in.fc.push_back(random(static_cast<size_t>(c.hidden * c.inter)));
-      in.gate.push_back(c.act.is_gated() ? random(static_cast<size_t>(c.hidden * c.inter)) : std::vector<float>{});
-      in.proj.push_back(random(static_cast<size_t>(c.inter * c.hidden)));
-    }
+    const MoeInputs in = random_inputs(*this, c);
     if (!on_cpu()) {
       // No device implementation yet: refused by name, never a wrong answer.
       try {
@@ -154,13 +240,59 @@ BACKEND_OP_TEST(MoeFfn, "moe_ffn", "upload_weight_matrix", "release_weight") {
     }
     expect_matches([&](ops::Backend& b) { return Outs{{"out", run_moe(b, c, in, 0, c.rows)}}; },
                    [&] { return moe_ref(c, in); }, kMoeTol);
-    // Each row alone gives the bits it gets in company.
-    const std::vector<float> together = run_moe(be(), c, in, 0, c.rows);
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const std::vector<float> alone = run_moe(be(), c, in, r, 1);
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + r * c.hidden))
-          << "row " << r << " differs when run alone";
+    expect_batch_independent(be(), c, in);
+  }
+}
+
+// Half and weight-only INT8 experts (fp32, fp16 and bf16 models), against the float64 reference on
+// grid inputs and, on random ones, each row alone the same bits as in company.
+BACKEND_OP_TEST(MoeFfnQuantisedExperts, "moe_ffn", "upload_weight_matrix", "upload_weight_int8", "release_weight") {
+  if (!on_cpu()) return;  // MoeFfn checks that a device backend without the op refuses it
+  const MoeCase cases[] = {
+      {1, 16, 8, 4, 2, Activation::kRelu, MoeRouting::kSoftmaxTopKRenorm},
+      {9, 48, 32, 4, 2, Activation::kRelu, MoeRouting::kSoftmaxTopKRenorm},
+      {23, 64, 40, 8, 2, Activation::kRelu, MoeRouting::kSoftmaxTopK},  // past the streaming kernel's rows
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (bool int8 : {false, true}) {
+      if (t == DType::kFloat32 && !int8) continue;  // MoeFfn's
+      const MoeHolding hold{t, int8};
+      for (const MoeCase& c : cases) {
+        SCOPED_TRACE(case_name(c) + " " + holding_name(hold));
+        const MoeInputs in = grid_inputs(*this, c);
+        expect_matches({t}, [&](ops::Backend& b) { return Outs{{"out", run_moe(b, c, in, 0, c.rows, hold)}}; },
+                       [&] { return moe_ref(c, in, hold); }, kMoeTol);
+        MoeCase gated = c;
+        gated.act = Activation::kSwiGlu;
+        expect_batch_independent(be({t}), gated, random_inputs(*this, gated), hold);
+      }
     }
+}
+
+// Whole experts on two ranks (MoeLayer::expert_begin/expert_count): each rank's output is the
+// reference over the experts it holds, the two sum to the whole layer's, and a row is the same alone.
+BACKEND_OP_TEST(MoeFfnExpertParallel, "moe_ffn", "upload_weight_matrix", "release_weight") {
+  if (!on_cpu()) return;
+  const MoeCase cases[] = {
+      {9, 48, 32, 4, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
+      {23, 64, 40, 8, 2, Activation::kSwiGlu, MoeRouting::kSoftmaxTopKRenorm},
+      {10, 32, 16, 8, 3, Activation::kGelu, MoeRouting::kSoftmaxTopK},
+  };
+  for (const MoeCase& c : cases) {
+    const MoeInputs in = random_inputs(*this, c);
+    std::vector<double> sum(static_cast<size_t>(c.rows * c.hidden), 0.0);
+    for (int64_t r = 0; r < 2; ++r) {
+      const MoeHolding hold{DType::kFloat32, false, r * c.experts / 2, c.experts / 2};
+      SCOPED_TRACE(case_name(c) + " " + holding_name(hold));
+      expect_matches([&](ops::Backend& b) { return Outs{{"out", run_moe(b, c, in, 0, c.rows, hold)}}; },
+                     [&] { return moe_ref(c, in, hold); }, kMoeTol);
+      expect_batch_independent(be(), c, in, hold);
+      const std::vector<float> part = run_moe(be(), c, in, 0, c.rows, hold);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    }
+    SCOPED_TRACE(case_name(c) + " two ranks summed");
+    const Outs want = moe_ref(c, in);
+    EXPECT_TRUE(matches({{"out", std::vector<float>(sum.begin(), sum.end())}}, want, kMoeTol.cpu, false));
   }
 }
 
