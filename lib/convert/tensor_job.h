@@ -56,6 +56,9 @@ struct TensorJob {
   // and the split run on each shard alone (merge_axis is ignored), and each output file stacks the
   // experts' pieces on a new axis 0 ([E, ...], FT's GPT-MoE expert files).
   bool stack_experts = false;
+  // With stack_experts: the experts whole, not split, in contiguous blocks over the ranks (expert
+  // parallelism: rank r's file stacks experts [r·E/tp, (r+1)·E/tp); E must divide).
+  bool whole_experts = false;
 };
 
 // The bytes of one output file. `data` may point into the source checkpoint (when no element

@@ -70,7 +70,7 @@ std::vector<int64_t> layer_list(const IniFile& ini, const std::string& sec, cons
 void read_moe_keys(const Reader& r, ModelConfig& c) {
   const IniFile& ini = r.ini;
   const std::string s = "structure";
-  for (const char* k : {"moe_top_k", "moe_router"})
+  for (const char* k : {"moe_top_k", "moe_router", "moe_ep_size"})
     if (r.has(k) && !(ini.has(s, "gpt_with_moe") && ini.get_bool_or(s, "gpt_with_moe", false)))
       throw Error(ini.path(), "[" + r.sec + "] " + k + " = " + r.get(k) +
                                   " without [structure] gpt_with_moe = 1: the model has no experts to route to");
@@ -90,6 +90,8 @@ void read_moe_keys(const Reader& r, ModelConfig& c) {
   if (router == "softmax_topk_renorm") c.moe_routing = MoeRouting::kSoftmaxTopKRenorm;
   else if (router == "softmax_topk") c.moe_routing = MoeRouting::kSoftmaxTopK;
   else bad(ini, r.sec, "moe_router", "not a router ftx runs (softmax_topk_renorm, softmax_topk)");
+  // Whole experts per rank (convert-hf --moe-ep-size); checked against the ranks by validate().
+  if (r.has("moe_ep_size")) c.moe_ep_size = integer(ini, r.sec, "moe_ep_size", 1, c.expert_num);
 }
 
 }  // namespace ftx::config_ini

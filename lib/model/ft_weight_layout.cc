@@ -109,11 +109,12 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       // one is (columns of the first GEMMs, rows of the second), the experts stacked on axis 0.
       // A gated FFN's second input projection is `.gate.`, as the dense layout names it.
       // (validate() refuses has_bias with experts: no expert bias files yet.)
-      const int64_t E = cfg.expert_num;
+      // With moe_ep_size (expert parallelism) each rank's files hold its E/P experts whole instead.
+      const int64_t E = cfg.expert_num, El = E / cfg.moe_ep_size, Il = cfg.moe_local_inter(tp);
       l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
-      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, I / tp});
-      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, I / tp});
-      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, I / tp, H});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {El, H, Il});
+      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {El, H, Il});
+      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {El, Il, H});
     } else {
       l.split(p + "mlp.dense_h_to_4h.weight", {H, I / tp});
       if (cfg.has_bias) l.split(p + "mlp.dense_h_to_4h.bias", {I / tp});

@@ -55,6 +55,8 @@
 //      moe_top_k, moe_router   experts per token and the router's rule, softmax_topk_renorm |
 //                              softmax_topk (with FT's [structure] gpt_with_moe, expert_num,
 //                              moe_layers; written only for a mixture of experts; config_ini_moe.cc)
+//      moe_ep_size             the ranks whole experts are spread over (convert-hf --moe-ep-size;
+//                              written only when above 1, then equal to tensor_para_size)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -411,6 +413,7 @@ IniFile ModelConfig::to_ini() const {
     ini.set("structure", "moe_layers", "[" + list + "]");
     ini.set(s, "moe_top_k", std::to_string(moe_top_k));
     ini.set(s, "moe_router", moe_routing == MoeRouting::kSoftmaxTopK ? "softmax_topk" : "softmax_topk_renorm");
+    if (moe_ep_size > 1) ini.set(s, "moe_ep_size", std::to_string(moe_ep_size));
   }
   if (prompt.any()) {
     ini.set(s, "num_tasks", std::to_string(prompt.tasks.size()));
@@ -501,6 +504,10 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
     FTX_CHECK(moe_top_k >= 1 && moe_top_k <= expert_num, origin,
               "moe_top_k = " + std::to_string(moe_top_k) + " must be in [1, expert_num = " +
                   std::to_string(expert_num) + "]");
+    FTX_CHECK(moe_ep_size == 1 || (moe_ep_size == tp && expert_num % moe_ep_size == 0), origin,
+              "moe_ep_size = " + std::to_string(moe_ep_size) + " with expert_num = " + std::to_string(expert_num) +
+                  " at tensor parallel size " + std::to_string(tp) +
+                  ": whole experts need moe_ep_size equal to the tensor parallel size and dividing expert_num");
     FTX_CHECK(!has_bias, origin, "has_bias with experts (expert_num = " + std::to_string(expert_num) +
                                      "): the experts' biases (FT GPT-MoE's) are not supported yet");
   }

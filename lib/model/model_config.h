@@ -143,7 +143,13 @@ struct ModelConfig {
   std::vector<int64_t> moe_layers;  // ascending, each in [0, num_layer)
   int64_t moe_top_k = 0;
   MoeRouting moe_routing = MoeRouting::kSoftmaxTopKRenorm;
+  // Expert parallelism (TensorRT-LLM's moe_ep_size; ftx's config key of that name): 1, every
+  // expert's FFN sliced over the tensor-parallel ranks (FT's layout); tensor_para_size, the experts
+  // whole, rank r holding experts [r·E/P, (r+1)·E/P) (docs/parallelism.md#expert-parallelism).
+  int64_t moe_ep_size = 1;
   bool is_moe() const { return expert_num > 0; }
+  // The inter_size columns of each expert one rank holds, at `tp` ranks.
+  int64_t moe_local_inter(int64_t tp) const { return moe_ep_size > 1 ? inter_size : inter_size / tp; }
   bool is_moe_layer(int64_t layer) const;
 
   // The residual width, and the attention's: Q's columns and attention.dense's input.
