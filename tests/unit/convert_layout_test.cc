@@ -470,9 +470,9 @@ TEST(FtWeightFiles, I51_WholeExpertsPerRank) {
   };
   EXPECT_NE(refusal(c, 4).find("moe_ep_size = 2 with expert_num = 4 at tensor parallel size 4"), std::string::npos)
       << refusal(c, 4);
-  ModelConfig three = c;
-  three.moe_ep_size = 3;
-  EXPECT_NE(refusal(three, 3).find("moe_ep_size = 3"), std::string::npos) << refusal(three, 3);
+  ModelConfig three = c;  // 3 experts over 2 ranks
+  three.expert_num = 3;
+  EXPECT_NE(refusal(three, 2).find("moe_ep_size = 2 with expert_num = 3"), std::string::npos) << refusal(three, 2);
   const std::string text = c.to_ini().to_string();
   const std::string bad = std::string(text).replace(text.find("moe_ep_size = 2"), 15, "moe_ep_size = 9");
   EXPECT_NE(load_error(bad).find("[gpt] moe_ep_size = 9: must be in [1, 4]"), std::string::npos) << load_error(bad);
