@@ -37,6 +37,10 @@ ftx::cmd::Action setup(CLI::App* sub) {
   // main(), never in a static initialiser (which may run before theirs).
   sub->description(description());
   sub->add_option("--model", f->opt.model, "override config.json model_type: " + ftx::hf::model_flag_list());
+  sub->add_option("--moe-ep-size", f->opt.moe_ep_size,
+                  "mixture of experts: 1 slices every expert over the -g ranks; -g's value places whole experts, "
+                  "E/g per rank (expert parallelism)")
+      ->capture_default_str();
   // TensorRT-LLM's hf_gpt_convert.py flags: convert, then `ftx smoothquant` on the result.
   auto sq = std::make_shared<ftx::quant::SmoothQuantOptions>();
   auto alpha = std::make_shared<double>(0.0);
@@ -47,6 +51,9 @@ ftx::cmd::Action setup(CLI::App* sub) {
   sub->add_option("--calib-samples", sq->calib_samples, "calibration samples")->capture_default_str();
   sub->add_option("--calib-seq-len", sq->calib_seq_len, "tokens per calibration sample")->capture_default_str();
   return [f, sq, alpha, alpha_opt] {
+    if (f->opt.moe_ep_size != 1 && f->opt.moe_ep_size != f->opt.tp)
+      throw ftx::UsageError("--moe-ep-size " + std::to_string(f->opt.moe_ep_size) + ": 1 or -g's value (" +
+                            std::to_string(f->opt.tp) + "); experts both sliced and spread are not supported");
     ftx::cmd::check_range("--calib-samples", sq->calib_samples, 1, ftx::cmd::kMaxFlagCount);
     ftx::cmd::check_range("--calib-seq-len", sq->calib_seq_len, 1, ftx::cmd::kMaxFlagCount);
     if (alpha_opt->count() == 0 && !sq->calibrate_kv_cache) {

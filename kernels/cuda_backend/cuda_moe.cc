@@ -32,6 +32,10 @@ void CudaBackend::moe_ffn(ops::Act out, ops::Act in, int64_t rows, const ops::Mo
   if (m.fc_bias || m.proj_bias)
     throw Error("CUDA moe_ffn: experts with biases (FT GPT-MoE's, Megatron-DeepSpeed's) are not implemented on "
                 "this backend yet; decode such a model with --device cpu");
+  if (m.local_experts() != E)
+    throw Error("CUDA moe_ffn: whole experts per rank (moe_ep_size, experts [" + std::to_string(m.expert_begin) + ", " +
+                std::to_string(m.expert_begin + m.local_experts()) + ") of " + std::to_string(E) +
+                ") are not implemented on this backend yet; decode such a folder with --device cpu");
   if (m.shared_inter > 0)
     throw Error("CUDA moe_ffn: a shared expert (Qwen2-MoE's) is not implemented on this backend yet; decode such a "
                 "model with --device cpu");

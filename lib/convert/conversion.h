@@ -44,6 +44,9 @@ struct ConvertOptions {
   std::string in_path;
   std::string out_dir;             // OUT; files go to OUT/<tp>-gpu/
   int64_t tp = 1;                  // inference tensor parallel size
+  // Mixture of experts: 1, each expert's FFN sliced over the tp ranks (FT's layout); tp, whole
+  // experts in contiguous blocks per rank (convert-hf --moe-ep-size, config.ini moe_ep_size).
+  int64_t moe_ep_size = 1;
   DType dtype = DType::kFloat32;   // fp32, fp16 or bf16
   int processes = 4;
   std::string vocab_path, merges_path;

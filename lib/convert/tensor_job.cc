@@ -404,27 +404,34 @@ void run_stacked_job(const TensorJob& job, int64_t tp, DType out, const std::fun
   FTX_CHECK(!job.shards.empty() && per >= 1 && static_cast<int64_t>(job.shards.size()) % per == 0, where(job),
             std::to_string(job.shards.size()) + " shards are not experts of " + std::to_string(per) + " shards each");
   const int64_t E = static_cast<int64_t>(job.shards.size()) / per;
+  FTX_CHECK(!job.whole_experts || E % tp == 0, where(job),
+            std::to_string(E) + " experts do not divide into whole experts over " + std::to_string(tp) + " ranks");
+  const int64_t per_rank = job.whole_experts ? E / tp : E;  // experts in each rank's file
   std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<uint8_t>>> by_rank;
   for (int64_t e = 0; e < E; ++e) {
     TensorJob one = job;
     one.stack_experts = false;
     one.expert_shards = 1;
+    one.whole_experts = false;
     if (per == 1) one.merge_axis = -1;
     one.shards.assign(job.shards.begin() + e * per, job.shards.begin() + (e + 1) * per);
-    run_single_job(one, tp, out, [&](const JobOutput& o) {
-      auto& [shape, bytes] = by_rank[o.rank];
-      if (e == 0) {
+    // Whole: the expert "split" over one rank, its piece the file of the rank holding it.
+    run_single_job(one, job.whole_experts ? 1 : tp, out, [&](const JobOutput& o) {
+      const int64_t rank = job.whole_experts ? e / per_rank : o.rank;
+      const int64_t nth = job.whole_experts ? e % per_rank : e;  // its place in that file
+      auto& [shape, bytes] = by_rank[rank];
+      if (nth == 0) {
         shape = o.shape;
-        bytes.reserve(o.nbytes * static_cast<size_t>(E));
+        bytes.reserve(o.nbytes * static_cast<size_t>(per_rank));
       }
-      FTX_CHECK(o.shape == shape && bytes.size() == o.nbytes * static_cast<size_t>(e), where(job),
+      FTX_CHECK(o.shape == shape && bytes.size() == o.nbytes * static_cast<size_t>(nth), where(job),
                 "expert " + std::to_string(e) + " has shape " + shape_to_string(o.shape) + ", expert 0 " +
                     shape_to_string(shape));
       bytes.insert(bytes.end(), o.data, o.data + o.nbytes);
     });
   }
   for (auto& [rank, piece] : by_rank) {
-    std::vector<int64_t> shape = {E};
+    std::vector<int64_t> shape = {per_rank};
     shape.insert(shape.end(), piece.first.begin(), piece.first.end());
     emit(JobOutput{rank, shape, piece.second.data(), piece.second.size()});
   }

@@ -58,6 +58,9 @@ struct TensorJob {
   // experts' pieces on a new axis 0 ([E, ...], FT's GPT-MoE expert files).
   bool stack_experts = false;
   int64_t expert_shards = 1;
+  // With stack_experts: the experts whole, not split, in contiguous blocks over the ranks (expert
+  // parallelism: rank r's file stacks experts [r·E/tp, (r+1)·E/tp); E must divide).
+  bool whole_experts = false;
 };
 
 // The bytes of one output file. `data` may point into the source checkpoint (when no element

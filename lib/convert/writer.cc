@@ -82,6 +82,12 @@ void write_conversion(ConversionPlan& plan, const ConvertOptions& opt) {
   ModelConfig& cfg = plan.cfg;
   cfg.tensor_para_size = opt.tp;
   cfg.weight_data_type = opt.dtype;
+  if (opt.moe_ep_size > 1) {
+    FTX_CHECK(cfg.is_moe(), plan.source_path,
+              "--moe-ep-size " + std::to_string(opt.moe_ep_size) + ": the model has no experts to place on ranks");
+    cfg.moe_ep_size = opt.moe_ep_size;
+    for (TensorJob& j : plan.jobs) j.whole_experts = j.stack_experts;
+  }
   FTX_CHECK(opt.dtype == DType::kFloat32 || opt.dtype == DType::kFloat16 || opt.dtype == DType::kBFloat16,
             "", std::string("unsupported weight data type ") + dtype_name(opt.dtype) + " (use fp32, fp16 or bf16)");
 

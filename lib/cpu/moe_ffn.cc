@@ -67,18 +67,22 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
                 ", top_k " + std::to_string(K) + ": top_k must be in [1, experts]");
   FTX_CHECK(m.fc && m.proj && m.router && (m.gate != nullptr) == m.act.is_gated(), "moe_ffn",
             "the layer needs a router, fc and proj weights, and gate weights exactly when its activation is gated");
+  const int64_t first = m.expert_begin, held = m.local_experts();
+  FTX_CHECK(first >= 0 && m.expert_count >= 0 && first + held <= E, "moe_ffn",
+            "experts [" + std::to_string(first) + ", " + std::to_string(first + held) + ") held of " + std::to_string(E));
   if (rows <= 0) return;
   std::vector<float> logits(static_cast<size_t>(rows * E));
   be.gemm(rows, E, H, in, m.router, false, logits.data(), 0.0f);
   std::vector<MoeChoice> choice(static_cast<size_t>(rows * K));
   for (int64_t r = 0; r < rows; ++r) moe_route(logits.data() + r * E, E, K, m.routing, choice.data() + r * K);
 
-  // Each expert's slots (row · K + k), in row order.
-  std::vector<std::vector<int64_t>> slots(static_cast<size_t>(E));
-  for (int64_t s = 0; s < rows * K; ++s) slots[choice[s].expert].push_back(s);
-  std::vector<float> y(static_cast<size_t>(rows * K * H));  // each slot's expert output
+  // Each held expert's slots (row · K + k), in row order; the other experts' are another rank's.
+  std::vector<std::vector<int64_t>> slots(static_cast<size_t>(held));
+  for (int64_t s = 0; s < rows * K; ++s)
+    if (m.holds(choice[s].expert)) slots[choice[s].expert - first].push_back(s);
+  std::vector<float> y(static_cast<size_t>(rows * K * H));  // each held slot's expert output
   std::vector<float> x, a, g, o;
-  for (int64_t e = 0; e < E; ++e) {
+  for (int64_t e = 0; e < held; ++e) {
     const std::vector<int64_t>& rs = slots[e];
     const int64_t n = static_cast<int64_t>(rs.size());
     if (n == 0) continue;
@@ -91,10 +95,10 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
       g.resize(static_cast<size_t>(n * I));
       be.gemm(n, I, H, x.data(), m.gate[e], false, g.data(), 0.0f);
     }
-    be.bias_activation(a.data(), m.fc_bias ? m.fc_bias + e * I : nullptr, m.gate ? ops::Act(g.data()) : ops::Act(),
+    be.bias_activation(a.data(), m.fc_bias ? m.fc_bias + (first + e) * I : nullptr, m.gate ? ops::Act(g.data()) : ops::Act(),
                        nullptr, n, I, m.act);
     be.gemm(n, H, I, a.data(), m.proj[e], false, o.data(), 0.0f);
-    if (m.proj_bias) be.add_bias(o.data(), m.proj_bias + e * H, n, H);
+    if (m.proj_bias) be.add_bias(o.data(), m.proj_bias + (first + e) * H, n, H);
     for (int64_t i = 0; i < n; ++i) std::memcpy(&y[rs[i] * H], &o[i * H], sizeof(float) * H);
   }
   const std::vector<float> shared = m.shared_inter > 0 ? weighed_shared_expert(be, in, rows, m) : std::vector<float>{};
@@ -103,6 +107,7 @@ void moe_ffn(CpuBackend& be, float* out, const float* in, int64_t rows, const op
     float* dst = out + r * H;
     std::fill(dst, dst + H, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
+      if (!m.holds(choice[r * K + k].expert)) continue;
       const float w = choice[r * K + k].weight;
       const float* src = &y[(r * K + k) * H];
       for (int64_t h = 0; h < H; ++h) dst[h] += w * src[h];

@@ -67,7 +67,7 @@ Engine::Engine(std::unique_ptr<dist::ParallelGroups> own, const ModelWeights& we
   const int64_t tp = weights.tp();
   H_ = cfg_.hidden();
   local_inter_ = cfg_.inter_size / tp;
-  local_expert_inter_ = cfg_.expert_inter() / tp;
+  local_expert_inter_ = cfg_.moe_local_inter(tp);
   local_shared_inter_ = cfg_.moe_shared_inter_size / tp;
   qkv_cols_ = ft_qkv_columns_per_rank(cfg_, tp);
   shape_.q_heads = cfg_.head_num / tp;

@@ -136,11 +136,17 @@ void Engine::embed(const int32_t* ids, const int32_t* positions, int64_t n, int6
 }
 
 void Engine::ffn(const LayerWeights& lw, ops::Act in, ops::Act out, int64_t n) {
-  if (lw.moe_router) {  // experts, each sliced over the ranks as the dense FFN: a partial sum too
+  // Experts, each sliced over the ranks as the dense FFN, or whole on the rank holding them (every
+  // rank routes every row, replicated): a partial sum the same all-reduce completes either way.
+  if (lw.moe_router) {
     ops::MoeLayer m;
     m.hidden = H_;
     m.inter = local_expert_inter_;
     m.experts = cfg_.expert_num;
+    if (cfg_.moe_ep_size > 1) {
+      m.expert_count = cfg_.expert_num / cfg_.moe_ep_size;
+      m.expert_begin = w_.rank() * m.expert_count;
+    }
     m.top_k = cfg_.moe_top_k;
     m.routing = cfg_.moe_routing;
     m.act = cfg_.activation;

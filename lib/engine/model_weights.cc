@@ -222,6 +222,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
                                 const QuantPolicy& quant, const EmbeddingSharding& embedding) {
   const ModelConfig cfg = read_model_config(dir);
   const int tp = layout.tp, rank = layout.tp_rank();
+  if (cfg.moe_ep_size > 1 && cfg.moe_ep_size != tp)
+    throw Error(join(dir, "config.ini"), "moe_ep_size = " + std::to_string(cfg.moe_ep_size) +
+                                             ": the folder holds whole experts for that many ranks; run it at "
+                                             "tensor parallel size " + std::to_string(cfg.moe_ep_size) + ", not " +
+                                             std::to_string(tp));
   check_files(dir, cfg, tp);
   check_int8_folder_policy(dir, cfg, quant);
   const SmoothQuant& sq = quant.smoothquant;
@@ -357,7 +362,12 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     return nullptr;
   };
   if (cfg.is_moe()) {
-    const char* flag = quant.int8_weight_only ? "--int8-mode 1" : sq.on ? "--int8-mode 2" : quant.fp8 ? "--fp8" : nullptr;
+    // Weight-only INT8 quantises each expert at load as a dense GEMM; SmoothQuant's, FP8's and INT4's
+    // files hold no experts (their tools write the dense layout's GEMMs).
+    const char* flag = sq.on                         ? "--int8-mode 2"
+                       : quant.fp8                   ? "--fp8"
+                       : quant.int4.on || cfg.holds_int4() ? "--weight-only-precision int4"
+                                                     : nullptr;
     if (flag)
       throw Error(join(dir, "config.ini"), std::string(flag) + " with a mixture of experts (expert_num = " +
                                                std::to_string(cfg.expert_num) + ") is not supported yet");
@@ -369,9 +379,11 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
                                              " is not supported by the engine (fp32, fp16, bf16)");
   // Weight-only INT8 (FT int8_mode 1) quantises the layers' GEMM matrices, [in, out...] read as
   // [shape[0], rest]; the embeddings and lm_head stay floating point, as in FT.
+  // A mixture of experts' router stays floating point (as FT's GPT-MoE and TensorRT-LLM keep it): its
+  // logits pick the experts, and int8 rounding there would change which ones.
   auto quantized = [&](const FtWeightFile& f) {
-    return quant.int8_weight_only && starts_with(f.name, "model.layers.") && slot_for(f.name).matrix &&
-           f.shape.size() >= 2;
+    return quant.int8_weight_only && starts_with(f.name, "model.layers.") && !ends_with(f.name, "mlp.moe.gate.wg.weight") &&
+           (expert_stack(f.name) || slot_for(f.name).matrix) && f.shape.size() >= 2;
   };
   // SmoothQuant W8A8 (int8_mode 2) reads the layer GEMMs (and a gated FFN's gate) from the folder's int8 files.
   auto w8a8 = [&](const FtWeightFile& f, std::string* gemm) {
@@ -392,8 +404,9 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
     if ((f.rank >= 0 && f.rank != rank) || !on_this_stage(f.name)) continue;
     if (is_prompt_table(f.name)) continue;
     if (f.optional && file_size(join(dir, f.file_name())) < 0) continue;
-    if (expert_stack(f.name)) {
-      need += static_cast<double>(f.numel()) * static_cast<double>(dtype_size(backend.weight_dtype()));
+    if (expert_stack(f.name)) {  // [E, rows, cols]: int8 adds each expert's column scales
+      need += static_cast<double>(f.numel()) * (quantized(f) ? 1.0 + 4.0 / static_cast<double>(f.shape[1])
+                                                             : static_cast<double>(dtype_size(backend.weight_dtype())));
       continue;
     }
     const Slot slot = slot_for(f.name);
@@ -449,10 +462,13 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
       check_weight_bytes(path, src, n * es, file_dtype, manifest ? manifest->find(f.file_name()) : nullptr, dir);
       const int64_t experts = f.shape[0], rows = f.shape[1], cols = f.shape[2];
       const size_t per = static_cast<size_t>(rows * cols);
+      const bool int8 = quantized(f);  // weight-only INT8: each expert's matrix quantised as a dense GEMM's
       for (int64_t e = 0; e < experts; ++e) {
-        stack->push_back(backend.upload_weight_matrix(src + e * per * es, file_dtype, rows, cols));
+        const uint8_t* one = src + e * per * es;
+        stack->push_back(int8 ? backend.upload_weight_int8(one, file_dtype, rows, cols)
+                              : backend.upload_weight_matrix(one, file_dtype, rows, cols));
         w.owned_weights_.push_back(stack->back());
-        w.bytes_ += per * dtype_size(stack->back().dtype);
+        w.bytes_ += int8 ? per + static_cast<size_t>(cols) * sizeof(float) : per * dtype_size(stack->back().dtype);
       }
       file->release(0, file->size());
       continue;

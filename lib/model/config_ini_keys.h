@@ -43,7 +43,7 @@ void read_trtllm_keys(const Reader& r, ModelConfig& c);
 // ftx's keys (activation, position_embedding_type, rotary_*, kv_head_num, hidden_size, ...).
 void read_ftx_keys(const Reader& r, ModelConfig& c);
 // Mixture of experts: FT's [structure] section (gpt_with_moe, expert_num, moe_layers) and ftx's
-// moe_top_k and moe_router (config_ini_moe.cc), after the sizes (moe_layers is checked against num_layer).
+// moe_top_k, moe_router and moe_ep_size (config_ini_moe.cc), after the sizes (moe_layers is checked against num_layer).
 void read_moe_keys(const Reader& r, ModelConfig& c);
 // FT's prompt learning keys: num_tasks, prompt_learning_type, prompt_learning_start_id and the
 // [task_K] sections.

@@ -70,7 +70,7 @@ std::vector<int64_t> layer_list(const IniFile& ini, const std::string& sec, cons
 void read_moe_keys(const Reader& r, ModelConfig& c) {
   const IniFile& ini = r.ini;
   const std::string s = "structure";
-  for (const char* k : {"moe_top_k", "moe_router", "moe_inter_size", "moe_shared_expert_inter_size"})
+  for (const char* k : {"moe_top_k", "moe_router", "moe_inter_size", "moe_shared_expert_inter_size", "moe_ep_size"})
     if (r.has(k) && !(ini.has(s, "gpt_with_moe") && ini.get_bool_or(s, "gpt_with_moe", false)))
       throw Error(ini.path(), "[" + r.sec + "] " + k + " = " + r.get(k) +
                                   " without [structure] gpt_with_moe = 1: the model has no experts to route to");
@@ -93,6 +93,8 @@ void read_moe_keys(const Reader& r, ModelConfig& c) {
   if (r.has("moe_inter_size")) c.moe_inter_size = integer(ini, r.sec, "moe_inter_size", 1, kMaxModelDim);
   if (r.has("moe_shared_expert_inter_size"))
     c.moe_shared_inter_size = integer(ini, r.sec, "moe_shared_expert_inter_size", 1, kMaxModelDim);
+  // Whole experts per rank (convert-hf --moe-ep-size); checked against the ranks by validate().
+  if (r.has("moe_ep_size")) c.moe_ep_size = integer(ini, r.sec, "moe_ep_size", 1, c.expert_num);
 }
 
 }  // namespace ftx::config_ini

@@ -109,13 +109,15 @@ std::vector<FtWeightFile> ft_weight_files(const ModelConfig& cfg, int64_t tp) {
       // one is (columns of the first GEMMs, rows of the second), the experts stacked on axis 0.
       // A gated FFN's second input projection is `.gate.`, as the dense layout names it.
       // Biases (Megatron-DeepSpeed's experts): the first one's columns split, the output's whole
-      // (validate() refuses them with a gate or a shared expert, which FT's layout has no file for).
-      const int64_t E = cfg.expert_num, Ie = cfg.expert_inter(), Is = cfg.moe_shared_inter_size;
+      // (validate() refuses them with a gate, a shared expert or whole experts, which no layout has
+      // files for). With moe_ep_size (expert parallelism) each rank's files hold its E/P experts whole.
+      const int64_t E = cfg.expert_num, El = E / cfg.moe_ep_size, Il = cfg.moe_local_inter(tp);
+      const int64_t Is = cfg.moe_shared_inter_size;
       l.repl(p + "mlp.moe.gate.wg.weight", {H, E});
-      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {E, H, Ie / tp});
-      if (cfg.has_bias) l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, Ie / tp});
-      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {E, H, Ie / tp});
-      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {E, Ie / tp, H});
+      l.split(p + "mlp.moe.experts.dense_h_to_4h.weight", {El, H, Il});
+      if (cfg.has_bias) l.split(p + "mlp.moe.experts.dense_h_to_4h.bias", {E, Il});
+      if (cfg.activation.is_gated()) l.split(p + "mlp.moe.experts.dense_h_to_4h.gate.weight", {El, H, Il});
+      l.split(p + "mlp.moe.experts.dense_4h_to_h.weight", {El, Il, H});
       if (cfg.has_bias) l.repl(p + "mlp.moe.experts.dense_4h_to_h.bias", {E, H});
       if (Is > 0) {  // ftx's: a shared expert sliced as a dense FFN, its sigmoid gate whole on every rank
         l.split(p + "mlp.moe.shared_expert.dense_h_to_4h.weight", {H, Is / tp});

@@ -59,6 +59,8 @@
 //      moe_inter_size          each expert's FFN width, when it is not inter_size (the dense layers';
 //                              Qwen2-MoE, Qwen3-MoE; written only then)
 //      moe_shared_expert_inter_size  a shared expert's width (Qwen2-MoE; written only when there is one)
+//      moe_ep_size             the ranks whole experts are spread over (convert-hf --moe-ep-size;
+//                              written only when above 1, then equal to tensor_para_size)
 // Each key set has its reader (config_ini_keys.h): config_ini_ft.cc, config_ini_trtllm.cc and
 // config_ini_ftx.cc; from_ini below runs them. Defaults for absent keys follow FT's readers:
 // layernorm_eps 1e-6 (FT's default, not the models'), activation Gelu, pre layernorm, positional
@@ -420,6 +422,7 @@ IniFile ModelConfig::to_ini() const {
     ini.set(s, "moe_router", moe_routing == MoeRouting::kSoftmaxTopK ? "softmax_topk" : "softmax_topk_renorm");
     if (moe_inter_size > 0 && moe_inter_size != inter_size) ini.set(s, "moe_inter_size", std::to_string(moe_inter_size));
     if (moe_shared_inter_size > 0) ini.set(s, "moe_shared_expert_inter_size", std::to_string(moe_shared_inter_size));
+    if (moe_ep_size > 1) ini.set(s, "moe_ep_size", std::to_string(moe_ep_size));
   }
   if (prompt.any()) {
     ini.set(s, "num_tasks", std::to_string(prompt.tasks.size()));
@@ -523,6 +526,13 @@ void ModelConfig::validate(int64_t tp, const std::string& origin) const {
       FTX_CHECK(v >= 0 && v % tp == 0, origin,
                 std::string(key) + " " + std::to_string(v) + " is not divisible by tensor parallel size " +
                     std::to_string(tp));
+    FTX_CHECK(moe_ep_size == 1 || (moe_ep_size == tp && expert_num % moe_ep_size == 0), origin,
+              "moe_ep_size = " + std::to_string(moe_ep_size) + " with expert_num = " + std::to_string(expert_num) +
+                  " at tensor parallel size " + std::to_string(tp) +
+                  ": whole experts need moe_ep_size equal to the tensor parallel size and dividing expert_num");
+    FTX_CHECK(!has_bias || moe_ep_size == 1, origin,
+              "has_bias with moe_ep_size = " + std::to_string(moe_ep_size) +
+                  ": FT GPT-MoE's expert biases are laid out for sliced experts only");
   }
   FTX_CHECK(layernorm_eps > 0 && std::isfinite(layernorm_eps), origin,
             "layernorm_eps must be a positive number, got " + fmt_double(layernorm_eps));

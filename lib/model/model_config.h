@@ -153,7 +153,13 @@ struct ModelConfig {
   int64_t moe_inter_size = 0;
   int64_t moe_shared_inter_size = 0;
   int64_t expert_inter() const { return moe_inter_size > 0 ? moe_inter_size : inter_size; }
+  // Expert parallelism (TensorRT-LLM's moe_ep_size; ftx's config key of that name): 1, every
+  // expert's FFN sliced over the tensor-parallel ranks (FT's layout); tensor_para_size, the experts
+  // whole, rank r holding experts [r·E/P, (r+1)·E/P) (docs/parallelism.md#expert-parallelism).
+  int64_t moe_ep_size = 1;
   bool is_moe() const { return expert_num > 0; }
+  // The inter_size columns of each expert one rank holds, at `tp` ranks.
+  int64_t moe_local_inter(int64_t tp) const { return moe_ep_size > 1 ? expert_inter() : expert_inter() / tp; }
   bool is_moe_layer(int64_t layer) const;
 
   // The residual width, and the attention's: Q's columns and attention.dense's input.

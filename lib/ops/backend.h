@@ -176,16 +176,20 @@ class Backend : public decoding::LogitsDevice {
   //     top_k largest p in descending order (equal p: the lower expert first), renormalised to sum
   //     to 1 for MoeRouting::kSoftmaxTopKRenorm (Σ taken in double, each p divided in fp32);
   //  3. y_e = act(in · fc_e + fc_bias_e) [· (in · gate_e)] · proj_e + proj_bias_e for the rows
-  //     routed to expert e (the biases when MoeLayer has them), each GEMM, the activation and the
-  //     bias add with gemm's, bias_activation's and add_bias's arithmetic (the expert's weights read
-  //     once for all its rows);
-  //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32, in the order of step 2, from 0 (so a row's sum does
-  //     not depend on which other rows share the call);
+  //     routed to expert e, for each expert this rank holds (MoeLayer::holds; the biases when
+  //     MoeLayer has them), each GEMM, the activation and the bias add with gemm's,
+  //     bias_activation's and add_bias's arithmetic for the weight's kind (a half or weight-only
+  //     INT8 expert rounds its A to the weight's input dtype; the expert's weights read once for
+  //     all its rows);
+  //  4. out[r] = Σ_k p_k · y_{e_k}[r] in fp32 over the row's choices this rank holds, in the order
+  //     of step 2, from 0 (so a row's sum does not depend on which other rows share the call; a row
+  //     none of whose experts are here gets 0);
   //  5. with a shared expert (shared_inter > 0): s = act(in · shared_fc) [· (in · shared_gate)] ·
   //     shared_proj over every row (step 3's arithmetic), w[r] = 1 / (1 + exp(-(in · shared_weigher)[r]))
   //     (the GEMM an fp32 output as in step 1, the sigmoid in fp32; 1 without a weigher), and
   //     out[r] += w[r] · s[r] in fp32, after step 4. The weight multiplies this rank's partial s, so
-  //     the ranks' sum is the whole shared expert weighed.
+  //     the ranks' sum is the whole shared expert weighed (it stays sliced over the ranks when the
+  //     routed experts are whole).
   // out may be in (GPT-J-style parallel residual blocks pass one buffer): every row of in is read
   // before out is written.
   // The default refuses, naming the backend: a backend without the op says so instead of

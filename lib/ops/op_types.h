@@ -171,15 +171,21 @@ struct BlockTables {
 };
 
 // One layer of experts as one rank holds it (Backend::moe_ffn): the router, whole on every rank,
-// and `experts` FFNs each sliced as a dense FFN is over the ranks: fc (and gate, for a gated
-// activation) [hidden, inter] of this rank's columns, proj [inter, hidden] of its rows, so the op's
-// output is a partial sum the engine's all-reduce completes. `fc`, `gate` and `proj` point to
-// `experts` weights each (expert e's at index e).
+// and the experts' FFNs, either
+//  * every expert sliced as a dense FFN is over the ranks (FT's layout): fc (and gate, for a gated
+//    activation) [hidden, inter] of this rank's columns, proj [inter, hidden] of its rows; or
+//  * whole experts on each rank (expert parallelism, docs/parallelism.md): the rank holds experts
+//    [expert_begin, expert_begin + expert_count) whole and computes only those;
+// either way the op's output is a partial sum the engine's all-reduce completes. `fc`, `gate` and
+// `proj` point to the rank's experts' weights (expert e's at index e - expert_begin), each a
+// floating-point or weight-only INT8 matrix (gemm's arithmetic for its kind).
 struct MoeLayer {
   int64_t hidden = 0, inter = 0, experts = 0, top_k = 0;
+  // The experts this rank holds; expert_count 0: all of them (expert_begin 0).
+  int64_t expert_begin = 0, expert_count = 0;
   MoeRouting routing = MoeRouting::kSoftmaxTopKRenorm;
   Activation act;
-  Weight router;                 // [hidden, experts]
+  Weight router;                 // [hidden, experts], every expert's column on every rank
   const Weight* fc = nullptr;    // the activated projection (Mixtral's w1)
   const Weight* gate = nullptr;  // gated activations: the multiplied one (w3); else null
   const Weight* proj = nullptr;  // the output projection (w2)
@@ -195,6 +201,8 @@ struct MoeLayer {
   int64_t shared_inter = 0;
   Weight shared_fc, shared_gate, shared_proj;  // shared_gate: gated activations only
   Weight shared_weigher;                       // [hidden, 1], whole on every rank; empty: weight 1
+  int64_t local_experts() const { return expert_count > 0 ? expert_count : experts; }
+  bool holds(int64_t e) const { return e >= expert_begin && e < expert_begin + local_experts(); }
 };
 
 // The arithmetic of a W8A8 GEMM C[M,N] = A[M,K] · W (SmoothQuant, TensorRT-LLM's smooth_quant_gemm

@@ -30,8 +30,10 @@ def quantize_row_blocks(w, tp):
     return torch.cat([quantize_columns(b) for b in w.chunk(tp, dim=0)], dim=0)
 
 
-def weight_only_int8(W, tp):
-    """The logical weights W (gpt_reference layout) as FT's int8_mode 1 computes with them at TP `tp`."""
+def weight_only_int8(W, tp, moe_ep=False):
+    """The logical weights W (gpt_reference layout) as FT's int8_mode 1 computes with them at TP `tp`.
+    A layer of experts: each expert's matrices as a dense FFN's (sliced over the ranks, or whole on one
+    rank with moe_ep: expert parallelism), the router kept in floating point."""
     Q = copy.copy(W)
     Q["layers"] = []
     for L in W["layers"]:
@@ -39,8 +41,12 @@ def weight_only_int8(W, tp):
         for k in ("wq", "wk", "wv", "w1", "wg"):
             if L.get(k) is not None:
                 L[k] = quantize_columns(L[k])
-        for k in ("wo", "w2"):
-            L[k] = quantize_row_blocks(L[k], tp)
+        L["wo"] = quantize_row_blocks(L["wo"], tp)
+        if L.get("w2") is not None:
+            L["w2"] = quantize_row_blocks(L["w2"], tp)
+        if L.get("experts") is not None:
+            L["experts"] = [dict(X, w1=quantize_columns(X["w1"]), wg=quantize_columns(X["wg"]),
+                                 w2=quantize_row_blocks(X["w2"], 1 if moe_ep else tp)) for X in L["experts"]]
         Q["layers"].append(L)
     return Q
 

@@ -493,6 +493,85 @@ TEST(FtWeightFiles, I51_QwenSharedExpertFiles) {
   EXPECT_NE(got.find("without [structure] gpt_with_moe = 1"), std::string::npos) << got;
 }
 
+// Expert parallelism (moe_ep_size = T, convert-hf --moe-ep-size): each rank's expert files hold its
+// E/T experts whole; config.ini says so, and a moe_ep_size that is not the ranks' count, or does not
+// divide the experts, is refused by name.
+TEST(FtWeightFiles, I51_WholeExpertsPerRank) {
+  ModelConfig c = moe();  // H 32, I 128, E 4
+  c.moe_ep_size = 2;
+  std::map<std::string, FtWeightFile> by;
+  for (auto& f : ft_weight_files(c, 2)) by[f.file_name()] = f;
+  EXPECT_EQ(by.at("model.layers.1.mlp.moe.gate.wg.weight.bin").shape, (std::vector<int64_t>{32, 4}));
+  for (int r = 0; r < 2; ++r) {
+    const std::string R = "." + std::to_string(r) + ".bin";
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{2, 32, 128}));
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_h_to_4h.gate.weight" + R).shape,
+              (std::vector<int64_t>{2, 32, 128}));
+    EXPECT_EQ(by.at("model.layers.1.mlp.moe.experts.dense_4h_to_h.weight" + R).shape, (std::vector<int64_t>{2, 128, 32}));
+    EXPECT_EQ(by.at("model.layers.0.mlp.dense_h_to_4h.weight" + R).shape, (std::vector<int64_t>{32, 64}));  // dense: sliced
+  }
+  const IniFile ini = c.to_ini();
+  EXPECT_EQ(ini.get("gpt", "moe_ep_size"), "2");
+  EXPECT_EQ(ModelConfig::from_ini(IniFile::parse(ini.to_string(), "mem")).moe_ep_size, 2);
+  EXPECT_FALSE(moe().to_ini().has("gpt", "moe_ep_size"));
+  auto refusal = [&](const ModelConfig& m, int64_t tp) -> std::string {
+    try {
+      m.validate(tp, "x");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(c, 4).find("moe_ep_size = 2 with expert_num = 4 at tensor parallel size 4"), std::string::npos)
+      << refusal(c, 4);
+  ModelConfig three = c;  // 3 experts over 2 ranks
+  three.expert_num = 3;
+  EXPECT_NE(refusal(three, 2).find("moe_ep_size = 2 with expert_num = 3"), std::string::npos) << refusal(three, 2);
+  const std::string text = c.to_ini().to_string();
+  const std::string bad = std::string(text).replace(text.find("moe_ep_size = 2"), 15, "moe_ep_size = 9");
+  EXPECT_NE(load_error(bad).find("[gpt] moe_ep_size = 9: must be in [1, 4]"), std::string::npos) << load_error(bad);
+}
+
+// whole_experts: expert e lands whole (transposed, unsplit) in rank e / (E/T)'s file, in order.
+TEST(TensorJob, I51_WholeExpertsInBlocksPerRank) {
+  std::vector<std::vector<float>> w(4);
+  std::vector<TensorView> views;
+  for (int e = 0; e < 4; ++e) {
+    for (int o = 0; o < 4; ++o)
+      for (int i = 0; i < 2; ++i) w[e].push_back(100 * e + 10 * o + i);
+    views.push_back(float_view(w[e]));
+    views.back().shape = {4, 2};
+  }
+  for (OutSplit split : {OutSplit::kColumn, OutSplit::kRow}) {
+    TensorJob job;
+    job.name = "experts";
+    job.shards = views;
+    job.transpose = true;  // [in 2, out 4]
+    job.split = split;
+    job.stack_experts = true;
+    job.whole_experts = true;
+    std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<float>>> got;
+    run_tensor_job(job, 2, DType::kFloat32, [&](const JobOutput& o) {
+      got[o.rank] = {o.shape, {reinterpret_cast<const float*>(o.data), reinterpret_cast<const float*>(o.data + o.nbytes)}};
+    });
+    ASSERT_EQ(got.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      const auto& [shape, v] = got[r];
+      ASSERT_EQ(shape, (std::vector<int64_t>{2, 2, 4}));
+      for (int k = 0; k < 2; ++k)
+        for (int i = 0; i < 2; ++i)
+          for (int o = 0; o < 4; ++o) EXPECT_EQ(v[(k * 2 + i) * 4 + o], 100 * (2 * r + k) + 10 * o + i);
+    }
+    try {
+      run_tensor_job(job, 3, DType::kFloat32, [](const JobOutput&) {});
+      ADD_FAILURE() << "4 experts over 3 ranks were not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("4 experts do not divide into whole experts over 3 ranks"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // stack_experts: each expert transposed and split alone, the ranks' pieces stacked [E, ...].
 TEST(TensorJob, I51_StackedExpertsSplitEachExpert) {
   // Expert e's nn.Linear weight [out 4, in 2]: w[o][i] = 100e + 10o + i.

@@ -108,9 +108,9 @@ def ini_of(d):
     return ini["gptneox"] if ini.has_section("gptneox") else ini["gptj"] if ini.has_section("gptj") else ini["gpt"]
 
 
-def convert(src, out, T, dt):
-    r = run_ftx(["convert-hf", "-i", src, "-o", out, "-g", str(T), "-t", dt, "--quiet", "--force"])
-    check(r.returncode == 0, f"convert-hf {src} -g {T} -t {dt}: {r.stderr.strip()}")
+def convert(src, out, T, dt, flags=()):
+    r = run_ftx(["convert-hf", "-i", src, "-o", out, "-g", str(T), "-t", dt, "--quiet", "--force", *flags])
+    check(r.returncode == 0, f"convert-hf {src} -g {T} -t {dt} {' '.join(flags)}: {r.stderr.strip()}")
     return os.path.join(out, f"{T}-gpu")
 
 
@@ -434,6 +434,18 @@ def greedy_runs(m, e, tmp):
         if T == 1 and name in ("llama", "phi3_longrope", "gemma3_text", "mixtral"):  # two pipeline stages over the 1-gpu folder
             runs.append((name + " PP 2", folder, 2, e["greedy"], e["greedy_logits"],
                          extra + ["--pipeline-para-size", "2"]))
+        if T == 2 and name == "mixtral":  # TP 2 x PP 2 over the 2-gpu folder
+            runs.append((name + " TP 2 x PP 2", folder, 4, e["greedy"], e["greedy_logits"],
+                         extra + ["--pipeline-para-size", "2"]))
+        if T > 1 and name == "mixtral":
+            # Expert parallelism: whole experts on each rank (convert-hf --moe-ep-size), every rank
+            # routing every row; and over two pipeline stages of 2 ranks each.
+            ep = convert(os.path.join(FIX, name, "safetensors"), os.path.join(tmp, name + "_ep"), T, "fp32",
+                         ["--moe-ep-size", str(T)])
+            runs.append((name + " whole experts", ep, T, e["greedy"], e["greedy_logits"], extra))
+            if T == 2:
+                runs.append((name + " whole experts, TP 2 x PP 2", ep, 4, e["greedy"], e["greedy_logits"],
+                             extra + ["--pipeline-para-size", "2"]))
     if "bf16" in m["layouts"]:
         # fp32 files: transformers' reference is the bf16 weights widened; with -t bf16 a
         # tensor the converter folds (GPT-NeoX's summed biases) would round once more.

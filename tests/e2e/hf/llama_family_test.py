@@ -4,7 +4,7 @@ SwiGLU, RMSNorm, rope scaling; convert-hf of the transformers-5 checkpoints of t
 each against a reference the suite already has. Quantised W8A8 and FP8 are tests/e2e/quant/w8a8_test.py's,
 fp8_test.py's and the engine_w8a8/engine_fp8 gtests'.
 
-Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada}
+Usage: llama_family_test.py {reference|weight_only|sessions|prefix|lambada|moe_beams}
   reference    tests/reference/hf_arch_reference.py, the float64 oracle of the Llama family's quantised
                tests (weight_only here, w8a8_test.py, fp8_test.py, engine_w8a8/engine_fp8), on the
                transformers-5 checkpoints Llama, Mistral (sliding window 6, as gpt_reference's window)
@@ -118,42 +118,76 @@ def test_weight_only(tmp):
                 ids = [g["output_ids"] for g in got]
                 check(ids == want, f"{name} TP {tp} --int8-mode 1: {ids} != emulation {want}")
         print(f"{name}: --int8-mode 1 greedy tokens equal the float64 emulation at TP 1{' and 2' if MPI else ''}")
-    # Gemma 2 and 3: the tiny fixtures keep their floating-point tokens under INT8, so the tokens
-    # cannot tell a quantised run; each token's log probability does. ftx's must be within LP_TOL of
-    # the emulation's and further than that from the floating-point model's.
+    # Gemma 2 and 3 and Mixtral: the tiny fixtures keep their floating-point tokens under INT8, so the
+    # tokens cannot tell a quantised run; each token's log probability does. ftx's must be within
+    # LP_TOL of the emulation's and further than that from the floating-point model's, and the tokens
+    # the emulation's greedy ones. Mixtral's experts are quantised as dense FFNs are (the router stays
+    # floating point), sliced over the ranks or, with --moe-ep-size 2, whole on each (expert parallelism).
     LP_TOL = 2e-5
-    for name in ("gemma2", "gemma3_text"):
+    for name, tp, ep in [(n, tp, False) for n in ("gemma2", "gemma3_text", "mixtral") for tp in ((1, 2) if MPI else (1,))] + \
+            ([("mixtral", 2, True)] if MPI else []):
         e = expected(name)
         cfg, W = hf_arch_reference.build(os.path.join(HF5, name, "safetensors"))
-        for tp in (1, 2) if MPI else (1,):
-            Q = int8_reference.weight_only_int8(W, tp)
-            folder = convert_hf5(name, os.path.join(tmp, name), tp)
-            reqs = [{"ids": p, "max_new_tokens": 8, "top_p": 1e-6, "return_log_probs": True} for p in e["prompts"]]
-            got, _ = generate(folder, reqs, tmp, ["--int8-mode", "1"], tp)
-            if got is None:
-                continue
-            worst = moved = 0.0
-            for p, g in zip(e["prompts"], got):
-                seq = list(p)
-                for t, lp in zip(g["output_ids"], g["output_log_probs"]):
-                    want = float(torch.log_softmax(gref.forward(cfg, Q, seq)[-1], -1)[t])
-                    fp = float(torch.log_softmax(gref.forward(cfg, W, seq)[-1], -1)[t])
-                    worst, moved = max(worst, abs(lp - want)), max(moved, abs(want - fp))
-                    seq.append(t)
-            check([g["output_ids"] for g in got] == e["greedy"], f"{name} TP {tp} --int8-mode 1: other tokens")
-            check(worst <= LP_TOL, f"{name} TP {tp} --int8-mode 1: log probs {worst:.3g} from the emulation's")
-            check(moved > 10 * LP_TOL, f"{name} TP {tp}: INT8 moves the log probs by {moved:.3g} only")
-            print(f"{name} TP {tp}: --int8-mode 1 log probs within {worst:.2g} of the float64 emulation "
-                  f"(INT8 moves them by up to {moved:.2g})")
+        label = f"{name} TP {tp}" + (" (whole experts per rank)" if ep else "")
+        Q = int8_reference.weight_only_int8(W, tp, moe_ep=ep)
+        folder = convert_hf5(name, os.path.join(tmp, name + ("_ep" if ep else "")), tp,
+                             ["--moe-ep-size", str(tp)] if ep else [])
+        reqs = [{"ids": p, "max_new_tokens": 8, "top_p": 1e-6, "return_log_probs": True} for p in e["prompts"]]
+        got, _ = generate(folder, reqs, tmp, ["--int8-mode", "1"], tp)
+        if got is None:
+            continue
+        worst = moved = 0.0
+        for p, g in zip(e["prompts"], got):
+            seq = list(p)
+            for t, lp in zip(g["output_ids"], g["output_log_probs"]):
+                want = float(torch.log_softmax(gref.forward(cfg, Q, seq)[-1], -1)[t])
+                fp = float(torch.log_softmax(gref.forward(cfg, W, seq)[-1], -1)[t])
+                worst, moved = max(worst, abs(lp - want)), max(moved, abs(want - fp))
+                seq.append(t)
+        want_ids = [gref.greedy(cfg, Q, p, 8, e["end_id"])[0] for p in e["prompts"]]
+        check([g["output_ids"] for g in got] == want_ids, f"{label} --int8-mode 1: {[g['output_ids'] for g in got]} "
+                                                          f"!= emulation {want_ids}")
+        check(worst <= LP_TOL, f"{label} --int8-mode 1: log probs {worst:.3g} from the emulation's")
+        check(moved > 10 * LP_TOL, f"{label}: INT8 moves the log probs by {moved:.3g} only")
+        print(f"{label}: --int8-mode 1 log probs within {worst:.2g} of the float64 emulation "
+              f"(INT8 moves them by up to {moved:.2g})")
 
 
 def test_sessions(tmp):
-    for name in ("llama", "gemma3_text"):
+    for name in ("llama", "gemma3_text", "mixtral"):
         for tp in (1, 2) if MPI else (1,):
             folder = convert_hf5(name, os.path.join(tmp, name), tp)
             sessions_test.check_rounds(folder, tmp, mpi=tp if tp > 1 else 0, label=f"{name} TP {tp}",
                                        extra=["--threads", "1"] if tp > 1 else [], vocab=64)
         print(f"{name}: session rounds equal fresh requests over the whole context at TP 1{' and 2' if MPI else ''}")
+    if MPI:  # Mixtral's experts whole on each of 2 ranks
+        folder = convert_hf5("mixtral", os.path.join(tmp, "mixtral_ep"), 2, ["--moe-ep-size", "2"])
+        sessions_test.check_rounds(folder, tmp, mpi=2, label="mixtral TP 2 (whole experts per rank)",
+                                   extra=["--threads", "1"], vocab=64)
+        print("mixtral: session rounds equal fresh requests with whole experts on each of 2 ranks")
+
+
+def test_moe_beams(tmp):
+    """Beam search (width 3, 8 tokens) on Mixtral gives TP 1's beams at TP 2 (experts sliced), with whole
+    experts on each of 2 ranks, and over two pipeline stages; and the beams' first is greedy's when
+    the width is 1 (transformers' greedy tokens)."""
+    e = expected("mixtral")
+    reqs = [{"ids": p, "max_new_tokens": 8, "beam_width": 3} for p in e["prompts"]]
+    one = convert_hf5("mixtral", os.path.join(tmp, "mixtral"), 1)
+    want, _ = generate(one, reqs, tmp)
+    greedy, _ = generate(one, [dict(r, beam_width=1) for r in reqs], tmp)
+    if want is None or greedy is None:
+        return
+    check([g["output_ids"] for g in greedy] == e["greedy"], "mixtral beam width 1: not transformers' greedy tokens")
+    beams = lambda got: [[b["output_ids"] for b in g["beams"]] for g in got]  # noqa: E731
+    runs = [("TP 2", convert_hf5("mixtral", os.path.join(tmp, "mixtral"), 2), 2, []),
+            ("TP 2 whole experts", convert_hf5("mixtral", os.path.join(tmp, "mixtral_ep"), 2, ["--moe-ep-size", "2"]), 2, []),
+            ("PP 2", one, 2, ["--pipeline-para-size", "2"])] if MPI else []
+    for label, folder, n, flags in runs:
+        got, _ = generate(folder, reqs, tmp, flags, n)
+        if got is not None:
+            check(beams(got) == beams(want), f"mixtral {label}: beams {beams(got)} != TP 1's {beams(want)}")
+    print("mixtral: beam search at " + ", ".join(r[0] for r in runs) + " gives TP 1's beams")
 
 
 def prefix_tokens(stderr):
@@ -164,7 +198,7 @@ def prefix_tokens(stderr):
 
 
 def test_prefix(tmp):
-    for name in ("llama", "qwen2", "phi3_longrope", "gemma2", "gemma3_text"):
+    for name in ("llama", "qwen2", "phi3_longrope", "gemma2", "gemma3_text", "mixtral"):
         e = expected(name)
         folder = convert_hf5(name, os.path.join(tmp, name), 1)
         p, g = e["prompts"], e["greedy"]
@@ -191,19 +225,23 @@ def test_prefix(tmp):
         print(f"{name}: paged cache with prefix sharing ({hits} prompt tokens from the cache): transformers' tokens")
 
 
-def tiny_llama(folder):
+def tiny_llama(folder, moe=False):
     """A Llama with GPT-2's vocabulary (50257) saved by transformers' save_pretrained: 2 layers,
     hidden 32, 4 heads, 2 KV heads, llama3 rope scaling; seeded weights of a realistic scale (the
-    default initialisation makes every logit nearly equal)."""
+    default initialisation makes every logit nearly equal). moe: a Mixtral of the same sizes instead
+    (4 experts, top 2; Mixtral's plain rope)."""
     import transformers
-    cfg = transformers.LlamaConfig(vocab_size=50257, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                                   rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=50256,
-                                   eos_token_id=50256,
-                                   rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
-                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 128})
+    common = dict(vocab_size=50257, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  bos_token_id=50256, eos_token_id=50256)
+    if moe:
+        cfg = transformers.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **common)
+    else:
+        cfg = transformers.LlamaConfig(rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 128},
+                                       **common)
     torch.manual_seed(37)
-    model = transformers.LlamaForCausalLM(cfg)
+    model = (transformers.MixtralForCausalLM if moe else transformers.LlamaForCausalLM)(cfg)
     with torch.no_grad():
         for n, t in model.named_parameters():
             t.copy_(1.0 + 0.1 * torch.randn_like(t) if "norm" in n else 0.3 * torch.randn_like(t))
@@ -211,35 +249,41 @@ def tiny_llama(folder):
 
 
 def test_lambada(tmp):
+    """The tiny Llama, and a tiny Mixtral (a mixture of experts: TP 1, 2 and whole experts on 2 ranks)."""
     os.environ.setdefault("FTX_SOURCE_DIR", SRC)
     import lambada_test
-    hf = os.path.join(tmp, "hf")
-    tiny_llama(hf)
-    cfg, W = hf_arch_reference.build(hf)
     n = 12
     with open(os.path.join(SRC, "data", "lambada", "lambada_test.jsonl")) as f:
         texts = [json.loads(next(f))["text"] for _ in range(n)]
-    ref = lambada_test.reference(cfg, W, texts)
-    for tp in (1, 2) if MPI else (1,):
-        r = ftx(["convert-hf", "-i", hf, "-o", os.path.join(tmp, "ft"), "-g", str(tp), "-q"])
-        if not check(r.returncode == 0, f"convert-hf of the tiny Llama: {r.stderr.strip()}"):
-            return
-        out = os.path.join(tmp, f"lambada{tp}.jsonl")
-        r = ftx(["eval-lambada", "-m", os.path.join(tmp, "ft", f"{tp}-gpu"), "--tokenizer",
-                 os.path.join(SRC, "data", "gpt2"), "--max-examples", str(n), "--batch-size", "4", "--output", out,
-                 "--quiet"] + (["--threads", "1"] if tp > 1 else []), mpi=tp if tp > 1 else 0)
-        if not check(r.returncode == 0, f"eval-lambada TP {tp}: {r.stderr.strip()[-600:]}"):
-            continue
-        before = len(lambada_test.failures)
-        lambada_test.compare(f"llama TP {tp}", [json.loads(line) for line in open(out)], ref)
-        for msg in lambada_test.failures[before:]:
-            check(False, msg)
-    print(f"tiny Llama: eval-lambada's {n} results equal the float64 reference at TP 1{' and 2' if MPI else ''}")
+    for kind, moe in (("Llama", False), ("Mixtral", True)):
+        hf = os.path.join(tmp, "hf_" + kind)
+        tiny_llama(hf, moe)
+        cfg, W = hf_arch_reference.build(hf)
+        ref = lambada_test.reference(cfg, W, texts)
+        runs = [(tp, []) for tp in ((1, 2) if MPI else (1,))] + ([(2, ["--moe-ep-size", "2"])] if moe and MPI else [])
+        for tp, flags in runs:
+            label = f"{kind} TP {tp}" + (" (whole experts per rank)" if flags else "")
+            ft = os.path.join(tmp, "ft_" + kind + ("_ep" if flags else ""))
+            r = ftx(["convert-hf", "-i", hf, "-o", ft, "-g", str(tp), "-q", *flags])
+            if not check(r.returncode == 0, f"convert-hf of the tiny {kind}: {r.stderr.strip()}"):
+                return
+            out = os.path.join(tmp, f"lambada{tp}.jsonl")
+            r = ftx(["eval-lambada", "-m", os.path.join(ft, f"{tp}-gpu"), "--tokenizer",
+                     os.path.join(SRC, "data", "gpt2"), "--max-examples", str(n), "--batch-size", "4", "--output", out,
+                     "--quiet", "--force"] + (["--threads", "1"] if tp > 1 else []), mpi=tp if tp > 1 else 0)
+            if not check(r.returncode == 0, f"eval-lambada {label}: {r.stderr.strip()[-600:]}"):
+                continue
+            before = len(lambada_test.failures)
+            lambada_test.compare(label, [json.loads(line) for line in open(out)], ref)
+            for msg in lambada_test.failures[before:]:
+                check(False, msg)
+        print(f"tiny {kind}: eval-lambada's {n} results equal the float64 reference at " + ", ".join(
+            f"TP {tp}" + (" whole experts" if f else "") for tp, f in runs))
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         {"reference": test_reference, "weight_only": test_weight_only, "sessions": test_sessions, "prefix": test_prefix,
-         "lambada": test_lambada}[sys.argv[1]](tmp)
+         "lambada": test_lambada, "moe_beams": test_moe_beams}[sys.argv[1]](tmp)
     finish(f"llama_family_test {sys.argv[1]}")

@@ -445,10 +445,10 @@ def compare_ranges(name, got, want):
 HF5 = os.path.join(SRC, "tests", "fixtures", "hf5")
 
 
-def convert_hf5(name, out, tp):
+def convert_hf5(name, out, tp, flags=()):
     """`ftx convert-hf` of the transformers-5 checkpoint tests/fixtures/hf5/NAME (fp32) -> out/<tp>-gpu."""
     subprocess.run([FTX, "convert-hf", "-i", os.path.join(HF5, name, "safetensors"), "-o", out, "-g", str(tp),
-                    "-t", "fp32", "-q"], check=True)
+                    "-t", "fp32", "-q", *flags], check=True)
     return os.path.join(out, f"{tp}-gpu")
 
 
