@@ -15,7 +15,33 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Megatron-LM arguments that change the model in a way ftx cannot run; a set one is refused.
+// Settings, of Megatron-LM's args and NeMo's yaml alike, that change the model in a way ftx cannot
+// run; a set one is refused.
+struct Refused {
+  const char* key;
+  const char* what;
+};
+const Refused kRefused[] = {
+    {"multi_latent_attention", "multi-latent attention"},
+    // MoE options whose layer ftx's engine does not compute.
+    {"moe_shared_expert_intermediate_size", "shared experts"},
+    {"moe_router_topk_scaling_factor", "a scaled router (top-k scaling factor)"},
+    {"moe_router_num_groups", "group-limited routing"},
+    {"moe_router_group_topk", "group-limited routing"},
+    {"moe_router_enable_expert_bias", "a router with expert biases"},
+    {"moe_expert_capacity_factor", "token dropping (an expert capacity factor)"},
+    {"moe_apply_probs_on_input", "router probabilities applied to the experts' input"},
+    {"moe_use_legacy_grouped_gemm", "the legacy GroupedMLP (weight1/weight2)"},
+    {"virtual_pipeline_model_parallel_size", "virtual pipeline parallelism"},
+    {"num_layers_per_virtual_pipeline_stage", "virtual pipeline parallelism"},
+    {"qk_layernorm", "QK layernorm"},
+    {"mtp_num_layers", "multi-token prediction layers"},
+    {"seq_len_interpolation_factor", "rotary sequence-length interpolation"},
+    {"use_rope_scaling", "rotary scaling"},
+    {"experimental_attention_variant", "an experimental attention variant"},
+};
+
+// kRefused in Megatron-LM's arguments.
 void refuse_megatron(const ValuePtr& args, const std::string& origin) {
   auto set = [&](const char* key) {
     ValuePtr v = megatron_arg(args, key);
@@ -24,55 +50,14 @@ void refuse_megatron(const ValuePtr& args, const std::string& origin) {
     if (v->kind == Value::Kind::kInt) return v->i != 0;
     return v->kind != Value::Kind::kString || !v->str.empty();
   };
-  struct Refused {
-    const char* arg;
-    const char* what;
-  };
-  static const Refused refused[] = {
-      {"multi_latent_attention", "multi-latent attention"},
-      // MoE options whose layer ftx's engine does not compute.
-      {"moe_shared_expert_intermediate_size", "shared experts"},
-      {"moe_router_topk_scaling_factor", "a scaled router (top-k scaling factor)"},
-      {"moe_router_num_groups", "group-limited routing"},
-      {"moe_router_group_topk", "group-limited routing"},
-      {"moe_router_enable_expert_bias", "a router with expert biases"},
-      {"moe_expert_capacity_factor", "token dropping (an expert capacity factor)"},
-      {"moe_apply_probs_on_input", "router probabilities applied to the experts' input"},
-      {"moe_use_legacy_grouped_gemm", "the legacy GroupedMLP (weight1/weight2)"},
-      {"virtual_pipeline_model_parallel_size", "virtual pipeline parallelism"},
-      {"num_layers_per_virtual_pipeline_stage", "virtual pipeline parallelism"},
-      {"qk_layernorm", "QK layernorm"},
-      {"mtp_num_layers", "multi-token prediction layers"},
-      {"seq_len_interpolation_factor", "rotary sequence-length interpolation"},
-      {"use_rope_scaling", "rotary scaling"},
-      {"experimental_attention_variant", "an experimental attention variant"},
-  };
-  for (const auto& r : refused)
-    if (set(r.arg))
-      throw Error(origin, std::string(r.what) + " is not supported (args." + r.arg + " = " +
-                              megatron_arg(args, r.arg)->repr(40) + ")");
+  for (const auto& r : kRefused)
+    if (set(r.key))
+      throw Error(origin, std::string(r.what) + " is not supported (args." + r.key + " = " +
+                              megatron_arg(args, r.key)->repr(40) + ")");
 }
 
 void refuse_nemo(const YAML::Node& y, const std::string& origin) {
-  struct Refused {
-    const char* key;
-    const char* what;
-  };
-  static const Refused refused[] = {
-      {"multi_latent_attention", "multi-latent attention"},
-      {"moe_shared_expert_intermediate_size", "shared experts"},
-      {"moe_router_topk_scaling_factor", "a scaled router (top-k scaling factor)"},
-      {"moe_router_num_groups", "group-limited routing"},
-      {"moe_router_group_topk", "group-limited routing"},
-      {"moe_router_enable_expert_bias", "a router with expert biases"},
-      {"moe_expert_capacity_factor", "token dropping (an expert capacity factor)"},
-      {"moe_apply_probs_on_input", "router probabilities applied to the experts' input"},
-      {"moe_use_legacy_grouped_gemm", "the legacy GroupedMLP (weight1/weight2)"},
-      {"virtual_pipeline_model_parallel_size", "virtual pipeline parallelism"},
-      {"qk_layernorm", "QK layernorm"},
-      {"seq_len_interpolation_factor", "rotary sequence-length interpolation"},
-  };
-  for (const auto& r : refused) {
+  for (const auto& r : kRefused) {
     const YAML::Node v = y[r.key];
     if (!v || v.IsNull()) continue;
     const std::string s = v.IsScalar() ? v.as<std::string>("") : "set";

@@ -380,10 +380,12 @@ ModelWeights ModelWeights::load(const std::string& dir, const dist::ParallelLayo
   // Weight-only INT8 (FT int8_mode 1) quantises the layers' GEMM matrices, [in, out...] read as
   // [shape[0], rest]; the embeddings and lm_head stay floating point, as in FT.
   // A mixture of experts' router stays floating point (as FT's GPT-MoE and TensorRT-LLM keep it): its
-  // logits pick the experts, and int8 rounding there would change which ones.
+  // logits pick the experts, and int8 rounding there would change which ones; so does a shared
+  // expert's sigmoid gate (one column, a weight on the whole shared expert).
   auto quantized = [&](const FtWeightFile& f) {
     return quant.int8_weight_only && starts_with(f.name, "model.layers.") && !ends_with(f.name, "mlp.moe.gate.wg.weight") &&
-           (expert_stack(f.name) || slot_for(f.name).matrix) && f.shape.size() >= 2;
+           !ends_with(f.name, "mlp.moe.shared_expert_gate.weight") && (expert_stack(f.name) || slot_for(f.name).matrix) &&
+           f.shape.size() >= 2;
   };
   // SmoothQuant W8A8 (int8_mode 2) reads the layer GEMMs (and a gated FFN's gate) from the folder's int8 files.
   auto w8a8 = [&](const FtWeightFile& f, std::string* gemm) {
