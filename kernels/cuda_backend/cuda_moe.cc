@@ -7,7 +7,7 @@
 // bf16, and the quantised ones). Their row counts come back to the host (one small copy and a
 // stream synchronisation per layer): cuBLAS(Lt) takes a GEMM's M, also each group's M of its
 // grouped GEMM, from the host, so sizing the experts' GEMMs needs them there whichever API runs
-// them (docs/cuda.md#mixture-of-experts). Hence also no MoE inside a recorded CUDA graph.
+// them (docs/cuda.md#what-the-backend-does). Hence also no MoE inside a recorded CUDA graph.
 #include <algorithm>
 #include <string>
 #include <vector>
