@@ -420,6 +420,23 @@ TEST(ModelConfig, I51_MoeKeysRefusedByName) {
   EXPECT_THROW(biased.validate(1, "x"), Error);
   biased.activation = Activation::kGelu;  // Megatron-DeepSpeed's experts: FT's bias files
   EXPECT_NO_THROW(biased.validate(1, "x"));
+  // No layout has bias files for a shared expert, or for whole experts per rank.
+  auto refusal = [](const ModelConfig& m, int64_t tp) -> std::string {
+    try {
+      m.validate(tp, "x");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  ModelConfig shared = biased;
+  shared.moe_shared_inter_size = 64;
+  EXPECT_NE(refusal(shared, 1).find("has_bias with a shared expert (moe_shared_expert_inter_size = 64)"),
+            std::string::npos)
+      << refusal(shared, 1);
+  ModelConfig whole = biased;
+  whole.moe_ep_size = 2;
+  EXPECT_NE(refusal(whole, 2).find("has_bias with moe_ep_size = 2"), std::string::npos) << refusal(whole, 2);
 }
 
 // A layer of experts has FT's GPT-MoE files in place of the dense FFN's: the router whole, the
