@@ -95,7 +95,7 @@ void apply_moe(const MoeSettings& m, const char* experts_key, McoreArgs& a, cons
             "expert_model_parallel_size = " + std::to_string(m.ep) + " does not divide " + p + " = " +
                 std::to_string(m.experts));
   FTX_CHECK(!a.bias, origin, "experts with biases are not supported (" + p + " = " + std::to_string(m.experts) +
-                                 " with linear biases): the engine does not run expert biases yet");
+                                 " with linear biases): Megatron Core expert biases are not converted yet");
   a.experts = m.experts;
   a.moe_topk = m.topk;
   a.moe_pre_softmax = m.pre_softmax;

@@ -372,7 +372,9 @@ def test_errors():
         for key, value, want in [("num_moe_experts", "8", "experts with biases are not supported (num_moe_experts = 8"),
                                  ("moe_shared_expert_intermediate_size", "64",
                                   "shared experts is not supported (moe_shared_expert_intermediate_size: 64)"),
-                                 ("virtual_pipeline_model_parallel_size", "2", "virtual pipeline parallelism")]:
+                                 ("virtual_pipeline_model_parallel_size", "2", "virtual pipeline parallelism"),
+                                 # one table with Megatron-LM's args: NeMo refuses its rows too
+                                 ("mtp_num_layers", "1", "multi-token prediction layers is not supported (mtp_num_layers: 1)")]:
             stage = os.path.join(tmp, "nemo_" + key)
             with tarfile.open(src) as tf:
                 tf.extractall(stage)
