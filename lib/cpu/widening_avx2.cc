@@ -28,7 +28,7 @@ void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const
   note_kernel_level(CpuIsa::kAvx2);
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
-    if (M > kWideningStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);
+    if (M > Shapes<Avx2>::kMaxStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);
     stream_block<Avx2, E>(M, K, A, B, ldb, trans, nn, acc);
   });
 }

@@ -98,7 +98,7 @@ void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const
   if (type == NarrowType::kBf16 && trans && has_avx512_bf16()) return trans_bf16_dpbf16(M, K, A, B, ldb, nn, acc);
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
-    if (M > kWideningStreamRows && !trans) return tile_block<Avx512, E>(M, K, A, B, ldb, nn, acc, chunk);
+    if (M > Shapes<Avx512>::kMaxStreamRows && !trans) return tile_block<Avx512, E>(M, K, A, B, ldb, nn, acc, chunk);
     stream_block<Avx512, E>(M, K, A, B, ldb, trans, nn, acc);
   });
 }

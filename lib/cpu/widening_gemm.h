@@ -21,8 +21,9 @@ namespace ftx::cpu {
 // kFp8E4M3: FP8 weights (--fp8), widened exactly; the caller quantises A (lib/ops/op_types.h).
 enum class NarrowType { kInt8, kFp16, kBf16, kFp32, kFp8E4M3 };
 
-// Up to this many rows of A the streaming kernel runs; more take the tile kernel ([K, N] weights;
-// a transposed B stays on the streaming kernel). Each row's sums are the same whatever the number
+// Up to this many rows of A the streaming kernel runs at the AVX-512 level, up to 8 at AVX2; more
+// take the tile kernel ([K, N] weights; a transposed B stays on the streaming kernel). The level's
+// bound is Shapes<V>::kMaxStreamRows (widening_kernels.h). Each row's sums are the same whatever the number
 // of rows (the k order never changes, in the streaming and the tile kernel alike, at every level),
 // so a request's logits do not depend on how many others share its decode step or its prefill
 // (for fp32 weights held row-major, from two rows up: one row of a row-major [K, N] goes to

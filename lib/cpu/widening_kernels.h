@@ -25,6 +25,7 @@ struct Shapes<simd::Avx512> {
   static constexpr int kTransRows = 4;   // A rows per pass over a transposed B (4 sums each)
   static constexpr int kStripVecs = 4;   // tile kernel: 64-column strips, 6 rows: 24 sums + 4 weights
   static constexpr int64_t kChunkRows = 1024;  // tile kernel: K rows widened at a time (a strip: 256 KB, L2)
+  static constexpr int64_t kMaxStreamRows = 16;  // more rows take the tile kernel
 };
 template <>
 struct Shapes<simd::Avx2> {
@@ -33,6 +34,10 @@ struct Shapes<simd::Avx2> {
   static constexpr int kTransRows = 3;
   static constexpr int kStripVecs = 2;   // 16-column strips, 6 rows: 12 sums + 2 weights + broadcast
   static constexpr int64_t kChunkRows = 256;   // a strip: 16 KB, in L1
+  // 9 to 16 rows: the streaming kernel widens each weight once per group of 4 rows, the tile kernel
+  // once for all rows, and at 16 rows it took 0.70-0.85x of the streaming kernel's time, at 8 rows
+  // 1.1-1.2x (bench/results/decode-gemm-2026-11-29-spread.txt).
+  static constexpr int64_t kMaxStreamRows = 8;
 };
 constexpr int kTileRows = 6;
 
@@ -57,7 +62,7 @@ __attribute__((always_inline)) inline typename V::F wide(const typename E::T* p)
 // the rows of B and long contiguous reads, which the hardware prefetcher follows.
 template <class V, class E, int R, int C>
 void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn, float* acc,
-                 int64_t ldacc, RowPrefetch pf = {}) {
+                 int64_t ldacc, RowPrefetch pf = {}, SpreadPrefetch* next = nullptr) {
   using F = typename V::F;
   constexpr int64_t kWidth = int64_t{V::kLanes} * C;
   int64_t j = 0;
@@ -69,6 +74,7 @@ void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B,
     for (int64_t k = 0; k < K; ++k) {
       const typename E::T* row = B + k * ldb + j;
       if (prefetch) prefetch_bytes(B + (k + pf.ahead) * ldb, pf.bytes);
+      if (next) next->step();
       F a[R];
       for (int r = 0; r < R; ++r) a[r] = V::set1(A[r * lda + k]);
       for (int c = 0; c < C; ++c) {
@@ -80,7 +86,7 @@ void stream_rows(int64_t K, const float* A, int64_t lda, const typename E::T* B,
       for (int c = 0; c < C; ++c) V::store(acc + r * ldacc + j + V::kLanes * c, s[r][c]);
   }
   if constexpr (C > 1) {  // what is left, in narrower blocks
-    if (j < nn) stream_rows<V, E, R, C / 2>(K, A, lda, B + j, ldb, nn - j, acc + j, ldacc);
+    if (j < nn) stream_rows<V, E, R, (C == 3 ? 2 : C / 2)>(K, A, lda, B + j, ldb, nn - j, acc + j, ldacc, {}, next);
     return;
   }
   // The last < lanes columns. Written as fused multiply-adds, as the vector sums are: left to the
@@ -180,18 +186,29 @@ constexpr int64_t kStreamPieceBytes = 256 * 1024;
 constexpr int64_t kStreamPieceBytesShared = 64 * 1024;
 
 // R rows of one group (R <= 4) over one piece: the widest block that keeps the sums in registers.
+template <class V>
+constexpr int group_vecs(int R, int64_t nn) {
+  using S = Shapes<V>;
+  switch (R) {
+    case 1: return nn < 256 && nn >= V::kLanes * S::kOneRowNarrow ? S::kOneRowNarrow : S::kOneRow;
+    case 2: return S::kTwoRows;
+    case 3: return S::kThreeRows;
+    default: return S::kFourRows;
+  }
+}
+
 template <class V, class E>
 void stream_group(int R, int64_t K, const float* A, int64_t lda, const typename E::T* B, int64_t ldb, int64_t nn,
-                  float* acc, RowPrefetch pf) {
+                  float* acc, RowPrefetch pf, SpreadPrefetch* next) {
   using S = Shapes<V>;
   switch (R) {
     case 1:
-      if (nn < 256 && nn >= V::kLanes * S::kOneRowNarrow)
-        return stream_rows<V, E, 1, S::kOneRowNarrow>(K, A, lda, B, ldb, nn, acc, nn, pf);
-      return stream_rows<V, E, 1, S::kOneRow>(K, A, lda, B, ldb, nn, acc, nn, pf);
-    case 2: return stream_rows<V, E, 2, S::kTwoRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
-    case 3: return stream_rows<V, E, 3, S::kThreeRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
-    default: return stream_rows<V, E, 4, S::kFourRows>(K, A, lda, B, ldb, nn, acc, nn, pf);
+      if (group_vecs<V>(1, nn) == S::kOneRowNarrow)
+        return stream_rows<V, E, 1, S::kOneRowNarrow>(K, A, lda, B, ldb, nn, acc, nn, pf, next);
+      return stream_rows<V, E, 1, S::kOneRow>(K, A, lda, B, ldb, nn, acc, nn, pf, next);
+    case 2: return stream_rows<V, E, 2, S::kTwoRows>(K, A, lda, B, ldb, nn, acc, nn, pf, next);
+    case 3: return stream_rows<V, E, 3, S::kThreeRows>(K, A, lda, B, ldb, nn, acc, nn, pf, next);
+    default: return stream_rows<V, E, 4, S::kFourRows>(K, A, lda, B, ldb, nn, acc, nn, pf, next);
   }
 }
 
@@ -241,16 +258,28 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
   for (int64_t k0 = 0; k0 < K; k0 += kb) {
     const int64_t kn = std::min(kb, K - k0);
     const typename E::T* b = B + k0 * ldb;
+    // Two rows and more: the next piece comes from memory while every group and block works on
+    // this one, spread over all their k steps, so that the reads never wait for the arithmetic and
+    // the arithmetic waits for the reads only on the first piece. (bench_decode_gemm, Llama-1B-sized
+    // layers at the AVX2 level, bench/results/decode-gemm-2026-11-29-spread.txt.) One row keeps its
+    // own rows' prefetch a few KB ahead: its arithmetic is too little to hide anything behind.
+    const int64_t next_rows = M == 1 ? 0 : std::min(kb, K - k0 - kn);
+    SpreadPrefetch next;
+    if (next_rows > 0) {
+      int64_t steps = 0;
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const int64_t width = int64_t{V::kLanes} * group_vecs<V>(static_cast<int>(std::min<int64_t>(4, M - m0)), nn);
+        steps += (nn + width - 1) / width * kn;
+      }
+      next = SpreadPrefetch(b + kn * ldb, next_rows, row_bytes, ldb_bytes, lines_per_step(next_rows * row_bytes, steps));
+    }
     for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      // One group of rows: it fetches its own rows a little ahead. Several: the first group of the
-      // first piece does that; the last group of every piece, which reads from L2, fetches the
-      // next piece meanwhile, so the first group of that piece finds it there.
+      // The first group of the first piece (and a lone row on every piece) fetches its own rows a
+      // little ahead; the pieces after it were fetched while the one before them was worked on.
       RowPrefetch pf;
-      if (one_stream) pf = {};
-      else if (M <= 4 || (m0 == 0 && k0 == 0)) pf = {row_bytes, ahead};
-      else if (m0 + 4 >= M && k0 + kn < K) pf = {row_bytes, kn};
+      if (!one_stream && ((k0 == 0 && m0 == 0) || M == 1)) pf = {row_bytes, ahead};
       stream_group<V, E>(static_cast<int>(std::min<int64_t>(4, M - m0)), kn, A + m0 * K + k0, K, b, ldb, nn,
-                         acc + m0 * nn, pf);
+                         acc + m0 * nn, pf, next_rows > 0 ? &next : nullptr);
     }
   }
 }
