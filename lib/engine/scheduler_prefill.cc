@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/error.h"
+#include "lib/engine/prefill_groups.h"
 #include "lib/engine/scheduler_plan.h"
 #include "lib/ops/backend.h"
 #include "lib/ops/host_math.h"
@@ -41,19 +42,42 @@ void Scheduler::admit(const Plan& p) {
   const int64_t n = static_cast<int64_t>(p.slot.size()), nruns = static_cast<int64_t>(p.runs.size());
   if (nruns == 0) return;
   const int64_t K = p.beam;
-  int64_t need = 0, longest = 0;
+  int64_t need = 0;
   if (K == beam_)
     for (const Slot& s : slots_)
       if (s.used) need = std::max(need, s.need);
   for (int64_t i = 0; i < n; ++i) need = std::max(need, p.need[i]);
-  for (const auto& r : p.runs) {
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.feed.size()));
+  for (const auto& r : p.runs)
     if (!p.resume.empty()) need = std::max<int64_t>(need, static_cast<int64_t>(r.feed.size()));
+  // The engine calls: prefills and appends apart, the runs whose context embedding is wanted apart
+  // from the others (the engine takes no prefix-cache blocks for a batch that sums embeddings), and
+  // each of those cut by length (prefill_groups.h) so that short prompts are not padded to long ones.
+  struct Call {
+    uint8_t append = 0, embed = 0;
+    std::vector<int64_t> runs;  // indices into p.runs
+  };
+  std::vector<Call> calls;
+  int64_t largest = 0;
+  for (const uint8_t group : {uint8_t{0}, uint8_t{1}, uint8_t{2}, uint8_t{3}}) {
+    const uint8_t kind = group >> 1, embed = group & 1;  // prefills first
+    std::vector<int64_t> which, lengths;
+    for (int64_t i = 0; i < nruns; ++i)
+      if (p.runs[i].append == kind && p.runs[i].embed == embed) {
+        which.push_back(i);
+        lengths.push_back(static_cast<int64_t>(p.runs[i].feed.size()));
+      }
+    const auto groups = prefill_groups(lengths);
+    largest = std::max(largest, largest_group_tokens(lengths, groups));
+    for (const auto& g : groups) {
+      Call c{kind, embed, {}};
+      for (int64_t j : g) c.runs.push_back(which[j]);
+      calls.push_back(std::move(c));
+    }
   }
   // Every rank checks its own memory before allocating; all stop together when one cannot.
   std::string failed;
   try {
-    engine_.reserve(B * K, cache_length_for(need), nruns * longest);
+    engine_.reserve(B * K, cache_length_for(need), largest);
     if (leader && K != beam_) {
       // Rank 0's host side: each row's latest logits, the step's logits, the decoder's rows.
       const double host = static_cast<double>(B * K) * (2.0 * static_cast<double>(V) * sizeof(float) + 256.0);
@@ -92,24 +116,19 @@ void Scheduler::admit(const Plan& p) {
   std::vector<int64_t> run_of_row(static_cast<size_t>(B * K), -1);
   for (int64_t i = 0; i < nruns; ++i) run_of_row[static_cast<size_t>(p.runs[i].row)] = i;
   const int64_t H = engine_.hidden();
-  // Prefills and appends run apart, and the runs whose context embedding is wanted apart from the
-  // others (the engine takes no prefix-cache blocks for a batch that sums embeddings).
-  for (const uint8_t group : {uint8_t{0}, uint8_t{1}, uint8_t{2}, uint8_t{3}}) {
-    const uint8_t kind = group >> 1, embed = group & 1;  // prefills first, as before
+  for (const Call& call : calls) {
     std::vector<std::vector<int32_t>> feeds;
     std::vector<int32_t> rows;
-    std::vector<int64_t> which;
+    const std::vector<int64_t>& which = call.runs;
     ContextScores scores;
     bool scoring = false;
-    for (int64_t i = 0; i < nruns; ++i)
-      if (p.runs[i].append == kind && p.runs[i].embed == embed) {
-        feeds.push_back(p.runs[i].feed);
-        rows.push_back(p.runs[i].row);
-        which.push_back(i);
-        scores.want.push_back(p.runs[i].score);
-        scoring |= p.runs[i].score != 0;
-      }
-    if (feeds.empty()) continue;
+    for (int64_t i : which) {
+      feeds.push_back(p.runs[i].feed);
+      rows.push_back(p.runs[i].row);
+      scores.want.push_back(p.runs[i].score);
+      scoring |= p.runs[i].score != 0;
+    }
+    const uint8_t kind = call.append, embed = call.embed;
     std::vector<float> lg(leader ? static_cast<size_t>(feeds.size() * V) : 0), c;
     if (kind == 0)
       engine_.prefill(feeds, rows, leader ? lg.data() : nullptr, embed ? &c : nullptr, scoring ? &scores : nullptr);
