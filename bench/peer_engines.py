@@ -13,6 +13,8 @@ precision per process (each engine's thread pools and memory start fresh, as ftx
   peer_engines.py gguf-bytes GGUF                  the bytes of its layer matrices and of the matrix the output
                                                    reads (output.weight, else the tied token_embd), as JSON
   peer_engines.py ct2|llama MODEL TYPE TASK.json   timings, printed as one JSON line
+  peer_engines.py ct2-batch MODEL TYPE JOB.json    bench/batch-job's requests through one generate_batch; each
+                                                   request's token arrival times, as one JSON line
   peer_engines.py versions                         each engine's version, as JSON
 
 TASK.json: {"threads": 2, "repeat": 3, "vocab": 50257, "check": [ids], "check_new": 8,
@@ -265,6 +267,38 @@ def run_ct2(model, compute_type, task):
     return res
 
 
+def run_ct2_batch(model, compute_type, job):
+    """JOB.json: {"threads", "max_batch_size", "prompts": [[ids]], "outputs": [n]}. The requests go to
+    one generate_batch in their order; CTranslate2 sorts them by prompt length and runs chunks of
+    max_batch_size one after the other, each chunk's rows leaving it as they finish. Greedy, no end
+    token (end_token=[]): a request stops when its callback has seen its output length (the callback
+    returns True), so each makes exactly its tokens. Result: {"start": perf_counter at the call,
+    "end": at its return, "tokens": [[perf_counter of each token] per request], "made": [tokens of
+    each result], "peak_rss_bytes": this process's}."""
+    import ctranslate2
+    gen = ctranslate2.Generator(model, device="cpu", compute_type=compute_type, intra_threads=job["threads"],
+                                inter_threads=1)
+    vocab_path = os.path.join(model, "vocabulary.json")
+    vocab = json.load(open(vocab_path)) if os.path.exists(vocab_path) else \
+        [l.rstrip("\n") for l in open(os.path.join(model, "vocabulary.txt"), encoding="utf-8")]
+    prompts = [[vocab[i] for i in p] for p in job["prompts"]]
+    outputs = job["outputs"]
+    times = [[] for _ in prompts]
+
+    def on_token(step):
+        t = times[step.batch_id]
+        t.append(time.perf_counter())
+        return len(t) >= outputs[step.batch_id]
+
+    start = time.perf_counter()
+    res = gen.generate_batch(prompts, max_batch_size=job["max_batch_size"], beam_size=1, sampling_topk=1,
+                             max_length=max(outputs), end_token=[], include_prompt_in_result=False, callback=on_token)
+    end = time.perf_counter()
+    import resource
+    return {"start": start, "end": end, "tokens": times, "made": [len(r.sequences_ids[0]) for r in res],
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
 def run_llama(model, task):
     import ctypes
     import llama_cpp as ll
@@ -371,6 +405,8 @@ def main():
         print(json.dumps(gguf_bytes(sys.argv[2])))
     elif cmd == "versions":
         print(json.dumps(versions()))
+    elif cmd == "ct2-batch":
+        print(json.dumps(run_ct2_batch(sys.argv[2], sys.argv[3], json.load(open(sys.argv[4])))))
     elif cmd in ("ct2", "llama"):
         task = json.load(open(sys.argv[4]))
         res = run_ct2(sys.argv[2], sys.argv[3], task) if cmd == "ct2" else run_llama(sys.argv[2], task)
