@@ -53,8 +53,6 @@ class SpreadPrefetch {
       }
     }
   }
-  bool done() const { return rows_ == 0; }
-
  private:
   const char* row_ = nullptr;
   const char* p_ = nullptr;

@@ -35,8 +35,9 @@ struct Shapes<simd::Avx2> {
   static constexpr int kStripVecs = 2;   // 16-column strips, 6 rows: 12 sums + 2 weights + broadcast
   static constexpr int64_t kChunkRows = 256;   // a strip: 16 KB, in L1
   // 9 to 16 rows: the streaming kernel widens each weight once per group of 4 rows, the tile kernel
-  // once for all rows, and at 16 rows it took 0.70-0.85x of the streaming kernel's time, at 8 rows
-  // 1.1-1.2x (bench/results/decode-gemm-2026-11-29-spread.txt).
+  // once for all rows. On Llama-1B-sized layers the tile kernel took 0.70-0.87x of the streaming
+  // kernel's time at 16 rows and 0.89-1.26x at 8 (fp32 slowest, int8 level); the threshold
+  // experiment is in bench/results/decode-gemm-2026-11-29-spread.txt.
   static constexpr int64_t kMaxStreamRows = 8;
 };
 constexpr int kTileRows = 6;
@@ -284,7 +285,7 @@ void stream_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t 
   }
 }
 
-// Many rows (prefill, and decode of more than kWideningStreamRows rows): register tiles of up to
+// Many rows (prefill, and decode of more than Shapes<V>::kMaxStreamRows rows): register tiles of up to
 // kTileRows rows x kStripVecs vectors over widened weights. The block's weights are widened K chunk
 // by K chunk: kChunkRows rows of all its columns, read as one sequential stream (a packed panel's
 // rows follow one another) into a buffer that stays in L2 while every tile of every strip (a few
