@@ -29,11 +29,14 @@ void widening_block(NarrowType type, int64_t M, int64_t K, const float* A, const
   with_narrow(type, [&](auto e) {
     using E = decltype(e);
     if (M > Shapes<Avx2>::kMaxStreamRows && !trans) return tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);
+    if (trans && M >= Shapes<Avx2>::kTransTileMinRows) return trans_tile_block<Avx2, E>(M, K, A, B, ldb, nn, acc, chunk);
     stream_block<Avx2, E>(M, K, A, B, ldb, trans, nn, acc);
   });
 }
 
-int64_t widening_chunk_floats(int64_t K) { return tile_chunk_floats<Avx2>(K); }
+int64_t widening_scratch_floats(int64_t M, int64_t K) {
+  return std::max(tile_chunk_floats<Avx2>(K), trans_scratch_floats<Avx2>(M));
+}
 
 }  // namespace ftx::cpu::avx2
 

@@ -88,7 +88,7 @@ using simd::Avx512;
 #undef FTX_WIDENING_KERNELS_LEVEL
 }  // namespace
 
-int64_t widening_chunk_floats(int64_t K) { return tile_chunk_floats<Avx512>(K); }
+int64_t widening_scratch_floats(int64_t, int64_t K) { return tile_chunk_floats<Avx512>(K); }
 
 #pragma GCC pop_options
 

@@ -61,14 +61,14 @@ void stream_rows_portable_t(int64_t M, int64_t K, const float* A, const void* Bv
 void stream_block(NarrowType type, int64_t M, int64_t K, const float* A, const void* B, int64_t ldb, bool trans,
                   int64_t nn, float* acc) {
 #if defined(__x86_64__)
-  // The tile kernel's scratch, kept per thread (each level decides from how many rows it tiles).
+  // The many-row kernels' scratch, kept per thread (each level decides from how many rows it tiles).
   thread_local std::vector<float> chunk;
   switch (cpu_isa()) {
     case CpuIsa::kAvx512:
-      if (M > 1) chunk.resize(static_cast<size_t>(avx512::widening_chunk_floats(K)));
+      if (M > 1) chunk.resize(static_cast<size_t>(avx512::widening_scratch_floats(M, K)));
       return avx512::widening_block(type, M, K, A, B, ldb, trans, nn, acc, chunk.data());
     case CpuIsa::kAvx2:
-      if (M > 1) chunk.resize(static_cast<size_t>(avx2::widening_chunk_floats(K)));
+      if (M > 1) chunk.resize(static_cast<size_t>(avx2::widening_scratch_floats(M, K)));
       return avx2::widening_block(type, M, K, A, B, ldb, trans, nn, acc, chunk.data());
     case CpuIsa::kBaseline: break;
   }

@@ -22,7 +22,9 @@ template <>
 struct Shapes<simd::Avx512> {
   static constexpr int kOneRow = 16, kOneRowNarrow = 12;  // 256 columns; 192 for panels of 192..255
   static constexpr int kTwoRows = 8, kThreeRows = 4, kFourRows = 4;
-  static constexpr int kTransRows = 4;   // A rows per pass over a transposed B (4 sums each)
+  // A rows per pass over a transposed B (4 sums each), for any number of rows at this level: the
+  // transposed tile kernel (trans_tile_block) is not measured here, no AVX-512 machine since.
+  static constexpr int kTransRows = 4;
   static constexpr int kStripVecs = 4;   // tile kernel: 64-column strips, 6 rows: 24 sums + 4 weights
   static constexpr int64_t kChunkRows = 1024;  // tile kernel: K rows widened at a time (a strip: 256 KB, L2)
   static constexpr int64_t kMaxStreamRows = 16;  // more rows take the tile kernel
@@ -32,6 +34,12 @@ struct Shapes<simd::Avx2> {
   static constexpr int kOneRow = 12, kOneRowNarrow = 12;  // 96 columns: 12 sums + weight + broadcast
   static constexpr int kTwoRows = 6, kThreeRows = 4, kFourRows = 3;
   static constexpr int kTransRows = 3;
+  // From 16 rows a transposed B takes the transposed tile kernel: 2 rows x 6 table rows, 12 sums + 2
+  // rows + a weight. On the Llama-1B-sized table it took 0.64-0.79x of the streaming kernel's time at
+  // 32 rows (fp32; bf16 0.83-0.93x), about the same at 16, 1.0-1.5x at 4 to 12
+  // (bench/results/decode-gemm-2026-11-29-trans-tile.txt).
+  static constexpr int kTransTileRows = 2, kTransTileCols = 6;
+  static constexpr int64_t kTransTileMinRows = 16;
   static constexpr int kStripVecs = 2;   // 16-column strips, 6 rows: 12 sums + 2 weights + broadcast
   static constexpr int64_t kChunkRows = 256;   // a strip: 16 KB, in L1
   // 9 to 16 rows: the streaming kernel widens each weight once per group of 4 rows, the tile kernel
@@ -175,6 +183,135 @@ void stream_rows_trans(int64_t K, const float* A, const typename E::T* B, int64_
       float t = V::reduce_add(V::add(V::add(s[r][0], s[r][1]), V::add(s[r][2], s[r][3])));
       for (int64_t k = k1; k < K; ++k) t = std::fma(A[r * K + k], E::one(row + k), t);
       acc[r * ldacc + j] = t;
+    }
+  }
+}
+
+// Many rows against a transposed B (the tied lm_head of a batched decode step, from
+// Shapes<V>::kTransTileMinRows rows):
+// stream_rows_trans serves at most kTransRows rows per weight vector and keeps four sums per
+// output, so at 32 rows it waits on loads (3 rows x 4 sums: 16 loads per 12 FMAs). Here a register
+// tile holds one sum for each of R rows x J table rows: a weight vector serves R rows and an A
+// vector J outputs (AVX2: 8 loads per 12 FMAs). The tile's table rows are widened K chunk by K
+// chunk into a buffer in the order the tile reads them, once for all rows: read in place, rows of
+// a power-of-two length (2048 floats) fall on the same few L1 sets and evict each other.
+//
+// The bits are stream_rows_trans's. Its four sums of an output are four separate FMA chains, chain u
+// over the vectors at k = u·L, u·L + 4L, ...; chain 0 goes on over the vectors past the last whole
+// 4L step; then ((s0 + s1) + (s2 + s3)) is reduced across lanes and the last < L products are added
+// one by one. Here the chains run one after another, each continued from K chunk to K chunk through
+// `part`, and end in the same reduction.
+
+// Table rows b[0..J) widened: out[c][i][j] (vectors) = b[j] at k = k0 + c·L + i·stride, for
+// `chains` chains of `steps` steps. Each row is read in order.
+template <class V, class E, int J>
+void trans_pack(const typename E::T* const (&b)[J], int64_t k0, int chains, int64_t steps, int64_t stride,
+                float* out) {
+  constexpr int64_t L = V::kLanes;
+  for (int j = 0; j < J; ++j)
+    for (int64_t i = 0; i < steps; ++i)
+      for (int c = 0; c < chains; ++c)
+        V::store(out + ((c * steps + i) * J + j) * L, wide<V, E>(b[j] + k0 + c * L + i * stride));
+}
+
+// One chain of an R x J tile over `steps` packed steps (w: that chain's [steps][J] vectors), A read
+// at k, k + stride, ...; from zero or from `part` ([R][J] vectors), left in `part`.
+template <class V, int R, int J>
+void trans_tile_pass(const float* const (&a)[R], const float* w, int64_t k, int64_t steps, int64_t stride,
+                     bool from_zero, float* part) {
+  using F = typename V::F;
+  constexpr int64_t L = V::kLanes;
+  F s[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) s[r][j] = from_zero ? V::zero() : V::load(part + (r * J + j) * L);
+  for (int64_t i = 0; i < steps; ++i, k += stride, w += J * L) {
+    F x[R];
+    for (int r = 0; r < R; ++r) x[r] = V::load(a[r] + k);
+    for (int j = 0; j < J; ++j) {
+      F wj = V::load(w + j * L);
+      // One load per weight vector: left to itself, GCC folds the load into each of the R FMAs.
+      __asm__("" : "+x"(wj));
+      for (int r = 0; r < R; ++r) s[r][j] = V::fmadd(x[r], wj, s[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) V::store(part + (r * J + j) * L, s[r][j]);
+}
+
+// K per chunk of the packed table rows: J x 512 widened floats (AVX2's 12 KB, AVX-512's) stay in L1
+// while every group of rows passes over them. A multiple of 4L at both levels.
+constexpr int64_t kTransChunk = 512;
+
+// The scratch trans_tile_block needs for M rows, in floats: the four chains of each group's tile,
+// and the packed chunk.
+template <class V>
+constexpr int64_t trans_scratch_floats(int64_t M) {
+  constexpr int R = Shapes<V>::kTransTileRows, J = Shapes<V>::kTransTileCols;
+  return (M + R - 1) / R * 4 * R * J * V::kLanes + J * kTransChunk;
+}
+
+// acc[m][j] = A row m · B row j for M rows and nn table rows (row stride ldb), the sums of
+// stream_rows_trans. A group of fewer than R rows, or a tile of fewer than J table rows, repeats
+// its last row and drops what it computed for it. scratch: trans_scratch_floats(M) floats.
+template <class V, class E>
+void trans_tile_block(int64_t M, int64_t K, const float* A, const void* Bv, int64_t ldb, int64_t nn, float* acc,
+                      float* scratch) {
+  using F = typename V::F;
+  using T = typename E::T;
+  constexpr int R = Shapes<V>::kTransTileRows, J = Shapes<V>::kTransTileCols;
+  constexpr int64_t L = V::kLanes, kStep = 4 * L;
+  constexpr int64_t kGroupFloats = 4 * R * J * L, kChainFloats = R * J * L;
+  static_assert(kTransChunk % kStep == 0, "a chunk holds whole steps of the four chains");
+  const auto* B = static_cast<const T*>(Bv);
+  const int64_t k4 = K / kStep * kStep, k1 = K / L * L;
+  const int64_t groups = (M + R - 1) / R;
+  float* part = scratch;
+  float* packed = scratch + groups * kGroupFloats;
+  auto rows_of = [&](int64_t g, const float* (&a)[R]) {
+    for (int r = 0; r < R; ++r) a[r] = A + std::min(g * R + r, M - 1) * K;
+  };
+  for (int64_t j0 = 0; j0 < nn; j0 += J) {
+    const T* b[J];
+    for (int j = 0; j < J; ++j) b[j] = B + std::min(j0 + j, nn - 1) * ldb;
+    if (k4 == 0) std::fill(part, part + groups * kGroupFloats, 0.0f);
+    for (int64_t k0 = 0; k0 < k4; k0 += kTransChunk) {
+      const int64_t steps = (std::min(k4, k0 + kTransChunk) - k0) / kStep;
+      trans_pack<V, E, J>(b, k0, 4, steps, kStep, packed);
+      // The table rows the next pack reads (this tile's next chunk, or the next tile's first) come
+      // toward L2 a share per group of rows, so that the pack does not wait on memory.
+      SpreadPrefetch next;
+      if (k0 + kTransChunk < K) {
+        next = SpreadPrefetch(b[0] + k0 + kTransChunk, J, std::min(kTransChunk, K - k0 - kTransChunk) * int64_t(sizeof(T)),
+                              ldb * int64_t(sizeof(T)), 1);
+      } else if (j0 + J < nn) {
+        next = SpreadPrefetch(B + (j0 + J) * ldb, std::min<int64_t>(J, nn - j0 - J),
+                              std::min(kTransChunk, K) * int64_t(sizeof(T)), ldb * int64_t(sizeof(T)), 1);
+      }
+      const int per_group =
+          lines_per_step(J * std::min(kTransChunk, K) * int64_t(sizeof(T)), groups);
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* a[R];
+        rows_of(g, a);
+        for (int u = 0; u < 4; ++u)
+          trans_tile_pass<V, R, J>(a, packed + u * steps * J * L, k0 + u * L, steps, kStep, k0 == 0,
+                                   part + g * kGroupFloats + u * kChainFloats);
+        for (int i = 0; i < per_group; ++i) next.step();
+      }
+    }
+    if (k1 > k4) trans_pack<V, E, J>(b, k4, 1, (k1 - k4) / L, L, packed);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* a[R];
+      rows_of(g, a);
+      if (k1 > k4) trans_tile_pass<V, R, J>(a, packed, k4, (k1 - k4) / L, L, false, part + g * kGroupFloats);
+      for (int r = 0; r < R && g * R + r < M; ++r)
+        for (int j = 0; j < J && j0 + j < nn; ++j) {
+          const float* p = part + g * kGroupFloats + (r * J + j) * L;
+          const F s0 = V::load(p), s1 = V::load(p + kChainFloats), s2 = V::load(p + 2 * kChainFloats),
+                  s3 = V::load(p + 3 * kChainFloats);
+          float t = V::reduce_add(V::add(V::add(s0, s1), V::add(s2, s3)));
+          for (int64_t k = k1; k < K; ++k) t = std::fma(a[r][k], E::one(b[j] + k), t);
+          acc[(g * R + r) * nn + j0 + j] = t;
+        }
     }
   }
 }

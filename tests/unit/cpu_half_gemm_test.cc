@@ -5,8 +5,8 @@
 // the largest |C| of the case. Covered: the streaming kernels (2..16 rows; one row too for half),
 // one fp32 row on row-major [K, N] weights (sgemv) and on a transposed [N, K] (streaming), K cut
 // into pieces for more rows than one group, and the many-row paths (the tile kernel; bf16 at the
-// AVX-512 level: AVX512-BF16 pair tiles for an even K, oneDNN for an odd K; a transposed B stays on
-// the streaming kernel), [K,N] and transposed [N,K] weights, widths that are not a
+// AVX-512 level: AVX512-BF16 pair tiles for an even K, oneDNN for an odd K; a transposed B: the
+// transposed tile kernel from 16 rows at the AVX2 level), [K,N] and transposed [N,K] weights, widths that are not a
 // multiple of the 64-column block and depths that are not a multiple of 16, beta 0 and 1, and
 // [K,N] weights held row-major (upload_weight) or in column panels (upload_weight_matrix) of 256
 // columns or narrower (balanced_panel_cols: 192 for N = 768 and 2304, 64 for N = 640, two threads).
@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "formats/dtype.h"
@@ -105,8 +106,11 @@ TEST_P(CpuGemm, MatchesRoundedOperandsSummedExactly) {
 // A row's results do not depend on how many rows share the GEMM (a request's logits on how many
 // others share its decode step): each sum is one FMA chain over k in order, whether K runs whole
 // or in pieces, in the streaming kernel (one row, one group, several groups) and the tile kernel,
-// at every instruction-set level (ctest runs this at each). A transposed B (the tied lm_head) takes
-// the streaming kernel for any number of rows.
+// at every instruction-set level (ctest runs this at each). A transposed B (the tied lm_head) is a
+// dot product per output summed in lanes, the same lanes for one row (the streaming kernel) as for
+// many (at the AVX2 level from 16 rows the transposed tile kernel, which runs its four chains one
+// after another): K with and
+// without vectors past the last four-vector step, and shorter than one.
 //
 // The one exception (docs/cpu.md): bf16 [K, N] GEMMs of many rows at the AVX-512 level, more than
 // 8 rows on AVX512-BF16's pair tiles (an even K, no AMX), more than 16 on oneDNN otherwise. Both add
@@ -139,13 +143,13 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
   cpu::CpuBackend be(2, dt);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t K = 900, kRows = 20;
-  std::vector<float> a(kRows * K);
-  for (auto& v : a) v = nd(rng);
+  const int64_t kRows = 20;
   // [K, N] layer matrices in panels of 256 and of 192 columns; a transposed [N, K] (the tied
-  // lm_head), which the streaming kernel takes up to kWideningStreamRows rows.
-  for (const int64_t N : {700, 768, 300}) {
+  // lm_head, N = 300).
+  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{700, 900}, {768, 900}, {300, 900}, {300, 917}, {300, 20}}) {
     const bool trans = N == 300;
+    std::vector<float> a(kRows * K);
+    for (auto& v : a) v = nd(rng);
     std::vector<float> w(K * N);
     for (auto& v : w) v = 0.1f * nd(rng);
     const ops::Weight B = trans ? be.upload_weight(w.data(), DType::kFloat32, w.size())
@@ -153,7 +157,7 @@ TEST_P(CpuGemm, RowResultsDoNotDependOnTheRowsBesideThem) {
     std::vector<float> all(kRows * N);
     be.gemm(kRows, N, K, a.data(), B, trans, all.data(), 0.0f);
     for (int64_t M : {2, 3, 4, 5, 8, 9, 13, 16, 17, 20}) {
-      SCOPED_TRACE(::testing::Message() << "N=" << N << " trans=" << trans << " M=" << M);
+      SCOPED_TRACE(::testing::Message() << "N=" << N << " K=" << K << " trans=" << trans << " M=" << M);
       if (!(dt == DType::kBFloat16 && !trans && M > 8 && cpu::has_avx512_core())) {
         EXPECT_EQ(outputs_differing_from_rows_alone(be, B, trans, a.data(), M, N, K), 0) << "of " << M * N;
         continue;

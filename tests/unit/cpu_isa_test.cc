@@ -70,7 +70,7 @@ TEST(CpuIsaLevelsOnAvx512, Avx2WideningSumsEqualAvx512ForLayerMatrices) {
       for (auto& v : a) v = nd(rng);
       for (auto& v : w) v = 0.1f * nd(rng);
       const std::vector<uint8_t> b = narrow_matrix(type, w);
-      std::vector<float> strip(std::max(cpu::avx512::widening_chunk_floats(s.K), cpu::avx2::widening_chunk_floats(s.K)));
+      std::vector<float> strip(std::max(cpu::avx512::widening_scratch_floats(s.M, s.K), cpu::avx2::widening_scratch_floats(s.M, s.K)));
       std::vector<float> c512(s.M * s.nn, 0.0f), c2(s.M * s.nn, 0.0f);
       cpu::avx512::widening_block(type, s.M, s.K, a.data(), b.data(), s.ldb, false, s.nn, c512.data(), strip.data());
       cpu::avx2::widening_block(type, s.M, s.K, a.data(), b.data(), s.ldb, false, s.nn, c2.data(), strip.data());
