@@ -273,7 +273,8 @@ void trans_tile_block(int64_t M, int64_t K, const float* A, const void* Bv, int6
   for (int64_t j0 = 0; j0 < nn; j0 += J) {
     const T* b[J];
     for (int j = 0; j < J; ++j) b[j] = B + std::min(j0 + j, nn - 1) * ldb;
-    if (k4 == 0) std::fill(part, part + groups * kGroupFloats, 0.0f);
+    if (k4 == 0)  // no whole step: the chains start at zero (a loop, not std::fill: see the file's head)
+      for (int64_t i = 0; i < groups * kGroupFloats; ++i) part[i] = 0.0f;
     for (int64_t k0 = 0; k0 < k4; k0 += kTransChunk) {
       const int64_t steps = (std::min(k4, k0 + kTransChunk) - k0) / kStep;
       trans_pack<V, E, J>(b, k0, 4, steps, kStep, packed);
