@@ -238,7 +238,7 @@ void trans_tile_pass(const float* const (&a)[R], const float* w, int64_t k, int6
     for (int j = 0; j < J; ++j) V::store(part + (r * J + j) * L, s[r][j]);
 }
 
-// K per chunk of the packed table rows: J x 512 widened floats (AVX2's 12 KB, AVX-512's) stay in L1
+// K per chunk of the packed table rows: J x 512 widened floats (12 KB at AVX2) stay in L1
 // while every group of rows passes over them. A multiple of 4L at both levels.
 constexpr int64_t kTransChunk = 512;
 
