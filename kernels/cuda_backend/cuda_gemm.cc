@@ -29,6 +29,11 @@ void CudaBackend::gemm(int64_t M, int64_t N, int64_t K, ops::Act A, const ops::W
   if (ops::is_quantized(kind) && trans_b)
     throw Error(std::string("gemm: an ") + dtype_name(weight.dtype) +
                 " weight cannot be transposed (embedding tables stay floating point)");
+  // Every quantised kind's kernel reads its scales: a matrix that did not come from its upload call
+  // would be a fault on the device, not an error.
+  if (ops::is_quantized(kind) && !weight.scale)
+    throw Error(std::string("gemm: an ") + dtype_name(weight.dtype) +
+                " weight without its scales (quantised weights come from their upload_weight_* call)");
   switch (kind) {
     case ops::WeightKind::kW8A8: return gemm_w8a8(M, N, K, A, weight, C, beta);
     case ops::WeightKind::kFp8: return gemm_fp8(M, N, K, A, weight, C, beta);

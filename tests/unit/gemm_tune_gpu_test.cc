@@ -60,8 +60,8 @@ TEST(GemmTuneGpu, TinyConfigWritesAParsableFileWith11RowsPerBatchSize) {
         EXPECT_LE(row.workspace_size, 32 << 20);
       }
     }
-    // --quiet: nothing on stderr.
-    r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " --quiet -o '" + out + "'", dir);
+    // --quiet: nothing on stderr (--force: the file above is there).
+    r = run_ftx(std::string(kTinyArgs) + " --data-type " + dtype + " --quiet --force -o '" + out + "'", dir);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.err, "");
     std::system(("rm -rf '" + dir + "'").c_str());

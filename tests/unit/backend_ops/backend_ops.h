@@ -79,7 +79,8 @@ struct Out {
 };
 using Outs = std::vector<Out>;
 
-// The tolerances of one check: `cpu` against the float64 reference, `device` against the CPU.
+// The tolerances of one check: `cpu` against the float64 reference, `device` against the CPU;
+// each relative to the reference's scale where it gives one, else to max(1, |value|).
 struct Tol {
   double cpu = 1e-6;
   double device = 1e-5;
@@ -111,6 +112,8 @@ class OpTest {
   // got against want by the rules of Out, `rel` for the elements' tolerance; device: use
   // device_bound where given.
   ::testing::AssertionResult matches(const Outs& got, const Outs& want, double rel, bool device) const;
+  // The CPU backend's outputs with the float64 reference's scales (see expect_matches).
+  static Outs with_reference_scale(Outs cpu, const Outs& ref);
 
   uint32_t seed() const { return seed_; }
   std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f);
