@@ -12,6 +12,7 @@
 #include "kernels/cuda_backend/act_kinds.h"
 #include "kernels/cuda_backend/cuda_backend_impl.h"
 #include "kernels/memory/memory_kernels.h"
+#include "kernels/quantization/fp8_gemm_lt.h"
 #include "kernels/quantization/int4_layout.h"
 #include "lib/ops/host_math.h"
 
@@ -64,8 +65,10 @@ ops::Weight CudaBackend::upload_weight_fp8(const uint8_t* q, int64_t rows, int64
   for (int64_t k = 0; k < rows; ++k)
     for (int64_t j = 0; j < cols; ++j) t[static_cast<size_t>(j * rows + k)] = q[static_cast<size_t>(k * cols + j)];
   void* dq = arena_.allocate(std::max<size_t>(n, 1));
-  auto* ds = static_cast<float*>(arena_.allocate(2 * sizeof(float)));
-  const float scales[2] = {weights_scaling_factor, activation_scaling_factor};  // cuBLASLt's A (weight), B
+  float scales[kFp8ActivationScaleSlot + 1] = {};  // cuBLASLt's A (weight) and B scales (fp8_gemm_lt.h)
+  scales[0] = weights_scaling_factor;
+  scales[kFp8ActivationScaleSlot] = activation_scaling_factor;
+  auto* ds = static_cast<float*>(arena_.allocate(sizeof scales));
   if (n > 0) FTX_CUDA_CHECK(cudaMemcpyAsync(dq, t.data(), n, cudaMemcpyHostToDevice, stream_));
   FTX_CUDA_CHECK(cudaMemcpyAsync(ds, scales, sizeof scales, cudaMemcpyHostToDevice, stream_));
   synchronize();  // the host copies go away on return

@@ -15,10 +15,16 @@
 
 namespace ftx::cuda {
 
-// C[M, N] (row-major, fp32) = scales[0] · scales[1] · (a[M, K] · w_t[N, K]^T) + beta · C, a and w_t
-// E4M3, scales a device pointer to {weights_scaling_factor, activation_scaling_factor}. K and N must
-// be multiples of 16 and the operands 16-byte aligned (cuBLASLt's FP8 rules); Error otherwise or
-// when cuBLASLt has no algorithm (a GPU before sm_89). Plans are cached per (M, N, K).
+// Where the activation's scale sits in a weight's scales, in floats: each scale pointer on its own
+// 16 bytes.
+constexpr int kFp8ActivationScaleSlot = 4;
+
+// C[M, N] (row-major, fp32) = s_w · s_x · (a[M, K] · w_t[N, K]^T) + beta · C, a and w_t E4M3,
+// scales a device pointer with s_w (weights_scaling_factor) at scales[0] and s_x
+// (activation_scaling_factor) at scales[kFp8ActivationScaleSlot]. K and N must be multiples of 16
+// and the operands 16-byte aligned (cuBLASLt's FP8 rules); Error otherwise, when cuBLASLt has no
+// algorithm (a GPU before sm_89), or when cublasLtMatmul refuses every algorithm the heuristic
+// offers. Plans are cached per (M, N, K).
 void fp8_gemm_lt(cublasLtHandle_t lt, cudaStream_t stream, int64_t M, int64_t N, int64_t K, const uint8_t* a,
                  const uint8_t* w_t, const float* scales, float* C, float beta, void* workspace,
                  size_t workspace_bytes);

@@ -18,17 +18,22 @@ LtPlan lt_tn_plan(cublasComputeType_t compute, cudaDataType_t scale, cudaDataTyp
   return p;
 }
 
-void pick_lt_algo(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes, const std::string& what,
-                  const std::string& shape) {
+std::vector<cublasLtMatmulAlgo_t> lt_algo_candidates(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes,
+                                                     int count, const std::string& what, const std::string& shape) {
   cublasLtMatmulPreference_t pref = nullptr;
   FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes;
   FTX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, count, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found; ++i)
+      if (results[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[static_cast<size_t>(i)].algo);
+  if (algos.empty()) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
@@ -36,7 +41,12 @@ void pick_lt_algo(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes, const 
     throw Error("cuBLASLt has no " + what + " algorithm for " + shape + ": " +
                 (st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no heuristic result"));
   }
-  p.algo = result.algo;
+  return algos;
+}
+
+void pick_lt_algo(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes, const std::string& what,
+                  const std::string& shape) {
+  p.algo = lt_algo_candidates(lt, p, workspace_bytes, 1, what, shape).front();
 }
 
 }  // namespace ftx::cuda

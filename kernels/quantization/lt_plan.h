@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ftx::cuda {
 
@@ -22,9 +23,13 @@ struct LtPlan {
 LtPlan lt_tn_plan(cublasComputeType_t compute, cudaDataType_t scale, cudaDataType_t in, cudaDataType_t out,
                   int64_t M, int64_t N, int64_t K);
 
-// Sets p.algo to the heuristic's first algorithm within `workspace_bytes` (D = C). When there is
-// none, destroys the descriptor and layouts and throws Error("cuBLASLt has no <what> algorithm for
-// <shape>: <why>").
+// Up to `count` algorithms within `workspace_bytes` (D = C), in the heuristic's order. When there
+// is none, destroys the descriptor and layouts and throws Error("cuBLASLt has no <what> algorithm
+// for <shape>: <why>").
+std::vector<cublasLtMatmulAlgo_t> lt_algo_candidates(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes,
+                                                     int count, const std::string& what, const std::string& shape);
+
+// Sets p.algo to the heuristic's first algorithm (lt_algo_candidates with count 1).
 void pick_lt_algo(cublasLtHandle_t lt, LtPlan& p, size_t workspace_bytes, const std::string& what,
                   const std::string& shape);
 

@@ -49,7 +49,7 @@ struct Weight {
   // q · weights_scaling_factor, and the GEMM quantises A to E4M3 with the static
   // activation_scaling_factor (the FP8 arithmetic at the end of this file); both are TensorRT-LLM's
   // per-tensor amax / 448. The backend may hold the matrix in a layout of its own (panel_cols) and
-  // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: {s_w, s_x}).
+  // keep what it needs of the scales in `scale` (the CPU: s_x · s_w per column; CUDA: s_w, s_x 16 bytes apart).
   float activation_scaling_factor = 0.0f, weights_scaling_factor = 0.0f;
   // INT4 weight-only (dtype kUInt8 with int4 set; Backend::upload_weight_int4 of an Int4Matrix,
   // lib/ops/int4_matrix.h, whose comment is the arithmetic): `data` holds the 4-bit values and `scale`
