@@ -328,10 +328,55 @@ def test_call2_and_rerun():
             check(r.returncode == 2 and not os.listdir(env["OUT"]), f"gpu-run {shlex.join(args)}: exit {r.returncode}")
 
 
+def test_gpu_tree():
+    """scripts/gpu-tree on a clone of the repository: --slim leaves what travels under the device
+    tool's 64 MiB beside the carried tarballs, refuses a second time and over staged changes, and
+    --restore gives back the index and the exclude file it found."""
+    if not os.path.isdir(os.path.join(SRC, ".git")):
+        print("gpu_tree: skipped (the source is not a git checkout)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "clone")
+        subprocess.run(["git", "clone", "-q", SRC, repo], check=True)
+        tool = os.path.join(SRC, "scripts", "gpu-tree")
+        shutil.copy(tool, os.path.join(repo, "scripts", "gpu-tree"))
+        git = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True)
+        if git("status", "--porcelain").stdout:  # a working copy's script, not yet committed there
+            git("add", "scripts/gpu-tree")
+            git("-c", "user.name=test", "-c", "user.email=test@localhost", "commit", "-q", "-m", "gpu-tree")
+        exclude = os.path.join(repo, ".git", "info", "exclude")
+        before = open(exclude).read() if os.path.exists(exclude) else ""
+        tracked = git("ls-files").stdout
+
+        def run(arg):
+            return subprocess.run([os.path.join(repo, "scripts", "gpu-tree"), arg], cwd=repo, capture_output=True,
+                                  text=True)
+
+        r = run("--slim")
+        check(r.returncode == 0, f"gpu-tree --slim: exit {r.returncode} {r.stderr}")
+        m = re.search(r"travels: ([0-9.]+) MiB", r.stdout)
+        check(m is not None and float(m.group(1)) + 50 < 64, f"slim tree plus 50 MiB of tarballs under 64: {r.stdout}")
+        check("data/lambada/lambada_test.jsonl" not in git("ls-files").stdout, "lambada untracked")
+        check(os.path.exists(os.path.join(repo, "data", "lambada", "lambada_test.jsonl")), "its files stay on disk")
+        check(git("ls-files", "--others", "--exclude-standard").stdout == "", "the untracked folders are ignored")
+        check(run("--slim").returncode == 2, "a second --slim is refused")
+        r = run("--restore")
+        check(r.returncode == 0, f"gpu-tree --restore: exit {r.returncode} {r.stderr}")
+        check(git("ls-files").stdout == tracked and git("status", "--porcelain").stdout == "",
+              "--restore gives back the index")
+        check((open(exclude).read() if os.path.exists(exclude) else "") == before, "--restore gives back the exclude file")
+        with open(os.path.join(repo, "README.md"), "a") as f:
+            f.write("x\n")
+        git("add", "README.md")
+        r = run("--slim")
+        check(r.returncode == 2 and "staged changes" in r.stderr, f"--slim over staged changes: {r.returncode} {r.stderr}")
+
+
 def main():
     test_call1()
     test_term()
     test_call2_and_rerun()
+    test_gpu_tree()
     if failures:
         print(f"{len(failures)} checks failed:\n  " + "\n  ".join(failures))
         sys.exit(1)
