@@ -26,8 +26,8 @@ void set_scale_pointers(const LtPlan& p, const float* scales) {
 // A plan and the algorithms its heuristic offered, until the first call settles on the first one
 // cublasLtMatmul accepts. On an H200 (CUDA 13.0) the heuristic's first FP8 algorithm was refused by
 // cublasLtMatmul with CUBLAS_STATUS_NOT_SUPPORTED (bench/results/gpu-2026-11-30), with the scale
-// pointers set before the heuristic or not; the heuristic does not see the pointers, and cuBLASLt's
-// own advice for a refused algorithm is to try the next.
+// pointers set before the heuristic or not. The heuristic does not see the pointers, and a refused
+// algorithm enqueues nothing, so the next one may be tried.
 struct Fp8Plan {
   LtPlan lt;
   std::vector<cublasLtMatmulAlgo_t> candidates;
@@ -41,7 +41,7 @@ std::string shape_name(int64_t M, int64_t N, int64_t K) {
 }
 
 // The TN plan of lt_plan.h in FP8 E4M3 with fp32 output; the scale pointers are set before the
-// heuristic is asked, as cuBLASLt's FP8 sample does, and again per call (each weight has its own).
+// heuristic is asked, and again per call (each weight has its own).
 Fp8Plan make_plan(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, const float* scales, size_t workspace_bytes) {
   Fp8Plan p;
   p.lt = lt_tn_plan(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_32F, M, N, K);
