@@ -1,6 +1,6 @@
 // The W8A8 int8 product (vnni_int8_gemm.h) at the AVX2 level, written once over a dot-product
-// policy D: AVX-VNNI's vpdpbusd where the CPU has it, else an exact emulation with vpmaddubsw and
-// vpmaddwd. Included only by vnni_int8_avx2.cc, inside a `#pragma GCC target` region and a
+// policy D: AVX-VNNI's vpdpbusd where the CPU has it, else an exact emulation with vpmaddwd.
+// Included only by vnni_int8_avx2.cc, inside a `#pragma GCC target` region and a
 // namespace of its own per policy, after every standard header (as widening_kernels.h).
 //
 // A 32-byte load of a packed panel is 8 columns x 4 rows of K (the layout of vnni_int8_gemm.h, in
@@ -16,7 +16,8 @@
 inline RowPrefetch whole_rows_ahead(int64_t ldw, int64_t cols) { return {4 * cols, rows_in_4kb(ldw)}; }
 
 // R rows x C blocks of 8 columns, all sums in registers for the whole K loop: one group of 4 rows
-// of the weights is C 32-byte loads, R broadcasts of four activation bytes, R·C dot products.
+// of the weights is C 32-byte loads, R broadcasts of four activation bytes (in the policy's form,
+// D::A), R·C dot products.
 template <class D, int R, int C>
 void dot_block(const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_t* w, int64_t ldw, int32_t* acc,
                int64_t ldacc, RowPrefetch pf = {}) {
@@ -31,7 +32,7 @@ void dot_block(const int8_t* q, int64_t K4, const int32_t* row_sum, const uint8_
     for (int r = 0; r < R; ++r) {
       int32_t four;
       std::memcpy(&four, q + r * K4 + 4 * g, sizeof four);
-      const __m256i b = _mm256_set1_epi32(four);
+      const typename D::A b = D::broadcast(four);
       for (int c = 0; c < C; ++c) s[r * C + c] = D::dot(s[r * C + c], wv[c], b);
     }
   }
