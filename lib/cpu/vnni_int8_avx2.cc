@@ -14,7 +14,7 @@
 // Without VNNI: vpmaddwd multiplies pairs of int16 and adds each pair into an int32 lane, exactly
 // for these values (a stored weight byte w + 128 is at most 255, an activation at least -128: a
 // pair sums to at most 2·255·128 in size). Lane j of a 32-byte load holds column j's four bytes
-// k0..k3; masking keeps k0 and k2 as the two int16 of the lane, a shift and the mask k1 and k3, and
+// k0..k3; a mask keeps k0 and k2 as the lane's two int16, a shift by 8 bits leaves k1 and k3, and
 // the activations are broadcast as the matching pairs (a0, a2) and (a1, a3): two vpmaddwd give each
 // column its four products, summed in its own lane, with no horizontal step. Two multiplies per
 // 32 products, where vpmaddubsw's nibble split needed four (vpmaddubsw saturates an int16 pair sum,
